@@ -1,0 +1,118 @@
+"""fairfl's ClientApp: local training and the reports each fair rule needs.
+
+On ``train`` it loads the received global model w^t, measures F_k(w^t) on the whole local
+training split (``train_loss``, before any local step), adds the extra reports the
+config asks for, runs local SGD and replies per wire contract v1. On ``evaluate`` it
+replies loss and accuracy of w^t on the local test split.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from functools import lru_cache
+
+import torch
+from flwr.app import ArrayRecord, Context, Message
+from flwr.clientapp import ClientApp
+
+from fairfl import constants as keys
+from fairfl.client.training import (
+    activation_vector,
+    evaluate,
+    mean_loss,
+    pick_device,
+    train_local,
+)
+from fairfl.contract import write_evaluate_reply, write_train_reply
+from fairfl.data import ClientData, dataset_info, load_client_data
+from fairfl.logs import attach_flower_console
+from fairfl.models import FairModel, build_model
+from fairfl.settings import NodeSettings, RunSettings, get_config_value
+
+logger = logging.getLogger(__name__)
+
+app = ClientApp()
+
+
+@lru_cache(maxsize=64)
+def _client_data(settings: RunSettings, node: NodeSettings) -> ClientData:
+    data_root = node.data_root or settings.data_root
+    kwargs = settings.data_kwargs() | {
+        "num_partitions": node.num_partitions,
+        "data_root": data_root,
+    }
+    return load_client_data(partition_id=node.partition_id, **kwargs)
+
+
+def _settings(context: Context) -> tuple[RunSettings, NodeSettings]:
+    settings = RunSettings.from_run_config(context.run_config)
+    node = NodeSettings.from_node_config(context.node_config, settings.num_partitions)
+    return replace(settings, num_partitions=node.num_partitions), node
+
+
+def load_global_model(message: Message, settings: RunSettings, device: torch.device) -> FairModel:
+    """Build the run's model and load the received global weights into it."""
+    info = dataset_info(settings.dataset)
+    model = build_model(settings.model, info.input_shape, info.num_classes, seed=settings.seed)
+    state = message.content[keys.ARRAYS].to_torch_state_dict()
+    model.load_state_dict(state, strict=True)
+    return model.to(device)
+
+
+def training_seed(seed: int, server_round: int, partition_id: int) -> int:
+    """Seed of a client's local shuffling: reproducible from the run seed and round."""
+    return (seed * 1_000_003 + server_round * 10_007 + partition_id) % (2**63)
+
+
+@app.train()
+def train(message: Message, context: Context) -> Message:
+    """Train on the local split and reply weights, n_k and F_k(w^t)."""
+    attach_flower_console()
+    settings, node = _settings(context)
+    data = _client_data(settings, node)
+    device = pick_device(node.device)
+    config = message.content[keys.CONFIG]
+    model = load_global_model(message, settings, device)
+    loss_before = mean_loss(model, data.x_train, data.y_train, device)
+    activation = None
+    if bool(config.get(keys.WANT_ACTIVATION, False)):
+        activation = activation_vector(model, data.x_train, device).tolist()
+    server_round = get_config_value(config, keys.SERVER_ROUND, int)
+    train_local(
+        model,
+        data.x_train,
+        data.y_train,
+        epochs=get_config_value(config, keys.LOCAL_EPOCHS, int),
+        batch_size=get_config_value(config, keys.BATCH_SIZE, int),
+        lr=get_config_value(config, keys.LR, float),
+        device=device,
+        seed=training_seed(settings.seed, server_round, node.partition_id),
+    )
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    content = write_train_reply(
+        ArrayRecord(state),
+        num_examples=len(data.y_train),
+        train_loss=loss_before,
+        partition_id=node.partition_id,
+        activation=activation,
+    )
+    return Message(content=content, reply_to=message)
+
+
+@app.evaluate()
+def evaluate_global(message: Message, context: Context) -> Message:
+    """Reply loss and accuracy of the received model on the local test split."""
+    attach_flower_console()
+    settings, node = _settings(context)
+    data = _client_data(settings, node)
+    device = pick_device(node.device)
+    model = load_global_model(message, settings, device)
+    loss, accuracy = evaluate(model, data.x_test, data.y_test, device)
+    content = write_evaluate_reply(
+        num_examples=len(data.y_test),
+        eval_loss=loss,
+        eval_acc=accuracy,
+        partition_id=node.partition_id,
+    )
+    return Message(content=content, reply_to=message)

@@ -1,0 +1,151 @@
+"""Local computation a fair rule needs from a client, as plain functions on a model.
+
+Other ClientApps can call these directly (see README, "Plug into your Flower app"):
+:func:`mean_loss` gives F_k(w^t) for ``train_loss``, :func:`activation_vector` the
+Equitable-FL report, :func:`train_local` the local SGD epochs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+BatchObjective = Callable[[Tensor], Tensor]
+
+_EVAL_BATCH = 1024
+
+
+def pick_device(requested: str = "auto") -> torch.device:
+    """Resolve a device name: ``auto`` is CUDA when available, else CPU.
+
+    Raises
+    ------
+    ValueError
+        If ``requested`` is not ``auto``, ``cpu`` or a ``cuda`` device, or CUDA is
+        requested on a machine without it.
+    """
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cpu":
+        return torch.device("cpu")
+    if requested.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {requested!r} was requested but CUDA is not available")
+        return torch.device(requested)
+    raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {requested!r}")
+
+
+def _batches(x: np.ndarray, batch_size: int) -> range:
+    return range(0, len(x), batch_size)
+
+
+@torch.no_grad()
+def mean_loss(model: nn.Module, x: np.ndarray, y: np.ndarray, device: torch.device) -> float:
+    """Mean cross-entropy of ``model`` over all of ``(x, y)``: F_k(w) of the papers.
+
+    Measured in eval mode, without gradients, over the whole split (spec-vred-qffl §1.2:
+    the q-FFL and PropFair reference codes both take a full pass).
+    """
+    return evaluate(model, x, y, device)[0]
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, x: np.ndarray, y: np.ndarray, device: torch.device
+) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy (fraction) of ``model`` on ``(x, y)``."""
+    if len(x) == 0:
+        raise ValueError("cannot evaluate on an empty split")
+    model.eval()
+    total_loss = 0.0
+    correct = 0
+    for start in _batches(x, _EVAL_BATCH):
+        inputs = torch.from_numpy(x[start : start + _EVAL_BATCH]).to(device)
+        labels = torch.from_numpy(y[start : start + _EVAL_BATCH]).to(device)
+        logits = model(inputs)
+        total_loss += float(nn.functional.cross_entropy(logits, labels, reduction="sum"))
+        correct += int((logits.argmax(dim=1) == labels).sum())
+    return total_loss / len(x), correct / len(x)
+
+
+@torch.no_grad()
+def activation_vector(model: nn.Module, x: np.ndarray, device: torch.device) -> np.ndarray:
+    """Mean penultimate-layer activation ``model.features(x)`` over the local data.
+
+    Paper 003's activation vector: the received global model in eval mode.
+    """
+    if len(x) == 0:
+        raise ValueError("cannot compute an activation vector of an empty split")
+    model.eval()
+    total: Tensor | None = None
+    for start in _batches(x, _EVAL_BATCH):
+        inputs = torch.from_numpy(x[start : start + _EVAL_BATCH]).to(device)
+        batch_sum = model.features(inputs).sum(dim=0)  # type: ignore[operator]
+        total = batch_sum if total is None else total + batch_sum
+    assert total is not None
+    return (total / len(x)).double().cpu().numpy()
+
+
+def train_local(
+    model: nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    device: torch.device,
+    seed: int,
+    batch_objective: BatchObjective | None = None,
+    proximal_mu: float = 0.0,
+) -> float:
+    """Run ``epochs`` of minibatch SGD on ``(x, y)``; return the mean batch loss.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Trained in place.
+    epochs, batch_size, lr : int, int, float
+        Local epochs E, batch size B and step size η.
+    device : torch.device
+        Where to train.
+    seed : int
+        Seeds the shuffling, so a client's update is reproducible from (seed, round).
+    batch_objective : Callable[[Tensor], Tensor] | None
+        Maps the batch's mean cross-entropy to the loss to minimise (PropFair's
+        transform); identity when ``None``.
+    proximal_mu : float
+        FedProx term ``μ/2 ||w - w^t||²`` around the received weights (0: off).
+    """
+    if epochs < 1 or batch_size < 1 or not lr > 0:
+        raise ValueError(
+            f"need epochs >= 1, batch_size >= 1, lr > 0; got {epochs}, {batch_size}, {lr}"
+        )
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    anchor = [p.detach().clone() for p in model.parameters()] if proximal_mu > 0 else []
+    generator = torch.Generator().manual_seed(seed)
+    inputs_all = torch.from_numpy(x).to(device)
+    labels_all = torch.from_numpy(y).to(device)
+    losses: list[float] = []
+    for _ in range(epochs):
+        order = torch.randperm(len(x), generator=generator).to(device)
+        for start in _batches(x, batch_size):
+            index = order[start : start + batch_size]
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(inputs_all[index]), labels_all[index])
+            losses.append(float(loss))
+            if batch_objective is not None:
+                loss = batch_objective(loss)
+            if proximal_mu > 0:
+                drift = sum(
+                    torch.sum((p - a) ** 2)
+                    for p, a in zip(model.parameters(), anchor, strict=True)
+                )
+                loss = loss + 0.5 * proximal_mu * drift
+            loss.backward()
+            optimizer.step()
+    return float(np.mean(losses))

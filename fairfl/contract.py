@@ -1,0 +1,345 @@
+"""Readers and writers of wire contract v1 (``proto/fairfl/v1/contract.proto``).
+
+Every reply a strategy aggregates goes through :func:`read_train_reply` or
+:func:`read_evaluate_reply`. A reply that breaks the contract raises
+:class:`ReplyError`, which names the client (node id), the field and the reason; the
+strategy logs it, drops that reply and goes on with the rest.
+
+The tables :data:`TRAIN_METRICS` and :data:`EVALUATE_METRICS` are the Python side of
+the ``.proto`` messages ``TrainMetrics`` and ``EvaluateMetrics``; a test checks that they
+agree field by field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+from numpy.typing import NDArray
+
+from fairfl import constants as keys
+
+ValueKind = Literal["int", "float", "float-list"]
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One MetricRecord key of the contract.
+
+    Parameters
+    ----------
+    kind : {"int", "float", "float-list"}
+        Python type of the value on the wire.
+    lower : float | None
+        Smallest allowed value (``None``: unbounded).
+    lower_inclusive : bool
+        Whether ``lower`` itself is allowed.
+    upper : float | None
+        Largest allowed value (inclusive); ``None``: unbounded.
+    """
+
+    kind: ValueKind
+    lower: float | None = None
+    lower_inclusive: bool = True
+    upper: float | None = None
+
+
+# Python side of message TrainMetrics in contract.proto.
+TRAIN_METRICS: Mapping[str, FieldSpec] = {
+    keys.NUM_EXAMPLES: FieldSpec("int", lower=0, lower_inclusive=False),
+    keys.TRAIN_LOSS: FieldSpec("float", lower=0.0),
+    keys.QFFL_H: FieldSpec("float", lower=0.0, lower_inclusive=False),
+    keys.ACTIVATION: FieldSpec("float-list"),
+    keys.RCFL_ETA: FieldSpec("float"),
+    keys.PARTITION_ID: FieldSpec("int", lower=0),
+}
+
+# Python side of message EvaluateMetrics in contract.proto.
+EVALUATE_METRICS: Mapping[str, FieldSpec] = {
+    keys.NUM_EXAMPLES: FieldSpec("int", lower=0, lower_inclusive=False),
+    keys.EVAL_LOSS: FieldSpec("float", lower=0.0),
+    keys.EVAL_ACC: FieldSpec("float", lower=0.0, upper=1.0),
+    keys.PARTITION_ID: FieldSpec("int", lower=0),
+}
+
+# Keys every train / evaluate reply must carry.
+REQUIRED_TRAIN_METRICS: tuple[str, ...] = (keys.NUM_EXAMPLES,)
+REQUIRED_EVALUATE_METRICS: tuple[str, ...] = (keys.NUM_EXAMPLES, keys.EVAL_LOSS, keys.EVAL_ACC)
+
+
+class ReplyError(ValueError):
+    """A client's reply breaks the wire contract.
+
+    Parameters
+    ----------
+    node_id : int
+        The replying node.
+    field : str
+        The offending field, as a path (``metrics['train_loss']``, ``arrays['fc.weight']``).
+    reason : str
+        What is wrong with it.
+    """
+
+    def __init__(self, node_id: int, field: str, reason: str) -> None:
+        self.node_id = node_id
+        self.field = field
+        self.reason = reason
+        super().__init__(f"node {node_id}: {field} {reason}")
+
+
+@dataclass(frozen=True)
+class TrainReply:
+    """A validated train reply.
+
+    Attributes
+    ----------
+    node_id : int
+        Sender of the reply.
+    num_examples : int
+        n_k, the client's local training samples.
+    arrays : list[NDArray]
+        Local weights w_k, in the key order of the global model that was sent.
+    metrics : dict[str, int | float | list[float]]
+        Every contract key the reply carried, validated.
+    """
+
+    node_id: int
+    num_examples: int
+    arrays: list[NDArray]
+    metrics: dict[str, int | float | list[float]] = field(default_factory=dict)
+
+    @property
+    def partition_id(self) -> int | None:
+        """Stable client id, when the client sent one."""
+        value = self.metrics.get(keys.PARTITION_ID)
+        return int(value) if value is not None else None
+
+    @property
+    def train_loss(self) -> float:
+        """F_k(w^t); only valid where the strategy required ``train_loss``."""
+        return float(self.metrics[keys.TRAIN_LOSS])
+
+
+@dataclass(frozen=True)
+class EvaluateReply:
+    """A validated evaluate reply: one client's loss and accuracy on its test split."""
+
+    node_id: int
+    num_examples: int
+    eval_loss: float
+    eval_acc: float
+    partition_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """Keys, shapes and dtypes of the global model a reply must match."""
+
+    keys: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, arrays: ArrayRecord) -> ModelLayout:
+        """Read the layout of an ArrayRecord without decoding its data."""
+        return cls(
+            keys=tuple(arrays.keys()),
+            shapes=tuple(tuple(a.shape) for a in arrays.values()),
+            dtypes=tuple(str(a.dtype) for a in arrays.values()),
+        )
+
+
+def check_value(node_id: int, record: str, key: str, value: object, spec: FieldSpec) -> None:
+    """Raise :class:`ReplyError` unless ``value`` fits ``spec``."""
+    where = f"{record}[{key!r}]"
+    if spec.kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ReplyError(node_id, where, f"must be an int, got {type(value).__name__}")
+        numbers = [float(value)]
+    elif spec.kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise ReplyError(node_id, where, f"must be a float, got {type(value).__name__}")
+        numbers = [float(value)]
+    else:
+        if not isinstance(value, list | tuple) or not value:
+            raise ReplyError(node_id, where, "must be a non-empty list of floats")
+        if any(isinstance(v, bool) or not isinstance(v, int | float) for v in value):
+            raise ReplyError(node_id, where, "must hold only floats")
+        numbers = [float(v) for v in value]
+    if not all(math.isfinite(v) for v in numbers):
+        bad = next(v for v in numbers if not math.isfinite(v))
+        raise ReplyError(node_id, where, f"is {bad}")
+    if spec.lower is not None:
+        low = min(numbers)
+        if low < spec.lower or (not spec.lower_inclusive and low == spec.lower):
+            relation = ">=" if spec.lower_inclusive else ">"
+            raise ReplyError(node_id, where, f"must be {relation} {spec.lower:g}, got {low:g}")
+    if spec.upper is not None and max(numbers) > spec.upper:
+        raise ReplyError(node_id, where, f"must be <= {spec.upper:g}, got {max(numbers):g}")
+
+
+def _metrics_of(node_id: int, message: Message) -> MetricRecord:
+    if message.has_error():
+        raise ReplyError(node_id, "error", f"reply is an error: {message.error.reason}")
+    content = message.content
+    if keys.METRICS not in content.metric_records:
+        raise ReplyError(node_id, f"content[{keys.METRICS!r}]", "is missing (no MetricRecord)")
+    return content.metric_records[keys.METRICS]
+
+
+def _read_metrics(
+    node_id: int,
+    metrics: MetricRecord,
+    table: Mapping[str, FieldSpec],
+    required: Sequence[str],
+) -> dict[str, int | float | list[float]]:
+    for key in required:
+        if key not in metrics:
+            raise ReplyError(node_id, f"metrics[{key!r}]", "is missing")
+    values: dict[str, int | float | list[float]] = {}
+    for key, spec in table.items():
+        if key in metrics:
+            value = metrics[key]
+            check_value(node_id, "metrics", key, value, spec)
+            values[key] = value  # type: ignore[assignment]
+    return values
+
+
+def read_train_reply(
+    message: Message,
+    layout: ModelLayout,
+    required_metrics: Sequence[str] = (),
+    max_abs_weight: float | None = None,
+) -> TrainReply:
+    """Validate a train reply against the contract and the global model that was sent.
+
+    Parameters
+    ----------
+    message : Message
+        The reply.
+    layout : ModelLayout
+        Keys, shapes and dtypes of the sent global model; the reply's ``arrays`` must
+        match them exactly.
+    required_metrics : Sequence[str]
+        Metric keys the rule needs besides ``num-examples`` (e.g. ``train_loss``).
+    max_abs_weight : float | None
+        Reject weights larger than this in absolute value (``None``: only finiteness).
+
+    Returns
+    -------
+    TrainReply
+        The decoded, validated reply.
+
+    Raises
+    ------
+    ReplyError
+        Naming the node, the field and the reason.
+    """
+    node_id = int(message.metadata.src_node_id)
+    metrics = _read_metrics(
+        node_id,
+        _metrics_of(node_id, message),
+        TRAIN_METRICS,
+        (*REQUIRED_TRAIN_METRICS, *required_metrics),
+    )
+    records = message.content.array_records
+    if keys.ARRAYS not in records:
+        raise ReplyError(node_id, f"content[{keys.ARRAYS!r}]", "is missing (no ArrayRecord)")
+    arrays = records[keys.ARRAYS]
+    got_keys = tuple(arrays.keys())
+    if set(got_keys) != set(layout.keys):
+        missing = sorted(set(layout.keys) - set(got_keys))
+        extra = sorted(set(got_keys) - set(layout.keys))
+        raise ReplyError(
+            node_id, "arrays", f"keys differ from the global model: missing {missing}, extra {extra}"
+        )
+    decoded: list[NDArray] = []
+    for key, shape, dtype in zip(layout.keys, layout.shapes, layout.dtypes, strict=True):
+        array = arrays[key]
+        if tuple(array.shape) != shape:
+            raise ReplyError(
+                node_id, f"arrays[{key!r}]", f"has shape {tuple(array.shape)}, expected {shape}"
+            )
+        if str(array.dtype) != dtype:
+            raise ReplyError(node_id, f"arrays[{key!r}]", f"has dtype {array.dtype}, expected {dtype}")
+        value = array.numpy()
+        if value.shape != shape or str(value.dtype) != dtype:
+            raise ReplyError(
+                node_id, f"arrays[{key!r}]", "payload does not match its declared shape/dtype"
+            )
+        _check_finite(node_id, key, value, max_abs_weight)
+        decoded.append(value)
+    num_examples = int(metrics[keys.NUM_EXAMPLES])  # type: ignore[arg-type]
+    return TrainReply(node_id=node_id, num_examples=num_examples, arrays=decoded, metrics=metrics)
+
+
+def _check_finite(node_id: int, key: str, value: NDArray, max_abs: float | None) -> None:
+    if not np.issubdtype(value.dtype, np.floating):
+        return
+    # A sum is NaN/Inf iff an element is (or the magnitudes are absurd): one cheap pass.
+    if math.isfinite(float(np.sum(value, dtype=np.float64))):
+        if max_abs is None or value.size == 0:
+            return
+        peak = float(np.max(np.abs(value)))
+        if peak <= max_abs:
+            return
+        raise ReplyError(node_id, f"arrays[{key!r}]", f"has |value| {peak:g} > {max_abs:g}")
+    bad = "nan" if np.isnan(value).any() else "inf"
+    raise ReplyError(node_id, f"arrays[{key!r}]", f"contains {bad}")
+
+
+def read_evaluate_reply(message: Message) -> EvaluateReply:
+    """Validate an evaluate reply; raise :class:`ReplyError` naming node and field."""
+    node_id = int(message.metadata.src_node_id)
+    metrics = _read_metrics(
+        node_id, _metrics_of(node_id, message), EVALUATE_METRICS, REQUIRED_EVALUATE_METRICS
+    )
+    partition = metrics.get(keys.PARTITION_ID)
+    return EvaluateReply(
+        node_id=node_id,
+        num_examples=int(metrics[keys.NUM_EXAMPLES]),  # type: ignore[arg-type]
+        eval_loss=float(metrics[keys.EVAL_LOSS]),  # type: ignore[arg-type]
+        eval_acc=float(metrics[keys.EVAL_ACC]),  # type: ignore[arg-type]
+        partition_id=int(partition) if partition is not None else None,  # type: ignore[arg-type]
+    )
+
+
+def write_train_reply(
+    arrays: ArrayRecord,
+    *,
+    num_examples: int,
+    train_loss: float | None = None,
+    partition_id: int | None = None,
+    activation: Sequence[float] | None = None,
+    qffl_h: float | None = None,
+    rcfl_eta: float | None = None,
+) -> RecordDict:
+    """Build the content of a train reply (see ``TrainReply`` in the .proto)."""
+    values: dict[str, int | float | list[float]] = {keys.NUM_EXAMPLES: int(num_examples)}
+    optional: dict[str, int | float | list[float] | None] = {
+        keys.TRAIN_LOSS: None if train_loss is None else float(train_loss),
+        keys.QFFL_H: None if qffl_h is None else float(qffl_h),
+        keys.ACTIVATION: None if activation is None else [float(v) for v in activation],
+        keys.RCFL_ETA: None if rcfl_eta is None else float(rcfl_eta),
+        keys.PARTITION_ID: None if partition_id is None else int(partition_id),
+    }
+    values.update({k: v for k, v in optional.items() if v is not None})
+    return RecordDict({keys.ARRAYS: arrays, keys.METRICS: MetricRecord(values)})
+
+
+def write_evaluate_reply(
+    *, num_examples: int, eval_loss: float, eval_acc: float, partition_id: int | None = None
+) -> RecordDict:
+    """Build the content of an evaluate reply (see ``EvaluateReply`` in the .proto)."""
+    values: dict[str, int | float] = {
+        keys.NUM_EXAMPLES: int(num_examples),
+        keys.EVAL_LOSS: float(eval_loss),
+        keys.EVAL_ACC: float(eval_acc),
+    }
+    if partition_id is not None:
+        values[keys.PARTITION_ID] = int(partition_id)
+    return RecordDict({keys.METRICS: MetricRecord(values)})

@@ -1,0 +1,35 @@
+"""Data sets, partitioners and per-client train/test splits.
+
+``load_client_data(dataset=..., partitioner=..., partition_id=i,
+num_partitions=n)`` gives client i its share of a data set as numpy arrays,
+identically in simulation and on a real SuperNode.
+
+Data sets (`DATASETS`):
+
+- ``"digits"``: scikit-learn's bundled 8x8 handwritten digits (1,797 samples),
+  the embedded default; needs no files.
+- ``"synthetic"``: Synthetic(1, 1) of FedProx / q-FFL, generated in numpy;
+  ``"synthetic-<α>-<β>"`` (e.g. ``"synthetic-0-0"``, ``"synthetic-0.5-0.5"``)
+  sets α and β. One device per partition (partitioner ``"natural"`` only).
+- ``"mnist"``, ``"fashionmnist"``, ``"cifar10"``: the official training sets,
+  read by torchvision from ``data_root`` (downloaded only if ``download=True``),
+  then partitioned and re-split per client.
+
+Partitioners (`PARTITIONERS`): ``"iid"``, ``"dirichlet"`` (label skew),
+``"shards"`` (pathological label-sorted shards), ``"natural"`` (synthetic
+devices).
+"""
+
+from fairfl.data.client_data import ClientData, load_client_data, partition_sizes
+from fairfl.data.partition import PARTITIONERS
+from fairfl.data.sources import DATASETS, DatasetInfo, dataset_info
+
+__all__ = [
+    "DATASETS",
+    "PARTITIONERS",
+    "ClientData",
+    "DatasetInfo",
+    "dataset_info",
+    "load_client_data",
+    "partition_sizes",
+]

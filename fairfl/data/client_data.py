@@ -1,0 +1,297 @@
+"""One client's train and test data: partition the pool, then split the partition.
+
+`load_client_data` is a pure function of its arguments. A SuperNode computes
+only its own partition from ``(partition_id, num_partitions)`` and gets exactly
+what the same client gets in simulation. The pool and the partition index lists
+are cached in-process, so loading every client of a federation in one process
+partitions once; the returned arrays are fresh copies each time.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from fairfl.data import synthetic
+from fairfl.data.partition import (
+    PARTITIONERS,
+    num_test_samples,
+    partition_indices,
+    train_test_split,
+)
+from fairfl.data.sources import check_dataset, load_pool, resolve_data_root, to_model_input
+
+
+@dataclass(frozen=True, eq=False)
+class ClientData:
+    """A client's local train and test splits.
+
+    ``eq=False``: arrays have no single truth value, so instances compare by
+    identity; compare the arrays with `numpy.array_equal`.
+
+    Attributes
+    ----------
+    x_train : np.ndarray
+        float32 samples, shape ``(n_train, *input_shape)`` (see `dataset_info`).
+    y_train : np.ndarray
+        int64 labels, shape ``(n_train,)``.
+    x_test : np.ndarray
+        float32 samples, shape ``(n_test, *input_shape)``.
+    y_test : np.ndarray
+        int64 labels, shape ``(n_test,)``.
+
+    """
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+
+def load_client_data(
+    *,
+    dataset: str,
+    partitioner: str,
+    partition_id: int,
+    num_partitions: int,
+    seed: int = 0,
+    dirichlet_alpha: float = 0.3,
+    shards_per_partition: int = 2,
+    test_fraction: float = 0.3,
+    data_root: str = "",
+    download: bool = False,
+) -> ClientData:
+    """Load client ``partition_id``'s share of a data set, split into train and test.
+
+    The pool is partitioned into ``num_partitions`` disjoint shares that together
+    hold every sample once; the share is then split into train and test,
+    stratified by label (`fairfl.data.partition.train_test_split`). Every client
+    gets at least 2 train samples and 1 test sample.
+
+    Parameters
+    ----------
+    dataset : str
+        One of `DATASETS`. Synthetic(α, β) is ``"synthetic-<α>-<β>"``, e.g.
+        ``"synthetic-0-0"`` or ``"synthetic-0.5-0.5"``; ``"synthetic"`` is
+        Synthetic(1, 1).
+    partitioner : str
+        One of `PARTITIONERS`: ``"iid"`` (uniformly random, near-equal sizes),
+        ``"dirichlet"`` (label skew, Dir(``dirichlet_alpha``) per class),
+        ``"shards"`` (label-sorted shards, ``shards_per_partition`` each) for the
+        pooled data sets; ``"natural"`` (device k is partition k) for synthetic
+        data sets, and only for them.
+    partition_id : int
+        This client's partition, in ``[0, num_partitions)``; Flower's
+        ``node_config["partition-id"]``.
+    num_partitions : int
+        Number of partitions (for synthetic data: of devices), >= 1.
+    seed : int (default: 0)
+        Seed of the partition and of the train/test split, >= 0. For synthetic
+        data it also seeds the devices' data.
+    dirichlet_alpha : float (default: 0.3)
+        Concentration α > 0 of ``"dirichlet"``; small α gives few labels per client.
+    shards_per_partition : int (default: 2)
+        Shards per client of ``"shards"``, >= 1.
+    test_fraction : float (default: 0.3)
+        Fraction of each client's samples held out as its test split, in (0, 1).
+    data_root : str (default: "")
+        Directory of torchvision's files for ``mnist``, ``fashionmnist`` and
+        ``cifar10`` (layout: `fairfl.data.vision`); empty means
+        `DEFAULT_DATA_ROOT`.
+    download : bool (default: False)
+        Download missing torchvision files into ``data_root``.
+
+    Returns
+    -------
+    ClientData
+        New arrays, not shared with any cache or earlier call.
+
+    Raises
+    ------
+    ValueError
+        If an argument is invalid, names an unknown data set or partitioner,
+        combines a synthetic data set with a partitioner other than
+        ``"natural"`` (or the reverse), or if the partition cannot give every
+        client 3 samples (2 train, 1 test).
+    FileNotFoundError
+        If torchvision files are missing and ``download`` is False.
+
+    """
+    federation = _Federation(
+        dataset,
+        partitioner,
+        num_partitions,
+        seed,
+        dirichlet_alpha,
+        shards_per_partition,
+        test_fraction,
+        data_root,
+        download,
+    )
+    if not _is_int(partition_id) or not 0 <= partition_id < num_partitions:
+        raise ValueError(
+            f"partition_id must be an int in [0, num_partitions={num_partitions}), "
+            f"got {partition_id!r}"
+        )
+    partition_id = int(partition_id)
+    alpha_beta = synthetic.parse_name(dataset)
+    if alpha_beta is not None:
+        x, y = synthetic.device_data(*alpha_beta, int(seed), partition_id)
+        rows = np.arange(len(y))
+    else:
+        x, y = load_pool(dataset, resolve_data_root(data_root), download)
+        rows = _partition_lists(federation)[partition_id]
+    train, test = train_test_split(y[rows], float(test_fraction), int(seed), partition_id)
+    return ClientData(
+        x_train=to_model_input(x[rows[train]]),
+        y_train=y[rows[train]],
+        x_test=to_model_input(x[rows[test]]),
+        y_test=y[rows[test]],
+    )
+
+
+def partition_sizes(
+    *,
+    dataset: str,
+    partitioner: str,
+    num_partitions: int,
+    seed: int = 0,
+    dirichlet_alpha: float = 0.3,
+    shards_per_partition: int = 2,
+    test_fraction: float = 0.3,
+    data_root: str = "",
+    download: bool = False,
+) -> list[int]:
+    """Return the train-split size of every partition, for reports.
+
+    Takes the arguments of `load_client_data` except ``partition_id``, and
+    agrees with it: entry i is ``len(load_client_data(..., partition_id=i).y_train)``.
+    For synthetic data sets it draws only the devices' sizes, not their samples.
+
+    Parameters
+    ----------
+    dataset, partitioner, num_partitions, seed, dirichlet_alpha, shards_per_partition, \
+test_fraction, data_root, download
+        See `load_client_data`.
+
+    Returns
+    -------
+    list[int]
+        ``num_partitions`` train sizes, by partition id.
+
+    Raises
+    ------
+    ValueError, FileNotFoundError
+        As `load_client_data`.
+
+    """
+    federation = _Federation(
+        dataset,
+        partitioner,
+        num_partitions,
+        seed,
+        dirichlet_alpha,
+        shards_per_partition,
+        test_fraction,
+        data_root,
+        download,
+    )
+    if synthetic.parse_name(dataset) is not None:
+        sizes = [synthetic.device_size(int(seed), pid) for pid in range(num_partitions)]
+    else:
+        sizes = [len(rows) for rows in _partition_lists(federation)]
+    return [size - num_test_samples(size, test_fraction) for size in sizes]
+
+
+@dataclass(frozen=True)
+class _Federation:
+    """The arguments that fix every client's data; checked on construction."""
+
+    dataset: str
+    partitioner: str
+    num_partitions: int
+    seed: int
+    dirichlet_alpha: float
+    shards_per_partition: int
+    test_fraction: float
+    data_root: str
+    download: bool
+
+    def __post_init__(self) -> None:
+        check_dataset(self.dataset)
+        if self.partitioner not in PARTITIONERS:
+            raise ValueError(f"partitioner must be one of {PARTITIONERS}, got {self.partitioner!r}")
+        is_synthetic = synthetic.parse_name(self.dataset) is not None
+        if is_synthetic and self.partitioner != "natural":
+            raise ValueError(
+                f"partitioner must be 'natural' for synthetic dataset {self.dataset!r} "
+                f"(device k is partition k), got {self.partitioner!r}"
+            )
+        if not is_synthetic and self.partitioner == "natural":
+            raise ValueError(
+                f"partitioner must be one of {PARTITIONERS[:-1]} for dataset "
+                f"{self.dataset!r}, got 'natural' (only synthetic datasets have natural "
+                "partitions)"
+            )
+        _check(
+            _is_int(self.num_partitions) and self.num_partitions >= 1,
+            "num_partitions",
+            "an int >= 1",
+            self.num_partitions,
+        )
+        _check(_is_int(self.seed) and self.seed >= 0, "seed", "an int >= 0", self.seed)
+        _check(
+            _is_real(self.dirichlet_alpha) and self.dirichlet_alpha > 0,
+            "dirichlet_alpha",
+            "a finite number > 0",
+            self.dirichlet_alpha,
+        )
+        _check(
+            _is_int(self.shards_per_partition) and self.shards_per_partition >= 1,
+            "shards_per_partition",
+            "an int >= 1",
+            self.shards_per_partition,
+        )
+        _check(
+            _is_real(self.test_fraction) and 0 < self.test_fraction < 1,
+            "test_fraction",
+            "a number in (0, 1)",
+            self.test_fraction,
+        )
+        _check(isinstance(self.data_root, str), "data_root", "a str", self.data_root)
+        _check(isinstance(self.download, bool), "download", "a bool", self.download)
+
+
+@functools.lru_cache(maxsize=16)
+def _partition_lists(federation: _Federation) -> tuple[np.ndarray, ...]:
+    _, labels = load_pool(
+        federation.dataset, resolve_data_root(federation.data_root), federation.download
+    )
+    lists = partition_indices(
+        labels,
+        partitioner=federation.partitioner,
+        num_partitions=int(federation.num_partitions),
+        seed=int(federation.seed),
+        dirichlet_alpha=float(federation.dirichlet_alpha),
+        shards_per_partition=int(federation.shards_per_partition),
+    )
+    for rows in lists:
+        rows.setflags(write=False)
+    return tuple(lists)
+
+
+def _check(ok: bool, name: str, expected: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,116 @@
+"""Fairness metrics over clients' local test results (DESIGN.md, spec-vred-qffl §13).
+
+Accuracies enter as fractions in [0, 1]; every accuracy statistic is returned in percent,
+as the papers' tables report them. The variance is in %², as q-FFL reports it
+(``np.var(acc) * 1e4`` with ``acc`` in [0, 1]).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+
+def tail_count(num_clients: int, fraction: float) -> int:
+    """Number of clients in a tail: ``floor(fraction * n)``, at least 1.
+
+    Paper 000 (via its code) and q-FFL use the floor; with fewer than ``1 / fraction``
+    clients the floor is 0, and here the tail is then the single worst (or best) client.
+    """
+    return max(1, math.floor(fraction * num_clients + 1e-9))
+
+
+def worst_fraction_mean(values: ArrayLike, fraction: float) -> float:
+    """Mean of the ``tail_count(n, fraction)`` smallest values."""
+    sorted_values = np.sort(np.asarray(values, dtype=np.float64))
+    return float(sorted_values[: tail_count(sorted_values.size, fraction)].mean())
+
+
+def best_fraction_mean(values: ArrayLike, fraction: float) -> float:
+    """Mean of the ``tail_count(n, fraction)`` largest values."""
+    sorted_values = np.sort(np.asarray(values, dtype=np.float64))
+    return float(sorted_values[-tail_count(sorted_values.size, fraction) :].mean())
+
+
+def jain_index(values: ArrayLike) -> float:
+    """Jain's fairness index ``(Σx)² / (n Σx²)``: 1 when all equal, 1/n when one has all.
+
+    All-zero values are perfectly equal, so the index is 1 there (0/0 otherwise).
+    """
+    x = np.asarray(values, dtype=np.float64)
+    squares = float(np.sum(x * x))
+    if squares == 0.0:
+        return 1.0
+    return float(np.sum(x) ** 2 / (x.size * squares))
+
+
+def mean_pairwise_gap(values: ArrayLike) -> float:
+    """Average ``|x_i - x_j|`` over unordered pairs i < j (client disagreement, paper 003).
+
+    Computed in O(n log n) from the sorted values: ``Σ_k x_(k) (2k - n + 1)`` over pairs.
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.size
+    if n < 2:
+        return 0.0
+    ranks = np.arange(n, dtype=np.float64)
+    total = float(np.sum(x * (2.0 * ranks - n + 1.0)))
+    return total / (n * (n - 1) / 2.0)
+
+
+def fairness_metrics(
+    accuracies: Sequence[float],
+    num_examples: Sequence[int],
+    losses: Sequence[float],
+) -> dict[str, float]:
+    """Fairness statistics of one evaluation round.
+
+    Parameters
+    ----------
+    accuracies : Sequence[float]
+        Each client's test accuracy as a fraction in [0, 1].
+    num_examples : Sequence[int]
+        Each client's number of test samples (for the sample-weighted mean).
+    losses : Sequence[float]
+        Each client's test loss.
+
+    Returns
+    -------
+    dict[str, float]
+        ``acc-mean`` (unweighted across clients), ``acc-weighted-mean``, ``acc-std``
+        (population), ``acc-variance`` (%²), ``acc-worst``, ``acc-worst-10``,
+        ``acc-worst-20``, ``acc-best-10`` (tail means), ``jain-index`` (of accuracies),
+        ``loss-mean``, ``loss-gap`` (mean pairwise test-loss gap) and ``num-clients``.
+        Accuracy statistics are in percent.
+
+    Raises
+    ------
+    ValueError
+        If the sequences are empty or of different lengths.
+    """
+    if not accuracies:
+        raise ValueError("accuracies must not be empty")
+    if not len(accuracies) == len(num_examples) == len(losses):
+        raise ValueError(
+            "accuracies, num_examples and losses must have one entry per client, got "
+            f"{len(accuracies)}, {len(num_examples)} and {len(losses)}"
+        )
+    acc: NDArray[np.float64] = 100.0 * np.asarray(accuracies, dtype=np.float64)
+    counts = np.asarray(num_examples, dtype=np.float64)
+    return {
+        "acc-mean": float(acc.mean()),
+        "acc-weighted-mean": float(np.dot(acc, counts) / counts.sum()),
+        "acc-std": float(acc.std()),
+        "acc-variance": float(acc.var()),
+        "acc-worst": float(acc.min()),
+        "acc-worst-10": worst_fraction_mean(acc, 0.1),
+        "acc-worst-20": worst_fraction_mean(acc, 0.2),
+        "acc-best-10": best_fraction_mean(acc, 0.1),
+        "jain-index": jain_index(acc),
+        "loss-mean": float(np.mean(losses)),
+        "loss-gap": mean_pairwise_gap(losses),
+        "num-clients": float(acc.size),
+    }

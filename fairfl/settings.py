@@ -1,0 +1,179 @@
+"""Run settings parsed from ``context.run_config`` into checked, frozen dataclasses.
+
+The ServerApp and the ClientApp read the same run config; :class:`RunSettings` is what
+both need (data, model, training), :class:`NodeSettings` what one SuperNode adds
+(its partition, data root and device).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from fairfl.data import DATASETS, PARTITIONERS
+from fairfl.models import MODELS
+
+T = TypeVar("T", int, float, str, bool)
+
+
+def get_config_value(config: Mapping[str, Any], key: str, type_: type[T]) -> T:
+    """Read ``config[key]`` as ``type_``; ints are accepted where floats are expected.
+
+    Raises
+    ------
+    ValueError
+        If the key is missing or its value has another type (the message names both).
+    """
+    if key not in config:
+        raise ValueError(f"config key {key!r} is missing")
+    value = config[key]
+    if type_ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # type: ignore[return-value]
+    if type_ is int and isinstance(value, bool):
+        raise ValueError(f"config key {key!r} must be int, got bool")
+    if not isinstance(value, type_):
+        raise ValueError(
+            f"config key {key!r} must be {type_.__name__}, got {type(value).__name__} ({value!r})"
+        )
+    return value
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Settings of a run shared by server and clients (run-config keys hyphenated)."""
+
+    strategy: str = "fedavg"
+    num_server_rounds: int = 20
+    fraction_train: float = 1.0
+    fraction_evaluate: float = 1.0
+    min_available_nodes: int = 0
+    lr: float = 0.05
+    local_epochs: int = 1
+    batch_size: int = 32
+    dataset: str = "digits"
+    partitioner: str = "dirichlet"
+    num_partitions: int = 20
+    dirichlet_alpha: float = 0.3
+    shards_per_partition: int = 2
+    test_fraction: float = 0.3
+    model: str = "mlp"
+    seed: int = 0
+    out_dir: str = "outputs/latest"
+    data_root: str = ""
+    download: bool = False
+
+    def __post_init__(self) -> None:
+        """Check every value; the error names the run-config key."""
+        from fairfl.strategies.registry import STRATEGIES
+
+        _check_choice("strategy", self.strategy, tuple(sorted(STRATEGIES)))
+        _check_choice("dataset", self.dataset.split("-")[0], DATASETS)
+        _check_choice("partitioner", self.partitioner, PARTITIONERS)
+        _check_choice("model", self.model, MODELS)
+        checks = {
+            "num-server-rounds": self.num_server_rounds >= 1,
+            "fraction-train": 0.0 < self.fraction_train <= 1.0,
+            "fraction-evaluate": 0.0 <= self.fraction_evaluate <= 1.0,
+            "min-available-nodes": self.min_available_nodes >= 0,
+            "lr": self.lr > 0,
+            "local-epochs": self.local_epochs >= 1,
+            "batch-size": self.batch_size >= 1,
+            "num-partitions": self.num_partitions >= 1,
+            "dirichlet-alpha": self.dirichlet_alpha > 0,
+            "shards-per-partition": self.shards_per_partition >= 1,
+            "test-fraction": 0.0 < self.test_fraction < 1.0,
+        }
+        bounds = {
+            "num-server-rounds": ">= 1",
+            "fraction-train": "in (0, 1]",
+            "fraction-evaluate": "in [0, 1]",
+            "min-available-nodes": ">= 0",
+            "lr": "> 0",
+            "local-epochs": ">= 1",
+            "batch-size": ">= 1",
+            "num-partitions": ">= 1",
+            "dirichlet-alpha": "> 0",
+            "shards-per-partition": ">= 1",
+            "test-fraction": "in (0, 1)",
+        }
+        for key, ok in checks.items():
+            if not ok:
+                value = getattr(self, key.replace("-", "_"))
+                raise ValueError(f"run config {key} must be {bounds[key]}, got {value!r}")
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
+        """Parse the keys this dataclass knows; others (rule hyperparameters) are ignored."""
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            key = item.name.replace("_", "-")
+            if key in run_config:
+                values[item.name] = get_config_value(run_config, key, type(item.default))
+        return cls(**values)
+
+    def data_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`fairfl.data.load_client_data` except the partition."""
+        return {
+            "dataset": self.dataset,
+            "partitioner": self.partitioner,
+            "num_partitions": self.num_partitions,
+            "seed": self.seed,
+            "dirichlet_alpha": self.dirichlet_alpha,
+            "shards_per_partition": self.shards_per_partition,
+            "test_fraction": self.test_fraction,
+            "data_root": self.data_root,
+            "download": self.download,
+        }
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What one SuperNode adds through ``--node-config`` (or the simulation engine).
+
+    Attributes
+    ----------
+    partition_id : int
+        This node's data partition.
+    num_partitions : int
+        How many partitions the data set is cut into.
+    data_root : str
+        Overrides the run config's ``data-root`` on this device ("" keeps it).
+    device : str
+        ``auto`` (CUDA when present), ``cpu`` or ``cuda[:N]``.
+    """
+
+    partition_id: int
+    num_partitions: int
+    data_root: str = ""
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        """Check the partition id against the partition count."""
+        if not 0 <= self.partition_id < self.num_partitions:
+            raise ValueError(
+                f"node config partition-id must be in [0, {self.num_partitions}), "
+                f"got {self.partition_id}"
+            )
+
+    @classmethod
+    def from_node_config(
+        cls, node_config: Mapping[str, Any], default_partitions: int
+    ) -> NodeSettings:
+        """Parse ``partition-id`` (required), ``num-partitions``, ``data-root``, ``device``."""
+        num_partitions = (
+            get_config_value(node_config, "num-partitions", int)
+            if "num-partitions" in node_config
+            else default_partitions
+        )
+        return cls(
+            partition_id=get_config_value(node_config, "partition-id", int),
+            num_partitions=num_partitions,
+            data_root=str(node_config.get("data-root", "")),
+            device=str(node_config.get("device", "auto")),
+        )

@@ -1,0 +1,188 @@
+"""In-process runner: the fairfl ServerApp logic and a ClientApp on an in-memory Grid.
+
+No Ray, no network: each message is copied through Flower's protobuf serialisation and
+handed to the ClientApp in the same process, so strategies see exactly what they would
+see from SuperNodes. Used by tests and fast sweeps; the same seed gives the same final
+model as Flower's simulation engine with full participation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from flwr.app import Context, Message, RecordDict
+from flwr.app.error import Error
+from flwr.clientapp import ClientApp
+from flwr.common.constant import ErrorCode
+from flwr.serverapp import Grid
+
+from fairfl._compat import server_task_identity, set_message_id, wire_copy
+from fairfl.server.run import RunOutcome, run_federation
+
+#: A fault injector: given the instruction and the honest reply, return the reply the
+#: server should see instead, or ``None`` to make the node silent this time.
+ReplyFilter = Callable[[Message, Message], Message | None]
+
+
+class InMemoryGrid(Grid):
+    """A Flower ``Grid`` whose nodes are ClientApp calls in this process.
+
+    Parameters
+    ----------
+    client_app : ClientApp
+        The ClientApp every node runs.
+    node_configs : Mapping[int, Mapping[str, Any]]
+        Node id -> that node's ``node_config`` (``partition-id``, ``num-partitions``).
+    run_config : Mapping[str, Any]
+        The run config every node sees.
+    run_id : int
+        Run id stamped on messages.
+    reply_filter : ReplyFilter | None
+        Optional fault injection (dropouts, corrupted or adversarial replies).
+    """
+
+    def __init__(
+        self,
+        client_app: ClientApp,
+        node_configs: Mapping[int, Mapping[str, Any]],
+        run_config: Mapping[str, Any],
+        *,
+        run_id: int = 1,
+        reply_filter: ReplyFilter | None = None,
+    ) -> None:
+        self.client_app = client_app
+        self.run_id = run_id
+        self.reply_filter = reply_filter
+        self.contexts = {
+            node_id: Context(
+                run_id=run_id,
+                node_id=node_id,
+                node_config=dict(config),
+                state=RecordDict(),
+                run_config=dict(run_config),
+            )
+            for node_id, config in node_configs.items()
+        }
+        self._ids = itertools.count(1)
+        self._pending: dict[str, Message] = {}
+        self._run: Any = None
+
+    def set_run(self, run: Any) -> None:
+        """Store the run (unused in process)."""
+        self._run = run
+
+    @property
+    def run(self) -> Any:
+        """The run set with :meth:`set_run`."""
+        return self._run
+
+    def create_message(
+        self,
+        content: RecordDict,
+        message_type: str,
+        dst_node_id: int,
+        group_id: str,
+        ttl: float | None = None,
+    ) -> Message:
+        """Create an instruction message to one node."""
+        return Message(
+            content=content,
+            message_type=message_type,
+            dst_node_id=dst_node_id,
+            group_id=group_id,
+            ttl=ttl,
+        )
+
+    def get_node_ids(self) -> Iterable[int]:
+        """Ids of all nodes (all are always connected)."""
+        return list(self.contexts)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        """Queue messages; return their ids."""
+        ids = []
+        for message in messages:
+            message_id = f"msg-{next(self._ids)}"
+            set_message_id(message, message_id)
+            self._pending[message_id] = message
+            ids.append(message_id)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        """Deliver the queued messages and return the replies (silent nodes: none)."""
+        replies = []
+        for message_id in message_ids:
+            instruction = self._pending.pop(message_id, None)
+            if instruction is None:
+                continue
+            reply = self._deliver(instruction)
+            if reply is not None:
+                replies.append(reply)
+        return replies
+
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
+        """Push, deliver and collect in one call."""
+        return self.pull_messages(self.push_messages(messages))
+
+    def _deliver(self, instruction: Message) -> Message | None:
+        node_id = instruction.metadata.dst_node_id
+        received = Message(
+            content=wire_copy(instruction.content),
+            metadata=instruction.metadata,
+        )
+        try:
+            answer = self.client_app(received, self.contexts[node_id])
+            reply = Message(content=wire_copy(answer.content), reply_to=instruction)
+        except Exception:  # noqa: BLE001 - a client crash becomes an error reply, as in Flower
+            reply = Message(
+                Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=traceback.format_exc()),
+                reply_to=instruction,
+            )
+        set_message_id(reply, f"reply-{instruction.metadata.message_id}")
+        if self.reply_filter is not None:
+            return self.reply_filter(instruction, reply)
+        return reply
+
+
+def node_configs_for(num_partitions: int, first_node_id: int = 1001) -> dict[int, dict[str, Any]]:
+    """One node per partition, as the simulation engine assigns them."""
+    return {
+        first_node_id + p: {"partition-id": p, "num-partitions": num_partitions}
+        for p in range(num_partitions)
+    }
+
+
+def run_inprocess(
+    run_config: Mapping[str, Any],
+    *,
+    client_app: ClientApp | None = None,
+    reply_filter: ReplyFilter | None = None,
+    node_configs: Mapping[int, Mapping[str, Any]] | None = None,
+) -> RunOutcome:
+    """Run a whole federation in this process.
+
+    Parameters
+    ----------
+    run_config : Mapping[str, Any]
+        Run-config keys as in ``[tool.flwr.app.config]``; missing keys take the
+        defaults of :class:`fairfl.settings.RunSettings` and of the rule.
+    client_app : ClientApp | None
+        Defaults to fairfl's ClientApp.
+    reply_filter : ReplyFilter | None
+        Optional fault injection.
+    node_configs : Mapping[int, Mapping[str, Any]] | None
+        Defaults to one node per partition (``num-partitions`` of the run config).
+    """
+    from fairfl.settings import RunSettings
+
+    if client_app is None:
+        from fairfl.client.app import app as client_app
+    settings = RunSettings.from_run_config(run_config)
+    nodes = node_configs or node_configs_for(settings.num_partitions)
+    grid = InMemoryGrid(client_app, nodes, run_config, reply_filter=reply_filter)
+    with server_task_identity(grid.run_id):
+        return run_federation(grid, run_config)

@@ -1,0 +1,75 @@
+"""Rules by name, so a run config can choose one (``strategy = "semivred"``).
+
+Each entry maps the rule's run-config keys to its constructor's keyword arguments. The
+run config (``[tool.flwr.app.config]`` in pyproject.toml) must declare every key with
+the constructor's default; a test checks that.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.fedavg import FedAvg
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A rule the registry can build.
+
+    Parameters
+    ----------
+    name : str
+        Registry name (the ``strategy`` run-config value).
+    strategy : type[FairStrategy]
+        The strategy class.
+    parameters : Mapping[str, str]
+        Run-config key -> constructor keyword, for the rule's hyperparameters.
+    """
+
+    name: str
+    strategy: type[FairStrategy]
+    parameters: Mapping[str, str]
+
+    def defaults(self) -> dict[str, Any]:
+        """Constructor defaults of the rule's hyperparameters, by run-config key."""
+        signature = inspect.signature(self.strategy.__init__)
+        return {
+            key: signature.parameters[keyword].default
+            for key, keyword in self.parameters.items()
+            if signature.parameters[keyword].default is not inspect.Parameter.empty
+        }
+
+
+STRATEGIES: dict[str, RuleSpec] = {
+    spec.name: spec
+    for spec in (RuleSpec("fedavg", FedAvg, {}),)
+}
+
+
+def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> FairStrategy:
+    """Build the rule ``name`` with its hyperparameters from ``run_config``.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`STRATEGIES`.
+    run_config : Mapping[str, Any]
+        The run config; keys the rule does not use are ignored.
+    **common
+        Keyword arguments every rule takes (``fraction_train``, ``min_available_nodes``).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown (the message lists the valid names) or a hyperparameter
+        is invalid (the rule's constructor names it).
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {sorted(STRATEGIES)}, got {name!r}")
+    spec = STRATEGIES[name]
+    kwargs = {kw: run_config[key] for key, kw in spec.parameters.items() if key in run_config}
+    return spec.strategy(**common, **kwargs)

@@ -1,0 +1,53 @@
+"""Shared test fixtures: a reply builder and a Flower-free environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from unittest.mock import Mock
+
+import numpy as np
+import pytest
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.app.error import Error
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
+os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+
+
+def arrays_of(values: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> ArrayRecord:
+    """An ArrayRecord with keys '0', '1', ... for a list, or the mapping's keys."""
+    if isinstance(values, Mapping):
+        return ArrayRecord({k: Array(np.asarray(v)) for k, v in values.items()})
+    return ArrayRecord({str(i): Array(np.asarray(v)) for i, v in enumerate(values)})
+
+
+def make_reply(
+    node_id: int,
+    arrays: ArrayRecord | Sequence[np.ndarray] | None = None,
+    metrics: Mapping[str, object] | None = None,
+    *,
+    error: str | None = None,
+    content: RecordDict | None = None,
+) -> Mock:
+    """A reply Message mock with ``metadata.src_node_id`` set (a real one needs a run)."""
+    message = Mock(spec=Message)
+    message.metadata.src_node_id = node_id
+    message.has_error.return_value = error is not None
+    if error is not None:
+        message.error = Error(code=0, reason=error)
+        return message
+    if content is None:
+        content = RecordDict()
+        if arrays is not None:
+            content["arrays"] = arrays if isinstance(arrays, ArrayRecord) else arrays_of(arrays)
+        if metrics is not None:
+            content["metrics"] = MetricRecord(dict(metrics))  # type: ignore[arg-type]
+    message.content = content
+    return message
+
+
+@pytest.fixture
+def reply_builder():
+    return make_reply

@@ -1,0 +1,95 @@
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fairfl.metrics import (
+    best_fraction_mean,
+    fairness_metrics,
+    jain_index,
+    mean_pairwise_gap,
+    tail_count,
+    worst_fraction_mean,
+)
+
+
+def test_tail_count_uses_floor_with_at_least_one_client():
+    # spec §13: n = 50 -> 5 / 10 clients; n = 20 -> 2 / 4.
+    assert tail_count(50, 0.1) == 5
+    assert tail_count(50, 0.2) == 10
+    assert tail_count(20, 0.1) == 2
+    assert tail_count(20, 0.2) == 4
+    assert tail_count(9, 0.1) == 1  # floor would be 0: keep the single worst client
+    assert tail_count(10, 0.1) == 1
+
+
+def test_fairness_metrics_by_hand():
+    # Five clients, accuracies 0.2, 0.4, 0.6, 0.8, 1.0 (in %: 20..100).
+    # mean 60; population var = (40²+20²+0+20²+40²)/5 = 800 -> std 28.2843.
+    # weighted mean with counts 1,1,1,1,6: (20+40+60+80+600)/10 = 80.
+    # worst-10%/20%/best-10% over n=5 -> 1 client: 20, 20, 100.
+    # Jain: (300)² / (5 · (400+1600+3600+6400+10000)) = 90000 / 110000 = 0.818181...
+    # losses 1, 2, 3, 4, 5: pairwise |diffs| sum = 4·1+3·2+2·3+1·4 = 20 over 10 pairs = 2.
+    m = fairness_metrics([0.2, 0.4, 0.6, 0.8, 1.0], [1, 1, 1, 1, 6], [1, 2, 3, 4, 5])
+    assert m["acc-mean"] == pytest.approx(60.0)
+    assert m["acc-weighted-mean"] == pytest.approx(80.0)
+    assert m["acc-variance"] == pytest.approx(800.0)
+    assert m["acc-std"] == pytest.approx(math.sqrt(800.0))
+    assert m["acc-worst"] == pytest.approx(20.0)
+    assert m["acc-worst-10"] == pytest.approx(20.0)
+    assert m["acc-worst-20"] == pytest.approx(20.0)
+    assert m["acc-best-10"] == pytest.approx(100.0)
+    assert m["jain-index"] == pytest.approx(90000 / 110000)
+    assert m["loss-mean"] == pytest.approx(3.0)
+    assert m["loss-gap"] == pytest.approx(2.0)
+    assert m["num-clients"] == 5
+
+
+def test_worst_and_best_tails_of_twenty_clients():
+    # 20 clients with accuracies 1..20: worst-10% = mean(1, 2) = 1.5,
+    # worst-20% = mean(1..4) = 2.5, best-10% = mean(19, 20) = 19.5.
+    values = list(range(20, 0, -1))
+    assert worst_fraction_mean(values, 0.1) == pytest.approx(1.5)
+    assert worst_fraction_mean(values, 0.2) == pytest.approx(2.5)
+    assert best_fraction_mean(values, 0.1) == pytest.approx(19.5)
+
+
+def test_qffl_variance_unit_is_percent_squared():
+    # q-FFL reports np.var(acc) * 1e4 with acc in [0, 1]: accuracies 0.5 and 0.7 -> 100.
+    assert fairness_metrics([0.5, 0.7], [1, 1], [0, 0])["acc-variance"] == pytest.approx(100.0)
+
+
+def test_jain_index_extremes():
+    assert jain_index([3, 3, 3]) == pytest.approx(1.0)
+    assert jain_index([1, 0, 0, 0]) == pytest.approx(0.25)
+    assert jain_index([0, 0]) == 1.0
+
+
+def test_fairness_metrics_rejects_bad_input():
+    with pytest.raises(ValueError, match="must not be empty"):
+        fairness_metrics([], [], [])
+    with pytest.raises(ValueError, match="one entry per client"):
+        fairness_metrics([0.5], [1, 2], [0.1])
+
+
+@given(st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=40))
+def test_pairwise_gap_matches_quadratic_definition(values):
+    x = np.array(values)
+    n = len(x)
+    brute = (
+        np.mean([abs(x[i] - x[j]) for i in range(n) for j in range(i + 1, n)]) if n > 1 else 0.0
+    )
+    assert mean_pairwise_gap(values) == pytest.approx(brute, rel=1e-9, abs=1e-6)
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=60))
+def test_tails_bracket_the_mean(accs):
+    m = fairness_metrics(accs, [1] * len(accs), [0.0] * len(accs))
+    tol = 1e-9
+    assert m["acc-worst"] <= m["acc-worst-10"] + tol
+    assert m["acc-worst-10"] <= m["acc-worst-20"] + tol
+    assert m["acc-worst-20"] <= m["acc-mean"] + tol
+    assert m["acc-mean"] <= m["acc-best-10"] + tol
+    assert 0 < m["jain-index"] <= 1 + tol
