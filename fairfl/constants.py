@@ -18,6 +18,11 @@ LR: Final = "lr"
 LOCAL_EPOCHS: Final = "local-epochs"
 BATCH_SIZE: Final = "batch-size"
 WANT_ACTIVATION: Final = "want-activation"
+# PropFair's client-side loss transform (rule keys, documented in
+# fairfl.strategies.propfair; not part of the proto's TrainConfig).
+PROPFAIR_M: Final = "propfair-m"
+PROPFAIR_EPSILON: Final = "propfair-epsilon"
+PROPFAIR_HUBER: Final = "propfair-huber"
 
 # Train reply (client -> server), MetricRecord keys.
 NUM_EXAMPLES: Final = "num-examples"

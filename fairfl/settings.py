@@ -41,7 +41,7 @@ def get_config_value(config: Mapping[str, Any], key: str, type_: type[T]) -> T:
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        raise ValueError(f"run config {name} must be one of {choices}, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ from flwr.app import ArrayRecord, Context, Message
 from flwr.clientapp import ClientApp
 
 from fairfl import constants as keys
+from fairfl.client.activation import activation_for_config
+from fairfl.client.objectives import local_objective
+from fairfl.client.qffl import QFFL_Q, qffl_h
 from fairfl.client.training import (
-    activation_vector,
     evaluate,
     mean_loss,
     pick_device,
@@ -75,10 +77,17 @@ def train(message: Message, context: Context) -> Message:
     config = message.content[keys.CONFIG]
     model = load_global_model(message, settings, device)
     loss_before = mean_loss(model, data.x_train, data.y_train, device)
-    activation = None
-    if bool(config.get(keys.WANT_ACTIVATION, False)):
-        activation = activation_vector(model, data.x_train, device).tolist()
     server_round = get_config_value(config, keys.SERVER_ROUND, int)
+    activation = None
+    if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable-FL, before local steps
+        activation = activation_for_config(
+            model,
+            data.x_train,
+            device,
+            config,
+            sample_seed=training_seed(settings.seed, server_round, node.partition_id),
+        )
+    objective = local_objective(config)
     train_local(
         model,
         data.x_train,
@@ -88,14 +97,27 @@ def train(message: Message, context: Context) -> Message:
         lr=get_config_value(config, keys.LR, float),
         device=device,
         seed=training_seed(settings.seed, server_round, node.partition_id),
+        batch_objective=objective.batch_objective,
+        proximal_mu=objective.proximal_mu,
     )
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    h = None
+    if QFFL_Q in config:  # q-FFL: also report h_k, as in the paper's client protocol
+        sent = message.content[keys.ARRAYS]
+        h = qffl_h(
+            loss_before,
+            sent.to_numpy_ndarrays(),
+            [state[k].numpy() for k in sent],
+            get_config_value(config, QFFL_Q, float),
+            get_config_value(config, keys.LR, float),
+        )
     content = write_train_reply(
         ArrayRecord(state),
         num_examples=len(data.y_train),
         train_loss=loss_before,
         partition_id=node.partition_id,
         activation=activation,
+        qffl_h=h,
     )
     return Message(content=content, reply_to=message)
 

@@ -137,7 +137,7 @@ def train_local(
             index = order[start : start + batch_size]
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(inputs_all[index]), labels_all[index])
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             if batch_objective is not None:
                 loss = batch_objective(loss)
             if proximal_mu > 0:

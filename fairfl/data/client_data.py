@@ -101,7 +101,7 @@ def load_client_data(
     data_root : str (default: "")
         Directory of torchvision's files for ``mnist``, ``fashionmnist`` and
         ``cifar10`` (layout: `fairfl.data.vision`); empty means
-        `DEFAULT_DATA_ROOT`.
+        ``~/.cache/fairfl/data``.
     download : bool (default: False)
         Download missing torchvision files into ``data_root``.
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 
@@ -19,6 +20,14 @@ from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy, build_strategy
 
 logger = logging.getLogger(__name__)
+
+
+FINAL_MODEL_FILE = "final_model.npz"
+
+
+def save_model(arrays: ArrayRecord, path: Path) -> None:
+    """Save a global model as ``.npz`` (no pickle), keyed by state-dict name."""
+    np.savez(path, **{key: array.numpy() for key, array in arrays.items()})
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,8 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
     min_available = settings.min_available_nodes or settings.num_partitions
     return build_strategy(
         settings.strategy,
-        run_config,
+        # The lr the clients are sent (q-FFL's L = 1/lr), also when the key is defaulted.
+        {**run_config, keys.LR: settings.lr},
         fraction_train=settings.fraction_train,
         fraction_evaluate=settings.fraction_evaluate,
         min_train_nodes=1,
@@ -77,6 +87,7 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
         evaluate_config=ConfigRecord(),
         evaluate_fn=round_log.on_round_end,
     )
+    save_model(result.arrays, Path(settings.out_dir) / FINAL_MODEL_FILE)
     summary = round_log.finish(strategy.settings())
     final = summary["final_metrics"]
     if final:

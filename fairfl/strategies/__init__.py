@@ -2,12 +2,18 @@
 
 from fairfl.strategies.base import FairStrategy, ReweightedStrategy
 from fairfl.strategies.fedavg import FedAvg
+from fairfl.strategies.qffl import QFFL
 from fairfl.strategies.registry import STRATEGIES, build_strategy
+from fairfl.strategies.semivred import SemiVRed
+from fairfl.strategies.vred import VRed
 
 __all__ = [
+    "QFFL",
     "STRATEGIES",
     "FairStrategy",
     "FedAvg",
     "ReweightedStrategy",
+    "SemiVRed",
+    "VRed",
     "build_strategy",
 ]

@@ -14,6 +14,9 @@ from typing import Any
 
 from fairfl.strategies.base import FairStrategy
 from fairfl.strategies.fedavg import FedAvg
+from fairfl.strategies.qffl import QFFL
+from fairfl.strategies.semivred import SemiVRed
+from fairfl.strategies.vred import VRed
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,24 @@ class RuleSpec:
 
 STRATEGIES: dict[str, RuleSpec] = {
     spec.name: spec
-    for spec in (RuleSpec("fedavg", FedAvg, {}),)
+    for spec in (
+        RuleSpec("fedavg", FedAvg, {}),
+        RuleSpec(
+            "qffl",
+            QFFL,
+            {"qffl-q": "q", "qffl-weighting": "weighting", "lr": "client_learning_rate"},
+        ),
+        RuleSpec(
+            "vred",
+            VRed,
+            {"vred-beta": "beta", "vred-clip-negative": "clip_negative_weights"},
+        ),
+        RuleSpec(
+            "semivred",
+            SemiVRed,
+            {"semivred-beta": "beta", "semivred-clip-negative": "clip_negative_weights"},
+        ),
+    )
 }
 
 

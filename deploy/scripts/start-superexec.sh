@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Start a SuperExec in the foreground (exec). Needed only with --isolation process: it
+# runs the ServerApp (pointed at the SuperLink) or the ClientApps (pointed at one
+# SuperNode's Runtime API) wherever fairfl and its dependencies are installed, e.g. in
+# a container or on a GPU host next to the SuperNode.
+#
+# Usage: deploy/scripts/start-superexec.sh --runtime-api HOST:PORT [options]
+#   --runtime-api HOST:PORT  SuperLink address (ServerApps) or SuperNode --port (ClientApps)
+#   --ca PATH                verify the Runtime API's TLS certificate with this CA
+#                            (the SuperLink's API is TLS when the SuperLink is)
+#   --insecure               plain HTTP (a SuperNode's local Runtime API, by default)
+#   --secret FILE            SuperExec shared secret (when the SuperLink/SuperNode was
+#                            started with one)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+fairfl_need flower-superexec "install flwr, or set FAIRFL_VENV"
+
+API=""; CA=""; INSECURE=0; SECRET=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --runtime-api) API="$2"; shift 2 ;;
+    --ca) CA="$2"; shift 2 ;;
+    --insecure) INSECURE=1; shift ;;
+    --secret) SECRET="$2"; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) fairfl_die "unknown argument $1 (see --help)" ;;
+  esac
+done
+[[ -n "$API" ]] || fairfl_die "--runtime-api is required"
+ARGS=(--runtime-api-address "$API")
+if [[ "$INSECURE" == 1 ]]; then ARGS+=(--insecure)
+elif [[ -n "$CA" ]]; then ARGS+=(--root-certificates "$CA")
+else fairfl_die "give --ca PATH or --insecure"; fi
+[[ -n "$SECRET" ]] && ARGS+=(--superexec-auth-secret-file "$SECRET")
+echo "+ flower-superexec ${ARGS[*]}" >&2
+exec flower-superexec "${ARGS[@]}"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Start a SuperNode on a device, in the foreground (exec). Its node config tells the
+# fairfl ClientApp which data partition is this device's and where to train:
+#   partition-id, num-partitions (required), data-root, device (optional).
+#
+# Usage: deploy/scripts/start-supernode.sh --superlink HOST:PORT --partition-id I
+#            --num-partitions N [options] [-- extra flower-supernode args]
+#   --superlink HOST:PORT  the SuperLink (must match a name/IP in its certificate)
+#   --partition-id I       this device's partition, 0 <= I < N
+#   --num-partitions N     how many partitions the data set is cut into
+#   --data-root DIR        where this device keeps data sets (node-config data-root)
+#   --device DEV           cpu, cuda, cuda:1, ... or auto (node-config device)
+#   --key PATH             private key registered with the SuperLink
+#                          (default $FAIRFL_PKI_DIR/supernodes/supernode-<I+1>)
+#   --ca PATH              CA certificate (default $FAIRFL_PKI_DIR/ca.crt)
+#   --port PORT            local port of this SuperNode's Runtime API, used by its
+#                          ClientApps (default 9094; one per SuperNode on a host)
+#   --host ADDR            address of that Runtime API (default 127.0.0.1)
+#   --isolation MODE       subprocess (default) or process (start-superexec.sh runs
+#                          the ClientApps, e.g. in another container)
+#   --insecure             no TLS, no authentication (development only)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+fairfl_need flower-supernode "install flwr, or set FAIRFL_VENV"
+
+SUPERLINK=""; PID=""; NPART=""; DATA_ROOT=""; DEVICE=""; KEY=""; CA="$FAIRFL_PKI_DIR/ca.crt"
+PORT=9094; HOST=127.0.0.1; ISOLATION=subprocess; INSECURE=0; EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --superlink) SUPERLINK="$2"; shift 2 ;;
+    --partition-id) PID="$2"; shift 2 ;;
+    --num-partitions) NPART="$2"; shift 2 ;;
+    --data-root) DATA_ROOT="$2"; shift 2 ;;
+    --device) DEVICE="$2"; shift 2 ;;
+    --key) KEY="$2"; shift 2 ;;
+    --ca) CA="$2"; shift 2 ;;
+    --port) PORT="$2"; shift 2 ;;
+    --host) HOST="$2"; shift 2 ;;
+    --isolation) ISOLATION="$2"; shift 2 ;;
+    --insecure) INSECURE=1; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) fairfl_die "unknown argument $1 (see --help)" ;;
+  esac
+done
+[[ -n "$SUPERLINK" && -n "$PID" && -n "$NPART" ]] \
+  || fairfl_die "--superlink, --partition-id and --num-partitions are required"
+[[ "$PID" =~ ^[0-9]+$ && "$NPART" =~ ^[0-9]+$ && "$PID" -lt "$NPART" ]] \
+  || fairfl_die "need 0 <= partition-id < num-partitions (got $PID, $NPART)"
+
+# Node config: TOML values, so strings are quoted.
+NODE_CONFIG="partition-id=$PID num-partitions=$NPART"
+[[ -n "$DATA_ROOT" ]] && NODE_CONFIG+=" data-root=\"$DATA_ROOT\""
+[[ -n "$DEVICE" ]] && NODE_CONFIG+=" device=\"$DEVICE\""
+
+ARGS=(--superlink "$SUPERLINK" --node-config "$NODE_CONFIG" --isolation "$ISOLATION"
+      --host "$HOST" --port "$PORT")
+if [[ "$INSECURE" == 1 ]]; then
+  ARGS+=(--insecure)
+else
+  KEY="${KEY:-$FAIRFL_PKI_DIR/supernodes/supernode-$((PID + 1))}"
+  [[ -r "$CA" ]] || fairfl_die "CA certificate $CA not readable"
+  [[ -r "$KEY" ]] || fairfl_die "private key $KEY not readable (gen-supernode-key.sh)"
+  ARGS+=(--root-certificates "$CA" --auth-supernode-private-key "$KEY")
+fi
+echo "+ flower-supernode ${ARGS[*]} ${EXTRA[*]}" >&2
+exec flower-supernode "${ARGS[@]}" "${EXTRA[@]}"

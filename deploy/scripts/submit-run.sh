@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Submit a fairfl run to a SuperLink with `flwr run` and stream its log until it ends.
+#
+# Usage: deploy/scripts/submit-run.sh [options] [-- extra flwr run args]
+#   --connection NAME   Flower connection profile (default: tls; see flwr-home.sh)
+#   --strategy NAME     aggregation rule, run-config `strategy` (default: fedavg)
+#   --rounds N          run-config `num-server-rounds`
+#   --out-dir DIR       run-config `out-dir`: where the ServerApp writes rounds.jsonl
+#                       and summary.json, on the host (or container) running the
+#                       ServerApp; use an absolute path
+#   -c KEY=VALUE        any other run-config override (repeatable; strings in TOML
+#                       quotes: -c "dataset='digits'")
+#   --app DIR           the Flower app to submit (default: the repository root)
+#   --no-stream         return once the run is submitted (prints the run id)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+fairfl_need flwr "install flwr, or set FAIRFL_VENV"
+
+CONN=tls; APP="$FAIRFL_REPO_ROOT"; STREAM=(--stream); CFG=(); EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --connection) CONN="$2"; shift 2 ;;
+    --strategy) CFG+=("strategy='$2'"); shift 2 ;;
+    --rounds) CFG+=("num-server-rounds=$2"); shift 2 ;;
+    --out-dir) CFG+=("out-dir='$2'"); shift 2 ;;
+    -c|--run-config) CFG+=("$2"); shift 2 ;;
+    --app) APP="$2"; shift 2 ;;
+    --no-stream) STREAM=(--format json); shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) fairfl_die "unknown argument $1 (see --help)" ;;
+  esac
+done
+ARGS=("$APP" "$CONN" "${STREAM[@]}")
+[[ ${#CFG[@]} -gt 0 ]] && ARGS+=(--run-config "${CFG[*]}")
+echo "+ flwr run ${ARGS[*]} ${EXTRA[*]}" >&2
+exec flwr run "${ARGS[@]}" "${EXTRA[@]}"

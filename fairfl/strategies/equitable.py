@@ -1,0 +1,562 @@
+"""Equitable-FL: cluster clients by activation vectors, give every cluster equal weight.
+
+A. Upadhyay, A. Hashemi, "Equitable Federated Learning with Activation Clustering",
+arXiv:2410.19207 (v2, 2025), cited as [P003]; spec: ``specs/spec-activation-clustering.md``.
+
+Every round each participant i reports a_i^t, the mean penultimate-layer activation of
+the *received* global model over its local data (:mod:`fairfl.client.activation`). The
+server builds a similarity matrix of those vectors (Algorithm 1, line 13; the paper's
+formula is lost, :func:`affinity_matrix` implements the spec's choices), groups the
+clients by spectral clustering (:func:`spectral_labels`), gives every cluster the same
+total weight (eq. 6, :func:`equitable_weights`) and averages every state tensor of the
+local models with those weights (§4.1, eq. 7). Local training is FedProx (eq. 4): the
+strategy sends ``proximal-mu`` in the train config.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Literal, get_args
+
+import numpy as np
+from flwr.app import Message
+from numpy.typing import ArrayLike, NDArray
+
+from fairfl import constants as keys
+from fairfl.client.activation import ActivationOptions
+from fairfl.client.objectives import PROXIMAL_MU
+from fairfl.contract import ModelLayout, TrainReply
+from fairfl.strategies.base import ConfigValue, ReweightedStrategy, check_positive_int
+
+logger = logging.getLogger(__name__)
+
+Affinity = Literal["rbf_median", "cosine", "cosine_centered"]
+Scope = Literal["round", "registry"]
+IntraCluster = Literal["uniform", "samples"]
+
+AFFINITIES: tuple[str, ...] = get_args(Affinity)
+SCOPES: tuple[str, ...] = get_args(Scope)
+INTRA_CLUSTER: tuple[str, ...] = get_args(IntraCluster)
+
+#: Vectors closer than this (relative to their scale) count as identical.
+IDENTICAL_RTOL = 1e-12
+
+
+class EquitableFL(ReweightedStrategy):
+    """Equitable-FL [P003]: equal aggregation weight per activation cluster.
+
+    Parameters
+    ----------
+    num_clusters : int (default: 2)
+        C, the number of clusters (the paper's fixed hyperparameter, Remark 3; set it to
+        the number of groups you expect). A round clusters into ``min(C, m)`` clusters,
+        where m is the number of clients clustered.
+    scope : {"round", "registry"} (default: "round")
+        ``"round"`` (paper, §4.2): cluster the round's participants only; cluster ids do
+        not carry over between rounds. ``"registry"`` (spec D5): keep the last vector of
+        every client seen and cluster all of them every round; the participants are then
+        weighted by eq. (6) over the clusters present among them, so a round that misses
+        a group is not forced into a wrong split.
+    affinity : {"rbf_median", "cosine", "cosine_centered"} (default: "rbf_median")
+        Similarity of line 13 of Algorithm 1, see :func:`affinity_matrix`.
+    intra_cluster : {"uniform", "samples"} (default: "uniform")
+        Weights inside a cluster: equal (eq. 6) or proportional to n_i (spec D8); each
+        cluster's total stays ``1 / C_t`` either way.
+    proximal_mu : float (default: 0.01)
+        μ of the clients' FedProx term ``μ/2 ||w - w^t||²`` (eq. 4), >= 0.
+    server_lr : float (default: 1.0)
+        Server step on the aggregated update, > 0: ``λ_i = server_lr · p_i``. 1 is the
+        paper's ``w^{t+1} = Σ p_i w_i``.
+    max_client_weight : float (default: 1.0)
+        Cap each p_i at this value and give the excess to the others (spec §7: a
+        singleton cluster, possibly a forged vector, otherwise gets ``1/C_t``). In
+        (0, 1]; 1 never binds, which is the paper's rule.
+    seed : int (default: 0)
+        Seeds spectral clustering (``random_state`` from ``(seed, round)``) and the
+        clients' random projection, >= 0.
+    activation_source, activation_max_samples, activation_min_samples, \
+activation_projection_dim, activation_dp_clip, activation_dp_noise
+        How clients compute a_i, sent in the train config; see
+        :class:`fairfl.client.activation.ActivationOptions` (defaults: the paper's
+        log-softmax of the penultimate layer over up to 2048 local training samples,
+        no projection, no noise).
+    **kwargs
+        See :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If a hyperparameter is out of range (the message names it).
+
+    Notes
+    -----
+    - The similarity formula of Algorithm 1, line 13 and eq. (6) are lost from our copy
+      of the paper; both follow the spec's reconstruction (spec §1.4, §1.6).
+    - Edge cases the paper leaves open (spec §1.5, D7): with fewer replies than C every
+      client is its own cluster (uniform weights); identical vectors form one cluster
+      (uniform weights) without calling scikit-learn, which would split them
+      arbitrarily.
+    - Registry mode has no separate round-0 "activation round" on all clients (spec D5):
+      it clusters the clients seen so far, so until every group has been seen it
+      behaves like round mode. Registry vectors of absent clients were measured with an
+      older global model.
+    - The strategy never reads true group ids; they exist only for evaluation
+      (:mod:`fairfl.group_metrics`).
+    """
+
+    required_train_metrics: ClassVar[tuple[str, ...]] = (keys.ACTIVATION,)
+    rule_name = "Equitable-FL"
+
+    def __init__(
+        self,
+        *,
+        num_clusters: int = 2,
+        scope: str = "round",
+        affinity: str = "rbf_median",
+        intra_cluster: str = "uniform",
+        proximal_mu: float = 0.01,
+        server_lr: float = 1.0,
+        max_client_weight: float = 1.0,
+        seed: int = 0,
+        activation_source: str = "penultimate_logsoftmax",
+        activation_max_samples: int = 2048,
+        activation_min_samples: int = 0,
+        activation_projection_dim: int = 0,
+        activation_dp_clip: float = 0.0,
+        activation_dp_noise: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        check_positive_int("num_clusters", num_clusters)
+        _check_choice("scope", scope, SCOPES)
+        _check_choice("affinity", affinity, AFFINITIES)
+        _check_choice("intra_cluster", intra_cluster, INTRA_CLUSTER)
+        if not proximal_mu >= 0:
+            raise ValueError(f"proximal_mu must be >= 0, got {proximal_mu}")
+        if not server_lr > 0:
+            raise ValueError(f"server_lr must be > 0, got {server_lr}")
+        if not 0 < max_client_weight <= 1:
+            raise ValueError(f"max_client_weight must be in (0, 1], got {max_client_weight}")
+        check_positive_int("seed", seed, minimum=0)
+        # Validates the client options here, on the server, before any round is sent.
+        self.activation = ActivationOptions(
+            source=activation_source,
+            max_samples=activation_max_samples,
+            min_samples=activation_min_samples,
+            projection_dim=activation_projection_dim,
+            projection_seed=seed,
+            dp_clip=activation_dp_clip,
+            dp_noise=activation_dp_noise,
+        )
+        super().__init__(**kwargs)
+        self.num_clusters = num_clusters
+        self.scope = scope
+        self.affinity = affinity
+        self.intra_cluster = intra_cluster
+        self.proximal_mu = float(proximal_mu)
+        self.server_lr = float(server_lr)
+        self.max_client_weight = float(max_client_weight)
+        self.seed = seed
+        #: Registry mode: last activation vector of every node seen, by node id.
+        self.registry: dict[int, NDArray[np.float64]] = {}
+
+    def settings(self) -> dict[str, Any]:
+        """The rule's settings (server side and what clients are told)."""
+        return {
+            "num_clusters": self.num_clusters,
+            "scope": self.scope,
+            "affinity": self.affinity,
+            "intra_cluster": self.intra_cluster,
+            "proximal_mu": self.proximal_mu,
+            "server_lr": self.server_lr,
+            "max_client_weight": self.max_client_weight,
+            "seed": self.seed,
+            **{f"activation_{k}": v for k, v in self.activation.settings().items()},
+        }
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """Ask for the activation vector and set the clients' FedProx μ."""
+        return {
+            keys.WANT_ACTIVATION: True,
+            PROXIMAL_MU: self.proximal_mu,
+            **self.activation.to_config(),
+        }
+
+    def read_train_replies(
+        self, server_round: int, replies: Iterable[Message], layout: ModelLayout
+    ) -> tuple[list[TrainReply], dict[int, str]]:
+        """Validate replies, then drop those whose activation length is not the expected one.
+
+        The expected length d is the projection dimension when clients project, else the
+        registry's length (registry mode), else the most common length this round (ties:
+        the length of the lowest node id among them).
+        """
+        accepted, dropped = super().read_train_replies(server_round, replies, layout)
+        if not accepted:
+            return accepted, dropped
+        lengths = [len(r.metrics[keys.ACTIVATION]) for r in accepted]  # type: ignore[arg-type]
+        if self.activation.projection_dim > 0:
+            expected = self.activation.projection_dim
+        elif self.scope == "registry" and self.registry:
+            expected = len(next(iter(self.registry.values())))
+        else:
+            counts = Counter(lengths)
+            expected = max(lengths, key=lambda n: (counts[n], -lengths.index(n)))
+        kept: list[TrainReply] = []
+        for reply, length in zip(accepted, lengths, strict=True):
+            if length == expected:
+                kept.append(reply)
+                continue
+            reason = f"metrics['{keys.ACTIVATION}'] has length {length}, expected {expected}"
+            logger.info("aggregate_train: dropped reply from node %d: %s", reply.node_id, reason)
+            dropped[reply.node_id] = reason
+        return kept, dropped
+
+    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
+        """Cluster the clients, then ``λ_i = server_lr · p_i`` with p_i of eq. (6)."""
+        nodes = [r.node_id for r in replies]
+        vectors = {r.node_id: np.asarray(r.metrics[keys.ACTIVATION], np.float64) for r in replies}
+        if self.scope == "registry":
+            self.registry.update(vectors)
+            clustered = sorted(self.registry)
+        else:
+            clustered = nodes
+        source = self.registry if self.scope == "registry" else vectors
+        matrix = np.stack([source[n] for n in clustered])
+        k = min(self.num_clusters, len(clustered))
+        labels, degenerate = cluster_activations(
+            matrix, k, affinity=self.affinity, random_state=round_seed(self.seed, server_round)
+        )
+        if degenerate:
+            logger.warning(
+                "aggregate_train: round %d activation vectors are all identical; "
+                "one cluster, uniform weights",
+                server_round,
+            )
+        label_of = dict(zip(clustered, labels.tolist(), strict=True))
+        participant_labels = np.array([label_of[n] for n in nodes], dtype=np.int64)
+        counts = None
+        if self.intra_cluster == "samples":
+            counts = [r.num_examples for r in replies]
+        p = equitable_weights(participant_labels, counts)
+        if self.max_client_weight < 1:
+            p = cap_weights(p, self.max_client_weight)
+        record = self.train_records[server_round]
+        sizes = np.bincount(participant_labels)
+        record.diagnostics.update(
+            {
+                "clusters": {n: int(label_of[n]) for n in nodes},
+                "num-clusters": int(np.count_nonzero(sizes)),
+                "cluster-size-min": int(sizes[sizes > 0].min()),
+                "cluster-size-max": int(sizes.max()),
+                "clusters-degenerate": bool(degenerate),
+            }
+        )
+        if self.scope == "registry":
+            record.diagnostics["registry-clusters"] = {n: int(label_of[n]) for n in clustered}
+            record.diagnostics["registry-size"] = len(clustered)
+        logger.debug("aggregate_train: round %d clusters %s", server_round, label_of)
+        return self.server_lr * p
+
+
+# --------------------------------------------------------------------------- the math
+def affinity_matrix(vectors: ArrayLike, affinity: str = "rbf_median") -> NDArray[np.float64]:
+    """Similarity of activation vectors, Algorithm 1 line 13 of [P003] (spec §1.4).
+
+    The paper's formula is lost; the choices are the spec's:
+
+    - ``"rbf_median"``: ``M_ij = exp(-D_ij² / (2 s²))`` with ``D_ij = ||a_i - a_j||`` and
+      s the median of the distances ``D_ij, i < j`` (von Luxburg's Gaussian similarity
+      with a scale-free bandwidth);
+    - ``"cosine"``: the raw cosine ``<a_i, a_j> / (||a_i|| ||a_j||)`` clipped at 0 (a zero
+      vector has similarity 0 to the others);
+    - ``"cosine_centered"``: subtract the mean vector of the rows first, then map the
+      cosine to ``(cos + 1) / 2``.
+
+    Parameters
+    ----------
+    vectors : ArrayLike
+        One activation vector per row, shape ``(m, d)``, finite.
+    affinity : str
+        One of `AFFINITIES`.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        Symmetric ``(m, m)`` matrix with entries in [0, 1] and ones on the diagonal.
+
+    Raises
+    ------
+    ValueError
+        If ``vectors`` is not a finite 2-d array with at least one row, or ``affinity``
+        is unknown.
+
+    Notes
+    -----
+    Spec §1.4 says to treat a zero median as "all vectors equal". A zero median also
+    happens when more than half of the pairs coincide but not all; the bandwidth is
+    then the median of the non-zero distances, so the distinct vectors stay apart.
+    All-equal vectors give the all-ones matrix; :func:`cluster_activations` catches
+    that case before calling this function.
+    """
+    a = _check_vectors(vectors)
+    _check_choice("affinity", affinity, AFFINITIES)
+    m = a.shape[0]
+    if affinity == "rbf_median":
+        distances = pairwise_distances(a)
+        upper = distances[np.triu_indices(m, k=1)]
+        positive = upper[upper > 0]
+        if positive.size == 0:
+            return np.ones((m, m))
+        scale = float(np.median(upper))
+        if scale <= 0:
+            scale = float(np.median(positive))
+        matrix = np.exp(-(distances**2) / (2.0 * scale**2))
+    else:
+        if affinity == "cosine_centered":
+            a = a - a.mean(axis=0)
+        norms = np.linalg.norm(a, axis=1)
+        safe = np.where(norms > 0, norms, 1.0)
+        unit = a / safe[:, None]
+        cosine = np.clip(unit @ unit.T, -1.0, 1.0)
+        cosine[norms == 0, :] = 0.0
+        cosine[:, norms == 0] = 0.0
+        matrix = np.clip(cosine, 0.0, 1.0) if affinity == "cosine" else (cosine + 1.0) / 2.0
+    matrix = (matrix + matrix.T) / 2.0
+    np.fill_diagonal(matrix, 1.0)
+    return matrix
+
+
+def pairwise_distances(vectors: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Euclidean distances ``||a_i - a_j||`` of the rows, exactly 0 on the diagonal."""
+    diff = vectors[:, None, :] - vectors[None, :, :]
+    return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+
+
+def all_identical(vectors: ArrayLike) -> bool:
+    """Whether all rows coincide, up to ``IDENTICAL_RTOL`` of their largest entry."""
+    a = _check_vectors(vectors)
+    scale = max(1.0, float(np.max(np.abs(a))))
+    return bool(np.max(np.abs(a - a[0])) <= IDENTICAL_RTOL * scale)
+
+
+def spectral_labels(
+    affinity: ArrayLike, num_clusters: int, random_state: int = 0
+) -> NDArray[np.int64]:
+    """Spectral clustering of a precomputed affinity, K-means label assignment [P003 §4.2].
+
+    ``sklearn.cluster.SpectralClustering(affinity="precomputed", assign_labels="kmeans",
+    n_init=10)``. scikit-learn's warning for a graph that is not fully connected is
+    silenced: the embedding still separates the components, which is what we want.
+
+    Parameters
+    ----------
+    affinity : ArrayLike
+        Symmetric non-negative ``(m, m)`` matrix.
+    num_clusters : int
+        Number of clusters k, ``2 <= k < m``.
+    random_state : int
+        Seed of the eigensolver start and of K-means.
+
+    Returns
+    -------
+    NDArray[np.int64]
+        Cluster label of each row, relabelled by first appearance (row 0 is in
+        cluster 0, the next new cluster is 1, ...).
+
+    Raises
+    ------
+    ValueError
+        If ``num_clusters`` is not in ``[2, m)``.
+    """
+    from sklearn.cluster import SpectralClustering
+
+    matrix = np.asarray(affinity, dtype=np.float64)
+    m = matrix.shape[0]
+    if not 2 <= num_clusters < m:
+        raise ValueError(f"num_clusters must be in [2, {m}) for {m} rows, got {num_clusters}")
+    model = SpectralClustering(
+        n_clusters=num_clusters,
+        affinity="precomputed",
+        assign_labels="kmeans",
+        n_init=10,
+        random_state=random_state,
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Graph is not fully connected")
+        labels = model.fit_predict(matrix)
+    return canonical_labels(labels)
+
+
+def cluster_activations(
+    vectors: ArrayLike, num_clusters: int, *, affinity: str = "rbf_median", random_state: int = 0
+) -> tuple[NDArray[np.int64], bool]:
+    """Cluster activation vectors into at most ``num_clusters`` groups (spec §1.5, D7).
+
+    - k <= 1, or all vectors identical: one cluster;
+    - k >= m (no fewer rows than clusters): every row is its own cluster;
+    - otherwise :func:`spectral_labels` on :func:`affinity_matrix`.
+
+    Parameters
+    ----------
+    vectors : ArrayLike
+        One finite vector per row, shape ``(m, d)``.
+    num_clusters : int
+        k, >= 1.
+    affinity : str
+        See :func:`affinity_matrix`.
+    random_state : int
+        See :func:`spectral_labels`.
+
+    Returns
+    -------
+    tuple[NDArray[np.int64], bool]
+        Labels relabelled by first appearance, and whether the vectors were all
+        identical (the degenerate case).
+
+    Raises
+    ------
+    ValueError
+        If ``num_clusters`` < 1 or ``vectors`` is not a finite 2-d array.
+    """
+    check_positive_int("num_clusters", num_clusters)
+    a = _check_vectors(vectors)
+    m = a.shape[0]
+    if all_identical(a):
+        return np.zeros(m, dtype=np.int64), m > 1
+    if num_clusters <= 1:
+        return np.zeros(m, dtype=np.int64), False
+    if num_clusters >= m:
+        return np.arange(m, dtype=np.int64), False
+    return spectral_labels(affinity_matrix(a, affinity), num_clusters, random_state), False
+
+
+def equitable_weights(
+    labels: ArrayLike, num_examples: ArrayLike | None = None
+) -> NDArray[np.float64]:
+    """Equal weight per cluster, eq. (6) of [P003] (spec §1.6).
+
+    With n_c the number of clients in cluster c and C_t the number of non-empty
+    clusters, ``p_i = 1 / (C_t · n_{ℓ_i})``: every cluster gets total weight 1/C_t,
+    shared equally by its clients. With ``num_examples`` (spec D8, option
+    ``intra_cluster="samples"``) a cluster's 1/C_t is shared in proportion to n_i.
+
+    Parameters
+    ----------
+    labels : ArrayLike
+        Cluster label ℓ_i of each client (any integers; only equality matters).
+    num_examples : ArrayLike | None
+        n_i of each client, > 0; ``None`` for the paper's uniform split.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        p, summing to 1.
+
+    Raises
+    ------
+    ValueError
+        If ``labels`` is empty or not 1-d, or ``num_examples`` has another length or a
+        value that is not > 0.
+
+    Examples
+    --------
+    Spec §1.10: client 1 alone in one cluster, clients 5, 7, 9 in the other.
+
+    >>> equitable_weights([0, 1, 1, 1]).round(4).tolist()
+    [0.5, 0.1667, 0.1667, 0.1667]
+    """
+    ell = np.asarray(labels)
+    if ell.ndim != 1 or ell.size == 0:
+        raise ValueError(f"labels must be a non-empty 1-d array, got shape {ell.shape}")
+    _, index, sizes = np.unique(ell, return_inverse=True, return_counts=True)
+    num_present = sizes.size
+    if num_examples is None:
+        return 1.0 / (num_present * sizes[index].astype(np.float64))
+    counts = np.asarray(num_examples, dtype=np.float64)
+    if counts.shape != ell.shape:
+        raise ValueError(
+            f"num_examples must have one entry per label ({ell.size}), got shape {counts.shape}"
+        )
+    if not np.all(counts > 0):
+        raise ValueError(f"num_examples must all be > 0, got {counts.tolist()}")
+    cluster_total = np.bincount(index, weights=counts)
+    return counts / (num_present * cluster_total[index])
+
+
+def cap_weights(weights: ArrayLike, cap: float) -> NDArray[np.float64]:
+    """Cap every weight at ``cap`` and share the excess among the others (spec §7).
+
+    Water-filling: weights above the cap are set to it, and the excess is spread over
+    the uncapped weights in proportion to their size, until none exceeds the cap.
+    The sum and the order of the weights are kept.
+
+    Parameters
+    ----------
+    weights : ArrayLike
+        Non-negative weights summing to 1.
+    cap : float
+        The cap, in (0, 1]. Below ``1 / len(weights)`` no weights can satisfy it: the
+        uniform weights, the smallest possible maximum, are returned.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        The capped weights.
+
+    Raises
+    ------
+    ValueError
+        If ``cap`` is not in (0, 1] or a weight is negative.
+    """
+    if not 0 < cap <= 1:
+        raise ValueError(f"cap must be in (0, 1], got {cap}")
+    p = np.asarray(weights, dtype=np.float64).copy()
+    if np.any(p < 0):
+        raise ValueError(f"weights must be >= 0, got {p.tolist()}")
+    total = float(p.sum())
+    if cap * p.size < total * (1.0 - 1e-12):
+        logger.warning(
+            "cap_weights: cap %s < 1/%d cannot hold; using uniform weights", cap, p.size
+        )
+        return np.full(p.size, total / p.size)
+    limit = cap * total
+    capped = np.zeros(p.size, dtype=bool)
+    for _ in range(p.size):
+        over = (p > limit * (1.0 + 1e-12)) & ~capped
+        if not over.any():
+            break
+        capped |= over
+        free = total - limit * capped.sum()
+        rest = p[~capped]
+        p[capped] = limit
+        p[~capped] = rest * (free / rest.sum()) if rest.sum() > 0 else free / rest.size
+    return p
+
+
+def canonical_labels(labels: ArrayLike) -> NDArray[np.int64]:
+    """Relabel clusters by order of first appearance: ``[2, 2, 0, 1] -> [0, 0, 1, 2]``."""
+    seen: dict[Any, int] = {}
+    return np.array([seen.setdefault(v, len(seen)) for v in np.asarray(labels).tolist()], np.int64)
+
+
+def round_seed(seed: int, server_round: int) -> int:
+    """A 32-bit ``random_state`` for one round, from the run's seed (spec D15)."""
+    return int(np.random.SeedSequence([seed, server_round]).generate_state(1)[0])
+
+
+def _check_vectors(vectors: ArrayLike) -> NDArray[np.float64]:
+    a = np.asarray(vectors, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f"vectors must be a non-empty 2-d array (m, d), got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError("vectors must be finite")
+    return a
+
+
+def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+

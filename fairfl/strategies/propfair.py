@@ -1,0 +1,89 @@
+"""PropFair: proportional fairness through a client-side log transform of the loss.
+
+Zhang, Malekmohammadi, Chen and Yu, *Proportional Fairness in Federated Learning*,
+TMLR 2023, https://arxiv.org/abs/2202.01666. Objective (paper 000, Table 1):
+``-Σ_i p_i log(M - f_i(θ))``. Rule of the reference code (``PropFair`` in
+``huawei-noah/Federated-Learning/FairFL/algs/algorithms.py``; spec-vred-qffl §8): each
+client minimises, per minibatch with mean cross-entropy ℓ_B,
+
+    -log(1 - ℓ_B / M)                     if M - ℓ_B >= ε
+    ℓ_B / M   (huber=False) or ℓ_B / ε   (huber=True)   otherwise
+
+and the server averages the local models like FedAvg (``p_i``-weighted). The transform
+is :func:`fairfl.client.objectives.propfair_loss`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fairfl import constants as keys
+from fairfl.strategies._checks import check_real
+from fairfl.strategies.base import ConfigValue
+from fairfl.strategies.fedavg import FedAvg
+
+
+class PropFair(FedAvg):
+    """FedAvg on the server; the clients train on PropFair's log-transformed loss.
+
+    The rule's settings travel to the clients in every train config, under
+    ``propfair-m`` (float), ``propfair-epsilon`` (float) and ``propfair-huber`` (bool);
+    fairfl's ClientApp applies them through
+    :func:`fairfl.client.objectives.local_objective`. A ClientApp that ignores these
+    keys trains plain FedAvg. Clients need not send ``train_loss``.
+
+    Parameters
+    ----------
+    M : float (default: 3.0)
+        The utility baseline M (``base`` in the reference code), > ``epsilon``. Paper
+        000's grid is {2, 3, 4, 5}; the default is its most frequent best value (Table 5:
+        3 / 3 / 5 / 4). M should exceed the typical loss: the fallback branch is used
+        while ``M - ℓ_B < ε`` (e.g. CE ≈ ln 100 ≈ 4.6 > 3 at the start on CIFAR-100).
+    epsilon : float (default: 0.2)
+        ε > 0, the margin below M where the fallback branch starts (hard-coded 0.2 in
+        the reference code; not mentioned in paper 000).
+    huber : bool (default: False)
+        Fallback ``ℓ_B / ε`` (gradient continuous at the switch) instead of the
+        reference code's default ``ℓ_B / M``.
+    **kwargs
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If ``M`` or ``epsilon`` is not a finite number > 0, ``epsilon >= M``, or
+        ``huber`` is not a bool.
+
+    Notes
+    -----
+    The transform is applied per minibatch to ℓ_B, not to the client's f_i: an
+    approximation of the objective, but what the reference code does (spec §8). The
+    effective local step is scaled by about ``1/(M - ℓ)``; paper 000's best learning
+    rates for PropFair are correspondingly larger (Table 4).
+    """
+
+    rule_name = "PropFair"
+
+    def __init__(
+        self, *, M: float = 3.0, epsilon: float = 0.2, huber: bool = False, **kwargs: Any
+    ) -> None:
+        self.M = check_real("M", M, lower=0.0, lower_open=True)
+        self.epsilon = check_real("epsilon", epsilon, lower=0.0, lower_open=True)
+        if self.epsilon >= self.M:
+            raise ValueError(f"epsilon must be < M ({self.M:g}), got {epsilon!r}")
+        if not isinstance(huber, bool):
+            raise ValueError(f"huber must be a bool, got {huber!r}")
+        self.huber = huber
+        super().__init__(**kwargs)
+
+    def settings(self) -> dict[str, Any]:
+        """M, ε and the fallback branch."""
+        return {"M": self.M, "epsilon": self.epsilon, "huber": self.huber}
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """The client's loss-transform settings, sent every round."""
+        return {
+            keys.PROPFAIR_M: self.M,
+            keys.PROPFAIR_EPSILON: self.epsilon,
+            keys.PROPFAIR_HUBER: self.huber,
+        }

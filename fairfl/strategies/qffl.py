@@ -1,0 +1,347 @@
+"""q-FFL trained with q-FedAvg.
+
+Li, Sanjabi, Beirami & Smith, "Fair Resource Allocation in Federated Learning", ICLR
+2020, https://openreview.net/pdf?id=ByexElSYDr (paper 002 in ``papers/``; spec
+``specs/spec-vred-qffl.md`` §5). q-FFL minimises ``Σ_k p_k F_k^{q+1}(w) / (q+1)`` (eq. 2):
+q = 0 is FedAvg's objective, larger q weighs high-loss devices more.
+
+Implements Algorithm 2 (q-FedAvg). With w^t the broadcast model, w̄_k the model of
+device k after local SGD with step η, ``L = 1/η`` and ε = 1e-10 (reference code)::
+
+    Δw_k = L (w^t - w̄_k)
+    Δ_k  = (F_k + ε)^q Δw_k
+    h_k  = q (F_k + ε)^{q-1} ‖Δw_k‖² + L (F_k + ε)^q          (Lemma 3, eq. 3)
+    w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k
+
+which is the unified form ``w^{t+1} = w^t - Σ_k λ_k (w^t - w̄_k)`` with
+``λ_k = L (F_k + ε)^q / Σ_j h_j``: a loss-weighted average whose weights sum to at most 1
+(the step shrinks by ``Σ λ``). :func:`qfedavg_lambdas` computes these λ.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from flwr.app import Message
+from numpy.typing import ArrayLike, NDArray
+
+from fairfl import constants as keys
+from fairfl.contract import ModelLayout, TrainReply
+from fairfl.strategies.aggregation import sample_weights
+from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+
+logger = logging.getLogger(__name__)
+
+#: Train-config key carrying q to the clients (they report ``qffl-h`` when they see it).
+QFFL_Q = "qffl-q"
+
+#: ε added to F_k before powers, as in the reference code and Flower's QFedAvg.
+QFFL_EPSILON = 1e-10
+
+Weighting = Literal["uniform", "p"]
+
+
+class QFFL(ReweightedStrategy):
+    """q-FedAvg (paper 002, Algorithm 2) on fairfl's validated replies.
+
+    Every reply must carry ``train_loss`` = F_k(w^t), the loss of the received model
+    on the client's whole training split before local training. The server computes
+    Δ_k and h_k from the reply's local model. A reply may also carry the client's own
+    h_k as ``qffl-h`` (the paper's client protocol; see
+    :func:`fairfl.client.qffl.qffl_h`): it is checked against the server's value, and
+    used when they agree.
+
+    Parameters
+    ----------
+    client_learning_rate : float
+        η, the clients' local SGD learning rate (> 0). The Lipschitz estimate is
+        ``L = 1/η`` (paper 002: "L is used as 1/η"), so it must equal the ``lr`` the
+        clients train with; the registry reads it from the run config's ``lr``.
+    q : float (default: 0.1)
+        q of eq. (2), >= 0. q = 0 gives the mean of the local models. The default is
+        Flower's and the spec's recommendation for mean cross-entropy losses (paper 000
+        Table 5: 0.1 on every data set); paper 002 used q = 1 on Synthetic.
+    weighting : {"uniform", "p"} (default: "uniform")
+        ``"uniform"``: unweighted sums over the replies, as Algorithm 2 line 8, the
+        reference code and Flower's QFedAvg (devices are *sampled* ∝ n_k instead; with
+        full participation client sizes are then ignored, and q = 0 is the unweighted
+        mean, not sample-weighted FedAvg). ``"p"``: not in the paper,
+        ``w^t - Σ p_k Δ_k / Σ p_k h_k`` with ``p_k = n_k / Σ n_j``, which at q = 0 is
+        sample-weighted FedAvg (spec §5 and §15.4).
+    h_rtol : float (default: 1e-3)
+        Relative tolerance of the check of a client-sent ``qffl-h`` against the
+        server's h_k, > 0.
+    **kwargs
+        Sampling and validation settings of :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If a hyperparameter is out of range (the message names it).
+
+    Notes
+    -----
+    A reply whose ``qffl-h`` differs from the server's h_k by more than ``h_rtol``
+    (relative) is dropped with the reason ``metrics['qffl-h'] is <client> but the
+    server computes <server> ...``: the client used another q or learning rate, or sent
+    an h for other weights, and summing it would change every client's step. Flower's
+    QFedAvg never sees a client h.
+    """
+
+    required_train_metrics: ClassVar[tuple[str, ...]] = (keys.TRAIN_LOSS,)
+    rule_name = "q-FFL"
+
+    def __init__(
+        self,
+        *,
+        client_learning_rate: float,
+        q: float = 0.1,
+        weighting: Weighting = "uniform",
+        h_rtol: float = 1e-3,
+        **kwargs: Any,
+    ) -> None:
+        if not (_is_real(client_learning_rate) and 0 < client_learning_rate < math.inf):
+            raise ValueError(f"client_learning_rate must be > 0, got {client_learning_rate!r}")
+        if not (_is_real(q) and 0 <= q < math.inf):
+            raise ValueError(f"q must be >= 0, got {q!r}")
+        if weighting not in ("uniform", "p"):
+            raise ValueError(f"weighting must be one of ('uniform', 'p'), got {weighting!r}")
+        if not (_is_real(h_rtol) and 0 < h_rtol < math.inf):
+            raise ValueError(f"h_rtol must be > 0, got {h_rtol!r}")
+        super().__init__(**kwargs)
+        self.client_learning_rate = float(client_learning_rate)
+        self.q = float(q)
+        self.weighting: Weighting = weighting
+        self.h_rtol = float(h_rtol)
+        # Server-side squared distances ‖w^t - w̄_k‖² and the h_k to use, by node id,
+        # for the round being aggregated (filled while the replies are read).
+        self._distances: dict[int, float] = {}
+        self._client_h: dict[int, float] = {}
+
+    @property
+    def lipschitz(self) -> float:
+        """L = 1/η."""
+        return 1.0 / self.client_learning_rate
+
+    def settings(self) -> dict[str, Any]:
+        """q, η, L and the weighting."""
+        return {
+            "q": self.q,
+            "client_learning_rate": self.client_learning_rate,
+            "lipschitz": self.lipschitz,
+            "weighting": self.weighting,
+            "h_rtol": self.h_rtol,
+        }
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """Send q, so that clients can report ``qffl-h``."""
+        return {QFFL_Q: self.q}
+
+    def read_train_replies(
+        self, server_round: int, replies: Iterable[Message], layout: ModelLayout
+    ) -> tuple[list[TrainReply], dict[int, str]]:
+        """Validate as usual, then check each client-sent ``qffl-h`` against the server's."""
+        accepted, dropped = super().read_train_replies(server_round, replies, layout)
+        self._distances = {}
+        self._client_h = {}
+        if not accepted:
+            return accepted, dropped
+        assert self.current_arrays is not None  # set by configure_train; checked by caller
+        global_arrays = self.current_arrays.to_numpy_ndarrays()
+        kept: list[TrainReply] = []
+        for reply in accepted:
+            distance = squared_distance(global_arrays, reply.arrays)
+            sent = reply.metrics.get(keys.QFFL_H)
+            if sent is not None:
+                own = h_term(reply.train_loss, distance, q=self.q, lipschitz=self.lipschitz)
+                if not math.isclose(float(sent), own, rel_tol=self.h_rtol):  # type: ignore[arg-type]
+                    reason = (
+                        f"metrics['{keys.QFFL_H}'] is {float(sent):.6g} but the server "  # type: ignore[arg-type]
+                        f"computes {own:.6g} (q {self.q:g}, L {self.lipschitz:g}, "
+                        f"rtol {self.h_rtol:g})"
+                    )
+                    logger.info(
+                        "aggregate_train: dropped reply from node %d: %s", reply.node_id, reason
+                    )
+                    dropped[reply.node_id] = reason
+                    continue
+                self._client_h[reply.node_id] = float(sent)  # type: ignore[arg-type]
+            self._distances[reply.node_id] = distance
+            kept.append(reply)
+        return kept, dropped
+
+    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
+        """λ_k = s_k L (F_k + ε)^q / Σ_j s_j h_j (s = 1, or p with ``weighting="p"``)."""
+        losses = np.array([r.train_loss for r in replies], dtype=np.float64)
+        distances = np.array([self._distances[r.node_id] for r in replies], dtype=np.float64)
+        client_h = np.array(
+            [self._client_h.get(r.node_id, np.nan) for r in replies], dtype=np.float64
+        )
+        weights = (
+            sample_weights([r.num_examples for r in replies]) if self.weighting == "p" else None
+        )
+        lam, h = qfedavg_lambdas(
+            losses,
+            distances,
+            q=self.q,
+            lipschitz=self.lipschitz,
+            weights=weights,
+            client_h=client_h,
+        )
+        diagnostics = self.train_records[server_round].diagnostics
+        diagnostics["qffl-h-sum"] = float(h.sum())
+        diagnostics["qffl-client-h"] = int(np.count_nonzero(np.isfinite(client_h)))
+        logger.info(
+            "aggregate_train: round %d q-FFL step scale Σλ %.4g, Σh %.4g (%d client h)",
+            server_round,
+            float(lam.sum()),
+            float(h.sum()),
+            diagnostics["qffl-client-h"],
+        )
+        return lam
+
+
+def squared_distance(
+    global_arrays: Sequence[ArrayLike], local_arrays: Sequence[ArrayLike]
+) -> float:
+    """``‖w^t - w̄_k‖²`` over all floating arrays concatenated, accumulated in float64.
+
+    ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²`` (paper 002, Algorithm 2, line 6); the reference code's
+    ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Non-floating
+    arrays (counters) are skipped, as :func:`~fairfl.strategies.aggregation.reweighted_average`
+    keeps them at the global value.
+
+    Raises
+    ------
+    ValueError
+        If the lists differ in length or an array pair in shape.
+    """
+    if len(global_arrays) != len(local_arrays):
+        raise ValueError(
+            f"global and local models must have the same number of arrays, got "
+            f"{len(global_arrays)} and {len(local_arrays)}"
+        )
+    total = 0.0
+    for index, (g_like, l_like) in enumerate(zip(global_arrays, local_arrays, strict=True)):
+        g = np.asarray(g_like)
+        local = np.asarray(l_like)
+        if g.shape != local.shape:
+            raise ValueError(
+                f"array {index} has shape {local.shape} locally and {g.shape} globally"
+            )
+        if not np.issubdtype(g.dtype, np.floating):
+            continue
+        diff = np.subtract(g, local, dtype=np.float64).ravel()
+        total += float(np.dot(diff, diff))
+    return total
+
+
+def h_term(
+    loss: float,
+    squared_distance: float,
+    *,
+    q: float,
+    lipschitz: float,
+    epsilon: float = QFFL_EPSILON,
+) -> float:
+    """``h_k = q (F_k + ε)^{q-1} ‖Δw_k‖² + L (F_k + ε)^q`` (paper 002, Alg. 2, line 6).
+
+    Parameters
+    ----------
+    loss : float
+        F_k(w^t) >= 0.
+    squared_distance : float
+        ``‖w^t - w̄_k‖²``; ``‖Δw_k‖² = L² ·`` this.
+    q : float
+        q >= 0.
+    lipschitz : float
+        L = 1/η.
+    epsilon : float
+        ε added to the loss (reference code: 1e-10).
+
+    Returns
+    -------
+    float
+        h_k, an estimate of the local Lipschitz constant of ∇(F_k^{q+1}/(q+1))
+        (Lemma 3, eq. 3).
+    """
+    base = loss + epsilon
+    norm = lipschitz * lipschitz * squared_distance
+    # q·x^{q-1} is 0 at q = 0 whatever x (float_power would give 0·(1/ε) = 0 too).
+    first = q * float(np.float_power(base, q - 1.0)) * norm if q > 0 else 0.0
+    return first + lipschitz * float(np.float_power(base, q))
+
+
+def qfedavg_lambdas(
+    losses: ArrayLike,
+    squared_distances: ArrayLike,
+    *,
+    q: float,
+    lipschitz: float,
+    weights: ArrayLike | None = None,
+    client_h: ArrayLike | None = None,
+    epsilon: float = QFFL_EPSILON,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return q-FedAvg's λ in the unified form, and the h_k used (paper 002, Algorithm 2).
+
+    ``w^t - Σ_k s_k Δ_k / Σ_k s_k h_k = w^t - Σ_k λ_k (w^t - w̄_k)`` with
+    ``λ_k = s_k L (F_k + ε)^q / Σ_j s_j h_j``, since ``Δ_k = (F_k + ε)^q L (w^t - w̄_k)``.
+
+    Parameters
+    ----------
+    losses : ArrayLike
+        F_k(w^t), one per client.
+    squared_distances : ArrayLike
+        ``‖w^t - w̄_k‖²``, one per client (:func:`squared_distance`).
+    q : float
+        q >= 0.
+    lipschitz : float
+        L = 1/η > 0.
+    weights : ArrayLike | None
+        s_k: ``None`` for the paper's unweighted sums (s = 1), else e.g. p_k.
+    client_h : ArrayLike | None
+        Client-sent h_k to use instead of the server's; NaN where a client sent none.
+    epsilon : float
+        ε added to the losses.
+
+    Returns
+    -------
+    tuple[NDArray[np.float64], NDArray[np.float64]]
+        λ (Σλ <= 1 for q >= 0) and the h_k used.
+
+    Raises
+    ------
+    ValueError
+        If the inputs differ in length, are empty, or hold negative or non-finite values.
+    """
+    f = np.asarray(losses, dtype=np.float64)
+    d = np.asarray(squared_distances, dtype=np.float64)
+    s = np.ones_like(f) if weights is None else np.asarray(weights, dtype=np.float64)
+    if f.ndim != 1 or f.size == 0 or d.shape != f.shape or s.shape != f.shape:
+        raise ValueError(
+            f"losses, squared_distances and weights must be non-empty vectors of one "
+            f"length, got shapes {f.shape}, {d.shape} and {s.shape}"
+        )
+    for name, values in (("losses", f), ("squared_distances", d), ("weights", s)):
+        if not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise ValueError(f"{name} must be finite and >= 0, got {values.tolist()}")
+    h = np.array(
+        [
+            h_term(fk, dk, q=q, lipschitz=lipschitz, epsilon=epsilon)
+            for fk, dk in zip(f, d, strict=True)
+        ],
+        dtype=np.float64,
+    )
+    if client_h is not None:
+        sent = np.asarray(client_h, dtype=np.float64)
+        h = np.where(np.isfinite(sent), sent, h)
+    scaled = lipschitz * np.float_power(f + epsilon, q)
+    return s * scaled / float(np.dot(s, h)), h
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,109 @@
+"""Semi-VRed: Semi-Variance Reduction for fair federated learning.
+
+Malekmohammadi & Yu, "Semi-Variance Reduction for Fair Federated Learning"
+(paper 000 in ``papers/``; spec ``specs/spec-vred-qffl.md`` §4). Semi-VRed penalises
+only the clients whose loss is above the mean (eq. 9)::
+
+    F_SVRed(θ) = Σ_i p_i f_i(θ) + β Σ_i p_i (f_i(θ) - f̄(θ))_+²
+
+and aggregates with Algorithm 1, line 13 (eq. 10)::
+
+    Δ^(t) = Σ_i p_i Δ_i + 2β Σ_i p_i (f_i(θ^t) - f̄(θ^t))_+ (Δ_i - Δ̄),   θ^{t+1} = θ^t - Δ^(t)
+
+With ``a_i = (f_i - f̄)_+`` and ``A = Σ_j p_j a_j`` this is the re-weighted average
+``θ^{t+1} = Σ_i w_i θ_i`` with (Lemma 2, eq. 12, for general p)::
+
+    w_i = p_i (1 + 2β (a_i - A)):   above the mean  p_i (1 + 2β (f_i - f̄) - 2βA),
+                                    at or below it  p_i (1 - 2βA).
+
+Every below-mean client is scaled by the same factor ``1 - 2βA`` (Remark 1). All weights
+are >= 0 iff ``β <= β_max = 1 / (2A)`` (after Lemma 2; ``n / (2 Σ_{f_j > f̄} (f_j - f̄))``
+for p = 1/n), a bound never tighter than VRed's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fairfl.strategies.vred import LossDeviationStrategy, loss_deviations
+
+
+class SemiVRed(LossDeviationStrategy):
+    """Semi-VRed (paper 000, Algorithm 1 with "Semi-VRed"): lift only above-mean clients.
+
+    Parameters
+    ----------
+    beta : float (default: 0.2)
+        β of eq. (9), the weight of the loss semi-variance; >= 0. β = 0 is FedAvg.
+        Paper 000 Table 5: 0.5 (CIFAR-10), 0.01 (CIFAR-100), 0.2 (CINIC-10,
+        StackOverflow); the default follows the spec's recommendation (0.2).
+    clip_negative_weights : bool (default: False)
+        Not in the paper: set negative weights (β above the round's β_max) to 0 and
+        renormalise. Off by default, as in Algorithm 1.
+    **kwargs
+        See :class:`fairfl.strategies.base.FairStrategy`.
+
+    Notes
+    -----
+    As for :class:`fairfl.strategies.vred.VRed`: p is normalised over the round's
+    accepted replies and used for both f̄ and Δ̄; the round's metrics carry
+    ``beta-max`` (omitted when no loss is above the mean) and ``negative-weights``.
+    """
+
+    rule_name = "Semi-VRed"
+
+    def __init__(
+        self, *, beta: float = 0.2, clip_negative_weights: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(beta=beta, clip_negative_weights=clip_negative_weights, **kwargs)
+
+    def rule_weights(self, p: NDArray[np.float64], losses: NDArray[np.float64]) -> NDArray:
+        """Eq. (12) for general p: ``p_i (1 + 2β (a_i - A))``."""
+        return semivred_weights(p, losses, self.beta)
+
+    def beta_max(self, p: NDArray[np.float64], losses: NDArray[np.float64]) -> float:
+        """``1 / (2A)`` (after Lemma 2)."""
+        return semivred_beta_max(p, losses)
+
+
+def semi_deviations(p: ArrayLike, losses: ArrayLike) -> NDArray[np.float64]:
+    """``a_i = (f_i - f̄)_+``, the above-mean part of each loss (paper 000, eq. 10)."""
+    return np.maximum(loss_deviations(p, losses), 0.0)
+
+
+def semivred_weights(p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.float64]:
+    """Semi-VRed weights ``w_i = p_i (1 + 2β (a_i - A))`` (paper 000, eq. 12, general p).
+
+    Parameters
+    ----------
+    p : ArrayLike
+        p_i = n_i / N over the round's participants (Algorithm 1, line 5).
+    losses : ArrayLike
+        f_i(θ^t), the loss of the broadcast model before local training.
+    beta : float
+        β >= 0.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        The weights; they sum to 1. Clients at or below the mean all get
+        ``p_i (1 - 2βA)``, negative when β > :func:`semivred_beta_max`.
+    """
+    p_arr = np.asarray(p, dtype=np.float64)
+    a = semi_deviations(p_arr, losses)
+    big_a = float(np.dot(p_arr, a))
+    return p_arr * (1.0 + 2.0 * beta * (a - big_a))
+
+
+def semivred_beta_max(p: ArrayLike, losses: ArrayLike) -> float:
+    """Semi-VRed's positivity bound ``β_max = 1 / (2A)``, ``A = Σ_j p_j (f_j - f̄)_+``.
+
+    Paper 000 after Lemma 2 gives ``n / (2 Σ_{j: f_j > f̄} (f_j - f̄))`` for p = 1/n, the
+    same value. Returns ``inf`` when no loss is above the mean.
+    """
+    p_arr = np.asarray(p, dtype=np.float64)
+    big_a = float(np.dot(p_arr, semi_deviations(p_arr, losses)))
+    return float("inf") if big_a <= 0 else 1.0 / (2.0 * big_a)
