@@ -110,9 +110,7 @@ def round_group_report(entry: Mapping[str, Any], planted: Sequence[int]) -> dict
     return report
 
 
-def run_group_report(
-    rounds: Sequence[Mapping[str, Any]], planted: Sequence[int]
-) -> dict[str, Any]:
+def run_group_report(rounds: Sequence[Mapping[str, Any]], planted: Sequence[int]) -> dict[str, Any]:
     """Summarise :func:`round_group_report` over a run.
 
     Returns

@@ -53,8 +53,8 @@ class RunSettings:
     fraction_train: float = 1.0
     fraction_evaluate: float = 1.0
     min_available_nodes: int = 0
-    lr: float = 0.05
-    local_epochs: int = 1
+    lr: float = 0.1
+    local_epochs: int = 2
     batch_size: int = 32
     dataset: str = "digits"
     partitioner: str = "dirichlet"
@@ -67,6 +67,9 @@ class RunSettings:
     out_dir: str = "outputs/latest"
     data_root: str = ""
     download: bool = False
+    group_sizes: str = "4,6"
+    group_labels: str = ""
+    group_samples_per_class: int = 0
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""
@@ -106,6 +109,17 @@ class RunSettings:
             if not ok:
                 value = getattr(self, key.replace("-", "_"))
                 raise ValueError(f"run config {key} must be {bounds[key]}, got {value!r}")
+        if self.partitioner == "groups":  # group-sizes must add up to num-partitions
+            from fairfl.data import dataset_info
+            from fairfl.data.groups import group_layout
+
+            group_layout(
+                self.group_sizes,
+                self.group_labels,
+                self.group_samples_per_class,
+                num_partitions=self.num_partitions,
+                num_classes=dataset_info(self.dataset).num_classes,
+            )
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
@@ -129,6 +143,9 @@ class RunSettings:
             "test_fraction": self.test_fraction,
             "data_root": self.data_root,
             "download": self.download,
+            "group_sizes": self.group_sizes,
+            "group_labels": self.group_labels,
+            "group_samples_per_class": self.group_samples_per_class,
         }
 
 

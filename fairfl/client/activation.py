@@ -125,7 +125,7 @@ class ActivationOptions:
             raise ValueError(f"dp_noise > 0 needs dp_clip > 0, got dp_clip={self.dp_clip}")
 
     def to_config(self) -> dict[str, int | float | str]:
-        """The train-config keys that carry these options."""
+        """Return the train-config keys that carry these options."""
         return {
             SOURCE: self.source,
             MAX_SAMPLES: self.max_samples,
@@ -137,7 +137,7 @@ class ActivationOptions:
         }
 
     def settings(self) -> dict[str, Any]:
-        """The options by field name, for logs and results files."""
+        """Return the options by field name, for logs and results files."""
         return {
             "source": self.source,
             "max_samples": self.max_samples,
@@ -206,7 +206,7 @@ def projection_matrix(input_dim: int, output_dim: int, seed: int) -> NDArray[np.
 
 
 def per_sample_activations(model: nn.Module, inputs: Tensor, source: str) -> Tensor:
-    """The activation of every sample of a batch, before averaging (spec D1).
+    """Compute the activation of every sample of a batch, before averaging (spec D1).
 
     Parameters
     ----------
@@ -242,7 +242,7 @@ def client_activation(
     sample_seed: int = 0,
     noise_rng: np.random.Generator | None = None,
 ) -> NDArray[np.float64] | None:
-    """The activation vector a_i of a client (spec §1.2), with the privacy options.
+    """Compute the activation vector a_i of a client (spec §1.2), with the options.
 
     Steps: pick up to ``max_samples`` samples (seeded by ``sample_seed``); compute each
     one's activation (:func:`per_sample_activations`, eval mode, no gradients); project
@@ -336,7 +336,7 @@ def activation_for_config(
     *,
     sample_seed: int,
 ) -> list[float] | None:
-    """What the ClientApp sends as ``activation`` for a train config (``None``: nothing)."""
+    """Return what the ClientApp sends as ``activation`` (``None``: nothing)."""
     vector = client_activation(
         model, x, device, ActivationOptions.from_config(config), sample_seed=sample_seed
     )

@@ -20,6 +20,7 @@ from fairfl import constants as keys
 from fairfl.client.activation import activation_for_config
 from fairfl.client.objectives import local_objective
 from fairfl.client.qffl import QFFL_Q, qffl_h
+from fairfl.client.rcfl import rcfl_settings, train_rcfl
 from fairfl.client.training import (
     evaluate,
     mean_loss,
@@ -88,18 +89,30 @@ def train(message: Message, context: Context) -> Message:
             sample_seed=training_seed(settings.seed, server_round, node.partition_id),
         )
     objective = local_objective(config)
-    train_local(
-        model,
-        data.x_train,
-        data.y_train,
-        epochs=get_config_value(config, keys.LOCAL_EPOCHS, int),
-        batch_size=get_config_value(config, keys.BATCH_SIZE, int),
-        lr=get_config_value(config, keys.LR, float),
-        device=device,
-        seed=training_seed(settings.seed, server_round, node.partition_id),
-        batch_objective=objective.batch_objective,
-        proximal_mu=objective.proximal_mu,
-    )
+    rcfl, rcfl_eta = rcfl_settings(config), None
+    if rcfl is not None:  # RC-FL: κ joint steps in (ω, η) on the smoothed objective
+        rcfl_eta = train_rcfl(
+            model,
+            data.x_train,
+            data.y_train,
+            settings=rcfl,
+            lr=get_config_value(config, keys.LR, float),
+            device=device,
+            seed=training_seed(settings.seed, server_round, node.partition_id),
+        ).eta
+    else:
+        train_local(
+            model,
+            data.x_train,
+            data.y_train,
+            epochs=get_config_value(config, keys.LOCAL_EPOCHS, int),
+            batch_size=get_config_value(config, keys.BATCH_SIZE, int),
+            lr=get_config_value(config, keys.LR, float),
+            device=device,
+            seed=training_seed(settings.seed, server_round, node.partition_id),
+            batch_objective=objective.batch_objective,
+            proximal_mu=objective.proximal_mu,
+        )
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     h = None
     if QFFL_Q in config:  # q-FFL: also report h_k, as in the paper's client protocol
@@ -118,6 +131,7 @@ def train(message: Message, context: Context) -> Message:
         partition_id=node.partition_id,
         activation=activation,
         qffl_h=h,
+        rcfl_eta=rcfl_eta,
     )
     return Message(content=content, reply_to=message)
 

@@ -7,10 +7,15 @@ into the arguments of :func:`fairfl.client.training.train_local`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import partial
 
+import torch
 from flwr.app import ConfigRecord
+from torch import Tensor
 
+from fairfl import constants as keys
 from fairfl.client.training import BatchObjective
 from fairfl.settings import get_config_value
 
@@ -36,4 +41,69 @@ def local_objective(config: ConfigRecord) -> LocalObjective:
     mu = get_config_value(config, PROXIMAL_MU, float) if PROXIMAL_MU in config else 0.0
     if mu < 0:
         raise ValueError(f"config key {PROXIMAL_MU!r} must be >= 0, got {mu}")
-    return LocalObjective(batch_objective=None, proximal_mu=mu)
+    return LocalObjective(batch_objective=_propfair_objective(config), proximal_mu=mu)
+
+
+def _propfair_objective(config: ConfigRecord) -> BatchObjective | None:
+    """PropFair's transform when ``propfair-m`` is in the config (ε 0.2, huber off if absent)."""
+    if keys.PROPFAIR_M not in config:
+        return None
+    m = get_config_value(config, keys.PROPFAIR_M, float)
+    epsilon = (
+        get_config_value(config, keys.PROPFAIR_EPSILON, float)
+        if keys.PROPFAIR_EPSILON in config
+        else 0.2
+    )
+    huber = (
+        get_config_value(config, keys.PROPFAIR_HUBER, bool)
+        if keys.PROPFAIR_HUBER in config
+        else False
+    )
+    if not (math.isfinite(m) and m > 0):
+        raise ValueError(f"config key {keys.PROPFAIR_M!r} must be > 0, got {m}")
+    if not (math.isfinite(epsilon) and 0 < epsilon < m):
+        raise ValueError(
+            f"config key {keys.PROPFAIR_EPSILON!r} must be in (0, {m:g}), got {epsilon}"
+        )
+    return partial(propfair_loss, M=m, epsilon=epsilon, huber=huber)
+
+
+def propfair_loss(loss: Tensor, *, M: float, epsilon: float, huber: bool = False) -> Tensor:
+    """PropFair's transform of a minibatch loss ℓ (spec-vred-qffl §8, reference code).
+
+    ``-log(1 - ℓ/M)`` where ``M - ℓ >= ε`` (the valid region; ``-log(M - ℓ)`` up to a
+    constant, gradient ``1/(M - ℓ)``), else the fallback ``ℓ/M`` (``huber=False``, the
+    reference code's default, gradient ``1/M``) or ``ℓ/ε`` (``huber=True``, gradient
+    ``1/ε``, continuous with the valid branch at ``M - ℓ = ε``).
+
+    Parameters
+    ----------
+    loss : Tensor
+        ℓ, the mean cross-entropy of a minibatch (any shape: applied elementwise).
+    M : float
+        The utility baseline M > 0 (``base`` in the reference code).
+    epsilon : float
+        The margin ε in (0, M).
+    huber : bool
+        Which fallback branch to use.
+
+    Returns
+    -------
+    Tensor
+        The transformed loss, differentiable in ``loss``. The log branch is evaluated on
+        a clamped copy, so the unused branch never puts NaN into the gradient.
+
+    Raises
+    ------
+    ValueError
+        If ``M`` is not > 0 or ``epsilon`` is not in (0, M).
+    """
+    if not (math.isfinite(M) and M > 0):
+        raise ValueError(f"M must be > 0, got {M}")
+    if not (math.isfinite(epsilon) and 0 < epsilon < M):
+        raise ValueError(f"epsilon must be in (0, M={M:g}), got {epsilon}")
+    valid = (M - loss) >= epsilon
+    safe = torch.where(valid, loss, torch.zeros_like(loss))
+    log_branch = -torch.log1p(-safe / M)
+    fallback = loss / (epsilon if huber else M)
+    return torch.where(valid, log_branch, fallback)

@@ -16,8 +16,9 @@ Data sets (`DATASETS`):
   then partitioned and re-split per client.
 
 Partitioners (`PARTITIONERS`): ``"iid"``, ``"dirichlet"`` (label skew),
-``"shards"`` (pathological label-sorted shards), ``"natural"`` (synthetic
-devices).
+``"shards"`` (pathological label-sorted shards), ``"groups"`` (planted
+label-disjoint client groups of unequal size, `fairfl.data.groups`),
+``"natural"`` (synthetic devices).
 """
 
 from fairfl.data.client_data import ClientData, load_client_data, partition_sizes

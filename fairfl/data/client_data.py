@@ -17,13 +17,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairfl.data import synthetic
+from fairfl.data.groups import GroupLayout, group_layout
 from fairfl.data.partition import (
     PARTITIONERS,
     num_test_samples,
     partition_indices,
     train_test_split,
 )
-from fairfl.data.sources import check_dataset, load_pool, resolve_data_root, to_model_input
+from fairfl.data.sources import (
+    check_dataset,
+    dataset_info,
+    load_pool,
+    resolve_data_root,
+    to_model_input,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +71,9 @@ def load_client_data(
     test_fraction: float = 0.3,
     data_root: str = "",
     download: bool = False,
+    group_sizes: str = "4,6",
+    group_labels: str = "",
+    group_samples_per_class: int = 0,
 ) -> ClientData:
     """Load client ``partition_id``'s share of a data set, split into train and test.
 
@@ -81,7 +91,8 @@ def load_client_data(
     partitioner : str
         One of `PARTITIONERS`: ``"iid"`` (uniformly random, near-equal sizes),
         ``"dirichlet"`` (label skew, Dir(``dirichlet_alpha``) per class),
-        ``"shards"`` (label-sorted shards, ``shards_per_partition`` each) for the
+        ``"shards"`` (label-sorted shards, ``shards_per_partition`` each),
+        ``"groups"`` (planted label-disjoint groups, ``group_*``) for the
         pooled data sets; ``"natural"`` (device k is partition k) for synthetic
         data sets, and only for them.
     partition_id : int
@@ -104,6 +115,9 @@ def load_client_data(
         ``~/.cache/fairfl/data``.
     download : bool (default: False)
         Download missing torchvision files into ``data_root``.
+    group_sizes, group_labels, group_samples_per_class : str, str, int
+        The planted groups of partitioner ``"groups"`` (default: ``"4,6"``, ``""``,
+        0), ignored by the others; see `fairfl.data.groups.group_layout`.
 
     Returns
     -------
@@ -131,6 +145,9 @@ def load_client_data(
         test_fraction,
         data_root,
         download,
+        group_sizes,
+        group_labels,
+        group_samples_per_class,
     )
     if not _is_int(partition_id) or not 0 <= partition_id < num_partitions:
         raise ValueError(
@@ -165,6 +182,9 @@ def partition_sizes(
     test_fraction: float = 0.3,
     data_root: str = "",
     download: bool = False,
+    group_sizes: str = "4,6",
+    group_labels: str = "",
+    group_samples_per_class: int = 0,
 ) -> list[int]:
     """Return the train-split size of every partition, for reports.
 
@@ -175,7 +195,7 @@ def partition_sizes(
     Parameters
     ----------
     dataset, partitioner, num_partitions, seed, dirichlet_alpha, shards_per_partition, \
-test_fraction, data_root, download
+test_fraction, data_root, download, group_sizes, group_labels, group_samples_per_class
         See `load_client_data`.
 
     Returns
@@ -199,6 +219,9 @@ test_fraction, data_root, download
         test_fraction,
         data_root,
         download,
+        group_sizes,
+        group_labels,
+        group_samples_per_class,
     )
     if synthetic.parse_name(dataset) is not None:
         sizes = [synthetic.device_size(int(seed), pid) for pid in range(num_partitions)]
@@ -220,6 +243,21 @@ class _Federation:
     test_fraction: float
     data_root: str
     download: bool
+    group_sizes: str = "4,6"
+    group_labels: str = ""
+    group_samples_per_class: int = 0
+
+    def groups(self) -> GroupLayout | None:
+        """Return the planted groups of partitioner ``"groups"`` (``None`` for others)."""
+        if self.partitioner != "groups":
+            return None
+        return group_layout(
+            self.group_sizes,
+            self.group_labels,
+            self.group_samples_per_class,
+            num_partitions=self.num_partitions,
+            num_classes=dataset_info(self.dataset).num_classes,
+        )
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset)
@@ -264,6 +302,7 @@ class _Federation:
         )
         _check(isinstance(self.data_root, str), "data_root", "a str", self.data_root)
         _check(isinstance(self.download, bool), "download", "a bool", self.download)
+        self.groups()  # checks the group-* keys of partitioner "groups"
 
 
 @functools.lru_cache(maxsize=16)
@@ -278,6 +317,7 @@ def _partition_lists(federation: _Federation) -> tuple[np.ndarray, ...]:
         seed=int(federation.seed),
         dirichlet_alpha=float(federation.dirichlet_alpha),
         shards_per_partition=int(federation.shards_per_partition),
+        groups=federation.groups(),
     )
     for rows in lists:
         rows.setflags(write=False)

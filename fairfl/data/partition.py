@@ -15,8 +15,11 @@ import numpy as np
 from datasets import Dataset
 from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner
 
-PARTITIONERS: tuple[str, ...] = ("iid", "dirichlet", "shards", "natural")
-"""Names accepted as ``partitioner``. ``"natural"`` is for synthetic data only."""
+from fairfl.data.groups import GroupLayout, groups_partition
+
+PARTITIONERS: tuple[str, ...] = ("iid", "dirichlet", "shards", "groups", "natural")
+"""Names accepted as ``partitioner``. ``"natural"`` is for synthetic data only.
+``"groups"`` plants label-disjoint client groups (`fairfl.data.groups`)."""
 
 MIN_PARTITION_SIZE = 3
 """Fewest samples of a partition: 2 train samples and 1 test sample."""
@@ -35,6 +38,7 @@ def partition_indices(
     seed: int,
     dirichlet_alpha: float,
     shards_per_partition: int,
+    groups: GroupLayout | None = None,
 ) -> list[np.ndarray]:
     """Split the indices ``0..len(labels)-1`` into ``num_partitions`` disjoint sets.
 
@@ -43,8 +47,8 @@ def partition_indices(
     labels : np.ndarray
         Label of every sample of the pool, shape ``(n,)``.
     partitioner : str
-        ``"iid"``, ``"dirichlet"`` or ``"shards"`` (see the functions of the same
-        name with a ``_partition`` suffix).
+        ``"iid"``, ``"dirichlet"``, ``"shards"`` or ``"groups"`` (see the functions
+        of the same name with a ``_partition`` suffix).
     num_partitions : int
         Number of partitions, >= 1.
     seed : int
@@ -53,11 +57,15 @@ def partition_indices(
         Concentration of ``"dirichlet"``, > 0.
     shards_per_partition : int
         Shards per partition of ``"shards"``, >= 1.
+    groups : GroupLayout | None
+        The planted groups of ``"groups"`` (`fairfl.data.groups.group_layout`);
+        required for it, ignored otherwise.
 
     Returns
     -------
     list[np.ndarray]
-        One int64 index array per partition; together they hold every index once.
+        One int64 index array per partition; together they hold every index once
+        (``"groups"``: at most once, it leaves samples unused).
 
     Raises
     ------
@@ -67,6 +75,10 @@ def partition_indices(
     """
     if partitioner == "dirichlet":
         return dirichlet_partition(labels, num_partitions, dirichlet_alpha, seed)
+    if partitioner == "groups":
+        if groups is None:
+            raise ValueError("partitioner 'groups' needs a GroupLayout (groups=...)")
+        return groups_partition(labels, groups, seed)
     if partitioner == "iid":
         parts = iid_partition(len(labels), num_partitions, seed)
     else:

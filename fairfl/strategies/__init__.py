@@ -1,17 +1,36 @@
 """Fair aggregation rules as Flower Message-API strategies, one module per rule."""
 
+from fairfl.strategies.afl import AFL
 from fairfl.strategies.base import FairStrategy, ReweightedStrategy
+from fairfl.strategies.deltafl import DeltaFL
+from fairfl.strategies.equitable import EquitableFL
 from fairfl.strategies.fedavg import FedAvg
+from fairfl.strategies.fedmgda import FedAvgN, FedMGDAPlain, FedMGDAPlus, MGDAProx
+from fairfl.strategies.gifair import GiFair
+from fairfl.strategies.propfair import PropFair
 from fairfl.strategies.qffl import QFFL
+from fairfl.strategies.rcfl import RCFL
 from fairfl.strategies.registry import STRATEGIES, build_strategy
 from fairfl.strategies.semivred import SemiVRed
+from fairfl.strategies.term import TERM
 from fairfl.strategies.vred import VRed
 
 __all__ = [
+    "AFL",
     "QFFL",
+    "RCFL",
     "STRATEGIES",
+    "TERM",
+    "DeltaFL",
+    "EquitableFL",
     "FairStrategy",
     "FedAvg",
+    "FedAvgN",
+    "FedMGDAPlain",
+    "FedMGDAPlus",
+    "GiFair",
+    "MGDAProx",
+    "PropFair",
     "ReweightedStrategy",
     "SemiVRed",
     "VRed",

@@ -148,7 +148,9 @@ class AFL(ReweightedStrategy):
         for reply in replies:
             losses[position[reply.node_id]] = reply.train_loss
         updated = afl_lambda_update(current, losses, self.lambda_lr)
-        self.client_lambdas = {node: float(value) for node, value in zip(known, updated, strict=True)}
+        self.client_lambdas = {
+            node: float(value) for node, value in zip(known, updated, strict=True)
+        }
         logger.debug("aggregate_train: round %d AFL lambdas %s", server_round, self.client_lambdas)
 
         mine = np.array([self.client_lambdas[r.node_id] for r in replies], dtype=np.float64)
@@ -165,9 +167,7 @@ class AFL(ReweightedStrategy):
                 self._warned_zero_mass = True
             weights = sample_weights([r.num_examples for r in replies])
         record = self.train_records.setdefault(server_round, TrainRoundRecord())
-        record.diagnostics.update(
-            {"afl-known-clients": len(known), "afl-participant-mass": mass}
-        )
+        record.diagnostics.update({"afl-known-clients": len(known), "afl-participant-mass": mass})
         return weights
 
     def _admit(self, node_id: int, num_examples: int) -> None:
@@ -221,7 +221,9 @@ def project_to_simplex(y: ArrayLike) -> NDArray[np.float64]:
     return np.maximum(values + tau, 0.0)
 
 
-def afl_lambda_update(lambdas: ArrayLike, losses: ArrayLike, lambda_lr: float) -> NDArray[np.float64]:
+def afl_lambda_update(
+    lambdas: ArrayLike, losses: ArrayLike, lambda_lr: float
+) -> NDArray[np.float64]:
     """One projected-ascent step ``Π_Δ(λ + γ_λ f)`` on the client weights.
 
     Spec-vred-qffl §6 step 2 (``AFL.aggregate`` of the PropFair reference code).
@@ -249,7 +251,9 @@ def afl_lambda_update(lambdas: ArrayLike, losses: ArrayLike, lambda_lr: float) -
     current = np.asarray(lambdas, dtype=np.float64)
     f = np.asarray(losses, dtype=np.float64)
     if current.shape != f.shape:
-        raise ValueError(f"lambdas and losses must have the same shape, got {current.shape} and {f.shape}")
+        raise ValueError(
+            f"lambdas and losses must have the same shape, got {current.shape} and {f.shape}"
+        )
     check_real("lambda_lr", lambda_lr, lower=0.0)
     return project_to_simplex(current + lambda_lr * f)
 

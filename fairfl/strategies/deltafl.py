@@ -78,11 +78,11 @@ class DeltaFL(ReweightedStrategy):
         super().__init__(**kwargs)
 
     def settings(self) -> dict[str, Any]:
-        """The tail fraction α."""
+        """Return the tail fraction α and its convention."""
         return {"alpha": self.alpha, "alpha_convention": "tail fraction"}
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
-        """The CVaR weights of the participants' losses."""
+        """Compute the CVaR weights of the participants' losses."""
         p = sample_weights([r.num_examples for r in replies])
         losses = np.array([r.train_loss for r in replies], dtype=np.float64)
         weights = cvar_weights(p, losses, self.alpha)
@@ -97,7 +97,7 @@ class DeltaFL(ReweightedStrategy):
 
 
 def cvar_weights(p: ArrayLike, losses: ArrayLike, alpha: float) -> NDArray[np.float64]:
-    """The maximiser π of ``Σ_i π_i f_i`` over ``{π ∈ Δ_n, π_i <= p_i/α}`` (spec §10).
+    """Return the maximiser π of ``Σ_i π_i f_i`` over ``{π ∈ Δ_n, π_i <= p_i/α}`` (spec §10).
 
     Clients are taken by decreasing loss; each gets ``p_i/α`` until the total would pass
     1, the boundary client gets what is left, the rest get 0. A group of clients with

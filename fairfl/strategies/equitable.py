@@ -163,7 +163,7 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         self.registry: dict[int, NDArray[np.float64]] = {}
 
     def settings(self) -> dict[str, Any]:
-        """The rule's settings (server side and what clients are told)."""
+        """Return the rule's settings (server side and what clients are told)."""
         return {
             "num_clusters": self.num_clusters,
             "scope": self.scope,
@@ -518,9 +518,7 @@ def cap_weights(weights: ArrayLike, cap: float) -> NDArray[np.float64]:
         raise ValueError(f"weights must be >= 0, got {p.tolist()}")
     total = float(p.sum())
     if cap * p.size < total * (1.0 - 1e-12):
-        logger.warning(
-            "cap_weights: cap %s < 1/%d cannot hold; using uniform weights", cap, p.size
-        )
+        logger.warning("cap_weights: cap %s < 1/%d cannot hold; using uniform weights", cap, p.size)
         return np.full(p.size, total / p.size)
     limit = cap * total
     capped = np.zeros(p.size, dtype=bool)
@@ -543,7 +541,7 @@ def canonical_labels(labels: ArrayLike) -> NDArray[np.int64]:
 
 
 def round_seed(seed: int, server_round: int) -> int:
-    """A 32-bit ``random_state`` for one round, from the run's seed (spec D15)."""
+    """Return a 32-bit ``random_state`` for one round from the run's seed (spec D15)."""
     return int(np.random.SeedSequence([seed, server_round]).generate_state(1)[0])
 
 
@@ -559,4 +557,3 @@ def _check_vectors(vectors: ArrayLike) -> NDArray[np.float64]:
 def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-

@@ -81,7 +81,7 @@ class PropFair(FedAvg):
         return {"M": self.M, "epsilon": self.epsilon, "huber": self.huber}
 
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
-        """The client's loss-transform settings, sent every round."""
+        """Send the client's loss-transform settings, every round."""
         return {
             keys.PROPFAIR_M: self.M,
             keys.PROPFAIR_EPSILON: self.epsilon,

@@ -12,10 +12,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fairfl.strategies.afl import AFL
 from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.deltafl import DeltaFL
+from fairfl.strategies.equitable import EquitableFL
 from fairfl.strategies.fedavg import FedAvg
+from fairfl.strategies.fedmgda import FedAvgN, FedMGDAPlain, FedMGDAPlus, MGDAProx
+from fairfl.strategies.gifair import GiFair
+from fairfl.strategies.propfair import PropFair
 from fairfl.strategies.qffl import QFFL
+from fairfl.strategies.rcfl import RCFL
 from fairfl.strategies.semivred import SemiVRed
+from fairfl.strategies.term import TERM
 from fairfl.strategies.vred import VRed
 
 
@@ -52,6 +60,51 @@ STRATEGIES: dict[str, RuleSpec] = {
     for spec in (
         RuleSpec("fedavg", FedAvg, {}),
         RuleSpec(
+            "rcfl",
+            RCFL,
+            {
+                "rcfl-alpha": "alpha",
+                "rcfl-alpha-rule": "alpha_rule",
+                "rcfl-mu": "mu",
+                "rcfl-eta-init": "eta_init",
+                "rcfl-eta-probe": "eta_probe",
+                "rcfl-local-steps": "local_steps",
+                "rcfl-batch-size": "batch_size",
+                "rcfl-eta-lr-scale": "eta_lr_scale",
+                "rcfl-sampling": "sampling",
+                "rcfl-seed": "seed",
+            },
+        ),
+        RuleSpec("afl", AFL, {"afl-lambda-lr": "lambda_lr"}),
+        RuleSpec("term", TERM, {"term-alpha": "alpha"}),
+        RuleSpec("gifair", GiFair, {"gifair-coeff": "coeff"}),
+        RuleSpec("deltafl", DeltaFL, {"deltafl-alpha": "alpha"}),
+        RuleSpec(
+            "propfair",
+            PropFair,
+            {"propfair-m": "M", "propfair-epsilon": "epsilon", "propfair-huber": "huber"},
+        ),
+        RuleSpec(
+            "equitable",
+            EquitableFL,
+            {
+                "equitable-num-clusters": "num_clusters",
+                "equitable-scope": "scope",
+                "equitable-affinity": "affinity",
+                "equitable-intra-cluster": "intra_cluster",
+                "equitable-proximal-mu": "proximal_mu",
+                "equitable-server-lr": "server_lr",
+                "equitable-max-client-weight": "max_client_weight",
+                "equitable-seed": "seed",
+                "equitable-activation-source": "activation_source",
+                "equitable-activation-max-samples": "activation_max_samples",
+                "equitable-activation-min-samples": "activation_min_samples",
+                "equitable-activation-projection-dim": "activation_projection_dim",
+                "equitable-activation-dp-clip": "activation_dp_clip",
+                "equitable-activation-dp-noise": "activation_dp_noise",
+            },
+        ),
+        RuleSpec(
             "qffl",
             QFFL,
             {"qffl-q": "q", "qffl-weighting": "weighting", "lr": "client_learning_rate"},
@@ -65,6 +118,44 @@ STRATEGIES: dict[str, RuleSpec] = {
             "semivred",
             SemiVRed,
             {"semivred-beta": "beta", "semivred-clip-negative": "clip_negative_weights"},
+        ),
+        RuleSpec(
+            "fedmgda",
+            FedMGDAPlus,
+            {
+                "fedmgda-epsilon": "epsilon",
+                "fedmgda-global-lr": "global_lr",
+                "fedmgda-global-lr-decay": "global_lr_decay",
+                "fedmgda-decay-every": "decay_every",
+                "fedmgda-normalize": "normalize",
+                "fedmgda-prior": "prior",
+                "fedmgda-proximal-mu": "proximal_mu",
+                "fedmgda-qp-solver": "qp_solver",
+            },
+        ),
+        RuleSpec(
+            "fedavg-n",
+            FedAvgN,
+            {
+                "fedmgda-global-lr": "global_lr",
+                "fedmgda-global-lr-decay": "global_lr_decay",
+                "fedmgda-decay-every": "decay_every",
+                "fedmgda-prior": "prior",
+            },
+        ),
+        RuleSpec("fedmgda-plain", FedMGDAPlain, {}),
+        RuleSpec(
+            "mgda-prox",
+            MGDAProx,
+            {
+                "mgda-prox-mu": "proximal_mu",
+                "fedmgda-epsilon": "epsilon",
+                "fedmgda-global-lr": "global_lr",
+                "fedmgda-global-lr-decay": "global_lr_decay",
+                "fedmgda-decay-every": "decay_every",
+                "fedmgda-prior": "prior",
+                "fedmgda-qp-solver": "qp_solver",
+            },
         ),
     )
 }

@@ -62,7 +62,7 @@ class TERM(ReweightedStrategy):
         super().__init__(**kwargs)
 
     def settings(self) -> dict[str, Any]:
-        """The tilt α."""
+        """Return the tilt α."""
         return {"alpha": self.alpha}
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:

@@ -22,7 +22,7 @@ DIGITS = {"dataset": "digits", "num_partitions": 10}
 
 def test_names():
     assert DATASETS == ("digits", "synthetic", "mnist", "fashionmnist", "cifar10")
-    assert PARTITIONERS == ("iid", "dirichlet", "shards", "natural")
+    assert PARTITIONERS == ("iid", "dirichlet", "shards", "groups", "natural")
 
 
 @pytest.mark.parametrize(

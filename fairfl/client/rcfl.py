@@ -1,0 +1,271 @@
+"""RC-FL client: local steps on the smoothed per-client objective, jointly in (ω, η).
+
+Implements the client side of rFedFair (Algorithm 1) of "Fairness-aware Federated
+Learning: A Robust Approach" (anonymous ICML submission, paper 004, spec-rcfl.md). Each
+client minimises its smoothed share of the dual RC-FL objective, eq. (5),
+
+    f^{μ,i}(ω, η) = (1/α_i) φ_μ(f̂ⁱ(ω) − η) + η,     φ_μ(x) = μ log(1 + e^{x/μ}),
+
+with κ simultaneous gradient steps in the model ω and the scalar dual variable η (a
+loss threshold shared by all clients), and sends back the new ω and η. Its gradients are
+
+    ∇_ω f^{μ,i} = q_i ∇f̂ⁱ(ω),   ∂_η f^{μ,i} = 1 − q_i,   q_i = σ((f̂ⁱ(ω) − η)/μ) / α_i,
+
+so a client whose loss is well above η is up-weighted by up to 1/α_i and one well below
+η is switched off. The server (:class:`fairfl.strategies.RCFL`) averages ω and η.
+
+The train config of an RC-FL round carries the keys below; :func:`rcfl_settings` reads
+them (``None`` when the config is not an RC-FL one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from flwr.app import ConfigRecord
+from torch import Tensor, nn
+
+from fairfl import constants as keys
+from fairfl.settings import get_config_value
+
+#: Config key of the global dual variable η^t (the reply carries the updated η under
+#: the same key, ``keys.RCFL_ETA``).
+RCFL_ETA = keys.RCFL_ETA
+#: Config key of this client's conservativeness α_i ∈ (0, 1]; its presence marks an
+#: RC-FL round.
+RCFL_ALPHA = "rcfl-alpha"
+#: Config key of the softplus temperature μ > 0.
+RCFL_MU = "rcfl-mu"
+#: Config key of κ, the local gradient steps (not epochs) per round.
+RCFL_LOCAL_STEPS = "rcfl-local-steps"
+#: Config key of the η step size β_η (absent: the model step size ``lr``, as in the paper).
+RCFL_LR_ETA = "rcfl-lr-eta"
+#: Config key of the batch size of one local step; 0 (or absent) is the full local
+#: training split, Algorithm 1's gradient descent.
+RCFL_BATCH_SIZE = "rcfl-batch-size"
+
+
+@dataclass(frozen=True)
+class RCFLSettings:
+    """One client's RC-FL settings for one round, as read from the train config.
+
+    Attributes
+    ----------
+    eta : float
+        η^t, the global dual variable the client starts from.
+    alpha : float
+        α_i ∈ (0, 1], this client's conservativeness (cap 1/α_i on its up-weighting).
+    mu : float
+        μ > 0, the softplus temperature (in loss units).
+    local_steps : int
+        κ >= 1 local gradient steps.
+    lr_eta : float | None
+        β_η > 0, the η step size; ``None`` means the model step size.
+    batch_size : int
+        Examples per step; 0 means the whole local training split.
+    """
+
+    eta: float
+    alpha: float
+    mu: float
+    local_steps: int
+    lr_eta: float | None = None
+    batch_size: int = 0
+
+    def __post_init__(self) -> None:
+        """Check every value; the error names the config key."""
+        if not math.isfinite(self.eta):
+            raise ValueError(f"config key {RCFL_ETA!r} must be finite, got {self.eta}")
+        if not 0.0 < self.alpha <= 1.0:
+            raise ValueError(f"config key {RCFL_ALPHA!r} must be in (0, 1], got {self.alpha}")
+        if not (self.mu > 0 and math.isfinite(self.mu)):
+            raise ValueError(f"config key {RCFL_MU!r} must be > 0, got {self.mu}")
+        if self.local_steps < 1:
+            raise ValueError(
+                f"config key {RCFL_LOCAL_STEPS!r} must be >= 1, got {self.local_steps}"
+            )
+        if self.lr_eta is not None and not (self.lr_eta > 0 and math.isfinite(self.lr_eta)):
+            raise ValueError(f"config key {RCFL_LR_ETA!r} must be > 0, got {self.lr_eta}")
+        if self.batch_size < 0:
+            raise ValueError(f"config key {RCFL_BATCH_SIZE!r} must be >= 0, got {self.batch_size}")
+
+
+@dataclass(frozen=True)
+class RCFLLocalResult:
+    """What :func:`train_rcfl` did.
+
+    Attributes
+    ----------
+    eta : float
+        The client's η after its κ steps (sent as ``rcfl-eta``).
+    q_first, q_last, q_mean : float
+        The effective weight q_i = σ((L − η)/μ)/α_i at the first step, the last step,
+        and averaged over the steps (L: the step's batch loss, η before the step).
+    loss_last : float
+        The batch loss of the last step (before that step's update).
+    """
+
+    eta: float
+    q_first: float
+    q_last: float
+    q_mean: float
+    loss_last: float
+
+
+def rcfl_settings(config: ConfigRecord) -> RCFLSettings | None:
+    """Read the RC-FL keys of a train config; ``None`` when it has no ``rcfl-alpha``.
+
+    Raises
+    ------
+    ValueError
+        If an RC-FL key is missing, mistyped or out of range (the message names it).
+    """
+    if RCFL_ALPHA not in config:
+        return None
+    return RCFLSettings(
+        eta=get_config_value(config, RCFL_ETA, float),
+        alpha=get_config_value(config, RCFL_ALPHA, float),
+        mu=get_config_value(config, RCFL_MU, float),
+        local_steps=get_config_value(config, RCFL_LOCAL_STEPS, int),
+        lr_eta=get_config_value(config, RCFL_LR_ETA, float) if RCFL_LR_ETA in config else None,
+        batch_size=(
+            get_config_value(config, RCFL_BATCH_SIZE, int) if RCFL_BATCH_SIZE in config else 0
+        ),
+    )
+
+
+def smoothed_objective(loss: Tensor, eta: Tensor, *, alpha: float, mu: float) -> Tensor:
+    """Return the client's smoothed RC-FL objective ``(1/α) φ_μ(L − η) + η``.
+
+    Eq. (5) of [P004], with the softplus ``φ_μ(x) = μ log(1 + e^{x/μ})`` (the paper
+    calls it "softmax"): ``F.softplus(x, beta=1/μ)``, which is numerically stable and
+    exactly linear for ``x/μ > 20``.
+
+    Parameters
+    ----------
+    loss : Tensor
+        f̂ⁱ(ω), the client's **mean** loss (a scalar; a sum would change the scale of
+        η and μ, spec-rcfl §9.3).
+    eta : Tensor
+        η, the scalar dual variable.
+    alpha : float
+        α_i ∈ (0, 1].
+    mu : float
+        μ > 0.
+
+    Returns
+    -------
+    Tensor
+        f^{μ,i}(ω, η), differentiable in both ``loss`` and ``eta``.
+    """
+    return nn.functional.softplus(loss - eta, beta=1.0 / mu) / alpha + eta
+
+
+def effective_weight(loss: float, eta: float, *, alpha: float, mu: float) -> float:
+    """``q_i = σ((L − η)/μ) / α_i``: the factor on the client's model gradient.
+
+    Spec-rcfl §3 [D]: ``∇_ω f^{μ,i} = q_i ∇f̂ⁱ`` and ``∂_η f^{μ,i} = 1 − q_i``;
+    ``q_i ∈ (0, 1/α_i)``.
+    """
+    z = (loss - eta) / mu
+    # Stable logistic sigmoid for either sign of z.
+    gate = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+    return gate / alpha
+
+
+def train_rcfl(
+    model: nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    settings: RCFLSettings,
+    lr: float,
+    device: torch.device,
+    seed: int,
+) -> RCFLLocalResult:
+    """Run κ simultaneous gradient steps on ``f^{μ,i}(ω, η)``; ω is trained in place.
+
+    Algorithm 1 of [P004], one client between two synchronisations: at each step both
+    gradients are taken at the same point (one backward pass, one plain-SGD step, no
+    momentum), ``ω ← ω − β q_i ∇f̂ⁱ(ω)`` and ``η ← η − β_η (1 − q_i)``.
+
+    Parameters
+    ----------
+    model : nn.Module
+        ω, loaded with the received global model; trained in place.
+    x, y : np.ndarray
+        The client's local training split.
+    settings : RCFLSettings
+        η^t, α_i, μ, κ, β_η and the batch size.
+    lr : float
+        β > 0, the model step size.
+    device : torch.device
+        Where to train.
+    seed : int
+        Seeds the minibatch order (unused with full-batch steps).
+
+    Returns
+    -------
+    RCFLLocalResult
+        The client's new η and gate diagnostics.
+
+    Raises
+    ------
+    ValueError
+        If ``lr`` is not > 0 or the split is empty.
+
+    Notes
+    -----
+    The mean cross-entropy enters φ_μ (spec-rcfl §9.3). With ``batch_size = 0`` each
+    step uses the whole local split, as the theory assumes; with minibatches the gate
+    σ((L_batch − η)/μ) is a biased estimate of the full-data gate (spec-rcfl §9.4).
+    Minibatches walk through one random permutation, reshuffled when it runs out.
+    """
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    if len(x) == 0:
+        raise ValueError("cannot train on an empty split")
+    lr_eta = lr if settings.lr_eta is None else settings.lr_eta
+    model.train()
+    dtype = next(model.parameters()).dtype
+    eta = torch.tensor(settings.eta, dtype=dtype, device=device, requires_grad=True)
+    # Paper: one step size β for ω and η; here β_η may differ (spec-rcfl §4.6, opt-in).
+    optimizer = torch.optim.SGD(
+        [{"params": list(model.parameters()), "lr": lr}, {"params": [eta], "lr": lr_eta}]
+    )
+    inputs_all = torch.from_numpy(x).to(device)
+    labels_all = torch.from_numpy(y).to(device)
+    full_batch = settings.batch_size == 0 or settings.batch_size >= len(x)
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.empty(0, dtype=torch.long)
+    cursor = 0
+    weights: list[float] = []
+    loss_value = float("nan")
+    for _ in range(settings.local_steps):
+        if full_batch:
+            inputs, labels = inputs_all, labels_all
+        else:
+            if cursor + settings.batch_size > len(order):
+                order = torch.randperm(len(x), generator=generator)
+                cursor = 0
+            index = order[cursor : cursor + settings.batch_size].to(device)
+            cursor += settings.batch_size
+            inputs, labels = inputs_all[index], labels_all[index]
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(inputs), labels)
+        loss_value = float(loss.detach())
+        weights.append(
+            effective_weight(loss_value, float(eta), alpha=settings.alpha, mu=settings.mu)
+        )
+        smoothed_objective(loss, eta, alpha=settings.alpha, mu=settings.mu).backward()
+        optimizer.step()
+    return RCFLLocalResult(
+        eta=float(eta.detach()),
+        q_first=weights[0],
+        q_last=weights[-1],
+        q_mean=float(np.mean(weights)),
+        loss_last=loss_value,
+    )

@@ -1,0 +1,776 @@
+"""FedMGDA+: federated multi-objective aggregation through a min-norm QP.
+
+Hu, Shaloudegi, Zhang and Yu, *Federated Learning Meets Multi-objective Optimization*,
+IEEE TNSE 2022, https://arxiv.org/abs/2006.11489 (paper 001; spec-fedmgda). Each client's
+loss is a separate objective; each round the server moves along the minimum-norm
+element of the convex hull of the (normalised) client updates, a common descent
+direction for every participant (Algorithm 1, eqs. (22)–(25)):
+
+    g_i = w_t − w_i,      ḡ_i = g_i / ‖g_i‖                        (Alg. 1, normalise)
+    λ* = argmin { λᵀ K λ : λ ∈ Δ, ‖λ − λ0‖_∞ ≤ ε },  K_ij = ⟨ḡ_i, ḡ_j⟩      (eq. 25)
+    d_t = Σ_i λ*_i ḡ_i,   w_{t+1} = w_t − η_t d_t                               (eq. 22)
+    η_t = η_g β^{⌊t / 100⌋}                                                  (§6.1.5)
+
+The variants of the paper are settings of the same code (spec §1.10): FedAvg-n is
+ε = 0; FedMGDA is no normalisation, ε = 1, η = 1; MGDA-Prox adds a proximal term on the
+clients. The math is in the module-level functions below the classes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import qpsolvers
+from numpy.typing import ArrayLike, NDArray
+
+from fairfl.contract import TrainReply
+from fairfl.strategies._checks import check_real
+from fairfl.strategies.aggregation import reweighted_average, sample_weights, weight_entropy
+from fairfl.strategies.base import ConfigValue, FairStrategy, check_positive_int
+
+logger = logging.getLogger(__name__)
+
+Prior = Literal["uniform", "num-examples"]
+PRIORS: tuple[str, ...] = ("uniform", "num-examples")
+
+#: Train-config key of the client's proximal term; read by
+#: :func:`fairfl.client.objectives.local_objective` (a test checks they agree).
+PROXIMAL_MU = "proximal-mu"
+
+#: An update with ‖g_i‖ at or below this is treated as zero and left out of the QP
+#: (spec §7.2.5: 0/0 otherwise, and a zero vector in the hull forces d = 0).
+NORM_FLOOR = 1e-12
+
+#: Ridges tried in turn on the rescaled Gram (unit max diagonal) so that quadprog's
+#: Cholesky factorisation succeeds on a singular K (spec §7.2.1).
+RIDGES: tuple[float, ...] = (1e-12, 1e-10, 1e-8, 1e-6)
+
+#: Bytes of the float64 block of pseudo-gradients that :func:`gram_matrix` fills and
+#: multiplies at a time (cache-sized: one matrix product per block).
+GRAM_BLOCK_BYTES = 4 * 2**20
+
+#: Name suffixes of state-dict buffers (BatchNorm statistics) that are not trainable:
+#: they stay out of the norm, the Gram and the step (spec §1.5) and are averaged with λ0.
+BUFFER_SUFFIXES: tuple[str, ...] = ("running_mean", "running_var", "num_batches_tracked")
+
+#: Box widths ``ub − lb`` at or below this fix the coordinate at λ0 (a tiny ε).
+FIXED_WIDTH = 1e-9
+
+QP_OPTIMAL = "optimal"
+QP_PRIOR = "prior"
+QP_SINGLE = "single-client"
+QP_ZERO_GRAM = "zero-gram"
+QP_FAILED = "failed-fallback-prior"
+QP_NO_DIRECTION = "no-direction"
+
+
+class FedMGDAPlus(FairStrategy):
+    """FedMGDA+ (paper 001, Algorithm 1) with the ε-constraint of eq. (25).
+
+    The server computes each client's pseudo-gradient ``g_i = w_t − w_i`` from the
+    reply, normalises it (whole-update L2 norm over trainable parameters), solves the
+    min-norm QP over the ε-capped simplex around the prior λ0 and steps
+    ``w_{t+1} = w_t − η_t Σ_i λ_i ḡ_i``. The QP weights λ are recorded as the round's
+    ``weights`` (``rounds.jsonl``), the QP status and ‖d_t‖ as diagnostics.
+
+    Parameters
+    ----------
+    epsilon : float (default: 1.0)
+        ε, the ∞-norm radius around λ0 in eq. (25). 0 is FedAvg-n (λ = λ0); any
+        ε >= 1 − min λ0 lifts the box (plain MGDA over the simplex). The paper ran every
+        FedMGDA+ table with ε = 1 (spec §0).
+    global_lr : float (default: 1.0)
+        η_g, the global step size: an L2 step length in parameter space when
+        normalising (spec §7.2.11). Paper grid {0.5, 1, 1.5, 2} (Table 5).
+    global_lr_decay : float (default: 1.0)
+        β, the factor η_t shrinks by every ``decay_every`` rounds, as the authors'
+        ``--global_lr_decay`` (1: no decay). The paper's tables give instead the fraction
+        "decay" η shrinks to by round T, with β = decay^{100/T}; convert with
+        :func:`paper_decay_factor` (e.g. decay 1/10 over T = 2000 rounds is β = 0.891).
+    decay_every : int (default: 100)
+        Rounds between two decays (100 in §6.1.5).
+    normalize : bool (default: True)
+        Normalise each g_i to unit L2 norm on the server (Algorithm 1). ``False`` gives
+        the paper's FedMGDA (with ε = 1, η_g = 1) or exact FedAvg (with ε = 0, η_g = 1).
+    prior : {"uniform", "num-examples"} (default: "uniform")
+        λ0, the centre of the ε box: 1/n over the round's participants (the authors'
+        code) or proportional to their ``num-examples`` (FLGo). Always renormalised
+        over the replies that arrived (spec §7.1.3).
+    proximal_mu : float (default: 0.0)
+        μ of a FedProx term ``μ/2 ‖w − w_t‖²`` added to each client's local loss,
+        sent as the train-config key ``proximal-mu`` (MGDA-Prox when > 0).
+    qp_solver : str (default: "quadprog")
+        A `qpsolvers` backend, by name. quadprog is the authors' solver and the one
+        installed with fairfl; see Notes.
+    **kwargs
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If a hyperparameter is out of range (the message names it) or ``qp_solver``
+        is not an installed qpsolvers backend.
+
+    Notes
+    -----
+    * Paper: clients normalise (the authors' code); here the server normalises the
+      update it computes from the reply, so a client cannot inflate its influence by
+      scaling its update (spec §7.1.2). Replies carry local weights (wire contract v1),
+      and ``g_i = w_t − w_i`` uses the paper's sign, so the step is ``−η d``.
+    * The schedule uses ``t = server_round − 1`` (Flower counts rounds from 1, the
+      authors' code from 0).
+    * QP backend: quadprog (Goldfarb–Idnani, dense active set) is exact to ~1e-16 on the
+      constraints and scale-invariant, but needs a positive-definite P. The Gram is
+      rescaled to unit maximum diagonal and a ridge of 1e-12 is added (raised up to
+      1e-6 if the factorisation still fails), which keeps a singular K (duplicate or
+      colinear clients, n > d) solvable and makes λ unique (duplicates share their
+      weight equally); d moves by at most √ridge. daqp would need no ridge (spec §1.9)
+      but is not installed; interior-point and ADMM backends are less accurate. If every
+      ridge fails, λ = λ0 and the status says so.
+    * Updates with ‖g_i‖ <= 1e-12 get λ_i = 0 and stay out of the QP (spec §7.2.5).
+    * Arrays whose name ends in ``running_mean``, ``running_var`` or
+      ``num_batches_tracked`` are buffers: out of the norm and the QP, averaged with λ0
+      (integer ones keep the global value). fairfl's model zoo has none.
+    """
+
+    rule_name = "FedMGDA+"
+
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        global_lr: float = 1.0,
+        global_lr_decay: float = 1.0,
+        decay_every: int = 100,
+        normalize: bool = True,
+        prior: Prior = "uniform",
+        proximal_mu: float = 0.0,
+        qp_solver: str = "quadprog",
+        **kwargs: Any,
+    ) -> None:
+        self.epsilon = check_real("epsilon", epsilon, lower=0.0)
+        self.global_lr = check_real("global_lr", global_lr, lower=0.0, lower_open=True)
+        self.global_lr_decay = check_real(
+            "global_lr_decay", global_lr_decay, lower=0.0, lower_open=True, upper=1.0
+        )
+        check_positive_int("decay_every", decay_every)
+        self.decay_every = decay_every
+        if not isinstance(normalize, bool):
+            raise ValueError(f"normalize must be a bool, got {normalize!r}")
+        self.normalize = normalize
+        if prior not in PRIORS:
+            raise ValueError(f"prior must be one of {list(PRIORS)}, got {prior!r}")
+        self.prior: Prior = prior
+        self.proximal_mu = check_real("proximal_mu", proximal_mu, lower=0.0)
+        check_qp_solver(qp_solver)
+        self.qp_solver = qp_solver
+        self._warned: set[str] = set()
+        super().__init__(**kwargs)
+
+    def settings(self) -> dict[str, Any]:
+        """ε, η_g, β, decay period, normalisation, λ0, μ and the QP backend."""
+        return {
+            "epsilon": self.epsilon,
+            "global_lr": self.global_lr,
+            "global_lr_decay": self.global_lr_decay,
+            "decay_every": self.decay_every,
+            "normalize": self.normalize,
+            "prior": self.prior,
+            "proximal_mu": self.proximal_mu,
+            "qp_solver": self.qp_solver,
+        }
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """``proximal-mu`` when the clients add a proximal term (MGDA-Prox)."""
+        return {PROXIMAL_MU: self.proximal_mu} if self.proximal_mu > 0 else {}
+
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
+    ) -> tuple[list[NDArray], dict[str, Any]]:
+        """Solve the round's min-norm QP and take the step ``w_t − η_t d_t``."""
+        assert self.current_arrays is not None  # set by configure_train
+        trainable = trainable_mask(list(self.current_arrays.keys()), global_arrays)
+        local_arrays = [r.arrays for r in replies]
+        prior_all = prior_weights([r.num_examples for r in replies], self.prior)
+        step = step_size(server_round, self.global_lr, self.global_lr_decay, self.decay_every)
+        gram = gram_matrix(global_arrays, local_arrays, trainable=trainable)
+        norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))
+        moving = norms > NORM_FLOOR
+        zero_updates = int(np.count_nonzero(~moving))
+        if zero_updates:
+            self._warn_once(
+                "zero",
+                "aggregate_train: %d update(s) with norm <= %g get weight 0 (round %d); "
+                "further rounds are not logged",
+                zero_updates,
+                NORM_FLOOR,
+                server_round,
+            )
+        lambdas = np.zeros(len(replies))
+        if moving.any():
+            gram_used = gram[np.ix_(moving, moving)]
+            if self.normalize:
+                gram_used, _ = normalize_gram(gram_used)
+            prior_moving = prior_weights(
+                [r.num_examples for r, m in zip(replies, moving, strict=True) if m], self.prior
+            )
+            lambdas[moving], status = min_norm_weights(
+                gram_used, prior_moving, self.epsilon, solver=self.qp_solver
+            )
+            direction_norm = math.sqrt(max(float(lambdas[moving] @ gram_used @ lambdas[moving]), 0))
+        else:
+            status, direction_norm = QP_NO_DIRECTION, 0.0
+        if status == QP_FAILED:
+            self._warn_once(
+                "qp",
+                "aggregate_train: the QP solver %s failed in round %d; using λ = λ0 "
+                "(FedAvg-n step); further failures are not logged",
+                self.qp_solver,
+                server_round,
+            )
+        scales = np.where(moving, norms, 1.0) if self.normalize else None
+        new_arrays = fedmgda_step(
+            global_arrays,
+            local_arrays,
+            lambdas,
+            step,
+            norms=scales,
+            trainable=trainable,
+            buffer_weights=prior_all,
+        )
+        record = self.train_records[server_round]
+        record.weights = {r.node_id: float(w) for r, w in zip(replies, lambdas, strict=True)}
+        logger.debug("aggregate_train: round %d λ %s (%s)", server_round, record.weights, status)
+        diagnostics: dict[str, Any] = {
+            "qp-status": status,
+            "qp-failed": int(status == QP_FAILED),
+            "step-size": step,
+            "direction-norm": direction_norm,
+            "zero-updates": zero_updates,
+            "lambda-max": float(lambdas.max()),
+            "lambda-min": float(lambdas.min()),
+        }
+        entropy = weight_entropy(lambdas)
+        if np.isfinite(entropy):
+            diagnostics["lambda-entropy"] = entropy
+        return new_arrays, diagnostics
+
+    def _warn_once(self, topic: str, message: str, *args: object) -> None:
+        if topic not in self._warned:
+            self._warned.add(topic)
+            logger.warning(message, *args)
+
+
+class FedAvgN(FedMGDAPlus):
+    """FedAvg-n (paper 001, §6.1): FedMGDA+ with ε = 0, i.e. λ = λ0 on normalised updates.
+
+    ``w_{t+1} = w_t − η_t Σ_i λ0_i g_i / ‖g_i‖``. Parameters as :class:`FedMGDAPlus`
+    (ε and normalisation are fixed).
+    """
+
+    rule_name = "FedAvg-n"
+
+    def __init__(
+        self,
+        *,
+        global_lr: float = 1.0,
+        global_lr_decay: float = 1.0,
+        decay_every: int = 100,
+        prior: Prior = "uniform",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            epsilon=0.0,
+            normalize=True,
+            global_lr=global_lr,
+            global_lr_decay=global_lr_decay,
+            decay_every=decay_every,
+            prior=prior,
+            **kwargs,
+        )
+
+
+class FedMGDAPlain(FedMGDAPlus):
+    """The paper's FedMGDA (paper 001, §6.1): plain MGDA on unnormalised updates.
+
+    ε = 1, no normalisation, η_t ≡ 1 (the authors' ``--normalize=0 --epsilon=1``).
+    Named ``fedmgda-plain`` in the registry, where ``fedmgda`` is FedMGDA+.
+
+    Parameters
+    ----------
+    **kwargs
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+    """
+
+    rule_name = "FedMGDA"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            epsilon=1.0, normalize=False, global_lr=1.0, global_lr_decay=1.0, **kwargs
+        )
+
+
+class MGDAProx(FedMGDAPlus):
+    """MGDA-Prox (paper 001, §6.1): FedMGDA+ whose clients add a proximal term.
+
+    Parameters
+    ----------
+    proximal_mu : float (default: 0.2)
+        μ of the client term ``μ/2 ‖w − w_t‖²``, > 0. The authors' code adds
+        ``0.1 ‖w − w_t‖²`` without the ½ (spec §1.10), which is μ = 0.2 here.
+    epsilon, global_lr, global_lr_decay, decay_every, prior, qp_solver, **kwargs
+        As :class:`FedMGDAPlus`.
+
+    Raises
+    ------
+    ValueError
+        If ``proximal_mu`` is not > 0, or as :class:`FedMGDAPlus`.
+    """
+
+    rule_name = "MGDA-Prox"
+
+    def __init__(
+        self,
+        *,
+        proximal_mu: float = 0.2,
+        epsilon: float = 1.0,
+        global_lr: float = 1.0,
+        global_lr_decay: float = 1.0,
+        decay_every: int = 100,
+        prior: Prior = "uniform",
+        qp_solver: str = "quadprog",
+        **kwargs: Any,
+    ) -> None:
+        check_real("proximal_mu", proximal_mu, lower=0.0, lower_open=True)
+        super().__init__(
+            proximal_mu=proximal_mu,
+            epsilon=epsilon,
+            global_lr=global_lr,
+            global_lr_decay=global_lr_decay,
+            decay_every=decay_every,
+            prior=prior,
+            qp_solver=qp_solver,
+            normalize=True,
+            **kwargs,
+        )
+
+
+# --------------------------------------------------------------------------- the math
+
+
+def check_qp_solver(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is an installed qpsolvers backend."""
+    if name not in qpsolvers.available_solvers:
+        raise ValueError(
+            f"qp_solver must be one of the installed qpsolvers backends "
+            f"{sorted(qpsolvers.available_solvers)}, got {name!r}"
+        )
+
+
+def is_buffer_key(key: str) -> bool:
+    """Whether a state-dict key names a non-trainable buffer (BatchNorm statistics)."""
+    return key.endswith(BUFFER_SUFFIXES)
+
+
+def trainable_mask(names: Sequence[str], arrays: Sequence[NDArray]) -> list[bool]:
+    """Which arrays are trainable parameters: floating, and not named like a buffer."""
+    return [
+        bool(np.issubdtype(a.dtype, np.floating)) and not is_buffer_key(k)
+        for k, a in zip(names, arrays, strict=True)
+    ]
+
+
+def prior_weights(num_examples: ArrayLike, prior: Prior) -> NDArray[np.float64]:
+    """λ0 over the round's participants: uniform 1/n, or n_i / Σ n_j (paper 001, §3).
+
+    Raises
+    ------
+    ValueError
+        If ``prior`` is unknown, or the counts are empty or not positive.
+    """
+    counts = sample_weights(num_examples)  # validates the counts
+    if prior == "uniform":
+        return np.full(counts.size, 1.0 / counts.size)
+    if prior == "num-examples":
+        return counts
+    raise ValueError(f"prior must be one of {list(PRIORS)}, got {prior!r}")
+
+
+def step_size(
+    server_round: int, global_lr: float, decay: float, decay_every: int = 100
+) -> float:
+    """η_t = η_g · β^{⌊t / decay_every⌋} with t = server_round − 1 (paper 001, §6.1.5).
+
+    Parameters
+    ----------
+    server_round : int
+        Flower's round, from 1.
+    global_lr : float
+        η_g.
+    decay : float
+        β in (0, 1], the factor per period (1: constant step).
+    decay_every : int
+        Rounds per period (100 in the paper).
+
+    Raises
+    ------
+    ValueError
+        If ``server_round < 1``, ``global_lr <= 0``, β is outside (0, 1] or
+        ``decay_every < 1``.
+    """
+    check_positive_int("server_round", server_round)
+    check_real("global_lr", global_lr, lower=0.0, lower_open=True)
+    check_real("decay", decay, lower=0.0, lower_open=True, upper=1.0)
+    check_positive_int("decay_every", decay_every)
+    return global_lr * decay ** ((server_round - 1) // decay_every)
+
+
+def paper_decay_factor(decay: float, num_rounds: int, decay_every: int = 100) -> float:
+    """β = decay^{decay_every / T}: the per-period factor of the paper's tables (§6.1.5).
+
+    ``decay`` is the fraction η shrinks to by round T (tables' "decay 1/10"; their
+    "decay 0" means no decay, i.e. ``decay = 1`` here, spec §7.1.1).
+
+    Raises
+    ------
+    ValueError
+        If ``decay`` is outside (0, 1] or a count is < 1.
+    """
+    check_real("decay", decay, lower=0.0, lower_open=True, upper=1.0)
+    check_positive_int("num_rounds", num_rounds)
+    check_positive_int("decay_every", decay_every)
+    return float(decay ** (decay_every / num_rounds))
+
+
+def normalized_pseudo_gradients(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    *,
+    trainable: Sequence[bool] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """ḡ_i = g_i / ‖g_i‖ with g_i = w_t − w_i, flattened (paper 001, Algorithm 1).
+
+    The reference form, one float64 row per client (n·d floats); the strategy never
+    builds it and works from :func:`gram_matrix` instead.
+
+    Parameters
+    ----------
+    global_arrays : Sequence[NDArray]
+        w_t.
+    local_arrays : Sequence[Sequence[NDArray]]
+        Each client's w_i, arrays in the order of ``global_arrays``.
+    trainable : Sequence[bool] | None
+        Which arrays enter (default: the floating ones).
+
+    Returns
+    -------
+    tuple[NDArray, NDArray]
+        The (n, d) matrix of ḡ_i (a zero row where ‖g_i‖ <= :data:`NORM_FLOOR`) and
+        the norms ‖g_i‖ (whole update, L2 over the trainable arrays).
+    """
+    mask = _mask(global_arrays, trainable)
+    rows = [
+        np.concatenate(
+            [
+                (np.asarray(g, np.float64) - np.asarray(w, np.float64)).ravel()
+                for g, w, m in zip(global_arrays, local, mask, strict=True)
+                if m
+            ]
+            or [np.zeros(0)]
+        )
+        for local in local_arrays
+    ]
+    vectors = np.stack(rows) if rows else np.zeros((0, 0))
+    norms = np.linalg.norm(vectors, axis=1)
+    safe = np.where(norms > NORM_FLOOR, norms, np.inf)
+    return vectors / safe[:, None], norms
+
+
+def gram_matrix(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    *,
+    trainable: Sequence[bool] | None = None,
+) -> NDArray[np.float64]:
+    """K_ij = ⟨g_i, g_j⟩ of the raw pseudo-gradients g_i = w_t − w_i, in float64.
+
+    The differences are taken in float64 and packed into cache-sized blocks of
+    :data:`GRAM_BLOCK_BYTES`, each multiplied once (``K += D Dᵀ``), so memory stays
+    O(n²) + one block whatever the model size (spec §7.2.4). The norms are
+    ``sqrt(diag K)``; :func:`normalize_gram` gives the Gram of the ḡ_i.
+
+    Parameters
+    ----------
+    global_arrays, local_arrays, trainable
+        As :func:`normalized_pseudo_gradients`.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        The symmetric (n, n) Gram matrix.
+
+    Raises
+    ------
+    ValueError
+        If a client's arrays do not match ``global_arrays`` in number or shape.
+    """
+    mask = _mask(global_arrays, trainable)
+    n = len(local_arrays)
+    for local in local_arrays:
+        if len(local) != len(global_arrays) or any(
+            np.shape(w) != np.shape(g) for w, g in zip(local, global_arrays, strict=True)
+        ):
+            raise ValueError("every client must send arrays shaped like global_arrays")
+    gram = np.zeros((n, n))
+    if n == 0:
+        return gram
+    size = sum(int(np.size(g)) for g, m in zip(global_arrays, mask, strict=True) if m)
+    columns = max(1, min(size, GRAM_BLOCK_BYTES // (8 * n)))
+    block = np.empty((n, columns))
+    filled = 0
+    for index, global_array in enumerate(global_arrays):
+        if not mask[index]:
+            continue
+        flat = np.ravel(global_array)
+        local_flat = [np.ravel(local[index]) for local in local_arrays]
+        start = 0
+        while start < flat.size:
+            take = min(columns - filled, flat.size - start)
+            stop = start + take
+            for i in range(n):
+                np.subtract(
+                    flat[start:stop], local_flat[i][start:stop], out=block[i, filled : filled + take]
+                )
+            filled += take
+            start = stop
+            if filled == columns:
+                gram += block @ block.T
+                filled = 0
+    if filled:
+        part = block[:, :filled]
+        gram += part @ part.T
+    return (gram + gram.T) / 2
+
+
+def normalize_gram(gram: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """K̄_ij = K_ij / (‖g_i‖ ‖g_j‖), the Gram of the ḡ_i; and the norms ‖g_i‖.
+
+    Rows and columns of updates with norm <= :data:`NORM_FLOOR` are zero.
+    """
+    k = np.asarray(gram, dtype=np.float64)
+    norms = np.sqrt(np.clip(np.diag(k), 0.0, None))
+    inverse = np.where(norms > NORM_FLOOR, 1.0 / np.where(norms > NORM_FLOOR, norms, 1.0), 0.0)
+    return k * inverse[:, None] * inverse[None, :], norms
+
+
+def box_bounds(
+    prior: ArrayLike, epsilon: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Bounds of Λ_ε: ``max(0, λ0 − ε) <= λ <= min(1, λ0 + ε)`` (paper 001, eq. (25))."""
+    lam0 = np.asarray(prior, dtype=np.float64)
+    return np.maximum(0.0, lam0 - epsilon), np.minimum(1.0, lam0 + epsilon)
+
+
+def min_norm_weights(
+    gram: ArrayLike,
+    prior: ArrayLike,
+    epsilon: float,
+    *,
+    solver: str = "quadprog",
+) -> tuple[NDArray[np.float64], str]:
+    """λ* = argmin λᵀKλ over λ ∈ Δ with ‖λ − λ0‖_∞ <= ε (paper 001, eqs. (23), (25)).
+
+    Parameters
+    ----------
+    gram : ArrayLike
+        K, a symmetric positive semi-definite (n, n) matrix (the Gram of ḡ_i, or of g_i
+        for FedMGDA). Any positive scale: it is rescaled to unit maximum diagonal.
+    prior : ArrayLike
+        λ0 on the simplex (>= 0, summing to 1).
+    epsilon : float
+        ε >= 0.
+    solver : str
+        qpsolvers backend.
+
+    Returns
+    -------
+    tuple[NDArray, str]
+        λ (on the simplex and in the box: clipped to it and renormalised after the
+        solver) and a status: ``"optimal"``; ``"prior"`` (ε = 0, or a box too
+        narrow to leave a choice: λ = λ0 with no solve); ``"single-client"``; ``"zero-gram"`` (K = 0: every λ is optimal, λ0 is
+        returned); ``"failed-fallback-prior"`` (the solver failed at every ridge of
+        :data:`RIDGES`; λ = λ0).
+
+    Raises
+    ------
+    ValueError
+        If K is not a finite symmetric square matrix matching λ0, λ0 is not on the
+        simplex, ε is negative or the solver is not installed.
+
+    Notes
+    -----
+    When K is singular λ is not unique but d = Σ λ_i ḡ_i is; the ridge added for
+    quadprog picks the λ of least norm (spec §1.9).
+    """
+    k = np.asarray(gram, dtype=np.float64)
+    lam0 = np.asarray(prior, dtype=np.float64)
+    epsilon = check_real("epsilon", epsilon, lower=0.0)
+    check_qp_solver(solver)
+    n = lam0.size
+    if lam0.ndim != 1 or n == 0:
+        raise ValueError(f"prior must be a non-empty 1-D vector, got shape {lam0.shape}")
+    if k.shape != (n, n):
+        raise ValueError(f"gram must have shape ({n}, {n}) to match prior, got {k.shape}")
+    if not np.all(np.isfinite(k)) or not np.allclose(k, k.T, rtol=1e-10, atol=1e-12 * _scale(k)):
+        raise ValueError("gram must be a finite symmetric matrix")
+    if np.any(lam0 < 0) or not np.isclose(lam0.sum(), 1.0, rtol=0.0, atol=1e-9):
+        raise ValueError(f"prior must be >= 0 and sum to 1, got {lam0.tolist()}")
+    if n == 1:
+        return np.ones(1), QP_SINGLE
+    if epsilon == 0.0:
+        return lam0.copy(), QP_PRIOR
+    scale = float(np.max(np.diag(k)))
+    if not scale > 0:
+        return lam0.copy(), QP_ZERO_GRAM
+    lower, upper = box_bounds(lam0, epsilon)
+    # Coordinates whose box is (numerically) a point are fixed at λ0: quadprog fails
+    # on such degenerate constraint sets, and they have nothing to choose.
+    free = upper - lower > FIXED_WIDTH
+    if np.count_nonzero(free) < 2:
+        return lam0.copy(), QP_PRIOR
+    lam = lam0.copy()
+    p = (k + k.T) / (2 * scale)
+    p_free = p[np.ix_(free, free)]
+    # λᵀPλ = λ_fᵀ P_ff λ_f + 2 λ_fᵀ P_fx λ0_x + const: qpsolvers' ½xᵀPx + qᵀx form.
+    q_free = p[np.ix_(free, ~free)] @ lam0[~free]
+    m = int(np.count_nonzero(free))
+    for ridge in RIDGES:
+        problem = qpsolvers.Problem(
+            p_free + ridge * np.eye(m),
+            q_free,
+            A=np.ones((1, m)),
+            b=np.array([lam0[free].sum()]),
+            lb=lower[free],
+            ub=upper[free],
+        )
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                solution = qpsolvers.solve_problem(problem, solver=solver)
+        except (qpsolvers.ProblemError, qpsolvers.SolverError, ValueError):
+            continue
+        if solution.found and solution.x is not None and np.all(np.isfinite(solution.x)):
+            lam[free] = solution.x
+            return project_to_box_simplex(lam, lower, upper), QP_OPTIMAL
+    return lam0.copy(), QP_FAILED
+
+
+def project_to_box_simplex(
+    weights: ArrayLike, lower: ArrayLike, upper: ArrayLike, *, sweeps: int = 5
+) -> NDArray[np.float64]:
+    """Clip a solver's λ to its box and renormalise to sum 1 (a solver-accuracy fix).
+
+    The solution is already feasible up to the solver's tolerance; clipping, then
+    spreading the remaining mass over the coordinates with room, keeps it in the box.
+    """
+    lam = np.clip(np.asarray(weights, dtype=np.float64), lower, upper)
+    lo = np.asarray(lower, dtype=np.float64)
+    hi = np.asarray(upper, dtype=np.float64)
+    for _ in range(sweeps):
+        gap = 1.0 - lam.sum()
+        if abs(gap) <= 1e-15:
+            break
+        room = (hi - lam) if gap > 0 else (lam - lo)
+        if room.sum() <= 0:
+            break
+        lam = np.clip(lam + gap * room / room.sum(), lo, hi)
+    return lam
+
+
+def fedmgda_step(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    lambdas: ArrayLike,
+    step: float,
+    *,
+    norms: ArrayLike | None = None,
+    trainable: Sequence[bool] | None = None,
+    buffer_weights: ArrayLike | None = None,
+) -> list[NDArray]:
+    """w_{t+1} = w_t − η_t Σ_i λ_i g_i / s_i (paper 001, Algorithm 1 and eq. (22)).
+
+    This is the unified form ``w_t − Σ_i c_i (w_t − w_i)`` with ``c_i = η_t λ_i / s_i``
+    (which need not sum to 1), applied in float64 by
+    :func:`fairfl.strategies.aggregation.reweighted_average`.
+
+    Parameters
+    ----------
+    global_arrays, local_arrays
+        w_t and the clients' w_i.
+    lambdas : ArrayLike
+        λ, one per client.
+    step : float
+        η_t.
+    norms : ArrayLike | None
+        s_i = ‖g_i‖ to normalise by (``None``: no normalisation, FedMGDA / FedAvg).
+    trainable : Sequence[bool] | None
+        Arrays the step applies to (default: the floating ones).
+    buffer_weights : ArrayLike | None
+        Weights averaging the non-trainable floating arrays (buffers); ``None`` keeps
+        their global values. Non-floating arrays always keep the global value.
+
+    Returns
+    -------
+    list[NDArray]
+        The new model, each array in its original dtype.
+
+    Raises
+    ------
+    ValueError
+        If a norm is not > 0 or a weight is not finite.
+    """
+    lam = np.asarray(lambdas, dtype=np.float64)
+    scales = np.ones_like(lam) if norms is None else np.asarray(norms, dtype=np.float64)
+    if scales.shape != lam.shape or not np.all(scales > 0):
+        raise ValueError(f"norms must be > 0, one per client, got {scales.tolist()}")
+    coefficients = step * lam / scales
+    mask = _mask(global_arrays, trainable)
+    new_arrays: list[NDArray] = [np.empty(0)] * len(global_arrays)
+    groups = [(True, coefficients)]
+    if buffer_weights is not None:
+        groups.append((False, np.asarray(buffer_weights, dtype=np.float64)))
+    else:
+        for index, (array, m) in enumerate(zip(global_arrays, mask, strict=True)):
+            if not m:
+                new_arrays[index] = np.array(array, copy=True)
+    for selected, weights in groups:
+        indices = [i for i, m in enumerate(mask) if m == selected]
+        if not indices:
+            continue
+        updated = reweighted_average(
+            [global_arrays[i] for i in indices],
+            [[local[i] for i in indices] for local in local_arrays],
+            weights,
+        )
+        for i, value in zip(indices, updated, strict=True):
+            new_arrays[i] = value
+    return new_arrays
+
+
+def _mask(global_arrays: Sequence[NDArray], trainable: Sequence[bool] | None) -> list[bool]:
+    if trainable is None:
+        return [bool(np.issubdtype(np.asarray(g).dtype, np.floating)) for g in global_arrays]
+    if len(trainable) != len(global_arrays):
+        raise ValueError(
+            f"trainable must have one flag per array ({len(global_arrays)}), got {len(trainable)}"
+        )
+    return [bool(m) for m in trainable]
+
+
+def _scale(k: NDArray[np.float64]) -> float:
+    return float(np.max(np.abs(k))) if k.size else 1.0

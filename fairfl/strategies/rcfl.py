@@ -1,0 +1,598 @@
+"""RC-FL (rFedFair): robust client-weighted FL with a dual variable η.
+
+"Fairness-aware Federated Learning: A Robust Approach", anonymous ICML submission
+(paper 004, ``papers/004_57982fbf5214c08a.txt``; spec-rcfl.md). RC-FL minimises the
+worst-case mixture of client losses over the capped simplex ``λ_i = p_i q_i``,
+``0 <= q_i <= 1/α_i`` (Def. 1, eq. (1)), through its variational form (Lemma 1, eq. (2))
+
+    f_α(ω) = min_η  η + Σ_i (p_i/α_i) (f_i(ω) − η)_+,
+
+smoothed with the softplus φ_μ (eq. (5)). rFedFair (Algorithm 1) is FedAvg on the pair
+(ω, η): each client takes κ simultaneous gradient steps on its own
+``(1/α_i) φ_μ(f̂ⁱ(ω) − η) + η`` (:mod:`fairfl.client.rcfl`) and the server averages the
+new ω and η, weighted by ``p_i = n_i / n`` (full participation) or ``count_i / K`` over K
+draws with replacement ∝ p_i (partial participation, Theorem 2).
+
+The fairness weighting is implicit in the client gradient,
+``q_i = σ((f̂ⁱ − η)/μ)/α_i``; the server reports the q_i it infers from each client's
+``train_loss`` as diagnostics. α_i = 1 for all clients is FedAvg, α_i = p_i is AFL and a
+shared α = χ is CVaR_{1−χ} of the client losses (§3.1).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy.strategy_utils import sample_nodes
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import brentq
+from scipy.special import expit
+
+from fairfl import constants as keys
+from fairfl.client.rcfl import (
+    RCFL_ALPHA,
+    RCFL_BATCH_SIZE,
+    RCFL_ETA,
+    RCFL_LOCAL_STEPS,
+    RCFL_LR_ETA,
+    RCFL_MU,
+)
+from fairfl.contract import TrainReply
+from fairfl.strategies._checks import check_real
+from fairfl.strategies.aggregation import sample_weights
+from fairfl.strategies.base import ReweightedStrategy, check_positive_int
+
+logger = logging.getLogger(__name__)
+
+AlphaRule = Literal["shared", "uniform-cap"]
+Sampling = Literal["flower", "with-replacement"]
+ALPHA_RULES: tuple[str, ...] = ("shared", "uniform-cap")
+SAMPLINGS: tuple[str, ...] = ("flower", "with-replacement")
+
+
+class RCFL(ReweightedStrategy):
+    """RC-FL / rFedFair: average the clients' (ω, η) after κ joint local steps.
+
+    Each round the server sends ω^t, η^t and a per-client α_i (one ConfigRecord per
+    node); each client replies its new ω and η (``rcfl-eta``, required). The server sets
+    ``ω^{t+1} = Σ_j W_j ω_j`` and ``η^{t+1} = Σ_j W_j η_j``.
+
+    Parameters
+    ----------
+    alpha : float (default: 0.5)
+        α ∈ (0, 1], the conservativeness of Def. 1: a client's mixture weight may be up
+        to ``1/α_i`` times its data share. 1 is FedAvg; smaller is fairer. The paper
+        reports no values; 0.5 is the spec's default when nothing is known.
+    mu : float (default: 0.05)
+        μ > 0, the softplus temperature of eq. (5), in loss units (smoothing bias
+        ``<= μ τ_α log 2``, Lemma 2).
+    eta_init : float (default: 0.0)
+        η₀, Algorithm 1's initial dual variable (value not given in the paper; 0 is the
+        fallback of Remark 2).
+    eta_probe : bool (default: True)
+        After the first round, replace η by the smoothed optimum η*_μ of the clients'
+        reported ``train_loss`` values (spec-rcfl §4.6, not in the paper).
+    local_steps : int (default: 5)
+        κ >= 1, local gradient steps per round (κ = 5 in all the paper's runs).
+    batch_size : int (default: 0)
+        Examples per local step; 0 is the whole local training split, the paper's
+        gradient descent.
+    eta_lr_scale : float (default: 1.0)
+        β_η / β > 0: the η step size relative to the model step size ``lr`` (1 in
+        Algorithm 1).
+    alpha_rule : {"shared", "uniform-cap"} (default: "shared")
+        How α_i follows from ``alpha`` and the data shares ``p_i = n_i / n``:
+        ``"shared"`` gives every client α (CVaR_{1−α}); ``"uniform-cap"`` sets
+        ``α_i = α n p_i`` so that every client's mixture weight is capped at the same
+        ``1/(α n)``, whatever its size. Both are clipped to ``[p_i, 1]`` (Def. 1).
+    sampling : {"flower", "with-replacement"} (default: "flower")
+        ``"flower"``: Flower's FedAvg sampling (uniform, without replacement, by
+        ``fraction_train``), weights ``n_i / Σ n`` over the round's replies (the paper's
+        full-participation scheme at ``fraction_train = 1``). ``"with-replacement"``:
+        K draws with replacement ∝ p_i, K from ``fraction_train`` as Flower computes its
+        sample size, each drawn client trained once and weighted ``count_i / K``
+        (the paper's partial-participation scheme, Theorem 2).
+    seed : int (default: 0)
+        Seeds the with-replacement draws.
+    **kwargs
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If a hyperparameter is out of range (the message names it).
+
+    Notes
+    -----
+    p_i needs every n_i before the first draw (spec-rcfl §9.9). The counts are learnt
+    from the replies: with ``sampling="with-replacement"`` a round in which no count is
+    known yet (the first) is a full-participation round weighted by ``n_i / Σ n``, and
+    later rounds draw among the connected nodes whose count is known (a node that never
+    replied is not drawn). Until the counts are known the α rule cannot use p: round 1
+    sends the shared α to every client, unclipped from below.
+
+    With ``sampling="flower"`` and ``fraction_train < 1`` the weights are ``n_i`` over
+    the participants, as in FedAvg; the paper's theory covers only the with-replacement
+    scheme (Theorem 2). Dropped replies are left out and the weights renormalised over
+    the rest (spec-rcfl §9.19).
+
+    The q_i in the diagnostics are computed by the server from ``train_loss`` (f̂ⁱ at
+    ω^t on the whole local split) and η^t: the gate of the client's first full-batch
+    step. The output model is the last iterate (spec-rcfl §9.10).
+    """
+
+    required_train_metrics = (keys.RCFL_ETA,)
+    rule_name = "RC-FL"
+
+    def __init__(
+        self,
+        *,
+        alpha: float = 0.5,
+        mu: float = 0.05,
+        eta_init: float = 0.0,
+        eta_probe: bool = True,
+        local_steps: int = 5,
+        batch_size: int = 0,
+        eta_lr_scale: float = 1.0,
+        alpha_rule: AlphaRule = "shared",
+        sampling: Sampling = "flower",
+        seed: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        self.alpha = check_real("alpha", alpha, lower=0.0, upper=1.0, lower_open=True)
+        self.mu = check_real("mu", mu, lower=0.0, lower_open=True)
+        self.eta_init = check_real("eta_init", eta_init)
+        if not isinstance(eta_probe, bool):
+            raise ValueError(f"eta_probe must be a bool, got {eta_probe!r}")
+        check_positive_int("local_steps", local_steps)
+        check_positive_int("batch_size", batch_size, minimum=0)
+        self.eta_lr_scale = check_real("eta_lr_scale", eta_lr_scale, lower=0.0, lower_open=True)
+        if alpha_rule not in ALPHA_RULES:
+            raise ValueError(f"alpha_rule must be one of {ALPHA_RULES}, got {alpha_rule!r}")
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+        check_positive_int("seed", seed, minimum=0)
+        super().__init__(**kwargs)
+        self.eta_probe = eta_probe
+        self.local_steps = local_steps
+        self.batch_size = batch_size
+        self.alpha_rule: AlphaRule = alpha_rule
+        self.sampling: Sampling = sampling
+        self.seed = seed
+        #: η^t, the global dual variable (strategy state, see :meth:`state_dict`).
+        self.eta = self.eta_init
+        #: n_i by node id, from the latest reply of each node.
+        self.client_counts: dict[int, int] = {}
+        self.probe_done = not eta_probe
+        self._rng = np.random.default_rng(seed)
+        self._sent_alphas: dict[int, float] = {}
+        self._draws: dict[int, int] | None = None
+        self._pending_eta: float | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """α, μ, η₀, κ and the sampling scheme."""
+        return {
+            "alpha": self.alpha,
+            "alpha_rule": self.alpha_rule,
+            "mu": self.mu,
+            "eta_init": self.eta_init,
+            "eta_probe": self.eta_probe,
+            "local_steps": self.local_steps,
+            "batch_size": self.batch_size or "full",
+            "eta_lr_scale": self.eta_lr_scale,
+            "sampling": self.sampling,
+            "seed": self.seed,
+        }
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able server state: η, the known counts, the probe flag, the RNG."""
+        return {
+            "eta": self.eta,
+            "probe_done": self.probe_done,
+            "counts": {str(node): n for node, n in sorted(self.client_counts.items())},
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the state written by :meth:`state_dict`.
+
+        Raises
+        ------
+        ValueError
+            If ``eta`` is not a finite number, ``probe_done`` not a bool, ``counts`` not
+            a mapping of integer node ids to ints >= 1, or ``rng`` not a generator
+            state. The current state is left unchanged then.
+        """
+        eta = check_real("state['eta']", state.get("eta"))
+        probe_done = state.get("probe_done")
+        if not isinstance(probe_done, bool):
+            raise ValueError(f"state['probe_done'] must be a bool, got {probe_done!r}")
+        counts_in = state.get("counts")
+        if not isinstance(counts_in, Mapping):
+            raise ValueError("state['counts'] must be a mapping of node id to count")
+        counts: dict[int, int] = {}
+        for key, value in counts_in.items():
+            try:
+                node = int(key)
+            except (TypeError, ValueError):
+                raise ValueError(f"state node id must be an integer, got {key!r}") from None
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"state['counts'][{key!r}] must be an int >= 1, got {value!r}")
+            counts[node] = value
+        rng = np.random.default_rng()
+        try:
+            rng.bit_generator.state = state.get("rng")
+        except (TypeError, ValueError, KeyError):
+            raise ValueError("state['rng'] must be a numpy PCG64 generator state") from None
+        self.eta, self.probe_done, self.client_counts, self._rng = eta, probe_done, counts, rng
+
+    # ------------------------------------------------------------------ training
+    def train_config(self, server_round: int) -> dict[str, int | float]:
+        """Return the RC-FL keys every client gets: η^t, μ, κ and the batch size."""
+        return {
+            RCFL_ETA: self.eta,
+            RCFL_MU: self.mu,
+            RCFL_LOCAL_STEPS: self.local_steps,
+            RCFL_BATCH_SIZE: self.batch_size,
+        }
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Sample nodes and send each its own config (η^t and its α_i).
+
+        Flower's FedAvg sends one RecordDict to all nodes; RC-FL needs a per-client α_i,
+        so this builds one message per node. The caller's config is not changed.
+        """
+        self.current_arrays = arrays
+        self._draws, self._sent_alphas = None, {}
+        if self.fraction_train == 0.0:
+            return []
+        node_ids = self._sample(grid)
+        base = dict(config)
+        base[keys.SERVER_ROUND] = server_round
+        base.update(self.train_config(server_round))
+        lr = base.get(keys.LR)
+        if isinstance(lr, int | float) and not isinstance(lr, bool):
+            base[RCFL_LR_ETA] = self.eta_lr_scale * float(lr)
+        alphas = self._alphas_for(node_ids)
+        messages = []
+        for node_id in node_ids:
+            node_config = ConfigRecord({**base, RCFL_ALPHA: alphas[node_id]})
+            content = RecordDict({keys.ARRAYS: arrays, keys.CONFIG: node_config})
+            messages.append(
+                Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node_id)
+            )
+        self._sent_alphas = alphas
+        logger.debug("configure_train: round %d alphas %s", server_round, alphas)
+        return messages
+
+    def _sample(self, grid: Grid) -> list[int]:
+        num_nodes = int(len(list(grid.get_node_ids())) * self.fraction_train)
+        sample_size = max(num_nodes, self.min_train_nodes)
+        if self.sampling == "flower":
+            node_ids, all_nodes = sample_nodes(grid, self.min_available_nodes, sample_size)
+            logger.info(
+                "configure_train: Sampled %s nodes (out of %s)", len(node_ids), len(all_nodes)
+            )
+            return sorted(node_ids)
+        # Waits for min_available_nodes like Flower's sampler, then draws itself (K may
+        # exceed the number of nodes: draws are with replacement).
+        _, all_nodes = sample_nodes(grid, self.min_available_nodes, 0)
+        known = sorted(n for n in all_nodes if n in self.client_counts)
+        if not known:
+            logger.info(
+                "configure_train: n_i unknown; full participation of %d nodes to learn them",
+                len(all_nodes),
+            )
+            return sorted(all_nodes)
+        if len(known) < len(all_nodes):
+            logger.info(
+                "configure_train: %d connected nodes have no known n_i and are not drawn",
+                len(all_nodes) - len(known),
+            )
+        shares = sample_weights([self.client_counts[n] for n in known])
+        self._draws = draw_with_replacement(self._rng, known, shares, sample_size)
+        logger.info(
+            "configure_train: %d draws with replacement ∝ p_i: %d distinct nodes (out of %d)",
+            sample_size,
+            len(self._draws),
+            len(all_nodes),
+        )
+        return sorted(self._draws)
+
+    def _alphas_for(self, node_ids: Sequence[int]) -> dict[int, float]:
+        known = sorted(self.client_counts)
+        if not all(n in self.client_counts for n in node_ids):
+            # Round 1 (counts unknown): the shared α for everyone, unclipped (Notes).
+            return {n: self.alpha for n in node_ids}
+        shares = dict(
+            zip(known, sample_weights([self.client_counts[n] for n in known]), strict=True)
+        )
+        values = client_alphas(
+            [shares[n] for n in node_ids], self.alpha, self.alpha_rule, len(known)
+        )
+        return {n: float(a) for n, a in zip(node_ids, values, strict=True)}
+
+    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
+        """W_j: ``n_j / Σ n`` over the replies, or ``count_j / K`` renormalised."""
+        for reply in replies:
+            self.client_counts[reply.node_id] = reply.num_examples
+        if self._draws is None:
+            return sample_weights([r.num_examples for r in replies])
+        counts = np.array([self._draws.get(r.node_id, 0) for r in replies], dtype=np.float64)
+        if counts.sum() <= 0:
+            logger.warning(
+                "aggregate_train: round %d: no reply from a drawn node; using n_i weights",
+                server_round,
+            )
+            return sample_weights([r.num_examples for r in replies])
+        if counts.sum() < sum(self._draws.values()):
+            logger.info(
+                "aggregate_train: round %d: %d of %d draws replied; weights renormalised",
+                server_round,
+                int(counts.sum()),
+                sum(self._draws.values()),
+            )
+        return counts / counts.sum()
+
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
+    ) -> tuple[list[NDArray], dict[str, Any]]:
+        """Average ω with W (unified form) and η with the same W; report q_i and η."""
+        new_arrays, diagnostics = super().aggregate(server_round, global_arrays, replies)
+        record = self.train_records[server_round]
+        weights = np.array([record.weights[r.node_id] for r in replies], dtype=np.float64)
+        etas = np.array([float(r.metrics[keys.RCFL_ETA]) for r in replies], dtype=np.float64)
+        new_eta = aggregate_eta(etas, weights)
+        alphas = np.array(
+            [self._sent_alphas.get(r.node_id, self.alpha) for r in replies], dtype=np.float64
+        )
+        diagnostics["rcfl-eta-sent"] = self.eta
+        if all(keys.TRAIN_LOSS in r.metrics for r in replies):
+            losses = np.array([r.train_loss for r in replies], dtype=np.float64)
+            q = effective_weights(losses, self.eta, alphas, self.mu)
+            diagnostics["rcfl-q"] = {r.node_id: float(v) for r, v in zip(replies, q, strict=True)}
+            diagnostics["rcfl-sum-pq"] = float(np.dot(weights, q))
+            diagnostics["rcfl-q-max"] = float(q.max())
+            diagnostics["rcfl-active"] = float(np.mean(q * alphas > 0.5))
+            diagnostics["rcfl-robust-loss"] = robust_loss(losses, weights, alphas)[0]
+            eta_star = smoothed_optimal_eta(losses, weights, alphas, self.mu)
+            if eta_star is not None:
+                diagnostics["rcfl-eta-star"] = eta_star
+            if not self.probe_done:
+                if eta_star is not None:
+                    logger.info(
+                        "aggregate_train: round %d: eta probe sets eta %.4g -> %.4g",
+                        server_round,
+                        new_eta,
+                        eta_star,
+                    )
+                    new_eta = eta_star
+                    diagnostics["rcfl-probe"] = 1
+                else:
+                    logger.warning(
+                        "aggregate_train: eta probe has no finite root (all alpha_i = 1); "
+                        "keeping the averaged eta"
+                    )
+                self.probe_done = True
+        elif not self.probe_done:
+            logger.warning(
+                "aggregate_train: eta probe needs train_loss in every reply; "
+                "keeping the averaged eta"
+            )
+            self.probe_done = True
+        diagnostics["rcfl-eta"] = new_eta
+        self._pending_eta = new_eta
+        return new_arrays, diagnostics
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Aggregate; η^{t+1} is kept only when the new ω is (never one without the other)."""
+        self._pending_eta = None
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if arrays is not None and self._pending_eta is not None:
+            self.eta = self._pending_eta
+        return arrays, metrics
+
+
+# ---------------------------------------------------------------------- math
+def softplus(x: ArrayLike, mu: float) -> NDArray[np.float64]:
+    """``φ_μ(x) = μ log(1 + e^{x/μ})``, the smoothing of ``(x)_+`` in eq. (5) [P004].
+
+    The paper calls it "softmax". ``max(x, 0) <= φ_μ(x) <= max(x, 0) + μ log 2``.
+    """
+    return mu * np.logaddexp(0.0, np.asarray(x, dtype=np.float64) / mu)
+
+
+def _check_inputs(
+    losses: ArrayLike, p: ArrayLike, alphas: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    f = np.asarray(losses, dtype=np.float64)
+    shares = np.asarray(p, dtype=np.float64)
+    a = np.broadcast_to(np.asarray(alphas, dtype=np.float64), f.shape)
+    if f.ndim != 1 or f.size == 0 or shares.shape != f.shape:
+        raise ValueError(
+            f"losses and p must be non-empty 1-D vectors of one shape, got {f.shape} and "
+            f"{shares.shape}"
+        )
+    if not np.all(np.isfinite(f)):
+        raise ValueError(f"losses must be finite, got {f.tolist()}")
+    if not (np.all(shares > 0) and math.isclose(float(shares.sum()), 1.0, rel_tol=1e-9)):
+        raise ValueError(f"p must be > 0 and sum to 1, got {shares.tolist()}")
+    if not np.all((a > 0) & (a <= 1)):
+        raise ValueError(f"alphas must be in (0, 1], got {a.tolist()}")
+    return f, shares, a
+
+
+def effective_weights(
+    losses: ArrayLike, eta: float, alphas: ArrayLike, mu: float
+) -> NDArray[np.float64]:
+    """``q_i = σ((f_i − η)/μ) / α_i``, the factor on client i's model gradient.
+
+    Spec-rcfl §3 [D]: ``∇_ω f^{μ,i} = q_i ∇f̂ⁱ``; at the η-optimum ``Σ_i p_i q_i = 1``.
+    """
+    f = np.asarray(losses, dtype=np.float64)
+    return expit((f - eta) / mu) / np.asarray(alphas, dtype=np.float64)
+
+
+def dual_objective(eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLike) -> float:
+    """``η + Σ_i (p_i/α_i)(f_i − η)_+``: eq. (2) of [P004] at fixed ω (eq. (4) with Σp = 1)."""
+    f, shares, a = _check_inputs(losses, p, alphas)
+    return float(eta + np.sum(shares / a * np.maximum(f - eta, 0.0)))
+
+
+def smoothed_dual_objective(
+    eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLike, mu: float
+) -> float:
+    """``Σ_i p_i [(1/α_i) φ_μ(f_i − η) + η]``: eq. (5) of [P004] at fixed ω."""
+    f, shares, a = _check_inputs(losses, p, alphas)
+    return float(np.sum(shares * (softplus(f - eta, mu) / a + eta)))
+
+
+def robust_loss(
+    losses: ArrayLike, p: ArrayLike, alphas: ArrayLike
+) -> tuple[float, NDArray[np.float64]]:
+    """``f_α = max {Σ λ_i f_i : λ ∈ Δ, λ_i <= p_i/α_i}`` and the worst-case λ.
+
+    Eq. (1) of [P004] (``λ_i = p_i q_i``), solved greedily (spec-rcfl §2.4 [D]): walk the
+    clients by decreasing loss, giving each ``min(p_i/α_i, mass left)``.
+
+    Returns
+    -------
+    tuple[float, NDArray[np.float64]]
+        f_α (= HCVaR_{1−α}, Lemma 1) and λ in input order.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, a loss is not finite, p is not a positive vector summing
+        to 1, or an α is outside (0, 1].
+    """
+    f, shares, a = _check_inputs(losses, p, alphas)
+    caps = shares / a
+    lambdas = np.zeros_like(f)
+    left = 1.0
+    for index in np.argsort(-f, kind="stable"):
+        lambdas[index] = min(caps[index], left)
+        left -= lambdas[index]
+        if left <= 0:
+            break
+    return float(np.dot(lambdas, f)), lambdas
+
+
+def optimal_eta_interval(losses: ArrayLike, p: ArrayLike, alphas: ArrayLike) -> tuple[float, float]:
+    """Return the argmin ``[η_lo, η_hi]`` of eq. (2), where the cumulative cap crosses 1.
+
+    Spec-rcfl §2.4 [D]: sort by decreasing loss, take the first k with cap mass
+    ``C_k = Σ_{j<=k} p_j/α_j >= 1``; η* is the k-th loss, or the interval between the
+    (k+1)-th and k-th losses when ``C_k = 1`` exactly (``-inf`` below the smallest).
+    """
+    f, shares, a = _check_inputs(losses, p, alphas)
+    order = np.argsort(-f, kind="stable")
+    sorted_losses = f[order]
+    cumulative = np.cumsum((shares / a)[order])
+    k = int(np.argmax(cumulative >= 1.0 - 1e-12))
+    if math.isclose(float(cumulative[k]), 1.0, rel_tol=1e-12, abs_tol=1e-12):
+        lower = float(sorted_losses[k + 1]) if k + 1 < f.size else -math.inf
+        return lower, float(sorted_losses[k])
+    return float(sorted_losses[k]), float(sorted_losses[k])
+
+
+def smoothed_optimal_eta(
+    losses: ArrayLike, p: ArrayLike, alphas: ArrayLike, mu: float
+) -> float | None:
+    """Return the η minimising eq. (5) at fixed ω: the root of ``Σ_i p_i q_i = 1``.
+
+    ``Σ p_i σ((f_i − η)/μ)/α_i`` falls from ``τ_α = Σ p_i/α_i`` to 0 as η grows, so the
+    root exists iff ``τ_α > 1`` (spec-rcfl §4.6, the η probe); found by Brent's method.
+
+    Returns
+    -------
+    float | None
+        η*_μ, or ``None`` when ``τ_α <= 1`` (every α_i = 1: η drifts to −∞).
+    """
+    f, shares, a = _check_inputs(losses, p, alphas)
+    check_real("mu", mu, lower=0.0, lower_open=True)
+    caps = shares / a
+    if float(caps.sum()) <= 1.0 + 1e-12:
+        return None
+
+    def excess(eta: float) -> float:
+        return float(np.dot(caps, expit((f - eta) / mu))) - 1.0
+
+    low, high = float(f.min()) - 20 * mu, float(f.max()) + 40 * mu
+    step = 20 * mu
+    for _ in range(200):
+        if excess(low) > 0:
+            break
+        low, step = low - step, 2 * step
+    else:
+        return None
+    while excess(high) >= 0:
+        high += step
+    return float(brentq(excess, low, high, xtol=1e-12 * max(1.0, abs(high)), rtol=1e-12))
+
+
+def aggregate_eta(etas: ArrayLike, weights: ArrayLike) -> float:
+    """``η^{t+1} = Σ_j W_j η_j / Σ_j W_j``: Algorithm 1's average of the local η_j."""
+    values = np.asarray(etas, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if values.shape != w.shape or values.size == 0:
+        raise ValueError(f"etas and weights must have one shape, got {values.shape}, {w.shape}")
+    if not (np.all(w >= 0) and w.sum() > 0):
+        raise ValueError(f"weights must be >= 0 with a positive sum, got {w.tolist()}")
+    return float(np.dot(w, values) / w.sum())
+
+
+def client_alphas(
+    p: ArrayLike, alpha: float, rule: AlphaRule, num_clients: int
+) -> NDArray[np.float64]:
+    """Per-client α_i from the run's ``alpha`` and the data shares p_i, clipped to [p_i, 1].
+
+    ``"shared"``: α_i = α (CVaR_{1−α} of [P004] §3.1). ``"uniform-cap"``: α_i = α n p_i,
+    so the cap ``p_i/α_i`` on client i's mixture weight is ``1/(α n)`` for every client
+    (spec-rcfl §9.11: "enforce α_i ∈ [p_i, 1]").
+
+    Parameters
+    ----------
+    p : ArrayLike
+        Data shares ``n_i / n`` of the clients asked for (over the whole federation).
+    alpha : float
+        α ∈ (0, 1].
+    rule : {"shared", "uniform-cap"}
+        The rule.
+    num_clients : int
+        n, the number of clients the shares are over.
+    """
+    shares = np.asarray(p, dtype=np.float64)
+    if rule == "shared":
+        raw = np.full_like(shares, alpha)
+    elif rule == "uniform-cap":
+        raw = alpha * num_clients * shares
+    else:
+        raise ValueError(f"rule must be one of {ALPHA_RULES}, got {rule!r}")
+    return np.clip(raw, shares, 1.0)
+
+
+def draw_with_replacement(
+    rng: np.random.Generator, node_ids: Sequence[int], p: ArrayLike, num_draws: int
+) -> dict[int, int]:
+    """K draws with replacement ∝ p_i; returns the count of each drawn node.
+
+    Theorem 2 of [P004]: the 1/K average over these draws, duplicates counted by
+    multiplicity, is unbiased for the p-weighted average (spec-rcfl §9.8).
+    """
+    if num_draws < 1:
+        return {}
+    picks = rng.choice(len(node_ids), size=num_draws, replace=True, p=np.asarray(p, float))
+    counts = np.bincount(picks, minlength=len(node_ids))
+    return {int(node_ids[i]): int(c) for i, c in enumerate(counts) if c > 0}

@@ -1,0 +1,293 @@
+"""AFL: simplex projection, projected λ ascent kept by node id, partial participation."""
+
+import json
+import logging
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairfl import constants as keys
+from fairfl.strategies import AFL, STRATEGIES, FedAvg, build_strategy
+from fairfl.strategies.afl import admit_clients, afl_lambda_update, project_to_simplex
+from tests.strategies.baseline_helpers import (
+    aggregate_round,
+    client_rounds,
+    jsonl_weights,
+    loss_reply,
+    pyproject_config,
+    round_weights,
+    run_rule,
+    shares,
+)
+
+finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False)
+
+
+# ---------------------------------------------------------------- projection
+@pytest.mark.parametrize(
+    ("y", "expected"),
+    [
+        # u = (0.9, 0.5, 0); u_j + (1 - Σ_{r<=j} u_r)/j: 1, 0.5 - 0.4/2 = 0.3, 0 - 0.4/3 < 0
+        # -> ρ = 2, τ = (1 - 1.4)/2 = -0.2 -> (0.7, 0.3, 0)
+        ([0.9, 0.5, 0.0], [0.7, 0.3, 0.0]),
+        # Σ = 1.3, all three kept (0.2 - 0.3/3 = 0.1 > 0): τ = -0.1 -> (0.5, 0.4, 0.1)
+        ([0.6, 0.5, 0.2], [0.5, 0.4, 0.1]),
+        # only the first is kept: 0.1 + (1 - 1.3)/2 = -0.05 <= 0 -> τ = 1 - 1.2 = -0.2
+        ([1.2, 0.1, -0.5], [1.0, 0.0, 0.0]),
+        # order does not matter: the same as the first row, permuted
+        ([0.0, 0.9, 0.5], [0.0, 0.7, 0.3]),
+    ],
+)
+def test_projection_by_hand(y, expected):
+    np.testing.assert_allclose(project_to_simplex(y), expected, atol=1e-15)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(finite, min_size=1, max_size=12))
+def test_projection_returns_a_simplex_point_closest_to_y(y):
+    x = project_to_simplex(y)
+    assert np.all(x >= 0)
+    assert x.sum() == pytest.approx(1.0, abs=1e-12)
+    # No vertex of the simplex, nor the centre, is closer to y than x.
+    n = len(y)
+    candidates = [*np.eye(n), np.full(n, 1.0 / n)]
+    distance = np.linalg.norm(x - np.asarray(y))
+    assert all(distance <= np.linalg.norm(c - np.asarray(y)) + 1e-9 for c in candidates)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=1e3), min_size=1, max_size=12))
+def test_projection_is_the_identity_on_the_simplex(raw):
+    total = sum(raw)
+    point = np.asarray(raw) / total if total > 0 else np.full(len(raw), 1.0 / len(raw))
+    np.testing.assert_allclose(project_to_simplex(point), point, atol=1e-12)
+
+
+def test_projection_rejects_bad_input():
+    with pytest.raises(ValueError, match="non-empty 1-D vector"):
+        project_to_simplex([])
+    with pytest.raises(ValueError, match="y must be finite"):
+        project_to_simplex([0.5, math.nan])
+
+
+def test_lambda_update_and_admission_by_hand():
+    # λ = (0.25, 0.75), f = (2, 1), γ = 0.1: y = (0.45, 0.85), Σ = 1.3, τ = -0.15
+    np.testing.assert_allclose(afl_lambda_update([0.25, 0.75], [2.0, 1.0], 0.1), [0.3, 0.7])
+    # No known client: λ^0 = p = (10, 30)/40.
+    np.testing.assert_allclose(admit_clients([], [], [10, 30]), [0.25, 0.75])
+    # Known (0.3, 0.7) with N_old = 40, new n = 40: N = 80, (0.3, 0.7)·0.5 and 40/80.
+    np.testing.assert_allclose(admit_clients([0.3, 0.7], [10, 30], [40]), [0.15, 0.35, 0.5])
+    with pytest.raises(ValueError, match="lambda_lr must be >= 0, got -1.0"):
+        afl_lambda_update([1.0], [1.0], -1.0)
+    with pytest.raises(ValueError, match="same shape"):
+        afl_lambda_update([1.0], [1.0, 2.0], 0.1)
+    with pytest.raises(ValueError, match="client counts must all be > 0"):
+        admit_clients([], [], [0])
+
+
+# ---------------------------------------------------------------- the strategy
+def test_two_rounds_by_hand_update_then_aggregate():
+    strategy = AFL(lambda_lr=0.1)
+    replies = [loss_reply(1, 10, 2.0, value=1.0), loss_reply(2, 30, 1.0, value=4.0)]
+    arrays, metrics = aggregate_round(strategy, replies, server_round=1)
+    # λ^0 = p = (0.25, 0.75); λ^1 = Π(0.45, 0.85) = (0.3, 0.7), used in the same round:
+    # w = 0.3·1 + 0.7·4 = 3.1
+    np.testing.assert_allclose(round_weights(strategy, 1), [0.3, 0.7])
+    np.testing.assert_allclose(arrays["0"].numpy(), 3.1, rtol=1e-6)
+    assert metrics["afl-known-clients"] == 2
+    # Round 2, same losses: y = (0.3 + 0.2, 0.7 + 0.1) = (0.5, 0.8), τ = -0.15 -> (0.35, 0.65)
+    aggregate_round(strategy, replies, server_round=2)
+    np.testing.assert_allclose(round_weights(strategy, 2), [0.35, 0.65])
+    assert strategy.client_lambdas == pytest.approx({1: 0.35, 2: 0.65})
+
+
+def test_partial_participation_keeps_lambda_of_absent_clients():
+    strategy = AFL(lambda_lr=0.1)
+    # Round 1, nodes 1-3, n = (10, 10, 20): λ^0 = (0.25, 0.25, 0.5); f = (1, 2, 3)
+    # y = (0.35, 0.45, 0.8), Σ = 1.6, all kept (0.35 - 0.6/3 > 0), τ = -0.2
+    # λ^1 = (0.15, 0.25, 0.6)
+    aggregate_round(
+        strategy, [loss_reply(1, 10, 1.0), loss_reply(2, 10, 2.0), loss_reply(3, 20, 3.0)], 1
+    )
+    np.testing.assert_allclose(round_weights(strategy, 1), [0.15, 0.25, 0.6])
+    # Round 2, only nodes 1, 2 with f = (1, 1): y = (0.25, 0.35, 0.6), Σ = 1.2, τ = -0.2/3
+    # λ^2 = (0.55/3, 0.85/3, 1.6/3); weights (0.55, 0.85)/1.4 = (11/28, 17/28)
+    aggregate_round(strategy, [loss_reply(1, 10, 1.0), loss_reply(2, 10, 1.0)], 2)
+    np.testing.assert_allclose(round_weights(strategy, 2), [11 / 28, 17 / 28])
+    assert strategy.client_lambdas[3] == pytest.approx(1.6 / 3)
+    # Round 3, node 3 returns and node 4 (n = 40) joins: N_old = 40, N = 80, so the known
+    # λ halve to (0.55/6, 0.85/6, 1.6/6) and λ_4 = 0.5. f_3 = f_4 = 1:
+    # y = (0.55/6, 0.85/6, 1.6/6 + 0.1, 0.6), Σ = 1.2, all kept, τ = -0.05
+    # λ^3 = (0.55/6 - 0.05, 0.85/6 - 0.05, 1.6/6 + 0.05, 0.55) = (0.25, 0.55, 1.9, 3.3)/6
+    # weights (1.9, 3.3)/5.2 = (19/52, 33/52)
+    aggregate_round(strategy, [loss_reply(3, 20, 1.0), loss_reply(4, 40, 1.0)], 3)
+    np.testing.assert_allclose(round_weights(strategy, 3), [19 / 52, 33 / 52])
+    expected = {1: 0.25 / 6, 2: 0.55 / 6, 3: 1.9 / 6, 4: 3.3 / 6}
+    assert strategy.client_lambdas == pytest.approx(expected)
+    assert sum(strategy.client_lambdas.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "rounds",
+    [
+        [[(1, 10), (2, 30)]] * 3,  # full participation
+        [[(1, 10), (2, 30), (3, 5)], [(2, 30)], [(1, 10), (3, 5), (4, 55)]],  # churn
+    ],
+)
+def test_lambda_lr_zero_is_fedavg(rounds):
+    afl, fedavg = AFL(lambda_lr=0.0), FedAvg()
+    for server_round, participants in enumerate(rounds, start=1):
+        replies = [loss_reply(n, c, float(n), value=float(n)) for n, c in participants]
+        a, _ = aggregate_round(afl, replies, server_round)
+        b, _ = aggregate_round(fedavg, replies, server_round)
+        np.testing.assert_allclose(
+            round_weights(afl, server_round), round_weights(fedavg, server_round), atol=1e-12
+        )
+        np.testing.assert_allclose(a["0"].numpy(), b["0"].numpy(), rtol=1e-6)
+
+
+def test_zero_participant_mass_falls_back_to_fedavg_and_warns_once(caplog):
+    strategy = AFL(lambda_lr=0.1)
+    strategy.load_state_dict(
+        {"lambdas": {"1": 1.0, "2": 0.0, "3": 0.0}, "counts": {"1": 1, "2": 10, "3": 30}}
+    )
+    # Nodes 2, 3 report f = 0: y = (1, 0, 0) is on the simplex, their λ stay 0.
+    replies = [loss_reply(2, 10, 0.0), loss_reply(3, 30, 0.0)]
+    with caplog.at_level(logging.WARNING, logger="fairfl"):
+        aggregate_round(strategy, replies, 1)
+        aggregate_round(strategy, replies, 2)
+    np.testing.assert_allclose(round_weights(strategy, 2), [0.25, 0.75])
+    assert caplog.text.count("using FedAvg weights") == 1
+
+
+def test_state_dict_is_json_and_resumes_the_same_trajectory():
+    replies = [loss_reply(5, 10, 2.0), loss_reply(9, 30, 0.5)]
+    straight = AFL(lambda_lr=0.3)
+    for r in (1, 2, 3):
+        aggregate_round(straight, replies, r)
+    first = AFL(lambda_lr=0.3)
+    aggregate_round(first, replies, 1)
+    state = json.loads(json.dumps(first.state_dict()))
+    assert set(state) == {"lambdas", "counts"} and set(state["lambdas"]) == {"5", "9"}
+    resumed = AFL(lambda_lr=0.3)
+    resumed.load_state_dict(state)
+    for r in (2, 3):
+        aggregate_round(resumed, replies, r)
+    np.testing.assert_array_equal(round_weights(resumed, 3), round_weights(straight, 3))
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ({"lambdas": {"1": 1.0}}, r"state\['counts'\] must be a mapping"),
+        ({"lambdas": {"1": 1.0}, "counts": {"2": 1}}, "must have the same node ids"),
+        ({"lambdas": {"x": 1.0}, "counts": {"x": 1}}, "node id must be an integer, got 'x'"),
+        ({"lambdas": {"1": -0.5}, "counts": {"1": 1}}, r"must be finite and >= 0, got -0.5"),
+        ({"lambdas": {"1": "a"}, "counts": {"1": 1}}, "must be a number, got 'a'"),
+        ({"lambdas": {"1": 1.0}, "counts": {"1": 0}}, r"state\['counts'\]\['1'\] must be an int"),
+    ],
+)
+def test_bad_state_rejected_and_state_unchanged(state, message):
+    strategy = AFL()
+    strategy.load_state_dict({"lambdas": {"7": 1.0}, "counts": {"7": 3}})
+    with pytest.raises(ValueError, match=message):
+        strategy.load_state_dict(state)
+    assert strategy.client_lambdas == {7: 1.0}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (-0.1, "lambda_lr must be >= 0, got -0.1"),
+        (math.inf, "lambda_lr must be a finite number, got inf"),
+        ("0.1", "lambda_lr must be a finite number, got '0.1'"),
+        (True, "lambda_lr must be a finite number, got True"),
+    ],
+)
+def test_invalid_lambda_lr_rejected(value, message):
+    with pytest.raises(ValueError, match=message):
+        AFL(lambda_lr=value)
+
+
+def test_registry_and_run_config_defaults():
+    assert STRATEGIES["afl"].defaults() == {"afl-lambda-lr": 0.1}
+    assert pyproject_config()["afl-lambda-lr"] == 0.1
+    strategy = build_strategy("afl", {"afl-lambda-lr": 0.5})
+    assert isinstance(strategy, AFL) and strategy.lambda_lr == 0.5
+    assert strategy.settings()["lambda_lr"] == 0.5
+
+
+# ---------------------------------------------------------------- properties
+@settings(max_examples=40, deadline=None)
+@given(st.lists(client_rounds(), min_size=1, max_size=4), st.floats(0.0, 10.0))
+def test_weights_are_a_distribution_and_lambda_stays_on_the_simplex(rounds, lambda_lr):
+    strategy = AFL(lambda_lr=lambda_lr)
+    for server_round, (counts, losses) in enumerate(rounds, start=1):
+        # Node ids overlap between rounds: clients leave, return and join.
+        replies = [
+            loss_reply(server_round % 3 + i, c, f)
+            for i, (c, f) in enumerate(zip(counts, losses, strict=True))
+        ]
+        arrays, _ = aggregate_round(strategy, replies, server_round)
+        weights = round_weights(strategy, server_round)
+        assert np.all(weights >= 0) and weights.sum() == pytest.approx(1.0, abs=1e-12)
+        assert np.all(np.isfinite(arrays["0"].numpy()))
+        assert sum(strategy.client_lambdas.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(client_rounds(min_size=2), st.randoms(use_true_random=False))
+def test_reply_order_does_not_change_the_result(case, rng):
+    counts, losses = case
+    replies = [
+        loss_reply(i + 1, c, f, value=float(i))
+        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
+    ]
+    shuffled = list(replies)
+    rng.shuffle(shuffled)
+    first, second = AFL(), AFL()
+    for r in (1, 2):
+        a, _ = aggregate_round(first, replies, r)
+        b, _ = aggregate_round(second, shuffled, r)
+        np.testing.assert_array_equal(a["0"].numpy(), b["0"].numpy())
+    assert first.client_lambdas == second.client_lambdas
+
+
+@settings(max_examples=20, deadline=None)
+@given(client_rounds(min_size=2), st.data())
+def test_replies_without_train_loss_are_dropped_by_name(case, data):
+    counts, losses = case
+    missing = data.draw(st.sets(st.integers(0, len(counts) - 1), max_size=len(counts) - 1))
+    replies = [
+        loss_reply(i + 1, c, None if i in missing else f)
+        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
+    ]
+    strategy = AFL()
+    aggregate_round(strategy, replies, 1)
+    record = strategy.train_records[1]
+    assert record.dropped == {i + 1: "metrics['train_loss'] is missing" for i in missing}
+    assert sorted(record.weights) == [i + 1 for i in range(len(counts)) if i not in missing]
+    assert set(strategy.client_lambdas) == set(record.weights)
+
+
+# ---------------------------------------------------------------- end to end
+def test_three_rounds_in_process_follow_the_lambda_recursion(tmp_path):
+    outcome, lines, seen = run_rule(tmp_path, "afl", **{"afl-lambda-lr": 0.2})
+    assert len(lines) == 3
+    lam = None
+    for line in lines:
+        nodes, weights = jsonl_weights(line)
+        counts = [seen[line["round"]][n][0] for n in nodes]
+        losses = [seen[line["round"]][n][1] for n in nodes]
+        lam = shares(counts) if lam is None else lam
+        lam = afl_lambda_update(lam, losses, 0.2)
+        np.testing.assert_allclose(weights, lam, atol=1e-12)
+        assert line["train"]["diagnostics"]["afl-known-clients"] == 5
+    assert outcome.summary["strategy_settings"]["lambda_lr"] == 0.2
+    stored = outcome.strategy.state_dict()["lambdas"]
+    np.testing.assert_allclose([stored[str(n)] for n in nodes], lam, atol=1e-12)
+    assert all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())
+    assert keys.TRAIN_LOSS in outcome.strategy.required_train_metrics

@@ -1,0 +1,645 @@
+"""FedMGDA+ (paper 001): the min-norm QP, the step, the variants and the strategy."""
+
+import logging
+from unittest.mock import Mock
+
+import numpy as np
+import pytest
+import qpsolvers
+from flwr.app import ConfigRecord
+from flwr.serverapp import Grid
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+
+from fairfl import constants as keys
+from fairfl._compat import server_task_identity
+from fairfl.client.objectives import PROXIMAL_MU as CLIENT_PROXIMAL_MU
+from fairfl.client.objectives import local_objective
+from fairfl.strategies import (
+    STRATEGIES,
+    FedAvg,
+    FedAvgN,
+    FedMGDAPlain,
+    FedMGDAPlus,
+    MGDAProx,
+    build_strategy,
+)
+from fairfl.strategies import fedmgda as fm
+from fairfl.strategies.fedmgda import (
+    PROXIMAL_MU,
+    box_bounds,
+    fedmgda_step,
+    gram_matrix,
+    min_norm_weights,
+    normalize_gram,
+    normalized_pseudo_gradients,
+    paper_decay_factor,
+    prior_weights,
+    step_size,
+)
+from tests.conftest import arrays_of, make_reply
+
+# --------------------------------------------------------------------------- helpers
+
+
+def direction(vectors, lam):
+    """d = Σ λ_i v_i."""
+    return np.asarray(lam) @ np.asarray(vectors)
+
+
+def unit_rows(m):
+    m = np.asarray(m, dtype=np.float64)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def reference_qp(gram, prior, epsilon):
+    """An independent solve of eq. (25): scipy's SLSQP on the same QP."""
+    n = len(prior)
+    lower, upper = box_bounds(prior, epsilon)
+    start = np.asarray(prior, dtype=np.float64)
+    result = minimize(
+        lambda x: x @ gram @ x,
+        start,
+        jac=lambda x: 2 * gram @ x,
+        bounds=list(zip(lower, upper, strict=True)),
+        constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1, "jac": lambda x: np.ones(n)}],
+        method="SLSQP",
+        options={"ftol": 1e-16, "maxiter": 2000},
+    )
+    return result.x
+
+
+def closed_form_two(g1, g2, prior, epsilon):
+    """λ_1 for n = 2 (spec §1.11): clip(⟨g2 − g1, g2⟩ / ‖g1 − g2‖², l, u)."""
+    l = max(0.0, prior[0] - epsilon, 1 - min(1.0, prior[1] + epsilon))
+    u = min(1.0, prior[0] + epsilon, 1 - max(0.0, prior[1] - epsilon))
+    return float(np.clip(np.dot(g2 - g1, g2) / np.dot(g1 - g2, g1 - g2), l, u))
+
+
+GLOBAL = [np.zeros((2, 2), np.float32), np.zeros(2, np.float32)]
+
+
+def model(values):
+    """A two-array model whose flattened trainable vector is ``values`` (length 6)."""
+    v = np.asarray(values, dtype=np.float32)
+    return [v[:4].reshape(2, 2), v[4:]]
+
+
+def configured(strategy, arrays=GLOBAL, nodes=(1, 2, 3), server_round=1):
+    grid = Mock(spec=Grid)
+    grid.get_node_ids.return_value = list(nodes)
+    with server_task_identity(1):
+        return list(
+            strategy.configure_train(
+                server_round, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid
+            )
+        )
+
+
+def aggregate(strategy, locals_, counts=None, server_round=1, global_=GLOBAL):
+    counts = counts or [10] * len(locals_)
+    configured(strategy, global_, nodes=range(1, len(locals_) + 1), server_round=server_round)
+    replies = [
+        make_reply(i + 1, arrays, {keys.NUM_EXAMPLES: c})
+        for i, (arrays, c) in enumerate(zip(locals_, counts, strict=True))
+    ]
+    arrays, metrics = strategy.aggregate_train(server_round, replies)
+    return [arrays[k].numpy() for k in arrays], metrics
+
+
+def flat(arrays):
+    return np.concatenate([np.ravel(a).astype(np.float64) for a in arrays])
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def test_step_size_decays_by_beta_every_period_from_round_one():
+    # spec §1.11: η_t at t = 0, 99, 100, 199, 200 is η_g·(1, 1, β, β, β²); t = round − 1.
+    got = [step_size(r, 2.0, 0.5, 100) for r in (1, 100, 101, 200, 201)]
+    assert got == [2.0, 2.0, 1.0, 1.0, 0.5]
+    assert step_size(1000, 1.5, 1.0) == 1.5
+
+
+def test_paper_decay_factor_matches_the_scripts():
+    # The authors' scripts pass β = 0.89 for decay 1/10 over 2000 rounds and 0.884 for
+    # decay 1/40 over 3000 rounds (spec §1.7 table).
+    assert paper_decay_factor(0.1, 2000) == pytest.approx(0.8913, abs=1e-4)
+    assert paper_decay_factor(1 / 40, 3000) == pytest.approx(0.8843, abs=1e-4)
+    assert paper_decay_factor(1.0, 50) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: step_size(0, 1.0, 1.0), "server_round must be an int >= 1, got 0"),
+        (lambda: step_size(1, 0.0, 1.0), "global_lr must be > 0, got 0.0"),
+        (lambda: step_size(1, 1.0, 1.5), "decay must be <= 1, got 1.5"),
+        (lambda: step_size(1, 1.0, 0.5, 0), "decay_every must be an int >= 1, got 0"),
+        (lambda: paper_decay_factor(0.0, 10), "decay must be > 0, got 0.0"),
+        (lambda: paper_decay_factor(0.5, 0), "num_rounds must be an int >= 1, got 0"),
+    ],
+)
+def test_schedule_rejects_bad_arguments(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# --------------------------------------------------------------------------- the QP
+
+
+def test_two_orthogonal_clients_hand_worked():
+    # ḡ1 = (1, 0), ḡ2 = (0, 1): λ1 = ⟨ḡ2 − ḡ1, ḡ2⟩ / ‖ḡ1 − ḡ2‖² = 1/2, d = (½, ½).
+    lam, status = min_norm_weights(np.eye(2), [0.5, 0.5], 1.0)
+    assert status == "optimal"
+    np.testing.assert_allclose(lam, [0.5, 0.5], atol=1e-9)
+    # Prior (0.8, 0.2) with ε = 0.1: the box is λ1 ∈ [0.7, 0.9], so λ1 = clip(½) = 0.7.
+    lam, _ = min_norm_weights(np.eye(2), [0.8, 0.2], 0.1)
+    np.testing.assert_allclose(lam, [0.7, 0.3], atol=1e-9)
+
+
+def test_two_unnormalised_clients_hand_worked():
+    # FedMGDA (no normalisation): g1 = (2, 0), g2 = (0, 1):
+    # λ1 = ⟨g2 − g1, g2⟩ / ‖g1 − g2‖² = 1/5, d = (0.4, 0.8), ‖d‖² = 0.8.
+    g = np.array([[2.0, 0.0], [0.0, 1.0]])
+    lam, _ = min_norm_weights(g @ g.T, [0.5, 0.5], 1.0)
+    np.testing.assert_allclose(lam, [0.2, 0.8], atol=1e-9)
+    np.testing.assert_allclose(direction(g, lam), [0.4, 0.8], atol=1e-9)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.05, 0.2, 0.5, 1.0])
+@pytest.mark.parametrize("prior", [(0.5, 0.5), (0.7, 0.3)])
+def test_two_clients_match_the_closed_form(epsilon, prior):
+    rng = np.random.default_rng(int(epsilon * 100) + int(prior[0] * 10))
+    for _ in range(20):
+        g = unit_rows(rng.standard_normal((2, 5)))
+        lam, _ = min_norm_weights(g @ g.T, prior, epsilon)
+        expected = closed_form_two(g[0], g[1], prior, epsilon)
+        assert lam[0] == pytest.approx(expected, abs=1e-8)
+        assert lam.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_epsilon_zero_returns_the_prior_without_solving(monkeypatch):
+    monkeypatch.setattr(qpsolvers, "solve_problem", Mock(side_effect=AssertionError))
+    lam, status = min_norm_weights(np.eye(3), [0.2, 0.3, 0.5], 0.0)
+    assert status == "prior"
+    np.testing.assert_array_equal(lam, [0.2, 0.3, 0.5])
+
+
+def test_orthonormal_gives_uniform_and_antipodal_gives_zero_direction():
+    lam, _ = min_norm_weights(np.eye(4), np.full(4, 0.25), 1.0)
+    np.testing.assert_allclose(lam, 0.25, atol=1e-9)
+    assert np.linalg.norm(direction(np.eye(4), lam)) == pytest.approx(0.5, abs=1e-9)
+    g = np.array([[1.0, 2.0], [-1.0, -2.0]]) / np.sqrt(5)
+    lam, _ = min_norm_weights(g @ g.T, [0.5, 0.5], 1.0)
+    assert np.linalg.norm(direction(g, lam)) < 1e-6
+
+
+@pytest.mark.parametrize("copies", [2, 4])
+def test_duplicate_clients_singular_gram_is_solved(copies):
+    rng = np.random.default_rng(copies)
+    base = unit_rows(rng.standard_normal((3, 6)))
+    g = np.vstack([base, np.repeat(base[:1], copies - 1, axis=0)])  # client 0 repeated
+    gram = g @ g.T
+    assert np.linalg.matrix_rank(gram) == 3  # singular: quadprog alone refuses it
+    prior = np.full(len(g), 1 / len(g))
+    lam, status = min_norm_weights(gram, prior, 1.0)
+    assert status == "optimal"
+    reference = reference_qp(gram, prior, 1.0)
+    np.testing.assert_allclose(direction(g, lam), direction(g, reference), atol=1e-6)
+    assert lam @ gram @ lam <= reference @ gram @ reference + 1e-9
+
+
+def test_more_clients_than_dimensions():
+    rng = np.random.default_rng(3)
+    g = unit_rows(rng.standard_normal((12, 3)))  # n > d: 0 is likely in the hull
+    prior = np.full(12, 1 / 12)
+    lam, status = min_norm_weights(g @ g.T, prior, 1.0)
+    assert status == "optimal"
+    reference = reference_qp(g @ g.T, prior, 1.0)
+    np.testing.assert_allclose(direction(g, lam), direction(g, reference), atol=1e-5)
+
+
+def random_instance(rng):
+    n = int(rng.integers(2, 13))
+    d = int(rng.integers(2, 30))
+    # Correlated updates (a shared component), as clients of one model tend to send.
+    g = unit_rows(rng.standard_normal((n, d)) + rng.uniform(0, 2) * rng.standard_normal(d))
+    prior = rng.dirichlet(np.ones(n)) if rng.random() < 0.5 else np.full(n, 1 / n)
+    epsilon = float(rng.choice([0.02, 0.1, 0.3, 1.0]))
+    return g, prior, epsilon
+
+
+def test_direction_agrees_with_an_independent_scipy_solve():
+    rng = np.random.default_rng(2024)
+    for _ in range(60):
+        g, prior, epsilon = random_instance(rng)
+        gram = g @ g.T
+        lam, status = min_norm_weights(gram, prior, epsilon)
+        assert status == "optimal"
+        reference = reference_qp(gram, prior, epsilon)
+        # The min-norm direction is unique even where λ is not (spec §7.2.9).
+        np.testing.assert_allclose(direction(g, lam), direction(g, reference), atol=1e-5)
+        assert lam @ gram @ lam <= reference @ gram @ reference + 1e-10
+
+
+def test_common_descent_kkt_at_epsilon_one():
+    # At ε = 1, ⟨ḡ_i, d⟩ >= ‖d‖² for every client (spec §1.11): no participant's loss
+    # rises to first order (paper 001, eq. (24)).
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        g, _, _ = random_instance(rng)
+        lam, _ = min_norm_weights(g @ g.T, np.full(len(g), 1 / len(g)), 1.0)
+        d = direction(g, lam)
+        assert np.min(g @ d) >= d @ d - 1e-8
+
+
+def test_reply_order_does_not_change_the_direction():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        g, prior, epsilon = random_instance(rng)
+        lam, _ = min_norm_weights(g @ g.T, prior, epsilon)
+        order = rng.permutation(len(g))
+        lam_p, _ = min_norm_weights(g[order] @ g[order].T, prior[order], epsilon)
+        np.testing.assert_allclose(direction(g[order], lam_p), direction(g, lam), atol=1e-7)
+
+
+def test_unnormalised_scale_does_not_change_lambda():
+    # spec §7.2.2: tiny unnormalised Grams (entries ~1e-8) must not fall back to λ0.
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal((5, 8))
+    prior = np.full(5, 0.2)
+    lam, _ = min_norm_weights(g @ g.T, prior, 1.0)
+    lam_small, _ = min_norm_weights(1e-8 * (g @ g.T), prior, 1.0)
+    np.testing.assert_allclose(lam_small, lam, atol=1e-7)
+    assert np.abs(lam - prior).max() > 0.05
+
+
+def test_solver_failure_falls_back_to_the_prior(monkeypatch):
+    monkeypatch.setattr(
+        qpsolvers, "solve_problem", Mock(side_effect=qpsolvers.ProblemError("not PD"))
+    )
+    lam, status = min_norm_weights(np.eye(3), [0.2, 0.3, 0.5], 1.0)
+    assert status == "failed-fallback-prior"
+    np.testing.assert_array_equal(lam, [0.2, 0.3, 0.5])
+
+
+def test_single_client_and_zero_gram():
+    assert min_norm_weights([[4.0]], [1.0], 1.0)[1] == "single-client"
+    lam, status = min_norm_weights(np.zeros((2, 2)), [0.5, 0.5], 1.0)
+    assert status == "zero-gram"
+    np.testing.assert_array_equal(lam, [0.5, 0.5])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((np.eye(2), [0.5, 0.5], -0.1), "epsilon must be >= 0, got -0.1"),
+        ((np.eye(3), [0.5, 0.5], 1.0), r"gram must have shape \(2, 2\) to match prior"),
+        (([[1.0, 0.5], [0.0, 1.0]], [0.5, 0.5], 1.0), "gram must be a finite symmetric"),
+        (([[np.nan, 0.0], [0.0, 1.0]], [0.5, 0.5], 1.0), "gram must be a finite symmetric"),
+        ((np.eye(2), [0.6, 0.6], 1.0), "prior must be >= 0 and sum to 1"),
+        ((np.eye(2), [1.5, -0.5], 1.0), "prior must be >= 0 and sum to 1"),
+        ((np.zeros((0, 0)), [], 1.0), "prior must be a non-empty 1-D vector"),
+    ],
+)
+def test_min_norm_weights_rejects_bad_input(args, message):
+    with pytest.raises(ValueError, match=message):
+        min_norm_weights(*args)
+
+
+def test_unknown_solver_is_rejected():
+    with pytest.raises(ValueError, match="qp_solver must be one of the installed"):
+        min_norm_weights(np.eye(2), [0.5, 0.5], 1.0, solver="no-such-solver")
+
+
+@st.composite
+def qp_instances(draw):
+    n = draw(st.integers(1, 8))
+    d = draw(st.integers(1, 6))
+    entries = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
+    g = np.array(draw(st.lists(st.lists(entries, min_size=d, max_size=d), min_size=n, max_size=n)))
+    raw = np.array(draw(st.lists(st.floats(0.01, 1.0), min_size=n, max_size=n)))
+    epsilon = draw(st.floats(0.0, 1.5))
+    scale = draw(st.sampled_from([1e-9, 1.0, 1e6]))
+    return scale * g, raw / raw.sum(), epsilon
+
+
+@settings(max_examples=150, deadline=None)
+@given(qp_instances())
+def test_weights_stay_on_the_simplex_and_in_the_box(instance):
+    g, prior, epsilon = instance
+    lam, status = min_norm_weights(g @ g.T, prior, epsilon)
+    lower, upper = box_bounds(prior, epsilon)
+    assert status in {"optimal", "prior", "single-client", "zero-gram"}
+    assert np.all(np.isfinite(lam))
+    assert lam.sum() == pytest.approx(1.0, abs=1e-9)
+    assert np.all(lam >= lower - 1e-9) and np.all(lam <= upper + 1e-9)
+
+
+# --------------------------------------------------------------------------- pseudo-gradients
+
+
+def test_gram_matches_the_reference_vectors_across_blocks(monkeypatch):
+    rng = np.random.default_rng(0)
+    global_ = [rng.standard_normal((7, 5)).astype(np.float32), rng.standard_normal(3).astype(np.float32)]
+    locals_ = [[a + 0.01 * rng.standard_normal(a.shape).astype(np.float32) for a in global_] for _ in range(4)]
+    u, norms = normalized_pseudo_gradients(global_, locals_)
+    expected = (u * norms[:, None]) @ (u * norms[:, None]).T
+    np.testing.assert_allclose(gram_matrix(global_, locals_), expected, rtol=1e-12)
+    # A block of 3 columns: 38 parameters cross array boundaries and end mid-block.
+    monkeypatch.setattr(fm, "GRAM_BLOCK_BYTES", 3 * 8 * 4)
+    np.testing.assert_allclose(gram_matrix(global_, locals_), expected, rtol=1e-12)
+    k_bar, k_norms = normalize_gram(expected)
+    np.testing.assert_allclose(k_bar, u @ u.T, atol=1e-12)
+    np.testing.assert_allclose(k_norms, norms, rtol=1e-12)
+
+
+def test_pseudo_gradient_sign_and_norm_hand_worked():
+    # w_t = 0, w_1 = (3, 4, 0, ...): g_1 = w_t − w_1 = (−3, −4, 0, ...), ‖g_1‖ = 5.
+    u, norms = normalized_pseudo_gradients(GLOBAL, [model([3, 4, 0, 0, 0, 0])])
+    assert norms.tolist() == [5.0]
+    np.testing.assert_allclose(u[0], [-0.6, -0.8, 0, 0, 0, 0])
+
+
+def test_gram_is_exact_in_float64_for_float32_inputs():
+    # Many float32 entries: a float32 dot would lose ~1e-4 relative (spec §7.2.4).
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal(200_000).astype(np.float32)
+    locals_ = [[w - rng.standard_normal(w.size).astype(np.float32) * 1e-3] for _ in range(2)]
+    g = np.stack([w.astype(np.float64) - loc[0].astype(np.float64) for loc in locals_])
+    np.testing.assert_allclose(gram_matrix([w], locals_), g @ g.T, rtol=1e-13)
+
+
+def test_gram_rejects_mismatched_arrays():
+    with pytest.raises(ValueError, match="every client must send arrays shaped like"):
+        gram_matrix(GLOBAL, [[np.zeros(3)]])
+
+
+def test_fedmgda_step_hand_worked():
+    # w_t = 1, g_1 = w_t − w_1 = (1, 0, ...)·2, g_2 = (0, 1, 0, ...)·4, λ = (½, ½), η = 2:
+    # w_{t+1} = w_t − 2·(½·(1, 0) + ½·(0, 1)) = 1 − (1, 1, 0, ...).
+    w_t = model(np.ones(6))
+    w1 = model([-1, 1, 1, 1, 1, 1])
+    w2 = model([1, -3, 1, 1, 1, 1])
+    new = fedmgda_step(w_t, [w1, w2], [0.5, 0.5], 2.0, norms=[2.0, 4.0])
+    np.testing.assert_allclose(flat(new), [0, 0, 1, 1, 1, 1], atol=1e-7)
+    assert all(a.dtype == np.float32 for a in new)
+    # Unnormalised, η = 1, λ = λ0: plain FedAvg, Σ λ_i w_i.
+    plain = fedmgda_step(w_t, [w1, w2], [0.25, 0.75], 1.0)
+    np.testing.assert_allclose(flat(plain), 0.25 * flat(w1) + 0.75 * flat(w2), atol=1e-7)
+
+
+def test_fedmgda_step_rejects_bad_norms():
+    with pytest.raises(ValueError, match="norms must be > 0, one per client"):
+        fedmgda_step(GLOBAL, [GLOBAL], [1.0], 1.0, norms=[0.0])
+
+
+def test_buffers_stay_out_of_the_norm_and_are_averaged_with_the_prior():
+    names = ["fc.weight", "bn.running_mean", "bn.num_batches_tracked"]
+    w_t = [np.zeros(2, np.float32), np.zeros(2, np.float32), np.array(5, np.int64)]
+    w1 = [np.array([1, 0], np.float32), np.array([10, 10], np.float32), np.array(9, np.int64)]
+    w2 = [np.array([0, 2], np.float32), np.array([30, 30], np.float32), np.array(9, np.int64)]
+    mask = fm.trainable_mask(names, w_t)
+    assert mask == [True, False, False]
+    gram = gram_matrix(w_t, [w1, w2], trainable=mask)
+    np.testing.assert_allclose(np.diag(gram), [1.0, 4.0])  # buffers add nothing
+    new = fedmgda_step(
+        w_t, [w1, w2], [0.5, 0.5], 1.0, norms=[1.0, 2.0], trainable=mask,
+        buffer_weights=[0.5, 0.5],
+    )
+    np.testing.assert_allclose(new[0], [0.5, 0.5])  # −(½·(−1, 0) + ½·(0, −1))
+    np.testing.assert_allclose(new[1], [20, 20])  # λ0-average of the statistics
+    assert new[2] == 5 and new[2].dtype == np.int64  # counters keep the global value
+
+
+def test_prior_weights():
+    np.testing.assert_allclose(prior_weights([10, 30], "uniform"), [0.5, 0.5])
+    np.testing.assert_allclose(prior_weights([10, 30], "num-examples"), [0.25, 0.75])
+    with pytest.raises(ValueError, match="prior must be one of"):
+        prior_weights([1], "size")
+
+
+# --------------------------------------------------------------------------- strategy
+
+
+def test_strategy_step_records_lambda_status_and_moves_along_minus_d():
+    # Clients move to w_1 = (1, 0, …) and w_2 = (0, 1, …) from w_t = 0:
+    # g_1 = (−1, 0), g_2 = (0, −1) (orthonormal), λ = (½, ½), d = −(½, ½),
+    # so w_{t+1} = w_t − η d = (½, ½)·η with η = 1.
+    strategy = FedMGDAPlus()
+    new, metrics = aggregate(strategy, [model([1, 0, 0, 0, 0, 0]), model([0, 1, 0, 0, 0, 0])])
+    np.testing.assert_allclose(flat(new), [0.5, 0.5, 0, 0, 0, 0], atol=1e-6)
+    record = strategy.train_records[1]
+    assert record.weights == pytest.approx({1: 0.5, 2: 0.5}, abs=1e-9)
+    assert record.diagnostics["qp-status"] == "optimal"
+    assert record.diagnostics["direction-norm"] == pytest.approx(np.sqrt(0.5), abs=1e-9)
+    assert metrics["qp-failed"] == 0 and metrics["step-size"] == 1.0
+    assert "qp-status" not in metrics  # strings go to rounds.jsonl, not the MetricRecord
+
+
+def test_normalisation_removes_a_clients_scale():
+    # Client 2's update is 10× client 1's and orthogonal: normalised, the step is the
+    # same as with equal sizes.
+    small = [model([1, 0, 0, 0, 0, 0]), model([0, 1, 0, 0, 0, 0])]
+    big = [model([1, 0, 0, 0, 0, 0]), model([0, 10, 0, 0, 0, 0])]
+    a, _ = aggregate(FedMGDAPlus(), small)
+    b, _ = aggregate(FedMGDAPlus(), big)
+    np.testing.assert_allclose(flat(a), flat(b), atol=1e-6)
+
+
+@pytest.mark.parametrize("prior", ["uniform", "num-examples"])
+def test_fedavg_n_is_epsilon_zero(prior):
+    # ε = 0: λ = λ0, w_{t+1} = w_t − η Σ λ0_i g_i / ‖g_i‖ (paper 001 §6.1, FedAvg-n).
+    rng = np.random.default_rng(4)
+    locals_ = [model(rng.standard_normal(6)) for _ in range(3)]
+    counts = [10, 20, 70]
+    new, _ = aggregate(FedAvgN(global_lr=0.5, prior=prior), locals_, counts)
+    same, _ = aggregate(FedMGDAPlus(epsilon=0.0, global_lr=0.5, prior=prior), locals_, counts)
+    lam0 = prior_weights(counts, prior)
+    g = -np.stack([flat(w) for w in locals_])
+    expected = -0.5 * lam0 @ unit_rows(g)
+    np.testing.assert_allclose(flat(new), expected, atol=1e-6)
+    np.testing.assert_allclose(flat(same), flat(new), atol=0)
+
+
+def test_unnormalised_epsilon_zero_unit_step_is_exact_fedavg():
+    rng = np.random.default_rng(6)
+    global_ = model(rng.standard_normal(6))
+    locals_ = [model(rng.standard_normal(6)) for _ in range(3)]
+    counts = [5, 15, 30]
+    ours, _ = aggregate(
+        FedMGDAPlus(epsilon=0.0, normalize=False, prior="num-examples"), locals_, counts,
+        global_=global_,
+    )
+    fedavg, _ = aggregate(FedAvg(), locals_, counts, global_=global_)
+    np.testing.assert_allclose(flat(ours), flat(fedavg), atol=1e-6)
+
+
+def test_scaling_attacker_moves_fedavg_but_not_fedmgda_plus():
+    # One client multiplies its update w_t − w_i by 100 (paper 001 §6.2.2 scaling attack).
+    rng = np.random.default_rng(9)
+    global_ = model(rng.standard_normal(6))
+    honest = [model(flat(global_) - 0.05 * rng.standard_normal(6)) for _ in range(5)]
+    attacked = list(honest)
+    attacked[0] = model(flat(global_) - 100 * (flat(global_) - flat(honest[0])))
+    moves = {}
+    for name, make in [("fedavg", FedAvg), ("fedmgda+", FedMGDAPlus)]:
+        clean, _ = aggregate(make(), honest, global_=global_)
+        hit, _ = aggregate(make(), attacked, global_=global_)
+        moves[name] = np.linalg.norm(flat(hit) - flat(clean))
+    assert moves["fedavg"] > 1.0
+    assert moves["fedmgda+"] < 1e-5 * moves["fedavg"]
+
+
+def test_zero_updates_get_no_weight_and_an_all_zero_round_keeps_the_model(caplog):
+    strategy = FedMGDAPlus()
+    with caplog.at_level(logging.WARNING, logger="fairfl"):
+        new, metrics = aggregate(
+            strategy, [GLOBAL, model([1, 0, 0, 0, 0, 0]), model([0, 1, 0, 0, 0, 0])]
+        )
+        aggregate(strategy, [GLOBAL, model([1, 0, 0, 0, 0, 0])], server_round=2)
+    assert strategy.train_records[1].weights[1] == 0.0
+    assert metrics["zero-updates"] == 1
+    np.testing.assert_allclose(flat(new), [0.5, 0.5, 0, 0, 0, 0], atol=1e-6)
+    assert sum("norm <= 1e-12 get weight 0" in r.message for r in caplog.records) == 1
+    same, _ = aggregate(FedMGDAPlus(), [GLOBAL, GLOBAL])
+    np.testing.assert_array_equal(flat(same), flat(GLOBAL))
+    assert FedMGDAPlus().rule_name == "FedMGDA+"
+
+
+def test_no_direction_status_when_every_update_is_zero():
+    strategy = FedMGDAPlus()
+    aggregate(strategy, [GLOBAL, GLOBAL])
+    assert strategy.train_records[1].diagnostics["qp-status"] == "no-direction"
+    assert strategy.train_records[1].weights == {1: 0.0, 2: 0.0}
+
+
+def test_solver_failure_is_logged_once_and_recorded(monkeypatch, caplog):
+    monkeypatch.setattr(qpsolvers, "solve_problem", Mock(side_effect=ValueError("boom")))
+    strategy = FedMGDAPlus()
+    locals_ = [model([1, 0, 0, 0, 0, 0]), model([0, 2, 0, 0, 0, 0])]
+    with caplog.at_level(logging.WARNING, logger="fairfl"):
+        _, metrics = aggregate(strategy, locals_)
+        aggregate(strategy, locals_, server_round=2)
+    assert metrics["qp-failed"] == 1
+    assert strategy.train_records[1].diagnostics["qp-status"] == "failed-fallback-prior"
+    assert sum("QP solver quadprog failed" in r.message for r in caplog.records) == 1
+
+
+def test_strategy_is_invariant_to_reply_order():
+    rng = np.random.default_rng(12)
+    locals_ = [model(rng.standard_normal(6)) for _ in range(4)]
+    strategy = FedMGDAPlus(epsilon=0.3)
+    configured(strategy, nodes=[1, 2, 3, 4])
+    replies = [make_reply(i + 1, w, {keys.NUM_EXAMPLES: 10}) for i, w in enumerate(locals_)]
+    forward, _ = strategy.aggregate_train(1, replies)
+    backward, _ = strategy.aggregate_train(1, replies[::-1])
+    for key in forward:
+        np.testing.assert_array_equal(forward[key].numpy(), backward[key].numpy())
+
+
+def test_step_size_schedule_in_the_strategy():
+    strategy = FedMGDAPlus(global_lr=2.0, global_lr_decay=0.5, decay_every=1)
+    _, m1 = aggregate(strategy, [model([1, 0, 0, 0, 0, 0])], server_round=1)
+    _, m3 = aggregate(strategy, [model([1, 0, 0, 0, 0, 0])], server_round=3)
+    assert (m1["step-size"], m3["step-size"]) == (2.0, 0.5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False), min_size=6, max_size=6),
+        min_size=1,
+        max_size=6,
+    ),
+    st.floats(0.0, 1.0),
+    st.booleans(),
+)
+def test_strategy_outputs_are_finite_and_weights_on_the_simplex(values, epsilon, normalize):
+    strategy = FedMGDAPlus(epsilon=epsilon, normalize=normalize)
+    new, _ = aggregate(strategy, [model(v) for v in values])
+    assert all(np.all(np.isfinite(a)) for a in new)
+    weights = np.array(list(strategy.train_records[1].weights.values()))
+    assert np.all(weights >= -1e-9)
+    assert weights.sum() == pytest.approx(1.0, abs=1e-9) or weights.sum() == 0.0
+
+
+# --------------------------------------------------------------------------- variants, config
+
+
+def test_mgda_prox_sends_proximal_mu_that_the_client_reads():
+    assert PROXIMAL_MU == CLIENT_PROXIMAL_MU
+    messages = configured(MGDAProx())
+    config = messages[0].content["config"]
+    assert config[PROXIMAL_MU] == 0.2
+    assert local_objective(config).proximal_mu == 0.2
+    plain = configured(FedMGDAPlus())[0].content["config"]
+    assert PROXIMAL_MU not in plain
+    assert configured(FedMGDAPlus(proximal_mu=0.05))[0].content["config"][PROXIMAL_MU] == 0.05
+
+
+def test_presets_fix_their_settings():
+    assert FedAvgN().settings()["epsilon"] == 0.0 and FedAvgN().normalize
+    plain = FedMGDAPlain().settings()
+    assert (plain["normalize"], plain["epsilon"], plain["global_lr"]) == (False, 1.0, 1.0)
+    assert plain["global_lr_decay"] == 1.0
+    prox = MGDAProx().settings()
+    assert (prox["proximal_mu"], prox["normalize"], prox["epsilon"]) == (0.2, True, 1.0)
+
+
+def test_registry_builds_every_variant_from_run_config():
+    config = {
+        "fedmgda-epsilon": 0.1,
+        "fedmgda-global-lr": 1.5,
+        "fedmgda-global-lr-decay": 0.89,
+        "fedmgda-decay-every": 100,
+        "fedmgda-normalize": True,
+        "fedmgda-prior": "num-examples",
+        "fedmgda-proximal-mu": 0.0,
+        "fedmgda-qp-solver": "quadprog",
+        "mgda-prox-mu": 0.3,
+    }
+    built = build_strategy("fedmgda", config)
+    assert isinstance(built, FedMGDAPlus)
+    assert (built.epsilon, built.global_lr, built.global_lr_decay) == (0.1, 1.5, 0.89)
+    assert built.prior == "num-examples"
+    assert build_strategy("fedavg-n", config).epsilon == 0.0  # the preset wins over ε
+    assert build_strategy("fedmgda-plain", config).normalize is False
+    prox = build_strategy("mgda-prox", config)
+    assert (prox.proximal_mu, prox.epsilon) == (0.3, 0.1)
+    assert {"fedmgda", "fedavg-n", "fedmgda-plain", "mgda-prox"} <= set(STRATEGIES)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"epsilon": -0.5}, "epsilon must be >= 0, got -0.5"),
+        ({"epsilon": float("nan")}, "epsilon must be a finite number, got nan"),
+        ({"global_lr": 0.0}, "global_lr must be > 0, got 0.0"),
+        ({"global_lr_decay": 0.0}, "global_lr_decay must be > 0, got 0.0"),
+        ({"global_lr_decay": 1.1}, "global_lr_decay must be <= 1, got 1.1"),
+        ({"decay_every": 0}, "decay_every must be an int >= 1, got 0"),
+        ({"normalize": "yes"}, "normalize must be a bool, got 'yes'"),
+        ({"prior": "size"}, r"prior must be one of \['uniform', 'num-examples'\], got 'size'"),
+        ({"proximal_mu": -1.0}, "proximal_mu must be >= 0, got -1.0"),
+        ({"qp_solver": "daqp-missing"}, "qp_solver must be one of the installed qpsolvers"),
+    ],
+)
+def test_constructor_rejects_bad_hyperparameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        FedMGDAPlus(**kwargs)
+
+
+def test_mgda_prox_needs_a_positive_mu():
+    with pytest.raises(ValueError, match="proximal_mu must be > 0, got 0.0"):
+        MGDAProx(proximal_mu=0.0)
+
+
+def test_settings_and_summary_log(caplog):
+    strategy = FedMGDAPlus(epsilon=0.5)
+    assert strategy.settings()["epsilon"] == 0.5
+    with caplog.at_level(logging.INFO, logger="fairfl"):
+        strategy.summary()
+    assert any("FedMGDA+ settings" in r.message for r in caplog.records)
