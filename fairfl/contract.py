@@ -255,7 +255,9 @@ def read_train_reply(
         missing = sorted(set(layout.keys) - set(got_keys))
         extra = sorted(set(got_keys) - set(layout.keys))
         raise ReplyError(
-            node_id, "arrays", f"keys differ from the global model: missing {missing}, extra {extra}"
+            node_id,
+            "arrays",
+            f"keys differ from the global model: missing {missing}, extra {extra}",
         )
     decoded: list[NDArray] = []
     for key, shape, dtype in zip(layout.keys, layout.shapes, layout.dtypes, strict=True):
@@ -265,7 +267,9 @@ def read_train_reply(
                 node_id, f"arrays[{key!r}]", f"has shape {tuple(array.shape)}, expected {shape}"
             )
         if str(array.dtype) != dtype:
-            raise ReplyError(node_id, f"arrays[{key!r}]", f"has dtype {array.dtype}, expected {dtype}")
+            raise ReplyError(
+                node_id, f"arrays[{key!r}]", f"has dtype {array.dtype}, expected {dtype}"
+            )
         value = array.numpy()
         if value.shape != shape or str(value.dtype) != dtype:
             raise ReplyError(

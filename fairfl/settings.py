@@ -67,6 +67,8 @@ class RunSettings:
     out_dir: str = "outputs/latest"
     data_root: str = ""
     download: bool = False
+    checkpoint: bool = True
+    resume_from: str = ""
     group_sizes: str = "4,6"
     group_labels: str = ""
     group_samples_per_class: int = 0

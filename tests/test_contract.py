@@ -56,12 +56,19 @@ def test_evaluate_metrics_table_matches_proto():
 
 def test_train_config_keys_match_proto():
     names = {f.json_name for f in contract_pb2.TrainConfig.DESCRIPTOR.fields}
-    assert names == {keys.SERVER_ROUND, keys.LR, keys.LOCAL_EPOCHS, keys.BATCH_SIZE,
-                     keys.WANT_ACTIVATION}
+    assert names == {
+        keys.SERVER_ROUND,
+        keys.LR,
+        keys.LOCAL_EPOCHS,
+        keys.BATCH_SIZE,
+        keys.WANT_ACTIVATION,
+    }
     records = {f.json_name for f in contract_pb2.TrainReply.DESCRIPTOR.fields}
     assert records == {keys.ARRAYS, keys.METRICS}
     assert {f.json_name for f in contract_pb2.TrainInstruction.DESCRIPTOR.fields} == {
-        keys.ARRAYS, keys.CONFIG}
+        keys.ARRAYS,
+        keys.CONFIG,
+    }
 
 
 def test_writers_output_parses_as_the_proto_messages():
@@ -91,8 +98,15 @@ def test_committed_generated_code_is_up_to_date(tmp_path):
     grpc_tools = pytest.importorskip("grpc_tools")
     assert grpc_tools
     subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}",
-         f"--python_out={tmp_path}", f"--pyi_out={tmp_path}", str(PROTO)],
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{ROOT / 'proto'}",
+            f"--python_out={tmp_path}",
+            f"--pyi_out={tmp_path}",
+            str(PROTO),
+        ],
         check=True,
     )
     committed = ROOT / "fairfl" / "_proto" / "fairfl" / "v1"
@@ -114,35 +128,119 @@ def test_good_train_reply_is_read():
 
 BAD_TRAIN_REPLIES = [
     # (description, arrays, metrics, required, expected field, reason fragment)
-    ("nan weight", [np.full((2, 2), np.nan, np.float32), GOOD_ARRAYS[1]], GOOD_METRICS, (),
-     "arrays['0']", "contains nan"),
-    ("inf weight", [GOOD_ARRAYS[0], np.array([np.inf, 0], np.float32)], GOOD_METRICS, (),
-     "arrays['1']", "contains inf"),
-    ("wrong shape", [np.ones((3, 2), np.float32), GOOD_ARRAYS[1]], GOOD_METRICS, (),
-     "arrays['0']", "has shape"),
-    ("wrong dtype", [np.ones((2, 2), np.float64), GOOD_ARRAYS[1]], GOOD_METRICS, (),
-     "arrays['0']", "has dtype"),
+    (
+        "nan weight",
+        [np.full((2, 2), np.nan, np.float32), GOOD_ARRAYS[1]],
+        GOOD_METRICS,
+        (),
+        "arrays['0']",
+        "contains nan",
+    ),
+    (
+        "inf weight",
+        [GOOD_ARRAYS[0], np.array([np.inf, 0], np.float32)],
+        GOOD_METRICS,
+        (),
+        "arrays['1']",
+        "contains inf",
+    ),
+    (
+        "wrong shape",
+        [np.ones((3, 2), np.float32), GOOD_ARRAYS[1]],
+        GOOD_METRICS,
+        (),
+        "arrays['0']",
+        "has shape",
+    ),
+    (
+        "wrong dtype",
+        [np.ones((2, 2), np.float64), GOOD_ARRAYS[1]],
+        GOOD_METRICS,
+        (),
+        "arrays['0']",
+        "has dtype",
+    ),
     ("missing key", [GOOD_ARRAYS[0]], GOOD_METRICS, (), "arrays", "missing ['1']"),
-    ("zero count", GOOD_ARRAYS, {**GOOD_METRICS, keys.NUM_EXAMPLES: 0}, (),
-     "metrics['num-examples']", "must be > 0"),
-    ("negative count", GOOD_ARRAYS, {**GOOD_METRICS, keys.NUM_EXAMPLES: -3}, (),
-     "metrics['num-examples']", "must be > 0"),
-    ("float count", GOOD_ARRAYS, {**GOOD_METRICS, keys.NUM_EXAMPLES: 2.5}, (),
-     "metrics['num-examples']", "must be an int"),
-    ("missing count", GOOD_ARRAYS, {keys.TRAIN_LOSS: 0.1}, (),
-     "metrics['num-examples']", "is missing"),
-    ("missing loss", GOOD_ARRAYS, {keys.NUM_EXAMPLES: 3}, (keys.TRAIN_LOSS,),
-     "metrics['train_loss']", "is missing"),
-    ("nan loss", GOOD_ARRAYS, {**GOOD_METRICS, keys.TRAIN_LOSS: float("nan")}, (),
-     "metrics['train_loss']", "is nan"),
-    ("negative loss", GOOD_ARRAYS, {**GOOD_METRICS, keys.TRAIN_LOSS: -1.0}, (),
-     "metrics['train_loss']", "must be >= 0"),
-    ("list loss", GOOD_ARRAYS, {**GOOD_METRICS, keys.TRAIN_LOSS: [1.0]}, (),
-     "metrics['train_loss']", "must be a float"),
-    ("zero h", GOOD_ARRAYS, {**GOOD_METRICS, keys.QFFL_H: 0.0}, (),
-     "metrics['qffl-h']", "must be > 0"),
-    ("inf activation", GOOD_ARRAYS, {**GOOD_METRICS, keys.ACTIVATION: [1.0, float("inf")]}, (),
-     "metrics['activation']", "is inf"),
+    (
+        "zero count",
+        GOOD_ARRAYS,
+        {**GOOD_METRICS, keys.NUM_EXAMPLES: 0},
+        (),
+        "metrics['num-examples']",
+        "must be > 0",
+    ),
+    (
+        "negative count",
+        GOOD_ARRAYS,
+        {**GOOD_METRICS, keys.NUM_EXAMPLES: -3},
+        (),
+        "metrics['num-examples']",
+        "must be > 0",
+    ),
+    (
+        "float count",
+        GOOD_ARRAYS,
+        {**GOOD_METRICS, keys.NUM_EXAMPLES: 2.5},
+        (),
+        "metrics['num-examples']",
+        "must be an int",
+    ),
+    (
+        "missing count",
+        GOOD_ARRAYS,
+        {keys.TRAIN_LOSS: 0.1},
+        (),
+        "metrics['num-examples']",
+        "is missing",
+    ),
+    (
+        "missing loss",
+        GOOD_ARRAYS,
+        {keys.NUM_EXAMPLES: 3},
+        (keys.TRAIN_LOSS,),
+        "metrics['train_loss']",
+        "is missing",
+    ),
+    (
+        "nan loss",
+        GOOD_ARRAYS,
+        {**GOOD_METRICS, keys.TRAIN_LOSS: float("nan")},
+        (),
+        "metrics['train_loss']",
+        "is nan",
+    ),
+    (
+        "negative loss",
+        GOOD_ARRAYS,
+        {**GOOD_METRICS, keys.TRAIN_LOSS: -1.0},
+        (),
+        "metrics['train_loss']",
+        "must be >= 0",
+    ),
+    (
+        "list loss",
+        GOOD_ARRAYS,
+        {**GOOD_METRICS, keys.TRAIN_LOSS: [1.0]},
+        (),
+        "metrics['train_loss']",
+        "must be a float",
+    ),
+    (
+        "zero h",
+        GOOD_ARRAYS,
+        {**GOOD_METRICS, keys.QFFL_H: 0.0},
+        (),
+        "metrics['qffl-h']",
+        "must be > 0",
+    ),
+    (
+        "inf activation",
+        GOOD_ARRAYS,
+        {**GOOD_METRICS, keys.ACTIVATION: [1.0, float("inf")]},
+        (),
+        "metrics['activation']",
+        "is inf",
+    ),
 ]
 
 

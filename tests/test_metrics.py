@@ -78,9 +78,7 @@ def test_fairness_metrics_rejects_bad_input():
 def test_pairwise_gap_matches_quadratic_definition(values):
     x = np.array(values)
     n = len(x)
-    brute = (
-        np.mean([abs(x[i] - x[j]) for i in range(n) for j in range(i + 1, n)]) if n > 1 else 0.0
-    )
+    brute = np.mean([abs(x[i] - x[j]) for i in range(n) for j in range(i + 1, n)]) if n > 1 else 0.0
     assert mean_pairwise_gap(values) == pytest.approx(brute, rel=1e-9, abs=1e-6)
 
 

@@ -40,8 +40,18 @@ def test_default_strategy_is_registered():
 @pytest.mark.integration
 def test_wheel_installs_only_the_fairfl_package(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path / "dist"), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(ROOT),
+        ],
         check=True,
     )
     wheel = next((tmp_path / "dist").glob("fairfl-*.whl"))
@@ -49,17 +59,27 @@ def test_wheel_installs_only_the_fairfl_package(tmp_path):
     assert {t for t in top_level if not t.endswith(".dist-info")} == {"fairfl"}
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
-         str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
         check=True,
     )
-    probe = (
-        "import fairfl, fairfl.strategies, fairfl.server, fairfl.client;"
-        "print(fairfl.__file__)"
-    )
+    probe = "import fairfl, fairfl.strategies, fairfl.server, fairfl.client;print(fairfl.__file__)"
     done = subprocess.run(
-        [sys.executable, "-c", probe], env={"PYTHONPATH": str(target)}, cwd=tmp_path,
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-c", probe],
+        env={"PYTHONPATH": str(target)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert done.stdout.strip().startswith(str(target))
     for generic in ("server", "client", "strategies"):

@@ -142,8 +142,7 @@ def train_local(
                 loss = batch_objective(loss)
             if proximal_mu > 0:
                 drift = sum(
-                    torch.sum((p - a) ** 2)
-                    for p, a in zip(model.parameters(), anchor, strict=True)
+                    torch.sum((p - a) ** 2) for p, a in zip(model.parameters(), anchor, strict=True)
                 )
                 loss = loss + 0.5 * proximal_mu * drift
             loss.backward()

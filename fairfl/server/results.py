@@ -19,6 +19,12 @@ from typing import Any
 from flwr.app import ArrayRecord, MetricRecord
 
 from fairfl.metrics import fairness_metrics
+from fairfl.server.checkpoint import (
+    CHECKPOINT_FILE,
+    Checkpoint,
+    capture_random_state,
+    save_checkpoint,
+)
 from fairfl.strategies.base import FairStrategy
 
 logger = logging.getLogger(__name__)
@@ -38,8 +44,10 @@ def _json_safe(value: Any) -> Any:
 
 
 class RoundLog:
-    """Writes one ``rounds.jsonl`` line per round; plug :meth:`on_round_end` into
-    ``Strategy.start(evaluate_fn=...)``, which Flower calls after each round.
+    """Writes one ``rounds.jsonl`` line per round, then ``summary.json``.
+
+    Plug :meth:`on_round_end` into ``Strategy.start(evaluate_fn=...)``, which Flower
+    calls after each round.
 
     Parameters
     ----------
@@ -51,14 +59,23 @@ class RoundLog:
         Stored in ``summary.json``.
     """
 
-    def __init__(self, out_dir: Path, strategy: FairStrategy, run_config: Mapping[str, Any]):
+    def __init__(
+        self,
+        out_dir: Path,
+        strategy: FairStrategy,
+        run_config: Mapping[str, Any],
+        *,
+        checkpoint: bool = True,
+        previous_rounds: list[dict[str, Any]] | None = None,
+    ):
         self.out_dir = out_dir
         self.strategy = strategy
         self.run_config = dict(run_config)
-        self.rounds: list[dict[str, Any]] = []
+        self.checkpoint = checkpoint
+        self.rounds: list[dict[str, Any]] = list(previous_rounds or [])
         self.started = time.perf_counter()
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / ROUNDS_FILE).write_text("")
+        (out_dir / ROUNDS_FILE).write_text("".join(json.dumps(r) + "\n" for r in self.rounds))
 
     def round_entry(self, server_round: int) -> dict[str, Any]:
         """Assemble the results of one finished round from the strategy's records."""
@@ -105,13 +122,27 @@ class RoundLog:
         return _json_safe(entry)
 
     def on_round_end(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-        """Append the round's line and log one compact summary line (round 0: nothing)."""
+        """Append the round's line, checkpoint, log one summary line (round 0: nothing)."""
         if server_round == 0:
             return None
+        server_round += self.strategy.round_offset
         entry = self.round_entry(server_round)
         self.rounds.append(entry)
         with (self.out_dir / ROUNDS_FILE).open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
+        if self.checkpoint:
+            python_random, numpy_random = capture_random_state()
+            save_checkpoint(
+                self.out_dir / CHECKPOINT_FILE,
+                Checkpoint(
+                    server_round=server_round,
+                    arrays=arrays,
+                    strategy_state=self.strategy.state_dict(),
+                    python_random=python_random,
+                    numpy_random=numpy_random,
+                    rounds=self.rounds,
+                ),
+            )
         metrics = entry["metrics"]
         if metrics:
             logger.info(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from flwr.serverapp import Grid
 from fairfl import constants as keys
 from fairfl.data import dataset_info
 from fairfl.models import build_model
+from fairfl.server.checkpoint import load_checkpoint, restore_random_state
 from fairfl.server.results import RoundLog
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy, build_strategy
@@ -71,7 +73,28 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
     """
     settings = RunSettings.from_run_config(run_config)
     strategy = make_strategy(settings, run_config)
-    round_log = RoundLog(Path(settings.out_dir), strategy, run_config)
+    arrays = initial_arrays(settings)
+    previous_rounds: list[dict[str, Any]] = []
+    # Flower samples nodes with the global `random`: seed it so a run is reproducible.
+    random.seed(settings.seed)
+    np.random.seed(settings.seed)
+    if settings.resume_from:
+        checkpoint = load_checkpoint(Path(settings.resume_from))
+        strategy.load_state_dict(checkpoint.strategy_state)
+        strategy.round_offset = checkpoint.server_round
+        restore_random_state(checkpoint.python_random, checkpoint.numpy_random)
+        arrays = checkpoint.arrays
+        previous_rounds = checkpoint.rounds
+        logger.info(
+            "resuming after round %d from %s", checkpoint.server_round, settings.resume_from
+        )
+    round_log = RoundLog(
+        Path(settings.out_dir),
+        strategy,
+        run_config,
+        checkpoint=settings.checkpoint,
+        previous_rounds=previous_rounds,
+    )
     train_config = ConfigRecord(
         {
             keys.LR: settings.lr,
@@ -79,15 +102,17 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
             keys.BATCH_SIZE: settings.batch_size,
         }
     )
+    remaining = settings.num_server_rounds - strategy.round_offset
     result = strategy.start(
         grid=grid,
-        initial_arrays=initial_arrays(settings),
-        num_rounds=settings.num_server_rounds,
+        initial_arrays=arrays,
+        num_rounds=max(remaining, 0),
         train_config=train_config,
         evaluate_config=ConfigRecord(),
         evaluate_fn=round_log.on_round_end,
     )
-    save_model(result.arrays, Path(settings.out_dir) / FINAL_MODEL_FILE)
+    final_arrays = result.arrays if remaining > 0 and len(result.arrays) else arrays
+    save_model(final_arrays, Path(settings.out_dir) / FINAL_MODEL_FILE)
     summary = round_log.finish(strategy.settings())
     final = summary["final_metrics"]
     if final:
@@ -99,4 +124,4 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
             int(final["num-clients"]),
             settings.out_dir,
         )
-    return RunOutcome(arrays=result.arrays, summary=summary, strategy=strategy)
+    return RunOutcome(arrays=final_arrays, summary=summary, strategy=strategy)

@@ -137,7 +137,7 @@ class InMemoryGrid(Grid):
         try:
             answer = self.client_app(received, self.contexts[node_id])
             reply = Message(content=wire_copy(answer.content), reply_to=instruction)
-        except Exception:  # noqa: BLE001 - a client crash becomes an error reply, as in Flower
+        except Exception:  # a client crash becomes an error reply, as in Flower
             reply = Message(
                 Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=traceback.format_exc()),
                 reply_to=instruction,

@@ -141,6 +141,9 @@ min_available_nodes
         self.train_records: dict[int, TrainRoundRecord] = {}
         self.evaluations: dict[int, list[EvaluateReply]] = {}
         self.evaluation_drops: dict[int, dict[int, str]] = {}
+        # Rounds already done before Strategy.start() was called (resume from a
+        # checkpoint): Flower counts from 1 again, every hook adds this offset.
+        self.round_offset = 0
 
     # ------------------------------------------------------------------ settings
     def settings(self) -> dict[str, Any]:
@@ -157,6 +160,14 @@ min_available_nodes
         logger.info("\t│\t└── required train metrics: %s", list(self.required_train_metrics))
         super().summary()
 
+    # --------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state a checkpoint must keep (stateless rules: nothing)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (stateless rules: nothing to do)."""
+
     # ------------------------------------------------------------------ training
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Rule-specific train-config keys sent to clients this round (none by default)."""
@@ -166,6 +177,7 @@ min_available_nodes
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Remember w^t and send it with the round's config (the caller's is not changed)."""
+        server_round += self.round_offset
         self.current_arrays = arrays
         round_config = ConfigRecord(dict(config))
         for key, value in self.train_config(server_round).items():
@@ -176,6 +188,7 @@ min_available_nodes
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Send the global model for evaluation (the caller's config is not changed)."""
+        server_round += self.round_offset
         return super().configure_evaluate(server_round, arrays, ConfigRecord(dict(config)), grid)
 
     def read_train_replies(
@@ -212,6 +225,7 @@ min_available_nodes
         replies: Iterable[Message],
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Validate replies, aggregate the good ones with the rule, report diagnostics."""
+        server_round += self.round_offset
         if self.current_arrays is None:
             raise AggregationError(
                 "aggregate_train was called before configure_train: the global model "
@@ -292,6 +306,7 @@ min_available_nodes
         replies: Iterable[Message],
     ) -> MetricRecord | None:
         """Keep every client's test result; return weighted means and fairness metrics."""
+        server_round += self.round_offset
         kept: dict[int, EvaluateReply] = {}
         dropped: dict[int, str] = {}
         for message in replies:

@@ -63,9 +63,11 @@ def test_silent_and_broken_clients_do_not_stop_the_round(tmp_path):
 
 
 def test_invalid_run_config_names_the_key_and_choices(tmp_path):
-    with pytest.raises(ValueError, match=r"run config strategy must be one of \(.*'fedavg'.*\), got 'nope'"):
+    with pytest.raises(
+        ValueError, match=r"run config strategy must be one of \(.*'fedavg'.*\), got 'nope'"
+    ):
         run_inprocess({"strategy": "nope", "out-dir": str(tmp_path)})
-    with pytest.raises(ValueError, match="run config lr must be > 0, got -1.0"):
+    with pytest.raises(ValueError, match=r"run config lr must be > 0, got -1\.0"):
         run_inprocess({"lr": -1.0, "out-dir": str(tmp_path)})
     with pytest.raises(ValueError, match=r"run config dataset must be one of"):
         run_inprocess({"dataset": "imagenet", "out-dir": str(tmp_path)})

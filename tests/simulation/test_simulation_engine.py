@@ -16,7 +16,9 @@ CONFIG = {"num-partitions": 4, "num-server-rounds": 2, "lr": 0.1, "seed": 3}
 
 def _toml_overrides(config: dict) -> str:
     return " ".join(
-        f"{k}='{v}'" if isinstance(v, str) else f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+        f"{k}='{v}'"
+        if isinstance(v, str)
+        else f"{k}={str(v).lower() if isinstance(v, bool) else v}"
         for k, v in config.items()
     )
 
@@ -26,9 +28,20 @@ def test_flwr_run_matches_inprocess_runner(tmp_path):
     sim_dir = tmp_path / "sim"
     overrides = _toml_overrides({**CONFIG, "out-dir": str(sim_dir)})
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "flwr_sim.py"), "--supernodes", "4",
-         "--flwr-home", str(tmp_path / "flwr-home"), "-c", overrides],
-        capture_output=True, text=True, timeout=900, check=False,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "flwr_sim.py"),
+            "--supernodes",
+            "4",
+            "--flwr-home",
+            str(tmp_path / "flwr-home"),
+            "-c",
+            overrides,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     lines = [json.loads(x) for x in (sim_dir / "rounds.jsonl").read_text().splitlines()]

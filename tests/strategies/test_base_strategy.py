@@ -24,7 +24,9 @@ def configured(strategy, arrays=GLOBAL, nodes=(1, 2, 3)):
     grid = Mock(spec=Grid)
     grid.get_node_ids.return_value = list(nodes)
     with server_task_identity(1):
-        messages = list(strategy.configure_train(1, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid))
+        messages = list(
+            strategy.configure_train(1, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid)
+        )
     return messages
 
 
@@ -101,7 +103,9 @@ def test_duplicate_node_replies_are_all_dropped():
     ]
     arrays, _ = strategy.aggregate_train(1, replies)
     np.testing.assert_allclose(arrays["1"].numpy(), 3.0)
-    assert strategy.train_records[1].dropped == {1: "duplicate reply from the same node in one round"}
+    assert strategy.train_records[1].dropped == {
+        1: "duplicate reply from the same node in one round"
+    }
 
 
 def test_aggregate_before_configure_is_fatal():
@@ -127,10 +131,16 @@ def test_invalid_settings_rejected(kwargs, message):
 def test_evaluation_kept_per_client_with_fairness_metrics():
     strategy = FedAvg()
     replies = [
-        make_reply(7, None, {keys.NUM_EXAMPLES: 10, keys.EVAL_LOSS: 1.0, keys.EVAL_ACC: 0.5,
-                             keys.PARTITION_ID: 0}),
-        make_reply(3, None, {keys.NUM_EXAMPLES: 30, keys.EVAL_LOSS: 0.5, keys.EVAL_ACC: 0.9,
-                             keys.PARTITION_ID: 1}),
+        make_reply(
+            7,
+            None,
+            {keys.NUM_EXAMPLES: 10, keys.EVAL_LOSS: 1.0, keys.EVAL_ACC: 0.5, keys.PARTITION_ID: 0},
+        ),
+        make_reply(
+            3,
+            None,
+            {keys.NUM_EXAMPLES: 30, keys.EVAL_LOSS: 0.5, keys.EVAL_ACC: 0.9, keys.PARTITION_ID: 1},
+        ),
         make_reply(5, None, {keys.NUM_EXAMPLES: 30, keys.EVAL_LOSS: 0.5, keys.EVAL_ACC: 2.0}),
     ]
     metrics = strategy.aggregate_evaluate(2, replies)
@@ -145,8 +155,10 @@ def test_evaluation_kept_per_client_with_fairness_metrics():
 @settings(max_examples=30, deadline=None)
 @given(st.permutations([1, 2, 3, 4]), st.lists(st.integers(1, 50), min_size=4, max_size=4))
 def test_reply_order_does_not_change_the_result(order, counts):
-    replies = {n: make_reply(n, local(float(n)), {keys.NUM_EXAMPLES: c})
-               for n, c in zip([1, 2, 3, 4], counts, strict=True)}
+    replies = {
+        n: make_reply(n, local(float(n)), {keys.NUM_EXAMPLES: c})
+        for n, c in zip([1, 2, 3, 4], counts, strict=True)
+    }
     first = FedAvg()
     configured(first)
     a, _ = first.aggregate_train(1, [replies[n] for n in [1, 2, 3, 4]])

@@ -368,8 +368,13 @@ def test_gram_is_exact_in_float64_for_float32_inputs():
     rng = np.random.default_rng(1)
     w = rng.standard_normal(200_000).astype(np.float32)
     locals_ = [[w - rng.standard_normal(w.size).astype(np.float32) * 1e-3] for _ in range(2)]
-    g = np.stack([w.astype(np.float64) - loc[0].astype(np.float64) for loc in locals_])
-    np.testing.assert_allclose(gram_matrix([w], locals_), g @ g.T, rtol=1e-13)
+    g = np.stack([w.astype(np.longdouble) - loc[0].astype(np.longdouble) for loc in locals_])
+    exact = np.array([[np.sum(a * b) for b in g] for a in g], dtype=np.float64)
+    ours_error = np.abs(gram_matrix([w], locals_) - exact).max() / exact.max()
+    g32 = g.astype(np.float32)
+    float32_error = np.abs((g32 @ g32.T).astype(np.float64) - exact).max() / exact.max()
+    assert ours_error < 1e-12
+    assert float32_error > 1e3 * ours_error
 
 
 def test_gram_rejects_mismatched_arrays():
