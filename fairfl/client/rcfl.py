@@ -258,7 +258,7 @@ def train_rcfl(
         loss = nn.functional.cross_entropy(model(inputs), labels)
         loss_value = float(loss.detach())
         weights.append(
-            effective_weight(loss_value, float(eta), alpha=settings.alpha, mu=settings.mu)
+            effective_weight(loss_value, float(eta.detach()), alpha=settings.alpha, mu=settings.mu)
         )
         smoothed_objective(loss, eta, alpha=settings.alpha, mu=settings.mu).backward()
         optimizer.step()

@@ -94,9 +94,10 @@ class FairStrategy(FlowerFedAvg):
 min_available_nodes
         As in :class:`flwr.serverapp.strategy.FedAvg`, but checked: fractions in
         [0, 1], counts >= 0.
-    max_abs_weight : float | None (default: None)
-        Drop replies with a weight larger than this in absolute value. ``None`` only
-        rejects NaN/Inf.
+    max_abs_weight : float | None (default: 1e6)
+        Drop replies with a weight larger than this in absolute value (an absurd
+        magnitude no trained network has; it would swamp every other client in a
+        weighted sum). ``None`` only rejects NaN/Inf.
 
     Notes
     -----
@@ -117,7 +118,7 @@ min_available_nodes
         min_train_nodes: int = 2,
         min_evaluate_nodes: int = 2,
         min_available_nodes: int = 2,
-        max_abs_weight: float | None = None,
+        max_abs_weight: float | None = 1e6,
     ) -> None:
         check_fraction("fraction_train", fraction_train)
         check_fraction("fraction_evaluate", fraction_evaluate)
@@ -155,8 +156,7 @@ min_available_nodes
         logger.info("\t├──> %s settings:", self.rule_name)
         for name, value in self.settings().items():
             logger.info("\t│\t├── %s: %s", name, value)
-        if self.max_abs_weight is not None:
-            logger.info("\t│\t├── max_abs_weight: %s", self.max_abs_weight)
+        logger.info("\t│\t├── max_abs_weight: %s", self.max_abs_weight)
         logger.info("\t│\t└── required train metrics: %s", list(self.required_train_metrics))
         super().summary()
 
