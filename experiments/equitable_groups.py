@@ -101,29 +101,32 @@ def main() -> None:
         kept = [v for v in values if v is not None]
         return float(np.mean(kept)) if kept else float("nan")
 
-    header = (
-        f"{'rule':<20} {'NMI':>5} | {'minority acc':>12} {'majority acc':>12} "
-        f"{'acc mean':>8} | {'Δ all':>6} {'Δ part.':>7} | CMA: {'minor':>6} {'major':>6} "
-        f"{'Δ all':>6} {'Δ part.':>7}"
+    print(
+        f"digits, groups {args.group_sizes}, fraction-train {args.fraction_train}, "
+        f"{args.rounds} rounds, seeds {args.seeds}; accuracy in %, Δ = mean pairwise "
+        "test-loss gap (all clients / the round's participants)"
     )
-    print(f"digits, groups {args.group_sizes}, {args.rounds} rounds, seeds {args.seeds}")
+    header = (
+        f"{'rule':<19} {'NMI':>5} {'window':>7} | {'minority':>8} {'majority':>8} "
+        f"{'all':>6} | {'Δ all':>6} {'Δ part.':>7}"
+    )
     print(header)
     print("-" * len(header))
     for rule, runs in reports.items():
-        final = [r["final"] for r in runs]
-        cma = [r["cma"] for r in runs]
-        print(
-            f"{rule:<20} {mean([r['nmi-mean'] for r in runs]):>5.2f} | "
-            f"{mean([f['acc-group'][0] for f in final]):>12.1f} "
-            f"{mean([f['acc-group'][1] for f in final]):>12.1f} "
-            f"{mean([r['acc-mean'] for r in runs]):>8.1f} | "
-            f"{mean([f['disagreement-all'] for f in final]):>6.3f} "
-            f"{mean([f.get('disagreement-participants') for f in final]):>7.3f} | "
-            f"     {mean([c['acc-group'][0] for c in cma]):>6.1f} "
-            f"{mean([c['acc-group'][1] for c in cma]):>6.1f} "
-            f"{mean([c['disagreement-all'] for c in cma]):>6.3f} "
-            f"{mean([c['disagreement-participants'] for c in cma]):>7.3f}"
-        )
+        nmi = mean([r["nmi-mean"] for r in runs])
+        for window in ("final", "tail", "cma"):
+            values = [r[window] for r in runs]
+            label = {"final": "final", "tail": "last10", "cma": "CMA"}[window]
+            acc_all = mean([r["acc-mean"] for r in runs]) if window == "final" else float("nan")
+            print(
+                f"{rule if window == 'final' else '':<19} "
+                f"{(f'{nmi:.2f}' if window == 'final' else ''):>5} {label:>7} | "
+                f"{mean([v['acc-group'][0] for v in values]):>8.1f} "
+                f"{mean([v['acc-group'][1] for v in values]):>8.1f} "
+                f"{(f'{acc_all:.1f}' if window == 'final' else ''):>6} | "
+                f"{mean([v['disagreement-all'] for v in values]):>6.3f} "
+                f"{mean([v.get('disagreement-participants') for v in values]):>7.3f}"
+            )
     print(f"results: {out_root}")
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from io import BytesIO
 from typing import Literal
 
 import numpy as np
-from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from numpy.typing import NDArray
 
 from fairfl import constants as keys
@@ -270,7 +271,7 @@ def read_train_reply(
             raise ReplyError(
                 node_id, f"arrays[{key!r}]", f"has dtype {array.dtype}, expected {dtype}"
             )
-        value = array.numpy()
+        value = array_view(array)
         if value.shape != shape or str(value.dtype) != dtype:
             raise ReplyError(
                 node_id, f"arrays[{key!r}]", "payload does not match its declared shape/dtype"
@@ -281,15 +282,43 @@ def read_train_reply(
     return TrainReply(node_id=node_id, num_examples=num_examples, arrays=decoded, metrics=metrics)
 
 
+def array_view(array: Array) -> NDArray:
+    """Decode an ``Array`` as a read-only view of its ``.npy`` payload, without a copy.
+
+    ``Array.numpy()`` copies the payload through ``np.load``; strategies only read the
+    replies (they never write into inputs), so a view saves a copy of every reply.
+    Payloads this does not recognise fall back to ``Array.numpy()``.
+    """
+    data = array.data
+    if array.stype != "numpy.ndarray" or not isinstance(data, bytes | bytearray | memoryview):
+        return array.numpy()
+    stream = BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            return array.numpy()
+    except ValueError:
+        return array.numpy()
+    count = math.prod(shape)
+    if dtype.hasobject or len(data) - stream.tell() != count * dtype.itemsize:
+        return array.numpy()
+    flat = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
+    return flat.reshape(shape, order="F" if fortran_order else "C")
+
+
 def _check_finite(node_id: int, key: str, value: NDArray, max_abs: float | None) -> None:
-    if not np.issubdtype(value.dtype, np.floating):
+    if not np.issubdtype(value.dtype, np.floating) or value.size == 0:
         return
-    # A sum is NaN/Inf iff an element is (or the magnitudes are absurd): one cheap pass.
-    if math.isfinite(float(np.sum(value, dtype=np.float64))):
-        if max_abs is None or value.size == 0:
-            return
-        peak = float(np.max(np.abs(value)))
-        if peak <= max_abs:
+    # min and max are NaN if any element is, and +-inf bound the rest: two cheap passes
+    # with no temporary array.
+    low, high = float(value.min()), float(value.max())
+    if math.isfinite(low) and math.isfinite(high):
+        peak = max(-low, high)
+        if max_abs is None or peak <= max_abs:
             return
         raise ReplyError(node_id, f"arrays[{key!r}]", f"has |value| {peak:g} > {max_abs:g}")
     bad = "nan" if np.isnan(value).any() else "inf"

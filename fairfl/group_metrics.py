@@ -110,8 +110,19 @@ def round_group_report(entry: Mapping[str, Any], planted: Sequence[int]) -> dict
     return report
 
 
-def run_group_report(rounds: Sequence[Mapping[str, Any]], planted: Sequence[int]) -> dict[str, Any]:
+def run_group_report(
+    rounds: Sequence[Mapping[str, Any]], planted: Sequence[int], tail: int = 10
+) -> dict[str, Any]:
     """Summarise :func:`round_group_report` over a run.
+
+    Parameters
+    ----------
+    rounds : Sequence[Mapping[str, Any]]
+        The lines of ``rounds.jsonl``, in order.
+    planted : Sequence[int]
+        Planted group of each partition id.
+    tail : int (default: 10)
+        Rounds averaged in ``tail``.
 
     Returns
     -------
@@ -119,7 +130,8 @@ def run_group_report(rounds: Sequence[Mapping[str, Any]], planted: Sequence[int]
         ``nmi-mean`` (over rounds where it is defined) and ``nmi-rounds`` (how many),
         ``nmi-registry-mean`` likewise; ``final`` (the last round's report); ``cma``:
         the mean over all rounds of each group's accuracy and of both disagreements
-        (the paper plots cumulative moving averages, §5.2).
+        (the paper plots cumulative moving averages, §5.2); ``tail``: the same means
+        over the last ``tail`` rounds only.
     """
     reports = [round_group_report(entry, planted) for entry in rounds]
     summary: dict[str, Any] = {"final": reports[-1] if reports else {}}
@@ -127,14 +139,19 @@ def run_group_report(rounds: Sequence[Mapping[str, Any]], planted: Sequence[int]
         values = [r[key] for r in reports if r.get(key) is not None]
         summary[f"{key}-mean"] = float(np.mean(values)) if values else None
         summary[f"{key}-rounds"] = len(values)
-    cma: dict[str, Any] = {}
+    summary["cma"] = _means(reports)
+    summary["tail"] = _means(reports[-tail:])
+    return summary
+
+
+def _means(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    means: dict[str, Any] = {}
     groups = sorted({g for r in reports for g in r.get("acc-group", {})})
-    cma["acc-group"] = {
+    means["acc-group"] = {
         g: float(np.mean([r["acc-group"][g] for r in reports if g in r.get("acc-group", {})]))
         for g in groups
     }
     for key in ("disagreement-all", "disagreement-participants"):
         values = [r[key] for r in reports if key in r]
-        cma[key] = float(np.mean(values)) if values else None
-    summary["cma"] = cma
-    return summary
+        means[key] = float(np.mean(values)) if values else None
+    return means

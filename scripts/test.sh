@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite: fast unit tests first, then the
 # integration tests (Flower's simulation engine, real SuperLink/SuperNodes), then the
-# deployment tests (network namespaces, TLS, Docker).
+# deployment tests (network namespaces, TLS, Docker), then the strategy tests and a
+# gRPC loopback deployment again under the oldest supported flwr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -23,3 +24,11 @@ run_phase() {
 run_phase "unit and property tests" -q -m "not integration and not deployment"
 run_phase "integration tests" -q -m "integration and not deployment"
 run_phase "deployment tests" -q -m "deployment" -rs
+echo "=== oldest supported flwr (Fleet API over gRPC) ==="
+bash scripts/setup_oldest_flwr.sh
+set +e
+.venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs \
+  tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat
+code=$?
+set -e
+[ "$code" -eq 0 ] || exit "$code"

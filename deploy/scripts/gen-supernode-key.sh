@@ -31,10 +31,11 @@ if [[ -e "$KEY" && "$FORCE" == 0 ]]; then
 fi
 rm -f "$KEY" "$KEY.pub"
 umask 077
-if command -v ssh-keygen >/dev/null 2>&1; then
+if [[ "${FAIRFL_KEYGEN:-}" != python ]] && command -v ssh-keygen >/dev/null 2>&1; then
   ssh-keygen -q -t ecdsa -b 384 -N "" -C "$NAME" -f "$KEY"
 else
-  # Same result with the `cryptography` package (a dependency of flwr).
+  # Same result with the `cryptography` package (a dependency of flwr); also used when
+  # FAIRFL_KEYGEN=python.
   python3 - "$KEY" "$NAME" <<'PY'
 import sys
 from cryptography.hazmat.primitives import serialization

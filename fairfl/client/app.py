@@ -8,6 +8,7 @@ replies loss and accuracy of w^t on the local test split.
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import replace
 from functools import lru_cache
@@ -54,10 +55,18 @@ def _settings(context: Context) -> tuple[RunSettings, NodeSettings]:
     return replace(settings, num_partitions=node.num_partitions), node
 
 
+@lru_cache(maxsize=8)
+def _model_template(name: str, input_shape: tuple[int, ...], num_classes: int) -> FairModel:
+    # Seeding a fresh model per message costs ~3-10 ms in torch.manual_seed (lazy
+    # CUDA/XPU bookkeeping) and the weights are overwritten anyway: copy a template.
+    return build_model(name, input_shape, num_classes, seed=0)
+
+
 def load_global_model(message: Message, settings: RunSettings, device: torch.device) -> FairModel:
     """Build the run's model and load the received global weights into it."""
     info = dataset_info(settings.dataset)
-    model = build_model(settings.model, info.input_shape, info.num_classes, seed=settings.seed)
+    template = _model_template(settings.model, tuple(info.input_shape), info.num_classes)
+    model = copy.deepcopy(template)
     state = message.content[keys.ARRAYS].to_torch_state_dict()
     model.load_state_dict(state, strict=True)
     return model.to(device)

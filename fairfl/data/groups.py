@@ -78,9 +78,10 @@ def parse_group_sizes(text: str) -> tuple[int, ...]:
 def default_group_labels(sizes: tuple[int, ...], num_classes: int) -> tuple[tuple[int, ...], ...]:
     """Contiguous blocks of classes in proportion to the group sizes.
 
-    Largest-remainder rounding with at least one class per group; ties go to the earlier
-    group. The paper's MNIST layout (4 and 6 clients, classes 0-3 and 4-9) and its
-    CIFAR-100 layout (2, 3 and 5 clients, 20, 30 and 50 classes) are this rule.
+    Largest-remainder rounding of ``num_classes · size / Σ sizes`` with at least one
+    class per group; ties go to the earlier group. The paper's MNIST layout (4 and 6
+    clients, classes 0-3 and 4-9) and its CIFAR-100 layout (2, 3 and 5 clients, 20, 30
+    and 50 classes) follow this rule.
 
     Raises
     ------
@@ -93,12 +94,16 @@ def default_group_labels(sizes: tuple[int, ...], num_classes: int) -> tuple[tupl
             "classes: every group needs a class"
         )
     total = sum(sizes)
-    extra = num_classes - len(sizes)  # one class each first, the rest by share
-    quota = [extra * s / total for s in sizes]
-    counts = [1 + math.floor(q) for q in quota]
-    order = sorted(range(len(sizes)), key=lambda g: (-(quota[g] - math.floor(quota[g])), g))
-    for g in order[: num_classes - sum(counts)]:
+    quota = [num_classes * s / total for s in sizes]
+    counts = [max(1, math.floor(q)) for q in quota]
+    remainder = [q - math.floor(q) for q in quota]
+    by_remainder = sorted(range(len(sizes)), key=lambda g: (-remainder[g], g))
+    for g in by_remainder[: max(0, num_classes - sum(counts))]:
         counts[g] += 1
+    while sum(counts) > num_classes:  # the minimum of 1 took classes from larger groups
+        larger = [g for g in range(len(sizes)) if counts[g] > 1]
+        g = max(larger, key=lambda g: (counts[g] - quota[g], counts[g], -g))
+        counts[g] -= 1
     blocks: list[tuple[int, ...]] = []
     start = 0
     for count in counts:

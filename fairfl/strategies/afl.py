@@ -103,6 +103,9 @@ class AFL(ReweightedStrategy):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the state written by :meth:`state_dict`.
 
+        An empty mapping (the base class's stateless ``{}``) resets λ to "no client
+        seen yet".
+
         Raises
         ------
         ValueError
@@ -110,6 +113,9 @@ class AFL(ReweightedStrategy):
             id is not an integer, a λ is negative or not finite, or a count is not an
             int > 0. The current state is left unchanged then.
         """
+        if not state:
+            self.client_lambdas, self.client_counts = {}, {}
+            return
         for name in ("lambdas", "counts"):
             if not isinstance(state.get(name), Mapping):
                 raise ValueError(f"state[{name!r}] must be a mapping of node id to value")
@@ -199,8 +205,8 @@ def project_to_simplex(y: ArrayLike) -> NDArray[np.float64]:
     Returns
     -------
     NDArray[np.float64]
-        The closest simplex point; a point already on the simplex is returned
-        unchanged (up to rounding).
+        The closest simplex point, divided by its sum to remove rounding drift; a
+        point already on the simplex is returned unchanged (up to rounding).
 
     Raises
     ------
@@ -218,7 +224,10 @@ def project_to_simplex(y: ArrayLike) -> NDArray[np.float64]:
     # The condition holds at j = 1 (u_1 + 1 - u_1 = 1 > 0), so ρ >= 1.
     rho = int(j[u + (1.0 - cumulative) / j > 0][-1])
     tau = (1.0 - cumulative[rho - 1]) / rho
-    return np.maximum(values + tau, 0.0)
+    projected = np.maximum(values + tau, 0.0)
+    # y + τ cancels digits when |y| >> 1 (Σ is then off by ~|y|·1e-16); the division
+    # removes that drift so that λ kept across rounds stays on the simplex.
+    return projected / projected.sum()
 
 
 def afl_lambda_update(

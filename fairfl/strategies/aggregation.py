@@ -15,6 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+# Elements per block of reweighted_average: two float64 buffers of 1 MiB each.
+_BLOCK = 1 << 17
+
 
 def sample_weights(num_examples: ArrayLike) -> NDArray[np.float64]:
     """FedAvg's weights ``p_i = n_i / Σ_j n_j`` over the clients given.
@@ -71,21 +74,35 @@ def reweighted_average(
     if not np.all(np.isfinite(weights)):
         raise ValueError(f"lambdas must be finite, got {weights.tolist()}")
     global_weight = 1.0 - float(weights.sum())
+    # Σλ = 1 for most rules: skip a pass over w^t when it carries no weight.
+    use_global = abs(global_weight) > 1e-15
     new_arrays: list[NDArray] = []
     for index, global_array in enumerate(global_arrays):
         if not np.issubdtype(global_array.dtype, np.floating):
             new_arrays.append(global_array.copy())
             continue
-        total = np.zeros(global_array.shape, dtype=np.float64)
-        scaled = np.empty(global_array.shape, dtype=np.float64)
-        for weight, client in zip(weights, local_arrays, strict=True):
-            np.multiply(client[index], weight, out=scaled)
-            total += scaled
-        # Σλ = 1 for most rules: skip a pass over w^t when it carries no weight.
-        if abs(global_weight) > 1e-15:
-            np.multiply(global_array, global_weight, out=scaled)
-            total += scaled
-        new_arrays.append(total.astype(global_array.dtype, copy=False))
+        flat_global = np.asarray(global_array).reshape(-1)
+        flat_clients = [np.asarray(client[index]).reshape(-1) for client in local_arrays]
+        out = np.empty(flat_global.size, dtype=global_array.dtype)
+        # Accumulate block by block, so the float64 buffers stay in cache and each
+        # client array is read once (the sum per element is the same as unblocked).
+        total = np.empty(min(flat_global.size, _BLOCK), dtype=np.float64)
+        scaled = np.empty_like(total)
+        for start in range(0, flat_global.size, _BLOCK):
+            stop = min(start + _BLOCK, flat_global.size)
+            block_total, block_scaled = total[: stop - start], scaled[: stop - start]
+            block_total.fill(0.0)
+            for weight, flat in zip(weights, flat_clients, strict=True):
+                # Cast, then scale in place: faster than a mixed-dtype multiply.
+                block_scaled[...] = flat[start:stop]
+                block_scaled *= weight
+                block_total += block_scaled
+            if use_global:
+                block_scaled[...] = flat_global[start:stop]
+                block_scaled *= global_weight
+                block_total += block_scaled
+            out[start:stop] = block_total
+        new_arrays.append(out.reshape(global_array.shape))
     return new_arrays
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
@@ -161,6 +161,7 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         self.seed = seed
         #: Registry mode: last activation vector of every node seen, by node id.
         self.registry: dict[int, NDArray[np.float64]] = {}
+        self._warned_degenerate = False
 
     def settings(self) -> dict[str, Any]:
         """Return the rule's settings (server side and what clients are told)."""
@@ -175,6 +176,38 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
             "seed": self.seed,
             **{f"activation_{k}": v for k, v in self.activation.settings().items()},
         }
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able server state: the registry's last vector of each node (registry mode)."""
+        return {"registry": {str(n): v.tolist() for n, v in sorted(self.registry.items())}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the state written by :meth:`state_dict` (``{}`` empties the registry).
+
+        Raises
+        ------
+        ValueError
+            If ``state['registry']`` is not a mapping of integer node ids to non-empty
+            lists of finite floats of one length. The current state is left unchanged.
+        """
+        entries = state.get("registry", {})
+        if not isinstance(entries, Mapping):
+            raise ValueError("state['registry'] must be a mapping of node id to vector")
+        registry: dict[int, NDArray[np.float64]] = {}
+        for key, value in entries.items():
+            try:
+                node = int(key)
+                vector = np.asarray(value, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"state['registry'] needs integer node ids and float lists, got {key!r}"
+                ) from None
+            if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
+                raise ValueError(f"state['registry'][{key!r}] must be a finite non-empty vector")
+            registry[node] = vector
+        if len({v.size for v in registry.values()}) > 1:
+            raise ValueError("state['registry'] vectors must all have the same length")
+        self.registry = registry
 
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Ask for the activation vector and set the clients' FedProx μ."""
@@ -230,9 +263,11 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
             matrix, k, affinity=self.affinity, random_state=round_seed(self.seed, server_round)
         )
         if degenerate:
-            logger.warning(
+            log = logger.debug if self._warned_degenerate else logger.warning
+            self._warned_degenerate = True
+            log(
                 "aggregate_train: round %d activation vectors are all identical; "
-                "one cluster, uniform weights",
+                "one cluster, uniform weights (logged once)",
                 server_round,
             )
         label_of = dict(zip(clustered, labels.tolist(), strict=True))

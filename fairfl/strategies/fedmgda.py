@@ -52,7 +52,9 @@ RIDGES: tuple[float, ...] = (1e-12, 1e-10, 1e-8, 1e-6)
 
 #: Bytes of the float64 block of pseudo-gradients that :func:`gram_matrix` fills and
 #: multiplies at a time (cache-sized: one matrix product per block).
-GRAM_BLOCK_BYTES = 4 * 2**20
+GRAM_BLOCK_BYTES = 2 * 2**20
+#: Fewest columns per block (many clients: fewer, longer products).
+GRAM_MIN_COLUMNS = 1024
 
 #: Name suffixes of state-dict buffers (BatchNorm statistics) that are not trainable:
 #: they stay out of the norm, the Gram and the step (spec §1.5) and are averaged with λ0.
@@ -228,8 +230,8 @@ class FedMGDAPlus(FairStrategy):
         if status == QP_FAILED:
             self._warn_once(
                 "qp",
-                "aggregate_train: the QP solver %s failed in round %d; using λ = λ0 "
-                "(FedAvg-n step); further failures are not logged",
+                "aggregate_train: the QP solver %s failed in round %d; using λ = λ0; "
+                "further failures are not logged",
                 self.qp_solver,
                 server_round,
             )
@@ -310,9 +312,7 @@ class FedMGDAPlain(FedMGDAPlus):
     rule_name = "FedMGDA"
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(
-            epsilon=1.0, normalize=False, global_lr=1.0, global_lr_decay=1.0, **kwargs
-        )
+        super().__init__(epsilon=1.0, normalize=False, global_lr=1.0, global_lr_decay=1.0, **kwargs)
 
 
 class MGDAProx(FedMGDAPlus):
@@ -401,9 +401,7 @@ def prior_weights(num_examples: ArrayLike, prior: Prior) -> NDArray[np.float64]:
     raise ValueError(f"prior must be one of {list(PRIORS)}, got {prior!r}")
 
 
-def step_size(
-    server_round: int, global_lr: float, decay: float, decay_every: int = 100
-) -> float:
+def step_size(server_round: int, global_lr: float, decay: float, decay_every: int = 100) -> float:
     """η_t = η_g · β^{⌊t / decay_every⌋} with t = server_round − 1 (paper 001, §6.1.5).
 
     Parameters
@@ -499,8 +497,9 @@ def gram_matrix(
 ) -> NDArray[np.float64]:
     """K_ij = ⟨g_i, g_j⟩ of the raw pseudo-gradients g_i = w_t − w_i, in float64.
 
-    The differences are taken in float64 and packed into cache-sized blocks of
-    :data:`GRAM_BLOCK_BYTES`, each multiplied once (``K += D Dᵀ``), so memory stays
+    The differences are taken in float64 (exact for float32 weights) and packed into
+    cache-sized blocks of :data:`GRAM_BLOCK_BYTES` across array boundaries, each
+    multiplied once (``K += D Dᵀ``, one BLAS product per block), so memory stays
     O(n²) + one block whatever the model size (spec §7.2.4). The norms are
     ``sqrt(diag K)``; :func:`normalize_gram` gives the Gram of the ḡ_i.
 
@@ -530,9 +529,18 @@ def gram_matrix(
     if n == 0:
         return gram
     size = sum(int(np.size(g)) for g, m in zip(global_arrays, mask, strict=True) if m)
-    columns = max(1, min(size, GRAM_BLOCK_BYTES // (8 * n)))
-    block = np.empty((n, columns))
+    if size == 0:
+        return gram
+    columns = min(size, max(GRAM_MIN_COLUMNS, GRAM_BLOCK_BYTES // (8 * n)))
+    block = np.empty((n, columns))  # row i: w_i − w_t (the Gram does not see the sign)
+    centre = np.empty(columns)  # w_t, packed like the rows
     filled = 0
+
+    def multiply(width: int) -> None:
+        part = block[:, :width]
+        np.subtract(part, centre[:width], out=part)  # float64: exact for float32 inputs
+        gram[...] += part @ part.T
+
     for index, global_array in enumerate(global_arrays):
         if not mask[index]:
             continue
@@ -542,18 +550,16 @@ def gram_matrix(
         while start < flat.size:
             take = min(columns - filled, flat.size - start)
             stop = start + take
+            centre[filled : filled + take] = flat[start:stop]
             for i in range(n):
-                np.subtract(
-                    flat[start:stop], local_flat[i][start:stop], out=block[i, filled : filled + take]
-                )
+                block[i, filled : filled + take] = local_flat[i][start:stop]
             filled += take
             start = stop
             if filled == columns:
-                gram += block @ block.T
+                multiply(columns)
                 filled = 0
     if filled:
-        part = block[:, :filled]
-        gram += part @ part.T
+        multiply(filled)
     return (gram + gram.T) / 2
 
 
@@ -568,9 +574,7 @@ def normalize_gram(gram: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.flo
     return k * inverse[:, None] * inverse[None, :], norms
 
 
-def box_bounds(
-    prior: ArrayLike, epsilon: float
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def box_bounds(prior: ArrayLike, epsilon: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Bounds of Λ_ε: ``max(0, λ0 − ε) <= λ <= min(1, λ0 + ε)`` (paper 001, eq. (25))."""
     lam0 = np.asarray(prior, dtype=np.float64)
     return np.maximum(0.0, lam0 - epsilon), np.minimum(1.0, lam0 + epsilon)
@@ -602,8 +606,9 @@ def min_norm_weights(
     tuple[NDArray, str]
         λ (on the simplex and in the box: clipped to it and renormalised after the
         solver) and a status: ``"optimal"``; ``"prior"`` (ε = 0, or a box too
-        narrow to leave a choice: λ = λ0 with no solve); ``"single-client"``; ``"zero-gram"`` (K = 0: every λ is optimal, λ0 is
-        returned); ``"failed-fallback-prior"`` (the solver failed at every ridge of
+        narrow to leave a choice: λ = λ0 with no solve); ``"single-client"``;
+        ``"zero-gram"`` (K = 0: every λ is optimal, λ0 is returned);
+        ``"failed-fallback-prior"`` (the solver failed at every ridge of
         :data:`RIDGES`; λ = λ0).
 
     Raises
@@ -649,14 +654,20 @@ def min_norm_weights(
     # λᵀPλ = λ_fᵀ P_ff λ_f + 2 λ_fᵀ P_fx λ0_x + const: qpsolvers' ½xᵀPx + qᵀx form.
     q_free = p[np.ix_(free, ~free)] @ lam0[~free]
     m = int(np.count_nonzero(free))
+    # λ >= lb as rows -λ <= -lb; λ <= ub only where ub < 1 (Σλ = 1 and λ >= 0 imply
+    # the rest): at ε = 1 that halves quadprog's constraints.
+    capped = upper[free] < 1.0
+    identity = np.eye(m)
+    g_rows = np.vstack([-identity, identity[capped]])
+    h_rows = np.concatenate([-lower[free], upper[free][capped]])
     for ridge in RIDGES:
         problem = qpsolvers.Problem(
-            p_free + ridge * np.eye(m),
+            p_free + ridge * identity,
             q_free,
+            G=g_rows,
+            h=h_rows,
             A=np.ones((1, m)),
             b=np.array([lam0[free].sum()]),
-            lb=lower[free],
-            ub=upper[free],
         )
         try:
             with warnings.catch_warnings():

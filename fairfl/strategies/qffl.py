@@ -30,7 +30,7 @@ from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl import constants as keys
-from fairfl.contract import ModelLayout, TrainReply
+from fairfl.contract import ModelLayout, TrainReply, array_view
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 
@@ -43,6 +43,9 @@ QFFL_Q = "qffl-q"
 QFFL_EPSILON = 1e-10
 
 Weighting = Literal["uniform", "p"]
+
+# Elements per block of squared_distances.
+_BLOCK = 1 << 17
 
 
 class QFFL(ReweightedStrategy):
@@ -151,10 +154,10 @@ class QFFL(ReweightedStrategy):
         if not accepted:
             return accepted, dropped
         assert self.current_arrays is not None  # set by configure_train; checked by caller
-        global_arrays = self.current_arrays.to_numpy_ndarrays()
+        global_arrays = [array_view(a) for a in self.current_arrays.values()]
+        distances = squared_distances(global_arrays, [reply.arrays for reply in accepted])
         kept: list[TrainReply] = []
-        for reply in accepted:
-            distance = squared_distance(global_arrays, reply.arrays)
+        for reply, distance in zip(accepted, distances.tolist(), strict=True):
             sent = reply.metrics.get(keys.QFFL_H)
             if sent is not None:
                 own = h_term(reply.train_loss, distance, q=self.q, lipschitz=self.lipschitz)
@@ -208,36 +211,78 @@ class QFFL(ReweightedStrategy):
 def squared_distance(
     global_arrays: Sequence[ArrayLike], local_arrays: Sequence[ArrayLike]
 ) -> float:
-    """``‖w^t - w̄_k‖²`` over all floating arrays concatenated, accumulated in float64.
+    """``‖w^t - w̄_k‖²`` of one client; see :func:`squared_distances`."""
+    return float(squared_distances(global_arrays, [local_arrays])[0])
+
+
+def squared_distances(
+    global_arrays: Sequence[ArrayLike], local_models: Sequence[Sequence[ArrayLike]]
+) -> NDArray[np.float64]:
+    """``‖w^t - w̄_k‖²`` of each client, over all floating arrays concatenated.
 
     ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²`` (paper 002, Algorithm 2, line 6); the reference code's
-    ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Non-floating
-    arrays (counters) are skipped, as :func:`~fairfl.strategies.aggregation.reweighted_average`
-    keeps them at the global value.
+    ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Differences and
+    squares are taken in the arrays' own dtype, as Flower does (relative error ~1e-7),
+    with pairwise sums over blocks added in float64; a block whose float32 sum
+    overflows is redone in float64 (spec §15.21). Non-floating arrays (counters) are
+    skipped, as
+    :func:`~fairfl.strategies.aggregation.reweighted_average` keeps them at the global
+    value.
+
+    Parameters
+    ----------
+    global_arrays : Sequence[ArrayLike]
+        w^t.
+    local_models : Sequence[Sequence[ArrayLike]]
+        w̄_k of each client, arrays in the order of ``global_arrays``.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        One squared distance per client.
 
     Raises
     ------
     ValueError
-        If the lists differ in length or an array pair in shape.
+        If a model has another number of arrays, or an array another shape.
     """
-    if len(global_arrays) != len(local_arrays):
-        raise ValueError(
-            f"global and local models must have the same number of arrays, got "
-            f"{len(global_arrays)} and {len(local_arrays)}"
-        )
-    total = 0.0
-    for index, (g_like, l_like) in enumerate(zip(global_arrays, local_arrays, strict=True)):
-        g = np.asarray(g_like)
-        local = np.asarray(l_like)
-        if g.shape != local.shape:
+    globals_ = [np.asarray(g) for g in global_arrays]
+    models: list[list[NDArray]] = []
+    for local_arrays in local_models:
+        if len(local_arrays) != len(globals_):
             raise ValueError(
-                f"array {index} has shape {local.shape} locally and {g.shape} globally"
+                f"global and local models must have the same number of arrays, got "
+                f"{len(globals_)} and {len(local_arrays)}"
             )
+        local = [np.asarray(a) for a in local_arrays]
+        for index, (g, a) in enumerate(zip(globals_, local, strict=True)):
+            if g.shape != a.shape:
+                raise ValueError(
+                    f"array {index} has shape {a.shape} locally and {g.shape} globally"
+                )
+        models.append(local)
+    totals = np.zeros(len(models), dtype=np.float64)
+    for index, g in enumerate(globals_):
         if not np.issubdtype(g.dtype, np.floating):
             continue
-        diff = np.subtract(g, local, dtype=np.float64).ravel()
-        total += float(np.dot(diff, diff))
-    return total
+        flat_g = g.reshape(-1)
+        flats = [model[index].reshape(-1) for model in models]
+        diff = np.empty(min(flat_g.size, _BLOCK), dtype=np.result_type(g, *flats))
+        # Block by block: w^t's block stays in cache while each client's is read once.
+        for start in range(0, flat_g.size, _BLOCK):
+            stop = min(start + _BLOCK, flat_g.size)
+            g_block, d_block = flat_g[start:stop], diff[: stop - start]
+            for k, flat in enumerate(flats):
+                np.subtract(g_block, flat[start:stop], out=d_block)
+                np.multiply(d_block, d_block, out=d_block)
+                # A pairwise sum per block (not np.dot: BLAS threads stall on a busy
+                # machine), the blocks summed in float64.
+                partial = float(d_block.sum())
+                if not math.isfinite(partial):  # float32 overflow: redo in float64
+                    exact = np.subtract(g_block, flat[start:stop], dtype=np.float64)
+                    partial = float(np.sum(exact * exact))
+                totals[k] += partial
+    return totals
 
 
 def h_term(

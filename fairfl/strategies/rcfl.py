@@ -251,6 +251,7 @@ class RCFL(ReweightedStrategy):
         Flower's FedAvg sends one RecordDict to all nodes; RC-FL needs a per-client α_i,
         so this builds one message per node. The caller's config is not changed.
         """
+        server_round += self.round_offset
         self.current_arrays = arrays
         self._draws, self._sent_alphas = None, {}
         if self.fraction_train == 0.0:
@@ -309,17 +310,20 @@ class RCFL(ReweightedStrategy):
         return sorted(self._draws)
 
     def _alphas_for(self, node_ids: Sequence[int]) -> dict[int, float]:
+        # A node whose n_i is not known yet (round 1) gets the shared α, unclipped
+        # (Notes); the others get the rule's α_i from p over all known nodes.
+        alphas = {n: self.alpha for n in node_ids}
         known = sorted(self.client_counts)
-        if not all(n in self.client_counts for n in node_ids):
-            # Round 1 (counts unknown): the shared α for everyone, unclipped (Notes).
-            return {n: self.alpha for n in node_ids}
-        shares = dict(
-            zip(known, sample_weights([self.client_counts[n] for n in known]), strict=True)
-        )
-        values = client_alphas(
-            [shares[n] for n in node_ids], self.alpha, self.alpha_rule, len(known)
-        )
-        return {n: float(a) for n, a in zip(node_ids, values, strict=True)}
+        asked = [n for n in node_ids if n in self.client_counts]
+        if asked:
+            shares = dict(
+                zip(known, sample_weights([self.client_counts[n] for n in known]), strict=True)
+            )
+            values = client_alphas(
+                [shares[n] for n in asked], self.alpha, self.alpha_rule, len(known)
+            )
+            alphas.update({n: float(a) for n, a in zip(asked, values, strict=True)})
+        return alphas
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """W_j: ``n_j / Σ n`` over the replies, or ``count_j / K`` renormalised."""
@@ -382,13 +386,11 @@ class RCFL(ReweightedStrategy):
                         "aggregate_train: eta probe has no finite root (all alpha_i = 1); "
                         "keeping the averaged eta"
                     )
-                self.probe_done = True
         elif not self.probe_done:
             logger.warning(
                 "aggregate_train: eta probe needs train_loss in every reply; "
                 "keeping the averaged eta"
             )
-            self.probe_done = True
         diagnostics["rcfl-eta"] = new_eta
         self._pending_eta = new_eta
         return new_arrays, diagnostics
@@ -396,11 +398,15 @@ class RCFL(ReweightedStrategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Aggregate; η^{t+1} is kept only when the new ω is (never one without the other)."""
+        """Aggregate; η^{t+1} is kept only when the new ω is (never one without the other).
+
+        The η probe is spent by the first round that updates the model.
+        """
         self._pending_eta = None
         arrays, metrics = super().aggregate_train(server_round, replies)
         if arrays is not None and self._pending_eta is not None:
             self.eta = self._pending_eta
+            self.probe_done = True
         return arrays, metrics
 
 

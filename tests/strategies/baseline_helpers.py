@@ -50,8 +50,9 @@ def loss_reply(node_id: int, count: int, loss: float | None, value: float = 0.0)
 
 def aggregate_round(strategy, replies: Sequence[Mock], server_round: int = 1):
     """Configure, then aggregate ``replies``; return (arrays, metrics)."""
-    nodes = sorted(int(r.metadata.src_node_id) for r in replies)
-    configure(strategy, nodes or [1], server_round)
+    # Flower's sampling waits for min_available_nodes (2 by default): offer enough nodes.
+    nodes = {int(r.metadata.src_node_id) for r in replies} | {10_001, 10_002}
+    configure(strategy, sorted(nodes), server_round)
     return strategy.aggregate_train(server_round, list(replies))
 
 

@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairfl import constants as keys
+from fairfl.server.checkpoint import CHECKPOINT_FILE
+from fairfl.simulation import run_inprocess
 from fairfl.strategies import AFL, STRATEGIES, FedAvg, build_strategy
 from fairfl.strategies.afl import admit_clients, afl_lambda_update, project_to_simplex
 from tests.strategies.baseline_helpers import (
@@ -24,6 +26,10 @@ from tests.strategies.baseline_helpers import (
 )
 
 finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False)
+
+
+class CrashError(RuntimeError):
+    """The ServerApp dies mid-run."""
 
 
 # ---------------------------------------------------------------- projection
@@ -80,7 +86,7 @@ def test_lambda_update_and_admission_by_hand():
     np.testing.assert_allclose(admit_clients([], [], [10, 30]), [0.25, 0.75])
     # Known (0.3, 0.7) with N_old = 40, new n = 40: N = 80, (0.3, 0.7)·0.5 and 40/80.
     np.testing.assert_allclose(admit_clients([0.3, 0.7], [10, 30], [40]), [0.15, 0.35, 0.5])
-    with pytest.raises(ValueError, match="lambda_lr must be >= 0, got -1.0"):
+    with pytest.raises(ValueError, match=r"lambda_lr must be >= 0, got -1\.0"):
         afl_lambda_update([1.0], [1.0], -1.0)
     with pytest.raises(ValueError, match="same shape"):
         afl_lambda_update([1.0], [1.0, 2.0], 0.1)
@@ -291,3 +297,36 @@ def test_three_rounds_in_process_follow_the_lambda_recursion(tmp_path):
     np.testing.assert_allclose([stored[str(n)] for n in nodes], lam, atol=1e-12)
     assert all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())
     assert keys.TRAIN_LOSS in outcome.strategy.required_train_metrics
+
+
+def test_crashed_run_resumes_with_the_same_lambdas(tmp_path):
+    def crash_in_round_2(instruction, reply):
+        if int(instruction.content["config"]["server-round"]) == 2:
+            raise CrashError("killed in round 2")
+        return reply
+
+    # fraction-train 0.6: 3 of 5 clients a round, so λ of absent clients must survive too.
+    config = {
+        "strategy": "afl",
+        "num-partitions": 5,
+        "num-server-rounds": 3,
+        "fraction-train": 0.6,
+        "afl-lambda-lr": 0.5,
+    }
+    whole = run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
+    crashed = tmp_path / "crashed"
+    with pytest.raises(CrashError):
+        run_inprocess({**config, "out-dir": str(crashed)}, reply_filter=crash_in_round_2)
+    resumed = run_inprocess(
+        {**config, "out-dir": str(crashed), "resume-from": str(crashed / CHECKPOINT_FILE)}
+    )
+    assert resumed.strategy.state_dict() == whole.strategy.state_dict()
+    for key, array in whole.arrays.items():
+        np.testing.assert_array_equal(resumed.arrays[key].numpy(), array.numpy())
+
+
+def test_empty_state_resets():
+    strategy = AFL()
+    strategy.load_state_dict({"lambdas": {"7": 1.0}, "counts": {"7": 3}})
+    strategy.load_state_dict({})
+    assert strategy.state_dict() == {"lambdas": {}, "counts": {}}

@@ -21,6 +21,8 @@
 #   FAIRFL_TORCH_SPEC  torch requirement for the wheelhouse (default: the newest
 #                      torch-*+cpu wheel in pip's find-links, else plain "torch")
 #   PYTHON             interpreter whose pip builds the wheelhouse (default: python3)
+#   FAIRFL_OFFLINE_SAVE  1 (default): keep `docker save` of the finished image in the
+#                      cache, and `docker load` it next time instead of rebuilding
 #
 # Prints the image tag on the last line of stdout. Needs root for debootstrap.
 set -euo pipefail
@@ -115,21 +117,59 @@ print("\n".join(out))
 PY
 log "wheelhouse requirements: $(tr '\n' ' ' < "$REQS")"
 # --only-binary: the images have no compiler; every dependency must come as a wheel.
-"$PYTHON" -m pip download --only-binary=:all: --progress-bar off -d "$WHEELS" -r "$REQS" \
-  > "$CACHE/pip-download.log" 2>&1 || { tail -n 30 "$CACHE/pip-download.log" >&2; exit 1; }
-cp "$REQS" "$WHEELS/requirements.txt"
+# Skipped when the requirements are those of the last successful download.
+REQS_SUM="$(sha256sum < "$REQS" | cut -c1-64)"
+if [[ "$(cat "$WHEELS/.requirements.sha256" 2>/dev/null)" != "$REQS_SUM" ]]; then
+  "$PYTHON" -m pip download --only-binary=:all: --progress-bar off -d "$WHEELS" -r "$REQS" \
+    > "$CACHE/pip-download.log" 2>&1 || { tail -n 30 "$CACHE/pip-download.log" >&2; exit 1; }
+  cp "$REQS" "$WHEELS/requirements.txt"
+  echo "$REQS_SUM" > "$WHEELS/.requirements.sha256"
+fi
 log "wheelhouse: $WHEELS ($(du -sh "$WHEELS" | cut -f1), $(ls "$WHEELS"/*.whl | wc -l) wheels)"
 
 [[ "$DO_DOCKER" == 1 ]] || exit 0
 
 # --- 3. Images: imported Debian rootfs, then flwr + deps from the wheelhouse ------
+# Same conventions as the official flwr/base images: Python in a venv at /python/venv
+# on PATH, user `app` (uid 49999) owning it, WORKDIR and HOME /app.
+if docker image inspect "$TAG" >/dev/null 2>&1; then
+  log "image $TAG already present"; echo "$TAG"; exit 0
+fi
+# A saved copy of the finished image is reused when nothing it is made of changed.
+KEY="$( { cat "$REQS"; ls "$WHEELS"; stat -c '%s %Y' "$ROOTFS_TAR"; cat "${BASH_SOURCE[0]}"; echo "$TAG"; } | sha256sum | cut -c1-16)"
+IMAGE_TAR="$CACHE/flwr-base-$KEY.tar"
+if [[ -s "$IMAGE_TAR" ]]; then
+  log "docker load < $IMAGE_TAR"
+  docker load -q -i "$IMAGE_TAR" >&2
+  echo "$TAG"; exit 0
+fi
 DEBIAN_IMAGE="fairfl-offline/debian:$SUITE-minbase"
 if ! docker image inspect "$DEBIAN_IMAGE" >/dev/null 2>&1; then
   log "docker import -> $DEBIAN_IMAGE"
   docker import "$ROOTFS_TAR" "$DEBIAN_IMAGE" >&2
 fi
-log "docker build -> $TAG"
-# The build context is the wheelhouse itself (nothing else is sent to the engine).
-docker build -q -f "$HERE/offline-base.Dockerfile" --build-arg "DEBIAN_IMAGE=$DEBIAN_IMAGE" \
-  -t "$TAG" "$WHEELS" >&2
+# pip runs inside a container of the image, with no network and the wheelhouse
+# mounted read-only: --no-index, so nothing but the wheelhouse can be installed. The
+# container is then committed (no build context, no wheelhouse layer in the image).
+BUILDER="fairfl-offline-build-$$"
+trap 'docker rm -f "$BUILDER" >/dev/null 2>&1 || true' EXIT
+log "pip install --no-index from the wheelhouse in $DEBIAN_IMAGE (a few minutes)"
+docker run --name "$BUILDER" --network none -v "$WHEELS:/wheels:ro" "$DEBIAN_IMAGE" sh -ec '
+  useradd --no-create-home --home-dir /app --uid 49999 --user-group --shell /bin/sh app
+  mkdir -p /app
+  python3 -m venv /python/venv
+  /python/venv/bin/pip install -q --no-cache-dir --no-index --find-links /wheels \
+    --disable-pip-version-check -r /wheels/requirements.txt
+  chown -R app:app /app /python/venv' >&2
+docker commit \
+  --change 'ENV PATH=/python/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONIOENCODING=UTF-8 LANG=C.UTF-8 LC_ALL=C.UTF-8 HOME=/app' \
+  --change 'WORKDIR /app' --change 'USER app' --change 'CMD ["/bin/sh"]' \
+  "$BUILDER" "$TAG" >/dev/null
+docker rm "$BUILDER" >/dev/null; trap - EXIT
+if [[ "${FAIRFL_OFFLINE_SAVE:-1}" == 1 ]]; then
+  rm -f "$CACHE"/flwr-base-*.tar
+  log "docker save -> $IMAGE_TAR"
+  docker save -o "$IMAGE_TAR.part" "$TAG" && mv "$IMAGE_TAR.part" "$IMAGE_TAR"
+fi
 echo "$TAG"

@@ -1,0 +1,176 @@
+"""aggregate_train of every registered rule vs Flower's FedAvg, on the same replies.
+
+50 replies of a 2M-parameter float32 model (by default), built once and given to each
+rule in turn; each timing is the best of ``--repeats`` runs, measured in this one process,
+and printed as a ratio to Flower's ``FedAvg.aggregate_train`` on the same replies.
+Absolute times depend on the machine; only the ratios mean anything.
+
+    nice .venv/bin/python benchmarks/bench_aggregate_loss_rules.py
+    nice .venv/bin/python benchmarks/bench_aggregate_loss_rules.py --rules qffl vred semivred
+    nice .venv/bin/python benchmarks/bench_aggregate_loss_rules.py --profile qffl
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import os
+import pstats
+import sys
+import time
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+from unittest.mock import Mock
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fairfl import constants as keys  # noqa: E402 (after sys.path)
+from fairfl._compat import server_task_identity  # noqa: E402
+from fairfl.strategies.registry import STRATEGIES, build_strategy  # noqa: E402
+
+RUN_CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
+ACTIVATION_DIM = 16
+
+
+class Reply:
+    """The parts of a reply Message that strategies read (a real one needs a run)."""
+
+    def __init__(self, node_id: int, content: RecordDict) -> None:
+        self.metadata = SimpleNamespace(src_node_id=node_id)
+        self.content = content
+
+    def has_error(self) -> bool:
+        return False
+
+
+def model_shapes(num_params: int) -> dict[str, tuple[int, ...]]:
+    """Two dense layers with biases, about ``num_params`` parameters."""
+    width = int(np.sqrt(num_params / 2))
+    return {
+        "fc1.weight": (width, width),
+        "fc1.bias": (width,),
+        "fc2.weight": (width, width),
+        "fc2.bias": (width,),
+    }
+
+
+def make_replies(num_replies: int, shapes: dict, seed: int) -> tuple[ArrayRecord, list[Reply]]:
+    rng = np.random.default_rng(seed)
+    global_np = {k: rng.normal(size=s).astype(np.float32) * 0.1 for k, s in shapes.items()}
+    global_record = ArrayRecord({k: Array(v) for k, v in global_np.items()})
+    replies = []
+    for i in range(num_replies):
+        arrays = ArrayRecord(
+            {
+                k: Array(v + rng.normal(size=v.shape).astype(np.float32) * 0.01)
+                for k, v in global_np.items()
+            }
+        )
+        metrics = MetricRecord(
+            {
+                keys.NUM_EXAMPLES: int(rng.integers(20, 500)),
+                keys.TRAIN_LOSS: float(rng.uniform(0.2, 3.0)),
+                keys.ACTIVATION: [float(v) for v in rng.normal(size=ACTIVATION_DIM)],
+                keys.RCFL_ETA: float(rng.uniform(0.0, 1.0)),
+                keys.PARTITION_ID: i,
+            }
+        )
+        replies.append(Reply(1000 + i, RecordDict({keys.ARRAYS: arrays, keys.METRICS: metrics})))
+    return global_record, replies
+
+
+def fresh_rule(name: str, global_record: ArrayRecord, num_replies: int):
+    strategy = build_strategy(name, RUN_CONFIG, min_available_nodes=1)
+    grid = Mock(spec=Grid)
+    grid.get_node_ids.return_value = [1000 + i for i in range(num_replies)]
+    with server_task_identity(1):
+        list(strategy.configure_train(1, global_record, ConfigRecord({"lr": 0.1}), grid))
+    return strategy
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replies", type=int, default=50)
+    parser.add_argument("--params", type=int, default=2_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--rules", nargs="*", default=None, help="registry names (default: all registered)"
+    )
+    parser.add_argument("--target", type=float, default=1.3)
+    parser.add_argument("--profile", default=None, help="cProfile one rule's aggregate_train")
+    args = parser.parse_args(argv)
+
+    shapes = model_shapes(args.params)
+    total = sum(int(np.prod(s)) for s in shapes.values())
+    global_record, replies = make_replies(args.replies, shapes, args.seed)
+    print(f"{args.replies} replies x {total:,} float32 parameters; best of {args.repeats}")
+
+    if args.profile:
+        strategy = fresh_rule(args.profile, global_record, args.replies)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        strategy.aggregate_train(1, replies)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        return 0
+
+    def timed(strategy) -> tuple[float, float]:
+        gc.collect()
+        cpu, wall = time.process_time(), time.perf_counter()
+        arrays, _ = strategy.aggregate_train(1, replies)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if arrays is None:
+            raise RuntimeError("aggregate_train returned no model")
+        return cpu, wall
+
+    # A fresh strategy per call (built untimed): rules with state (AFL) start alike.
+    makers = {"flower FedAvg": lambda: FlowerFedAvg(min_available_nodes=1)}
+    for name in args.rules if args.rules else list(STRATEGIES):
+        makers[name] = lambda name=name: fresh_rule(name, global_record, args.replies)
+    # Interleave the calls, so that load drifting on a shared machine hits all alike.
+    best: dict[str, tuple[float, float]] = {name: (np.inf, np.inf) for name in makers}
+    errors: dict[str, str] = {}
+    for _ in range(args.repeats):
+        for name, make in makers.items():
+            if name in errors:
+                continue
+            try:
+                cpu, wall = timed(make())
+            except Exception as error:  # report it and go on with the others
+                errors[name] = f"{type(error).__name__}: {error}"
+                continue
+            best[name] = (min(best[name][0], cpu), min(best[name][1], wall))
+    base_cpu, base_wall = best.pop("flower FedAvg")
+    print(f"{'rule':>16s}  {'CPU ms':>8s} {'ratio':>6s}  {'wall ms':>8s} {'ratio':>6s}")
+    print(
+        f"{'flower FedAvg':>16s}  {base_cpu * 1e3:8.1f} {1:6.2f}  {base_wall * 1e3:8.1f} {1:6.2f}"
+    )
+    worst = 0.0
+    for name, (cpu, wall) in best.items():
+        if name in errors:
+            print(f"{name:>16s}  error: {errors[name]}")
+            continue
+        ratio = cpu / base_cpu
+        worst = max(worst, ratio)
+        flag = "" if ratio <= args.target else f"  (> {args.target}x)"
+        print(
+            f"{name:>16s}  {cpu * 1e3:8.1f} {ratio:6.2f}  {wall * 1e3:8.1f} "
+            f"{wall / base_wall:6.2f}{flag}"
+        )
+    print(f"worst CPU-time ratio {worst:.2f}x (target {args.target}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

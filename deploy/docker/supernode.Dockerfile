@@ -1,0 +1,17 @@
+# SuperNode image for fairfl. With `--isolation process` the ClientApps run in the
+# SuperExec image next to it, so the SuperNode itself needs only flwr.
+#
+#   docker build -f deploy/docker/supernode.Dockerfile -t fairfl/supernode .
+#
+# BASE_IMAGE defaults to the official image at the flwr version fairfl pins; where no
+# registry is reachable, build a stand-in with deploy/docker/offline/build-offline-base.sh.
+ARG FLWR_VERSION=1.41.0
+ARG BASE_IMAGE=flwr/supernode:${FLWR_VERSION}
+FROM ${BASE_IMAGE}
+
+RUN flower-supernode --version
+
+ENV FLWR_TELEMETRY_ENABLED=0 \
+    FLWR_DISABLE_UPDATE_CHECK=1
+EXPOSE 9094
+ENTRYPOINT ["flower-supernode"]

@@ -1,0 +1,585 @@
+#!/usr/bin/env python3
+"""A real Flower federation on one machine, TLS and SuperNode authentication on.
+
+SuperLink and SuperNodes run on separate network addresses, started with the scripts
+in ``deploy/scripts/`` exactly as an operator would start them on separate hosts.
+
+Network namespaces (the default when they can be made, i.e. as root with iproute2):
+
+    netns <tag>-br    bridge br0, no address: the only link between the namespaces,
+                      and it leads nowhere else (no route out, nothing in the host's
+                      own network namespace is touched)
+    netns <tag>-link  SuperLink        10.203.0.1:8000   (server host)
+    netns <tag>-ctl   the flwr CLI     10.203.0.2        (operator's laptop)
+    netns <tag>-n<i>  SuperNode i      10.203.0.(10+i)   (device i; Runtime API on
+                      its own 127.0.0.1:9094, since each namespace has its own loopback)
+
+Without namespaces everything runs on 127.0.0.1 with free ports instead (``mode`` then
+says "loopback" and ``fallback_reason`` why).
+
+Used by ``tests/deploy/test_netns_federation.py`` and
+``benchmarks/deployment_round_time.py``; also a command:
+
+    sudo .venv/bin/python deploy/localfed.py --supernodes 3 --rounds 2 -c strategy=fedavg
+
+starts the federation, submits one run, prints where its results are, and tears down
+every process and namespace it made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = REPO_ROOT / "deploy" / "scripts"
+
+SUBNET_PREFIX = "10.203.0"  # private, unusual; only ever inside our own namespaces
+SUPERLINK_IP = f"{SUBNET_PREFIX}.1"
+CTL_IP = f"{SUBNET_PREFIX}.2"
+ROGUE_IP = f"{SUBNET_PREFIX}.99"
+
+#: flwr's exit code for a SuperNode that the SuperLink does not know (not registered).
+EXIT_SUPERNODE_NOT_REGISTERED = 305
+
+
+def toml_value(value: Any) -> str:
+    """A run-config value as TOML, the syntax ``flwr run -c`` expects."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    if "'" in text:
+        return json.dumps(text)
+    return f"'{text}'"
+
+
+def app_run_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The run config a run of this app gets: pyproject defaults, then ``overrides``."""
+    with open(REPO_ROOT / "pyproject.toml", "rb") as f:
+        config = dict(tomllib.load(f)["tool"]["flwr"]["app"]["config"])
+    unknown = set(overrides or {}) - set(config)
+    if unknown:
+        raise KeyError(f"not run-config keys of this app: {sorted(unknown)}")
+    config.update(overrides or {})
+    return config
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _venv_bin() -> Path | None:
+    """The bin directory holding flwr's commands next to this interpreter, if any."""
+    for candidate in (Path(sys.executable).parent, REPO_ROOT / ".venv" / "bin"):
+        if (candidate / "flower-superlink").exists():
+            return candidate
+    return None
+
+
+@dataclass
+class Proc:
+    """A process this module started (in its own session: PID == process group id)."""
+
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 40) -> str:
+        """The last lines of its log."""
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class LocalFederation:
+    """Start and stop one SuperLink and ``supernodes`` SuperNodes (TLS + auth on).
+
+    Parameters
+    ----------
+    workdir : Path
+        Everything goes here: PKI, one FLWR_HOME per "host", logs, state DB, results.
+    supernodes : int
+        Number of SuperNodes; SuperNode i gets ``partition-id = i`` of ``supernodes``.
+    network : str
+        "netns", "loopback" or "auto" (netns when namespaces can be made).
+    isolation : str
+        "subprocess" (SuperLink and SuperNodes run apps themselves) or "process"
+        (one SuperExec per SuperLink/SuperNode, as in docker-compose.yml).
+    device : str
+        node-config ``device`` of every SuperNode.
+    """
+
+    workdir: Path
+    supernodes: int = 3
+    network: str = "auto"
+    isolation: str = "subprocess"
+    device: str = "cpu"
+    ready_timeout: float = 120.0
+    mode: str = ""
+    fallback_reason: str = ""
+    procs: list[Proc] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    tag: str = field(default_factory=lambda: f"ffl{uuid.uuid4().hex[:5]}")
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> LocalFederation:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Make keys and profiles, start the SuperLink, register keys, start SuperNodes."""
+        self.workdir = Path(self.workdir).resolve()
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        self.pki = self.workdir / "pki"
+        self.out_root = self.workdir / "out"
+        self._choose_network()
+        if self.mode == "netns":
+            self.superlink_addr = f"{SUPERLINK_IP}:8000"
+            sans = ["--san", SUPERLINK_IP]
+        else:
+            self.superlink_addr = f"127.0.0.1:{free_port()}"
+            sans = []
+        # (a) keys: CA, SuperLink certificate for the address the others use, one key
+        # pair per SuperNode, and one for a SuperNode that is never registered.
+        names = [f"supernode-{i + 1}" for i in range(self.supernodes)] + ["unregistered"]
+        self._script(
+            "gen-certs.sh",
+            "--out",
+            str(self.pki),
+            *sans,
+            *(a for n in names for a in ("--supernode", n)),
+            host="ctl",
+        )
+        self._script(
+            "flwr-home.sh",
+            "--superlink",
+            self.superlink_addr,
+            "--ca",
+            str(self.pki / "ca.crt"),
+            host="ctl",
+        )
+        # (b) SuperLink, then registration of the SuperNodes' public keys.
+        host, port = self.superlink_addr.rsplit(":", 1)
+        link_args = [
+            "--pki",
+            str(self.pki),
+            "--host",
+            host,
+            "--port",
+            port,
+            "--database",
+            str(self.workdir / "superlink" / "state.db"),
+            "--isolation",
+            self.isolation,
+        ]
+        self._spawn("superlink", "link", [str(SCRIPTS / "start-superlink.sh"), *link_args])
+        self._wait_tcp("ctl", host, int(port), self.procs[-1])
+        if self.isolation == "process":
+            self._spawn(
+                "superexec-serverapp",
+                "link",
+                [
+                    str(SCRIPTS / "start-superexec.sh"),
+                    "--runtime-api",
+                    self.superlink_addr,
+                    "--ca",
+                    str(self.pki / "ca.crt"),
+                ],
+            )
+        self._script(
+            "register-supernodes.sh",
+            "--connection",
+            "tls",
+            *(
+                str(self.pki / "supernodes" / f"supernode-{i + 1}.pub")
+                for i in range(self.supernodes)
+            ),
+            host="ctl",
+        )
+        # (c) SuperNodes, each with its own partition.
+        for i in range(self.supernodes):
+            self._start_supernode(i, f"supernode-{i + 1}", host=f"n{i + 1}")
+        self._wait_online(self.supernodes)
+
+    def stop(self) -> None:
+        """Stop every process we started (by process group), then remove namespaces."""
+        for proc in reversed(self.procs):
+            if proc.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.popen.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for proc in reversed(self.procs):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            # Children (SuperExecs, app processes) share the group: make sure they go too.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=5)
+        self.procs.clear()
+        for ns in reversed(self.namespaces):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.namespaces.clear()
+
+    # ------------------------------------------------------------------ operations
+    def submit_run(
+        self, run_config: Mapping[str, Any], *, timeout: float = 900, name: str = "run"
+    ) -> subprocess.CompletedProcess:
+        """(d) ``flwr run . tls --stream`` from the operator host; waits for the end.
+
+        ``out-dir`` defaults to ``<workdir>/out/<name>`` (on the SuperLink host).
+        """
+        config = dict(run_config)
+        config.setdefault("out-dir", str(self.out_root / name))
+        args = [str(SCRIPTS / "submit-run.sh"), "--connection", "tls", "--app", str(REPO_ROOT)]
+        for key, value in config.items():
+            args += ["-c", f"{key}={toml_value(value)}"]
+        log = self.workdir / "logs" / f"flwr-run-{name}.log"
+        with open(log, "w") as out:
+            return subprocess.run(
+                self._wrap("ctl", ["bash", *args]),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env("ctl"),
+                timeout=timeout,
+                cwd=REPO_ROOT,
+                start_new_session=True,
+            )
+
+    def try_unregistered_supernode(self, timeout: float = 90) -> tuple[int | None, str]:
+        """Start a SuperNode whose key was never registered; return (exit code, log)."""
+        proc = self._start_supernode(0, "unregistered", host="rogue", name="unregistered")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.popen.wait(timeout=timeout)
+        return proc.popen.poll(), proc.tail(60)
+
+    def flwr_cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run ``flwr ARGS`` as the operator (connection profiles in its FLWR_HOME)."""
+        return subprocess.run(
+            self._wrap("ctl", ["flwr", *args]),
+            capture_output=True,
+            text=True,
+            env=self._env("ctl"),
+            timeout=timeout,
+            cwd=self.workdir,
+        )
+
+    def node_status(self) -> list[str]:
+        """Status of each SuperNode the SuperLink knows ("registered", "online", ...)."""
+        res = self.flwr_cli("supernode", "list", "tls", "--format", "json")
+        try:
+            return [n["status"] for n in json.loads(res.stdout)["nodes"]]
+        except (ValueError, KeyError):
+            return []
+
+    def probe_tls(self) -> dict[str, str]:
+        """Probe the SuperLink's port from the operator host.
+
+        Returns the outcome of a TLS handshake trusting only our CA (must succeed,
+        hostname checked against the certificate's SANs), of one trusting only the
+        system CAs (must fail), and what plain HTTP gets back (must not be HTTP).
+        """
+        host, port = self.superlink_addr.rsplit(":", 1)
+        code = (
+            "import socket, ssl, sys, json\n"
+            "host, port, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
+            "out = {}\n"
+            "def hs(ctx):\n"
+            "    with socket.create_connection((host, port), 5) as s:\n"
+            "        with ctx.wrap_socket(s, server_hostname=host) as t:\n"
+            "            return t.version()\n"
+            "out['with_ca'] = hs(ssl.create_default_context(cafile=ca))\n"
+            "try:\n"
+            "    out['system_cas'] = 'accepted ' + hs(ssl.create_default_context())\n"
+            "except ssl.SSLError as e:\n"
+            "    out['system_cas'] = 'refused: ' + e.__class__.__name__\n"
+            "with socket.create_connection((host, port), 5) as s:\n"
+            "    s.settimeout(5)\n"
+            "    s.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+            "    try:\n"
+            "        data = s.recv(64)\n"
+            "    except OSError as e:\n"
+            "        data = repr(e).encode()\n"
+            "out['plain_http'] = data.decode('latin-1')\n"
+            "print(json.dumps(out))\n"
+        )
+        res = subprocess.run(
+            self._wrap("ctl", [sys.executable, "-c", code, host, port, str(self.pki / "ca.crt")]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if res.returncode != 0:
+            raise RuntimeError(res.stderr)
+        return json.loads(res.stdout)
+
+    def out_dir(self, name: str = "run") -> Path:
+        """Where run ``name`` writes its results (on the SuperLink host)."""
+        return self.out_root / name
+
+    # ------------------------------------------------------------------ internals
+    def _choose_network(self) -> None:
+        if self.network == "loopback":
+            self.mode, self.fallback_reason = "loopback", "loopback requested"
+            return
+        reason = self._make_namespaces()
+        if reason is None:
+            self.mode = "netns"
+            return
+        if self.network == "netns":
+            raise RuntimeError(f"network namespaces unavailable: {reason}")
+        self.mode, self.fallback_reason = "loopback", reason
+
+    def _ip(self, *args: str) -> None:
+        res = subprocess.run(["ip", *args], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise OSError(f"ip {' '.join(args)}: {res.stderr.strip()}")
+
+    def _make_namespaces(self) -> str | None:
+        """Create the namespaces and their bridge; return why not, or None on success."""
+        if shutil.which("ip") is None:
+            return "iproute2 ('ip') is not installed"
+        hosts = {"link": SUPERLINK_IP, "ctl": CTL_IP, "rogue": ROGUE_IP}
+        hosts |= {f"n{i + 1}": f"{SUBNET_PREFIX}.{10 + i + 1}" for i in range(self.supernodes)}
+        bridge_ns = f"{self.tag}-br"
+        try:
+            self._ip("netns", "add", bridge_ns)
+            self.namespaces.append(bridge_ns)
+            self._ip("-n", bridge_ns, "link", "add", "br0", "type", "bridge")
+            self._ip("-n", bridge_ns, "link", "set", "br0", "up")
+            for host, ip in hosts.items():
+                ns = f"{self.tag}-{host}"
+                self._ip("netns", "add", ns)
+                self.namespaces.append(ns)
+                # The pair is created inside the bridge namespace with its peer moved
+                # straight into the host namespace: the root namespace never sees it.
+                self._ip(
+                    "-n",
+                    bridge_ns,
+                    "link",
+                    "add",
+                    f"v-{host}",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "eth0",
+                    "netns",
+                    ns,
+                )
+                self._ip("-n", bridge_ns, "link", "set", f"v-{host}", "master", "br0", "up")
+                self._ip("-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+                self._ip("-n", ns, "link", "set", "eth0", "up")
+                self._ip("-n", ns, "link", "set", "lo", "up")
+        except OSError as err:
+            for ns in reversed(self.namespaces):
+                subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            self.namespaces.clear()
+            return str(err)
+        return None
+
+    def _wrap(self, host: str, cmd: Sequence[str]) -> list[str]:
+        if self.mode == "netns":
+            return ["ip", "netns", "exec", f"{self.tag}-{host}", *cmd]
+        return list(cmd)
+
+    def _env(self, host: str) -> dict[str, str]:
+        env = dict(os.environ)
+        venv_bin = _venv_bin()
+        if venv_bin is not None:
+            env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
+            env["FAIRFL_VENV"] = str(venv_bin.parent)
+        # One Flower home per "host", as on separate machines; the operator's holds
+        # the connection profiles.
+        env["FLWR_HOME"] = str(self.workdir / "homes" / host)
+        env["FAIRFL_PKI_DIR"] = str(self.pki)
+        env["FLWR_TELEMETRY_ENABLED"] = "0"
+        env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
+        env["FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION"] = "1"
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def _script(self, script: str, *args: str, host: str) -> str:
+        res = subprocess.run(
+            self._wrap(host, ["bash", str(SCRIPTS / script), *args]),
+            capture_output=True,
+            text=True,
+            env=self._env(host),
+            timeout=120,
+        )
+        if res.returncode != 0:
+            raise RuntimeError(f"{script} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+        return res.stdout
+
+    def _spawn(self, name: str, host: str, cmd: Sequence[str]) -> Proc:
+        log = self.workdir / "logs" / f"{name}.log"
+        out = open(log, "w")  # noqa: SIM115 - handed to the child; closed below
+        try:
+            popen = subprocess.Popen(
+                self._wrap(host, ["bash", *cmd]),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env(host),
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        finally:
+            out.close()
+        proc = Proc(name, popen, log)
+        self.procs.append(proc)
+        return proc
+
+    def _start_supernode(self, index: int, key: str, *, host: str, name: str | None = None) -> Proc:
+        name = name or f"supernode-{index + 1}"
+        # Each namespace has its own loopback: all SuperNodes can use Flower's default.
+        runtime_port = 9094 if self.mode == "netns" else free_port()
+        args = [
+            str(SCRIPTS / "start-supernode.sh"),
+            "--superlink",
+            self.superlink_addr,
+            "--partition-id",
+            str(index),
+            "--num-partitions",
+            str(self.supernodes),
+            "--device",
+            self.device,
+            "--key",
+            str(self.pki / "supernodes" / key),
+            "--ca",
+            str(self.pki / "ca.crt"),
+            "--port",
+            str(runtime_port),
+            "--isolation",
+            self.isolation,
+            "--",
+            "--max-retries",
+            "3",
+        ]
+        proc = self._spawn(name, host, args)
+        if self.isolation == "process":
+            self._wait_tcp(host, "127.0.0.1", runtime_port, proc)
+            self._spawn(
+                f"superexec-{name}",
+                host,
+                [
+                    str(SCRIPTS / "start-superexec.sh"),
+                    "--runtime-api",
+                    f"127.0.0.1:{runtime_port}",
+                    "--insecure",
+                ],
+            )
+        return proc
+
+    def _wait_tcp(self, host: str, ip: str, port: int, proc: Proc) -> None:
+        probe = (
+            "import socket,sys\n"
+            "try: socket.create_connection((sys.argv[1], int(sys.argv[2])), 1).close()\n"
+            "except OSError: sys.exit(1)\n"
+        )
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if not proc.alive():
+                raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
+            res = subprocess.run(self._wrap(host, [sys.executable, "-c", probe, ip, str(port)]))
+            if res.returncode == 0:
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"{proc.name} not listening on {ip}:{port}:\n{proc.tail()}")
+
+    def _wait_online(self, count: int) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        status: list[str] = []
+        while time.monotonic() < deadline:
+            for proc in self.procs:
+                if not proc.alive():
+                    raise RuntimeError(
+                        f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}"
+                    )
+            status = self.node_status()
+            if status.count("online") >= count:
+                return
+            time.sleep(1)
+        raise TimeoutError(f"SuperNodes not online after {self.ready_timeout}s: {status}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Start a federation, submit one run, tear down; return flwr run's exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--supernodes", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
+    parser.add_argument("--isolation", choices=["subprocess", "process"], default="subprocess")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="keep everything here (default: a temporary directory)",
+    )
+    parser.add_argument(
+        "-c",
+        "--run-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="run-config override (VALUE in TOML syntax), repeatable",
+    )
+    args = parser.parse_args(argv)
+
+    overrides: dict[str, Any] = {
+        "num-server-rounds": args.rounds,
+        "num-partitions": args.supernodes,
+        "min-available-nodes": args.supernodes,
+    }
+    for item in args.run_config:
+        key, _, value = item.partition("=")
+        overrides[key] = tomllib.loads(f"v = {value}")["v"] if value else ""
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fairfl-localfed-"))
+    t0 = time.monotonic()
+    with LocalFederation(
+        workdir, supernodes=args.supernodes, network=args.network, isolation=args.isolation
+    ) as fed:
+        where = "network namespaces" if fed.mode == "netns" else f"loopback ({fed.fallback_reason})"
+        up = time.monotonic() - t0
+        print(f"federation up on {where} in {up:.1f}s; SuperLink {fed.superlink_addr}")
+        app_run_config(overrides)  # fail early on unknown keys
+        res = fed.submit_run(overrides)
+        print(f"flwr run exited {res.returncode}; log {workdir}/logs/flwr-run-run.log")
+        print(f"results: {fed.out_dir()}")
+    return res.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+r"""The ``fairfl`` command: compare rules side by side, and rebuild reports.
+
+``fairfl compare``
+    Run rules (and hyperparameter grids) on identical partitions, initial models and
+    seeds, then write tables, plots and ``report.md``. Examples::
+
+        fairfl compare --rules fedavg semivred qffl --grid "semivred-beta=0.1,0.5" \\
+            --seeds 0 1 2 --set dataset=digits num-partitions=20 dirichlet-alpha=0.1 \\
+            num-server-rounds=30 --out results/digits
+        fairfl compare --recipe digits-table6 --out docs/results/digits-table6
+        fairfl compare --recipe qffl-synthetic --out results/qffl-synthetic
+
+``fairfl report DIR``
+    Rebuild the tables, plots and ``report.md`` of a comparison folder from its saved
+    ``rounds.jsonl`` files, without re-running anything.
+
+``fairfl rules``
+    List the registered rules, their run-config keys and defaults.
+
+``fairfl recipes``
+    List the reproduction recipes.
+
+Without ``pip install``, run it as ``python -m fairfl ...`` from the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from fairfl.report.compare import ENGINES, MAX_WORKERS, compare, rule_keys
+from fairfl.report.recipes import RECIPES
+from fairfl.report.tables import COLUMN_SETS
+from fairfl.strategies.registry import STRATEGIES
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``fairfl`` (subcommands compare, report, rules, recipes)."""
+    parser = argparse.ArgumentParser(
+        prog="fairfl", description="Fair federated learning on Flower: compare and report."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log fairfl at INFO")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser(
+        "compare",
+        help="run rules side by side on the same partitions and seeds, then report",
+        description=(
+            "Run every rule variant once per seed on identical partitions, initial models "
+            "and seeds; write each run's rounds.jsonl and the comparison's tables, plots "
+            "and report.md into --out."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "grid and set items:\n"
+            "  key=v1,v2        grid axis; a rule key varies its rule(s), a shared key\n"
+            "                   (lr, local-epochs, ...) varies every rule; axes multiply\n"
+            "  rule:key=v1,v2   grid axis for one rule only\n"
+            "  --set key=value  base run config of every run; rule:key=value for one rule\n"
+            "values take the type of the key's default; `fairfl rules` lists the keys."
+        ),
+    )
+    run.add_argument("--recipe", choices=sorted(RECIPES), help="a preset comparison")
+    run.add_argument("--rules", nargs="+", metavar="RULE", help="registered rules ('all': every)")
+    run.add_argument("--grid", nargs="+", default=None, metavar="[RULE:]KEY=V1,V2")
+    run.add_argument("--seeds", nargs="+", type=int, metavar="SEED")
+    run.add_argument("--set", nargs="+", default=[], dest="settings", metavar="[RULE:]KEY=VALUE")
+    run.add_argument("--out", type=Path, required=True, help="output folder")
+    run.add_argument("--engine", choices=ENGINES, default="inprocess")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help=f"worker processes for in-process runs, 1 to {MAX_WORKERS} (default: 1, "
+        "or the recipe's)",
+    )
+    run.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch threads per worker (default 1; 0 keeps torch's default)",
+    )
+    run.add_argument("--baseline", help="Table 2 baseline variant (default: fedavg)")
+    run.add_argument("--weights-of", dest="weights_label", help="variant whose weights to plot")
+    run.add_argument("--columns", choices=sorted(COLUMN_SETS), help="extra table columns")
+    run.add_argument("--title", help="report title")
+    run.add_argument("--no-models", action="store_true", help="delete final_model.npz files")
+    run.add_argument("--skip-existing", action="store_true", help="keep finished runs")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    report = commands.add_parser(
+        "report", help="rebuild tables, plots and report.md from saved results"
+    )
+    report.add_argument("folder", type=Path)
+    report.add_argument("--baseline")
+    report.add_argument("--weights-of", dest="weights_label")
+    report.add_argument("--columns", choices=sorted(COLUMN_SETS))
+    report.add_argument("--title")
+
+    commands.add_parser("rules", help="list registered rules and their run-config keys")
+    commands.add_parser("recipes", help="list reproduction recipes")
+    return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    from fairfl.logs import attach_flower_console
+
+    level = logging.INFO if verbose else logging.WARNING
+    attach_flower_console(level)  # fairfl lines through Flower's console handler, once
+    logging.getLogger("fairfl").setLevel(level)
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+
+
+def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
+    recipe = RECIPES[args.recipe] if args.recipe else None
+    rules = args.rules or (list(recipe.rules or STRATEGIES) if recipe else None)
+    if rules == ["all"] or (recipe and recipe.rules is None and not args.rules):
+        rules = list(STRATEGIES)
+    if not rules:
+        raise ValueError("give --rules (or --recipe)")
+    seeds = args.seeds or (list(recipe.seeds) if recipe else [0])
+    grid = args.grid if args.grid is not None else (list(recipe.grid) if recipe else [])
+    settings = [*(recipe.settings if recipe else ()), *args.settings]
+    workers = args.workers or (recipe.workers if recipe else 1)
+    report = compare(
+        rules=rules,
+        out_dir=args.out,
+        seeds=seeds,
+        grid=grid,
+        settings=settings,
+        engine=args.engine,
+        workers=workers,
+        torch_threads=args.torch_threads,
+        keep_models=not args.no_models,
+        skip_existing=args.skip_existing,
+        progress=not args.no_progress,
+        log_level=logging.INFO if args.verbose else logging.WARNING,
+        baseline=args.baseline or (_present(recipe.baseline, rules, grid) if recipe else None),
+        weights_label=args.weights_label
+        or (_present(recipe.weights_label, rules, grid) if recipe else None),
+        columns=args.columns or (recipe.columns if recipe else "table6"),
+        title=args.title or (recipe.title if recipe else None),
+        description=recipe.description if recipe else "",
+        reference=list(recipe.reference) if recipe else [],
+        command=shlex.join(["fairfl", *argv]),
+        recipe=recipe.name if recipe else None,
+    )
+    print(report.text())
+    print(f"report: {args.out / 'report.md'}")
+    return 0
+
+
+def _present(label: str | None, rules: list[str], grid: list[str]) -> str | None:
+    """A recipe's label if the (possibly narrowed) rules still produce it."""
+    if label is None:
+        return None
+    rule = label.split("[")[0]
+    if rule not in rules or ("[" in label and not grid):
+        return None
+    return label
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from fairfl.report.build import build_report
+
+    report = build_report(
+        args.folder,
+        baseline=args.baseline,
+        weights_label=args.weights_label,
+        columns=args.columns,
+        title=args.title,
+    )
+    print(report.text())
+    print(f"report: {args.folder / 'report.md'}")
+    return 0
+
+
+def _list_rules() -> int:
+    for name, spec in STRATEGIES.items():
+        keys = rule_keys(name)
+        settings = ", ".join(f"{k}={v!r}" for k, v in keys.items()) or "(no hyperparameters)"
+        print(f"{name:14s} {spec.strategy.__name__:14s} {settings}")
+    return 0
+
+
+def _list_recipes() -> int:
+    for recipe in RECIPES.values():
+        print(f"{recipe.name}: {recipe.title}\n    {recipe.description}\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fairfl`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        if args.command == "compare":
+            return _run_compare(args, argv)
+        if args.command == "report":
+            return _run_report(args)
+        if args.command == "rules":
+            return _list_rules()
+        return _list_recipes()
+    except (ValueError, FileNotFoundError) as error:
+        print(f"fairfl {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

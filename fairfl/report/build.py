@@ -1,0 +1,386 @@
+"""Build a comparison's tables, plots and ``report.md`` from its saved runs.
+
+:func:`build_report` reads only files (``manifest.json`` and each run's
+``rounds.jsonl``), so ``fairfl report <dir>`` rebuilds everything without re-running.
+Files written into the folder:
+
+- ``table6.md`` / ``table6.csv``: paper 000's Table 6 columns, mean ± std over seeds;
+- ``table_<columns>.md`` / ``.csv``: another column set when one was chosen
+  (``qffl``: the q-FFL paper's Average, Worst 10%, Best 10%, Variance);
+- ``table2.md`` / ``table2.csv``: paper 000's Table 2 against the baseline;
+- ``runs.csv``: every run's final fairness metrics;
+- ``curves.png``, ``distribution.png``, ``weights.png``;
+- ``reference.md``: the paper's numbers next to ours, when the comparison names them;
+- ``report.md``: all of the above, linked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fairfl.report import plots, tables
+from fairfl.report.results import RunResult, group_by_label, load_runs, read_manifest
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What :func:`build_report` wrote, and the numbers behind it."""
+
+    folder: Path
+    files: dict[str, Path]
+    summary: list[tables.SummaryRow]
+    table2: list[tables.Table2Row]
+    baseline: str | None
+    reference_markdown: str
+
+    def text(self) -> str:
+        """The main table, then the paper comparison, as Markdown (for the console)."""
+        parts = [(self.folder / "table6.md").read_text(encoding="utf-8")]
+        for name, path in self.files.items():
+            if name.startswith("table_") and name.endswith("md"):
+                parts.append(path.read_text(encoding="utf-8"))
+        if self.reference_markdown:
+            parts.append(self.reference_markdown)
+        return "\n".join(parts)
+
+
+def default_baseline(groups: Mapping[str, Sequence[RunResult]]) -> str | None:
+    """``"fedavg"`` if present, else the first variant of rule ``fedavg``, else None."""
+    if "fedavg" in groups:
+        return "fedavg"
+    return next((label for label, runs in groups.items() if runs[0].rule == "fedavg"), None)
+
+
+def default_weights_label(
+    groups: Mapping[str, Sequence[RunResult]], baseline: str | None
+) -> str | None:
+    """The first variant other than the baseline that recorded aggregation weights."""
+    for label, runs in groups.items():
+        if label != baseline and any(
+            (entry.get("train") or {}).get("weights") for run in runs for entry in run.rounds
+        ):
+            return label
+    return None
+
+
+def runs_csv(runs: Sequence[RunResult]) -> str:
+    """Every run's final fairness metrics, one line per run."""
+    metric_names: list[str] = []
+    for run in runs:
+        for name in run.final_metrics():
+            if name not in metric_names:
+                metric_names.append(name)
+    header = ["label", "rule", "seed", "rounds", "status", *metric_names]
+    body = []
+    for run in runs:
+        final = run.final_metrics()
+        status = "ok" if run.ok else (run.error or "no finite accuracies")
+        evaluated = run.evaluated_rounds()
+        body.append(
+            [
+                run.label,
+                run.rule,
+                run.seed,
+                evaluated[-1]["round"] if evaluated else "",
+                status,
+                *[_cell(final.get(name)) for name in metric_names],
+            ]
+        )
+    return tables.csv_text(header, body)
+
+
+def _cell(value: Any) -> Any:
+    return "" if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
+
+
+def reference_markdown(
+    reference: Sequence[Mapping[str, Any]],
+    summary: Sequence[tables.SummaryRow],
+    table2_rows: Sequence[tables.Table2Row],
+    columns: Sequence[tables.Column],
+) -> str:
+    """The paper's numbers with ours on the line below each paper row.
+
+    Each reference table is ``{"title", "kind": "summary" | "table2", "columns",
+    "rows": [{"name", "label", "values"}], "note"}``; ``label`` names our variant to
+    show under the paper row (none: the paper row alone). ``summary`` columns are
+    titles of ``columns`` (or Table 6's); ``table2`` ones are the three Table 2 cells.
+    """
+    ours = {row.label: row for row in summary}
+    ours2 = {row.label: row for row in table2_rows}
+    by_title = {c.title: c for c in (*tables.TABLE6_COLUMNS, *columns)}
+    parts = []
+    for table in reference:
+        titles = list(table["columns"])
+        header = ["Rule", "Source", *titles]
+        body = []
+        for row in table["rows"]:
+            body.append([row["name"], "paper", *row["values"]])
+            label = row.get("label")
+            if table["kind"] == "summary" and label in ours:
+                stats = ours[label].stats
+                cells = [
+                    stats[by_title[t].metric].format() if by_title[t].metric in stats else "n/a"
+                    for t in titles
+                ]
+                body.append([label, "ours", *cells])
+            elif table["kind"] == "table2" and label in ours2:
+                mine = ours2[label]
+                cells = [
+                    f"{mine.improved_share.format()} ({_signed(mine.improved_change.mean)})",
+                    f"{mine.degraded_share.format()} ({_signed(mine.degraded_change.mean)})",
+                    mine.overall_change.format(signed=True),
+                ]
+                body.append([label, "ours", *cells[: len(titles)]])
+        parts.append(f"### {table['title']}\n\n" + tables.markdown_table(header, body))
+        if table.get("note"):
+            parts.append(table["note"] + "\n")
+    return "\n".join(parts)
+
+
+def _signed(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:+.2f}"
+
+
+def build_report(
+    folder: Path,
+    *,
+    baseline: str | None = None,
+    weights_label: str | None = None,
+    columns: str | None = None,
+    title: str | None = None,
+) -> Report:
+    """Write the tables, plots and ``report.md`` of a comparison folder.
+
+    Parameters
+    ----------
+    folder : Path
+        A ``fairfl compare`` output folder (or any folder with ``rounds.jsonl`` files).
+    baseline : str | None
+        Variant label Table 2 compares against (default: the manifest's, else
+        :func:`default_baseline`). No Table 2 without one.
+    weights_label : str | None
+        Variant whose aggregation weights are plotted (first seed); default: the
+        manifest's, else :func:`default_weights_label`.
+    columns : str | None
+        An extra column set of :data:`fairfl.report.tables.COLUMN_SETS` besides Table 6
+        (default: the manifest's).
+    title : str | None
+        Report title (default: the manifest's, else the folder name).
+
+    Raises
+    ------
+    ValueError
+        If ``baseline``, ``weights_label`` or ``columns`` names nothing in the folder.
+    """
+    manifest = read_manifest(folder) or {}
+    runs = load_runs(folder)
+    groups = group_by_label(runs)
+    baseline = baseline or manifest.get("baseline") or default_baseline(groups)
+    if baseline is not None and baseline not in groups:
+        raise ValueError(f"baseline must be one of {list(groups)}, got {baseline!r}")
+    weights_label = weights_label or manifest.get("weights_label")
+    if weights_label is not None and weights_label not in groups:
+        raise ValueError(f"weights label must be one of {list(groups)}, got {weights_label!r}")
+    weights_label = weights_label or default_weights_label(groups, baseline)
+    columns = columns or manifest.get("columns") or "table6"
+    if columns not in tables.COLUMN_SETS:
+        raise ValueError(f"columns must be one of {sorted(tables.COLUMN_SETS)}, got {columns!r}")
+    column_set = tables.COLUMN_SETS[columns]
+    title = title or manifest.get("title") or folder.resolve().name
+
+    files: dict[str, Path] = {}
+
+    def write(name: str, text: str) -> None:
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        files[name] = path
+
+    summary = tables.summarize(groups, tables.TABLE6_COLUMNS)
+    write("table6.md", tables.table6_markdown(summary))
+    write("table6.csv", tables.table6_csv(summary))
+    if columns != "table6":
+        extra = tables.summarize(groups, column_set)
+        write(f"table_{columns}.md", tables.table6_markdown(extra, column_set))
+        write(f"table_{columns}.csv", tables.table6_csv(extra, column_set))
+        summary_for_reference = [
+            dataclasses.replace(row, stats={**row.stats, **e.stats})
+            for row, e in zip(summary, extra, strict=True)
+        ]
+    else:
+        summary_for_reference = summary
+    table2_rows: list[tables.Table2Row] = []
+    if baseline is not None and len(groups) > 1:
+        table2_rows = tables.table2(groups, baseline)
+        write("table2.md", tables.table2_markdown(table2_rows, baseline))
+        write("table2.csv", tables.table2_csv(table2_rows))
+    write("runs.csv", runs_csv(runs))
+
+    plots.plot_curves(groups, folder / "curves.png")
+    files["curves.png"] = folder / "curves.png"
+    plots.plot_distribution(groups, folder / "distribution.png")
+    files["distribution.png"] = folder / "distribution.png"
+    if weights_label is not None:
+        chosen = next((run for run in groups[weights_label] if run.ok), groups[weights_label][0])
+        same_seed = [r for r in groups.get(baseline or "", []) if r.seed == chosen.seed]
+        reference_run = same_seed[0] if same_seed and baseline != weights_label else None
+        if plots.plot_weights(chosen, folder / "weights.png", reference=reference_run):
+            files["weights.png"] = folder / "weights.png"
+
+    reference = manifest.get("reference") or []
+    reference_md = reference_markdown(reference, summary_for_reference, table2_rows, column_set)
+    if reference_md:
+        write("reference.md", reference_md)
+    write(
+        "report.md",
+        _report_markdown(
+            folder,
+            title,
+            manifest,
+            runs,
+            groups,
+            files,
+            baseline,
+            weights_label,
+            columns,
+            reference_md,
+        ),
+    )
+    logger.info("build_report: wrote %d files to %s", len(files), folder)
+    return Report(
+        folder=folder,
+        files=files,
+        summary=summary,
+        table2=table2_rows,
+        baseline=baseline,
+        reference_markdown=reference_md,
+    )
+
+
+def _report_markdown(
+    folder: Path,
+    title: str,
+    manifest: Mapping[str, Any],
+    runs: Sequence[RunResult],
+    groups: Mapping[str, Sequence[RunResult]],
+    files: Mapping[str, Path],
+    baseline: str | None,
+    weights_label: str | None,
+    columns: str,
+    reference_md: str,
+) -> str:
+    lines = [f"# {title}", ""]
+    if manifest.get("description"):
+        lines += [manifest["description"], ""]
+    if manifest.get("command"):
+        lines += ["Command:", "", "```", manifest["command"], "```", ""]
+    config = manifest.get("base_config") or {}
+    if config:
+        settings = ", ".join(f"`{k}={v}`" for k, v in config.items())
+        lines += [f"Shared run config: {settings}.", ""]
+    seeds = sorted({run.seed for run in runs})
+    failed = [run for run in runs if not run.ok]
+    timing = []
+    if manifest.get("wall_time_s") is not None:
+        timing.append(f"wall time {manifest['wall_time_s']:.0f} s")
+    if manifest.get("engine"):
+        timing.append(f"engine `{manifest['engine']}`")
+    if manifest.get("workers"):
+        timing.append(f"{manifest['workers']} worker process(es)")
+    if manifest.get("cpu_count"):
+        timing.append(f"{manifest['cpu_count']} CPUs")
+    if manifest.get("load_average_before"):
+        timing.append(
+            "load average (1/5/15 min) before "
+            + "/".join(map(str, manifest["load_average_before"]))
+            + (
+                ", after " + "/".join(map(str, manifest["load_average_after"]))
+                if manifest.get("load_average_after")
+                else ""
+            )
+        )
+    lines += [
+        f"{len(groups)} rule variants x {len(seeds)} seeds ({', '.join(map(str, seeds))}) = "
+        f"{len(runs)} runs; {len(failed)} failed."
+        + (f" Runs: {'; '.join(timing)}." if timing else ""),
+        "",
+        "Statistics of the final global model over the clients' local test accuracies "
+        "(%), mean ± std over seeds (population std); `Seeds` counts the seeds that "
+        "finished with finite accuracies. Definitions: `fairfl.metrics` and "
+        "specs/spec-vred-qffl.md §13.",
+        "",
+        "## Table 6: client accuracy statistics",
+        "",
+        (files["table6.md"]).read_text(encoding="utf-8"),
+        "CSV: [table6.csv](table6.csv). Per run: [runs.csv](runs.csv).",
+        "",
+    ]
+    if columns != "table6" and f"table_{columns}.md" in files:
+        lines += [
+            f"## Columns `{columns}`",
+            "",
+            files[f"table_{columns}.md"].read_text(encoding="utf-8"),
+            f"CSV: [table_{columns}.csv](table_{columns}.csv).",
+            "",
+        ]
+    if "table2.md" in files:
+        lines += [
+            f"## Table 2: who gains and who loses against `{baseline}`",
+            "",
+            "Runs paired by seed (same partition, split and initial model) and clients by "
+            f"partition id. Suffering clients are below `{baseline}`'s mean accuracy on that "
+            "seed, well-performing ones above it. Share in %, mean ± std over seeds; the "
+            "mean accuracy change of the group in parentheses.",
+            "",
+            files["table2.md"].read_text(encoding="utf-8"),
+            "CSV: [table2.csv](table2.csv).",
+            "",
+        ]
+    if reference_md:
+        lines += ["## The papers' numbers next to ours", "", reference_md, ""]
+    lines += [
+        "## Plots",
+        "",
+        "Mean and worst-10% client accuracy per round (mean over seeds, ± std shaded):",
+        "",
+        "![curves](curves.png)",
+        "",
+        "Final client accuracies, sorted (rank-wise mean over seeds):",
+        "",
+        "![distribution](distribution.png)",
+        "",
+    ]
+    if "weights.png" in files:
+        lines += [
+            f"Aggregation weights λ per client and round of `{weights_label}` (first seed):",
+            "",
+            "![weights](weights.png)",
+            "",
+        ]
+    if failed:
+        lines += ["## Failed runs", ""]
+        lines += [f"- `{run.label}` seed {run.seed}: {run.error}" for run in failed]
+        lines.append("")
+    lines += [
+        "## Runs",
+        "",
+        "Each run's `rounds.jsonl` (every client's evaluation per round, aggregation "
+        "weights, rule diagnostics) and `summary.json`:",
+        "",
+    ]
+    for label, group in groups.items():
+        links = ", ".join(
+            f"[seed {run.seed}]({Path(os.path.relpath(run.path, folder)).as_posix()}/rounds.jsonl)"
+            for run in group
+        )
+        lines.append(f"- `{label}`: {links}")
+    lines += ["", "Rebuild this report without re-running: `fairfl report <this folder>`.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,704 @@
+"""Run rules side by side on identical partitions, initial models and seeds.
+
+A comparison is a list of rules, optional hyperparameter grids, a list of seeds and a
+base run config. Every rule variant runs once per seed with the *same* run config apart
+from its own keys, so on one seed every variant sees the same partition, the same
+train/test split, the same initial model and the same client shuffling (all derive
+from ``seed``). Runs go through the in-process runner
+(:func:`fairfl.simulation.run_inprocess`) by default, optionally in 2 worker processes,
+or through Flower's simulation engine (:func:`fairfl.simulation.engine.run_simulation`).
+
+Output folder layout::
+
+    <out>/manifest.json                      what was run (read by ``fairfl report``)
+    <out>/runs/<variant>/seed-<s>/rounds.jsonl, summary.json[, final_model.npz, error.txt]
+    <out>/report.md, table6.md/.csv, table2.md/.csv, runs.csv, *.png   (fairfl.report)
+
+Grid and setting syntax (``fairfl compare --grid``/``--set``):
+
+- ``key=v1,v2`` : a grid axis. A rule key (``semivred-beta``) varies the rules that own it
+  (the registry's run-config keys); a shared run key (``lr``, ``local-epochs``) varies
+  every rule. Axes of one rule multiply.
+- ``rule:key=v1,v2`` : the axis for that rule only (``qffl:lr=0.05,0.1``).
+- ``--set key=value`` sets a base run-config value for every run, ``--set
+  rule:key=value`` for one rule's runs only.
+
+Values take the type of the key's default (``RunSettings`` or the rule's constructor),
+so ``lr=1`` is the float 1.0; unknown keys are rejected.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import contextlib
+import dataclasses
+import itertools
+import json
+import logging
+import multiprocessing
+import os
+import re
+import shutil
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from fairfl.report.results import ERROR_FILE, MANIFEST_FILE, ROUNDS_FILE, SUMMARY_FILE
+from fairfl.settings import RunSettings
+from fairfl.strategies.registry import STRATEGIES
+
+logger = logging.getLogger(__name__)
+
+Engine = Literal["inprocess", "flwr"]
+ENGINES: tuple[str, ...] = ("inprocess", "flwr")
+
+#: Run-config keys a comparison sets itself (per run), not through ``--set``.
+RESERVED_KEYS = ("strategy", "seed", "out-dir")
+
+#: At most this many worker processes (the target machine has 2 cores).
+MAX_WORKERS = 2
+
+FINAL_MODEL_FILE = "final_model.npz"
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def shared_keys() -> dict[str, Any]:
+    """Run-config keys every run reads (``RunSettings``), with their defaults."""
+    return {
+        f.name.replace("_", "-"): f.default
+        for f in dataclasses.fields(RunSettings)
+        if f.default is not dataclasses.MISSING
+    }
+
+
+def rule_keys(rule: str) -> dict[str, Any]:
+    """The run-config keys of a registered rule, with their defaults (None if none).
+
+    Raises
+    ------
+    ValueError
+        If the rule is not registered (the message lists the registered names).
+    """
+    if rule not in STRATEGIES:
+        raise ValueError(f"rule must be one of {sorted(STRATEGIES)}, got {rule!r}")
+    spec = STRATEGIES[rule]
+    defaults = spec.defaults()
+    return {key: defaults.get(key) for key in spec.parameters}
+
+
+def known_default(key: str) -> tuple[bool, Any]:
+    """Whether ``key`` is a known run-config key, and its default (None if it has none)."""
+    shared = shared_keys()
+    if key in shared:
+        return True, shared[key]
+    for rule in STRATEGIES:
+        keys = rule_keys(rule)
+        if key in keys:
+            return True, keys[key]
+    return False, None
+
+
+def parse_value(key: str, text: str) -> Any:
+    """Parse a command-line value with the type of the key's default.
+
+    bool: ``true``/``false`` (also 1/0, yes/no); int; float; str. A key without a typed
+    default gets the first of int, float, bool or str that parses.
+
+    Raises
+    ------
+    ValueError
+        If the text does not parse as the default's type (the message names the key).
+    """
+    _, default = known_default(key)
+    text = text.strip()
+    booleans = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+    if isinstance(default, bool):
+        if text.lower() not in booleans:
+            raise ValueError(f"{key} must be true or false, got {text!r}")
+        return booleans[text.lower()]
+    if isinstance(default, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{key} must be an int, got {text!r}") from None
+    if isinstance(default, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{key} must be a float, got {text!r}") from None
+    if isinstance(default, str):
+        return text
+    for parse in (int, float):
+        with contextlib.suppress(ValueError):
+            return parse(text)
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class Assignment:
+    """A parsed ``[rule:]key=value[,value...]`` item."""
+
+    rule: str | None
+    key: str
+    values: tuple[Any, ...]
+
+
+_ITEM = re.compile(r"^(?:(?P<rule>[A-Za-z0-9_-]+):)?(?P<key>[A-Za-z0-9_-]+)=(?P<value>.*)$")
+
+
+def parse_assignment(item: str, *, multi: bool) -> Assignment:
+    """Parse ``[rule:]key=value`` (``multi``: comma-separated values).
+
+    Raises
+    ------
+    ValueError
+        If the item is malformed, the rule or key unknown, or the key reserved.
+    """
+    match = _ITEM.match(item.strip())
+    if match is None:
+        raise ValueError(f"expected [rule:]key=value, got {item!r}")
+    rule, key, raw = match["rule"], match["key"], match["value"]
+    if key in RESERVED_KEYS:
+        hint = {"strategy": "--rules", "seed": "--seeds", "out-dir": "--out"}[key]
+        raise ValueError(f"{key} is set per run; use {hint} instead of {item!r}")
+    if rule is not None and rule not in STRATEGIES:
+        raise ValueError(f"rule must be one of {sorted(STRATEGIES)}, got {rule!r} in {item!r}")
+    known, _ = known_default(key)
+    if not known:
+        raise ValueError(
+            f"unknown run-config key {key!r} in {item!r}: not a RunSettings key and no "
+            "registered rule's key"
+        )
+    texts = raw.split(",") if multi else [raw]
+    if any(not t.strip() for t in texts):
+        raise ValueError(f"empty value in {item!r}")
+    return Assignment(rule, key, tuple(parse_value(key, t) for t in texts))
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One rule with one choice of grid values: a row of the tables.
+
+    Parameters
+    ----------
+    label : str
+        Unique display name, the rule followed by its grid values
+        (``semivred[beta=0.5]``); the bare rule name when it has no grid.
+    rule : str
+        Registry name.
+    overrides : Mapping[str, Any]
+        Run-config values of this variant (grid values and ``rule:key`` settings).
+    """
+
+    label: str
+    rule: str
+    overrides: Mapping[str, Any]
+
+    @property
+    def slug(self) -> str:
+        """File-system safe form of the label."""
+        return re.sub(r"[^A-Za-z0-9.+-]+", "_", self.label).strip("_")
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _short_key(rule: str, key: str) -> str:
+    return key[len(rule) + 1 :] if key.startswith(f"{rule}-") else key
+
+
+def expand_variants(
+    rules: Sequence[str],
+    grid: Sequence[Assignment] = (),
+    rule_settings: Sequence[Assignment] = (),
+) -> list[Variant]:
+    """The variants of a comparison: each rule times the product of its grid axes.
+
+    Parameters
+    ----------
+    rules : Sequence[str]
+        Registered rule names, in table order (duplicates are dropped).
+    grid : Sequence[Assignment]
+        Grid axes. An axis with a rule applies to that rule; one without applies to the
+        rules that own the key, or to all rules when the key is a shared
+        (``RunSettings``) key.
+    rule_settings : Sequence[Assignment]
+        Fixed per-rule values (``--set rule:key=value``), not part of the label.
+
+    Raises
+    ------
+    ValueError
+        If a rule is unknown, or a grid axis applies to none of ``rules``.
+    """
+    ordered = list(dict.fromkeys(rules))
+    for rule in ordered:
+        rule_keys(rule)  # raises for unknown rules
+    shared = shared_keys()
+    axes: dict[str, list[Assignment]] = {rule: [] for rule in ordered}
+    for axis in grid:
+        if axis.rule is not None:
+            targets = [axis.rule] if axis.rule in axes else []
+        elif axis.key in shared:
+            targets = ordered
+        else:
+            targets = [rule for rule in ordered if axis.key in STRATEGIES[rule].parameters]
+        if not targets:
+            raise ValueError(
+                f"grid key {axis.key!r} belongs to none of the rules {ordered}"
+                + (f" (axis for {axis.rule!r})" if axis.rule else "")
+            )
+        for rule in targets:
+            axes[rule].append(axis)
+    variants = []
+    for rule in ordered:
+        fixed = {s.key: s.values[0] for s in rule_settings if s.rule == rule}
+        rule_axes = axes[rule]
+        for combination in itertools.product(*(axis.values for axis in rule_axes)):
+            values = {axis.key: v for axis, v in zip(rule_axes, combination, strict=True)}
+            label = rule
+            if values:
+                inner = ",".join(
+                    f"{_short_key(rule, k)}={_format_value(v)}" for k, v in values.items()
+                )
+                label = f"{rule}[{inner}]"
+            variants.append(Variant(label=label, rule=rule, overrides={**fixed, **values}))
+    labels = [v.label for v in variants]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise ValueError(f"grid gives duplicate variants {duplicates}; remove repeated values")
+    return variants
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+    """One run of a comparison: a variant on a seed, with its full run config."""
+
+    label: str
+    rule: str
+    seed: int
+    dir: str
+    config: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        """The manifest entry."""
+        return dataclasses.asdict(self)
+
+
+def plan_runs(
+    variants: Sequence[Variant],
+    seeds: Sequence[int],
+    base_config: Mapping[str, Any],
+    out_dir: Path,
+) -> list[PlannedRun]:
+    """Every (variant, seed) run with its run config, seed-major within a variant.
+
+    Rule keys ending in ``-seed`` (a rule's own random stream, e.g. ``rcfl-seed``) follow
+    the run's seed unless set explicitly, so seeds vary everything random.
+
+    Raises
+    ------
+    ValueError
+        If no seed is given, a seed is negative or repeated, or a run config is invalid
+        (checked by ``RunSettings``).
+    """
+    if not seeds:
+        raise ValueError("seeds must not be empty")
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds must be distinct and >= 0, got {list(seeds)}")
+    runs = []
+    for variant in variants:
+        for seed in seeds:
+            rel = f"runs/{variant.slug}/seed-{seed}"
+            config: dict[str, Any] = {**base_config, **variant.overrides}
+            for key in STRATEGIES[variant.rule].parameters:
+                if key.endswith("-seed") and key not in config:
+                    config[key] = seed
+            config.update({"strategy": variant.rule, "seed": seed, "out-dir": str(out_dir / rel)})
+            RunSettings.from_run_config(config)  # fail before any run starts
+            runs.append(
+                PlannedRun(
+                    label=variant.label, rule=variant.rule, seed=seed, dir=rel, config=config
+                )
+            )
+    return runs
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStatus:
+    """How one run went: ``ok``, ``failed`` or ``skipped`` (already done), and its time."""
+
+    dir: str
+    status: str
+    wall_time: float
+    error: str | None = None
+
+
+def _configure_worker(torch_threads: int, log_level: int) -> None:
+    """Per-process set-up: torch threads and quiet Flower logs."""
+    import torch
+
+    from fairfl.logs import attach_flower_console
+
+    if torch_threads > 0:
+        torch.set_num_threads(torch_threads)
+    attach_flower_console(log_level)  # the ClientApp's later call is then a no-op
+    logging.getLogger("flwr").setLevel(max(log_level, logging.WARNING))
+    logging.getLogger("fairfl").setLevel(log_level)
+
+
+def _run_one(
+    run: dict[str, Any],
+    engine: str,
+    keep_models: bool,
+    flwr_home: str | None,
+) -> RunStatus:
+    """Execute one planned run (in this process or a worker); never raises."""
+    out = Path(run["config"]["out-dir"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / ERROR_FILE).unlink(missing_ok=True)
+    started = time.perf_counter()
+    try:
+        if engine == "inprocess":
+            from fairfl.simulation import run_inprocess
+
+            run_inprocess(run["config"])
+        else:
+            from fairfl.simulation.engine import run_simulation, toml_overrides
+
+            home = (
+                Path(flwr_home or out / ".flwr-home")
+                / f"{Path(run['dir']).as_posix().replace('/', '_')}"
+            )
+            with (out / "flwr.log").open("wb") as log:
+                code = run_simulation(
+                    toml_overrides(run["config"]),
+                    int(run["config"].get("num-partitions", RunSettings.num_partitions)),
+                    home,
+                    output=log,
+                )
+            shutil.rmtree(home, ignore_errors=True)
+            if code != 0 or not (out / SUMMARY_FILE).is_file():
+                raise RuntimeError(f"flwr run exited with code {code}; see {out / 'flwr.log'}")
+        if not keep_models:
+            (out / FINAL_MODEL_FILE).unlink(missing_ok=True)
+        return RunStatus(run["dir"], "ok", time.perf_counter() - started)
+    except Exception as error:  # one failed rule must not stop the comparison
+        (out / ERROR_FILE).write_text(
+            traceback.format_exc() + f"\n{type(error).__name__}: {error}\n"
+        )
+        return RunStatus(
+            run["dir"], "failed", time.perf_counter() - started, f"{type(error).__name__}: {error}"
+        )
+
+
+def _already_done(run: PlannedRun) -> bool:
+    summary = Path(run.config["out-dir"]) / SUMMARY_FILE
+    if not summary.is_file():
+        return False
+    try:
+        saved = json.loads(summary.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return False
+    same = json.loads(json.dumps(run.config)) == saved.get("config")
+    return same and saved.get("rounds") == int(run.config.get("num-server-rounds", 0))
+
+
+def _rounds_done(run: PlannedRun) -> int:
+    path = Path(run.config["out-dir"]) / ROUNDS_FILE
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return 0
+
+
+ProgressHook = Callable[[int, int, str], None]
+
+
+def execute(
+    plan: Sequence[PlannedRun],
+    *,
+    engine: Engine = "inprocess",
+    workers: int = 1,
+    torch_threads: int = 1,
+    keep_models: bool = True,
+    skip_existing: bool = False,
+    progress: bool = True,
+    log_level: int = logging.WARNING,
+    flwr_home: Path | None = None,
+) -> list[RunStatus]:
+    """Run every planned run; a failing run is recorded (``error.txt``) and skipped.
+
+    Parameters
+    ----------
+    plan : Sequence[PlannedRun]
+        From :func:`plan_runs`.
+    engine : {"inprocess", "flwr"}
+        The in-process runner, or Flower's simulation engine (one ``flwr run`` per run;
+        always one run at a time).
+    workers : int
+        Worker processes for in-process runs, 1 or 2 (1: runs in this process).
+    torch_threads : int
+        ``torch.set_num_threads`` of each in-process worker (0: leave torch's default).
+        One thread per process is much faster on a busy 2-core machine, where torch's
+        default thread pool spins against the other processes.
+    keep_models : bool
+        Keep each run's ``final_model.npz``.
+    skip_existing : bool
+        Do not re-run a run whose ``summary.json`` has the same config and all rounds.
+    progress : bool
+        Show a progress bar (rich) over all rounds of all runs.
+    log_level : int
+        Level of the ``fairfl`` logger in the workers (Flower's is at least WARNING).
+    flwr_home : Path | None
+        Parent of the per-run ``FLWR_HOME`` folders for the Flower engine.
+
+    Raises
+    ------
+    ValueError
+        If ``engine`` or ``workers`` is invalid.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"workers must be in [1, {MAX_WORKERS}], got {workers}")
+    if engine == "flwr":
+        workers = 1  # Ray already uses every core; runs go one after another
+    statuses: dict[str, RunStatus] = {}
+    todo = []
+    for run in plan:
+        if skip_existing and _already_done(run):
+            statuses[run.dir] = RunStatus(run.dir, "skipped", 0.0)
+        else:
+            todo.append(run)
+    total_rounds = {run.dir: int(run.config.get("num-server-rounds", 1)) for run in plan}
+    finished: set[str] = set(statuses)
+
+    def rounds_completed() -> int:
+        return sum(
+            total_rounds[r.dir] if r.dir in finished else min(_rounds_done(r), total_rounds[r.dir])
+            for r in plan
+        )
+
+    executor: futures.Executor
+    if workers == 1:
+        _configure_worker(torch_threads if engine == "inprocess" else 0, log_level)
+        executor = futures.ThreadPoolExecutor(max_workers=1)
+    else:
+        executor = futures.ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_configure_worker,
+            initargs=(torch_threads, log_level),
+        )
+    home = str(flwr_home) if flwr_home is not None else None
+    with executor, _progress_bar(progress, sum(total_rounds.values()), len(plan)) as update:
+        pending = {
+            executor.submit(_run_one, run.as_json(), engine, keep_models, home): run for run in todo
+        }
+        update(rounds_completed(), len(finished), "")
+        while pending:
+            done, _ = futures.wait(pending, timeout=0.5, return_when=futures.FIRST_COMPLETED)
+            for future in done:
+                run = pending.pop(future)
+                status = future.result()
+                statuses[run.dir] = status
+                finished.add(run.dir)
+                if status.status == "failed":
+                    logger.warning(
+                        "compare: %s seed %d failed: %s", run.label, run.seed, status.error
+                    )
+            running = [r for r in pending.values() if _rounds_done(r) > 0]
+            current = ", ".join(f"{r.label} s{r.seed}" for r in running[:2])
+            update(rounds_completed(), len(finished), current)
+    return [statuses[run.dir] for run in plan]
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool, total_rounds: int, total_runs: int) -> Iterable[ProgressHook]:
+    if not enabled:
+        yield lambda rounds, runs, current: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    lock = threading.Lock()
+    with Progress(
+        TextColumn("[bold]rounds"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("runs {task.fields[runs]}/{task.fields[total_runs]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[current]}"),
+        transient=False,
+    ) as bar:
+        task = bar.add_task(
+            "compare", total=total_rounds, runs=0, total_runs=total_runs, current=""
+        )
+
+        def update(rounds: int, runs: int, current: str) -> None:
+            with lock:
+                bar.update(task, completed=rounds, runs=runs, current=current)
+
+        yield update
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def write_manifest(out_dir: Path, manifest: Mapping[str, Any]) -> Path:
+    """Write ``manifest.json`` (what was run, for ``fairfl report``)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / MANIFEST_FILE
+    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- top level
+
+
+def split_settings(items: Sequence[str]) -> tuple[dict[str, Any], list[Assignment]]:
+    """Parse ``--set`` items into the shared base config and per-rule assignments.
+
+    Later items override earlier ones.
+    """
+    base: dict[str, Any] = {}
+    per_rule: dict[tuple[str, str], Assignment] = {}
+    for item in items:
+        assignment = parse_assignment(item, multi=False)
+        if assignment.rule is None:
+            base[assignment.key] = assignment.values[0]
+        else:
+            per_rule[(assignment.rule, assignment.key)] = assignment
+    return base, list(per_rule.values())
+
+
+def compare(
+    *,
+    rules: Sequence[str],
+    out_dir: Path,
+    seeds: Sequence[int],
+    grid: Sequence[str] = (),
+    settings: Sequence[str] = (),
+    engine: Engine = "inprocess",
+    workers: int = 1,
+    torch_threads: int = 1,
+    keep_models: bool = True,
+    skip_existing: bool = False,
+    progress: bool = True,
+    log_level: int = logging.WARNING,
+    baseline: str | None = None,
+    weights_label: str | None = None,
+    columns: str = "table6",
+    title: str | None = None,
+    description: str = "",
+    reference: Sequence[Mapping[str, Any]] = (),
+    command: str = "",
+    recipe: str | None = None,
+) -> Any:
+    """Plan, run and report a comparison; returns the :class:`fairfl.report.build.Report`.
+
+    Parameters
+    ----------
+    rules : Sequence[str]
+        Registered rule names.
+    out_dir : Path
+        Output folder (see the module docstring for its layout).
+    seeds : Sequence[int]
+        Seeds; each variant runs once per seed.
+    grid, settings : Sequence[str]
+        ``--grid`` and ``--set`` items (module docstring).
+    engine, workers, torch_threads, keep_models, skip_existing, progress, log_level
+        See :func:`execute`.
+    baseline, weights_label, columns, title
+        See :func:`fairfl.report.build.build_report`; stored in the manifest.
+    description, reference, command, recipe
+        Stored in the manifest and shown in ``report.md``.
+
+    Raises
+    ------
+    ValueError
+        If a rule, grid item, setting or seed is invalid (before anything runs).
+    """
+    from fairfl.report.build import build_report
+
+    base, rule_settings = split_settings(settings)
+    axes = [parse_assignment(item, multi=True) for item in grid]
+    variants = expand_variants(rules, axes, rule_settings)
+    plan = plan_runs(variants, seeds, base, out_dir)
+    labels = [v.label for v in variants]
+    if baseline is not None and baseline not in labels:
+        raise ValueError(f"baseline must be one of {labels}, got {baseline!r}")
+    if weights_label is not None and weights_label not in labels:
+        raise ValueError(f"weights label must be one of {labels}, got {weights_label!r}")
+    manifest: dict[str, Any] = {
+        "version": 1,
+        "title": title or out_dir.resolve().name,
+        "description": description,
+        "recipe": recipe,
+        "command": command,
+        "engine": engine,
+        "workers": 1 if engine == "flwr" else workers,
+        "torch_threads": torch_threads,
+        "cpu_count": os.cpu_count(),
+        "rules": list(dict.fromkeys(rules)),
+        "grid": list(grid),
+        "settings": list(settings),
+        "seeds": list(seeds),
+        "base_config": base,
+        "baseline": baseline,
+        "weights_label": weights_label,
+        "columns": columns,
+        "reference": [dict(r) for r in reference],
+        "variants": [
+            {"label": v.label, "rule": v.rule, "overrides": dict(v.overrides)} for v in variants
+        ],
+        "runs": [run.as_json() for run in plan],
+        "load_average_before": load_average(),
+    }
+    for run in manifest["runs"]:  # folders relative to the manifest, so it can move
+        run["config"] = {k: v for k, v in run["config"].items() if k != "out-dir"}
+    write_manifest(out_dir, manifest)
+    started = time.perf_counter()
+    statuses = execute(
+        plan,
+        engine=engine,
+        workers=workers,
+        torch_threads=torch_threads,
+        keep_models=keep_models,
+        skip_existing=skip_existing,
+        progress=progress,
+        log_level=log_level,
+    )
+    manifest["wall_time_s"] = round(time.perf_counter() - started, 1)
+    manifest["load_average_after"] = load_average()
+    for entry, status in zip(manifest["runs"], statuses, strict=True):
+        entry["status"] = status.status
+        entry["wall_time_s"] = round(status.wall_time, 2)
+    write_manifest(out_dir, manifest)
+    return build_report(out_dir)

@@ -1,0 +1,189 @@
+"""Comparison plots as small PNGs (matplotlib, Agg backend; no display needed).
+
+- :func:`plot_curves`: mean and worst-10% client accuracy per round, one line per rule
+  variant (mean over seeds, shaded ± std).
+- :func:`plot_distribution`: each variant's final client accuracies, sorted (the curve
+  of rank-wise means over seeds), as paper 000's Figure 1 shows them.
+- :func:`plot_weights`: one run's aggregation weights λ_i per round and client
+  (``train.weights`` of ``rounds.jsonl``), a heat map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from fairfl.report.results import RunResult, metric_curve, weight_matrix
+
+#: Pixels per inch of the PNGs: small files that still read on a README.
+DPI = 90
+
+
+def _colours(count: int) -> list[tuple[float, float, float, float]]:
+    cmap = plt.get_cmap("tab10" if count <= 10 else "tab20")
+    return [cmap(i % cmap.N) for i in range(count)]
+
+
+def _styles(count: int) -> list[str]:
+    # A new line style for each round of colours, so 20+ variants stay distinguishable.
+    return [("-", "--", "-.", ":")[(i // 10) % 4] for i in range(count)]
+
+
+def _seed_mean_curve(
+    runs: Sequence[RunResult], metric: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rounds, mean and std over seeds of a metric (rounds common to all finished seeds)."""
+    curves = [metric_curve(run, metric) for run in runs if run.evaluated_rounds()]
+    if not curves:
+        return np.array([]), np.array([]), np.array([])
+    length = min(len(r) for r, _ in curves)
+    rounds = curves[0][0][:length]
+    values = np.vstack([v[:length] for _, v in curves])
+    with np.errstate(invalid="ignore"):
+        return rounds, np.nanmean(values, axis=0), np.nanstd(values, axis=0)
+
+
+def plot_curves(
+    groups: Mapping[str, Sequence[RunResult]],
+    path: Path,
+    *,
+    metrics: Sequence[tuple[str, str]] = (
+        ("acc-mean", "mean accuracy (%)"),
+        ("acc-worst-10", "worst-10% accuracy (%)"),
+    ),
+    title: str = "",
+) -> Path:
+    """Per-round curves of ``metrics`` for every variant, side by side; returns ``path``."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics) + 1.8, 3.4), dpi=DPI)
+    axes = np.atleast_1d(axes)
+    colours = _colours(len(groups))
+    styles = _styles(len(groups))
+    for ax, (metric, ylabel) in zip(axes, metrics, strict=True):
+        for (label, runs), colour, style in zip(groups.items(), colours, styles, strict=True):
+            rounds, mean, std = _seed_mean_curve(runs, metric)
+            if rounds.size == 0:
+                continue
+            ax.plot(rounds, mean, style, color=colour, lw=1.3, label=label)
+            if len(runs) > 1:
+                ax.fill_between(rounds, mean - std, mean + std, color=colour, alpha=0.12, lw=0)
+        ax.set_xlabel("round")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def sorted_accuracy_curve(runs: Sequence[RunResult]) -> np.ndarray:
+    """Final client accuracies sorted ascending, averaged rank by rank over seeds.
+
+    Seeds with another number of clients than the first finished seed are left out.
+    """
+    curves = [np.sort(np.array(list(run.final_accuracies().values()))) for run in runs if run.ok]
+    if not curves:
+        return np.array([])
+    size = curves[0].size
+    return np.mean(np.vstack([c for c in curves if c.size == size]), axis=0)
+
+
+def plot_distribution(
+    groups: Mapping[str, Sequence[RunResult]], path: Path, *, title: str = ""
+) -> Path:
+    """Sorted final client accuracies per variant (lowest client first); returns ``path``."""
+    fig, ax = plt.subplots(figsize=(6.2, 3.4), dpi=DPI)
+    colours = _colours(len(groups))
+    styles = _styles(len(groups))
+    for (label, runs), colour, style in zip(groups.items(), colours, styles, strict=True):
+        curve = sorted_accuracy_curve(runs)
+        if curve.size == 0:
+            continue
+        ranks = (np.arange(curve.size) + 0.5) / curve.size * 100.0
+        ax.plot(ranks, curve, style, color=colour, lw=1.3, marker=".", ms=3, label=label)
+    ax.set_xlabel("client percentile (sorted by final test accuracy)")
+    ax.set_ylabel("final test accuracy (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _weights_panel(ax, fig, rounds, clients, values, *, label, ratio):
+    finite = values[np.isfinite(values)]
+    low = float(finite.min()) if finite.size else 0.0
+    high = float(finite.max()) if finite.size else 1.0
+    if ratio:  # centred on 1: the rule weighs the client as FedAvg does
+        from matplotlib.colors import TwoSlopeNorm
+
+        norm = TwoSlopeNorm(vcenter=1.0, vmin=min(low, 0.999), vmax=max(high, 1.001))
+        cmap = "RdBu_r"
+    elif low < 0:  # VRed's weights can be negative ([P000] Lemma 1)
+        bound = max(abs(low), abs(high))
+        norm, cmap = matplotlib.colors.Normalize(-bound, bound), "RdBu_r"
+    else:
+        norm, cmap = matplotlib.colors.Normalize(0.0, high), "viridis"
+    image = ax.imshow(
+        np.ma.masked_invalid(values),
+        aspect="auto",
+        interpolation="nearest",
+        cmap=cmap,
+        norm=norm,
+        extent=(rounds[0] - 0.5, rounds[-1] + 0.5, len(clients) - 0.5, -0.5),
+    )
+    step = max(1, len(clients) // 10)
+    ax.set_yticks(range(0, len(clients), step), [str(c) for c in clients[::step]], fontsize=7)
+    ax.set_xlabel("round")
+    fig.colorbar(image, ax=ax, label=label, pad=0.02)
+
+
+def plot_weights(
+    run: RunResult, path: Path, *, reference: RunResult | None = None, title: str = ""
+) -> Path | None:
+    """Heat map of one run's aggregation weights λ (client x round); None if it has none.
+
+    With a ``reference`` run (FedAvg on the same seed: the same partition, so its
+    weights are n_i / N), a second panel shows ``λ_i / λ_i^ref``, the rule's re-weighting
+    of each client relative to FedAvg (1: as FedAvg; colour map centred on 1).
+    """
+    rounds, clients, weights = weight_matrix(run)
+    if rounds.size == 0:
+        return None
+    ratio = None
+    if reference is not None:
+        ref_rounds, ref_clients, ref_weights = weight_matrix(reference)
+        if ref_clients == clients and ref_rounds.size:
+            common = [j for j, r in enumerate(rounds) if r in set(ref_rounds.tolist())]
+            ref_index = {r: j for j, r in enumerate(ref_rounds.tolist())}
+            ref = np.stack([ref_weights[:, ref_index[int(rounds[j])]] for j in common], axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = weights[:, common] / ref
+            ratio_rounds = rounds[common]
+    panels = 1 if ratio is None else 2
+    height = min(5.0, 1.2 + 0.12 * len(clients))
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, height), dpi=DPI, squeeze=False)
+    _weights_panel(axes[0, 0], fig, rounds, clients, weights, label="weight λ", ratio=False)
+    axes[0, 0].set_ylabel("client (partition)")
+    if ratio is not None:
+        _weights_panel(
+            axes[0, 1], fig, ratio_rounds, clients, ratio, label="λ / λ FedAvg", ratio=True
+        )
+        axes[0, 1].set_title(f"relative to {reference.label}", fontsize=9)
+    fig.suptitle(title or f"aggregation weights: {run.label}, seed {run.seed}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,259 @@
+"""Read saved runs back: ``rounds.jsonl`` per run, grouped by rule variant and seed.
+
+A comparison folder (written by ``fairfl compare``) holds ``manifest.json`` and one
+folder per run, ``runs/<variant>/seed-<s>/`` with the run's ``rounds.jsonl`` and
+``summary.json``. :func:`load_runs` reads the runs the manifest lists; without a
+manifest it finds every ``rounds.jsonl`` below the folder and names each run by its
+folders (``<variant>/seed-<s>/rounds.jsonl``; the seed may also come from
+``summary.json``), so hand-made or copied results can be reported too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairfl.metrics import fairness_metrics
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_FILE = "manifest.json"
+ROUNDS_FILE = "rounds.jsonl"
+SUMMARY_FILE = "summary.json"
+ERROR_FILE = "error.txt"
+
+_SEED_DIR = re.compile(r"seed-(?P<seed>\d+)")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One finished (or failed) run of one rule variant with one seed.
+
+    Parameters
+    ----------
+    label : str
+        The variant's name in tables and plots (``"semivred[beta=0.5]"``).
+    rule : str
+        Registry name of the rule (``"semivred"``).
+    seed : int
+        The run's ``seed`` (partition, split, initial model and client shuffling).
+    path : Path
+        The run's folder.
+    rounds : list[dict]
+        The parsed lines of ``rounds.jsonl`` (empty when the run failed).
+    error : str | None
+        Why the run has no results, if it has none.
+    """
+
+    label: str
+    rule: str
+    seed: int
+    path: Path
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run has an evaluated round with finite accuracies."""
+        final = self.final_accuracies()
+        return bool(final) and all(math.isfinite(a) for a in final.values())
+
+    def evaluated_rounds(self) -> list[dict[str, Any]]:
+        """The rounds that have client evaluations, in order."""
+        return [entry for entry in self.rounds if entry.get("clients")]
+
+    def final_accuracies(self) -> dict[int, float]:
+        """Each client's test accuracy in % in the last evaluated round, by partition id.
+
+        Clients are keyed by ``partition_id``, or by ``node_id`` when the run did not
+        record partitions. A missing (non-finite, stored as null) accuracy is NaN.
+        """
+        evaluated = self.evaluated_rounds()
+        return client_accuracies(evaluated[-1]) if evaluated else {}
+
+    def final_metrics(self) -> dict[str, float]:
+        """Fairness metrics of the last evaluated round (:func:`round_metrics`)."""
+        evaluated = self.evaluated_rounds()
+        return round_metrics(evaluated[-1]) if evaluated else {}
+
+
+def client_accuracies(entry: dict[str, Any]) -> dict[int, float]:
+    """Client accuracies (%) of one ``rounds.jsonl`` entry, keyed by partition id."""
+    accuracies: dict[int, float] = {}
+    for client in entry.get("clients", []):
+        key = client.get("partition_id")
+        if key is None:
+            key = client["node_id"]
+        value = client.get("eval_acc")
+        accuracies[int(key)] = math.nan if value is None else 100.0 * float(value)
+    return accuracies
+
+
+def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
+    """Fairness metrics of one round, recomputed from its clients (accuracies in %).
+
+    Uses :func:`fairfl.metrics.fairness_metrics`. Recomputing (rather than reading the
+    stored ``metrics``) keeps one definition for runs written by any version, and for
+    hand-written files.
+    """
+    clients = entry.get("clients", [])
+    if not clients:
+        return {}
+    accuracies = [math.nan if c.get("eval_acc") is None else c["eval_acc"] for c in clients]
+    losses = [math.nan if c.get("eval_loss") is None else c["eval_loss"] for c in clients]
+    counts = [int(c.get("num_examples") or 1) for c in clients]
+    return fairness_metrics(accuracies, counts, losses)
+
+
+def read_rounds(path: Path) -> list[dict[str, Any]]:
+    """Parse a ``rounds.jsonl`` file (blank lines skipped).
+
+    Raises
+    ------
+    ValueError
+        If a line is not a JSON object (the message names the file and line).
+    """
+    entries = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number} is not valid JSON: {error.msg}") from error
+        if not isinstance(entry, dict):
+            raise ValueError(f"{path}:{number} must be a JSON object, got {type(entry).__name__}")
+        entries.append(entry)
+    return entries
+
+
+def read_run(path: Path, *, label: str, rule: str, seed: int) -> RunResult:
+    """Load one run folder; a folder without ``rounds.jsonl`` gives a failed run."""
+    rounds_file = path / ROUNDS_FILE
+    error_file = path / ERROR_FILE
+    rounds = read_rounds(rounds_file) if rounds_file.is_file() else []
+    error = None
+    if error_file.is_file():
+        error = error_file.read_text(encoding="utf-8").strip().splitlines()[-1:] or ["failed"]
+        error = error[0]
+    elif not rounds:
+        error = f"no {ROUNDS_FILE} in {path}"
+    return RunResult(label=label, rule=rule, seed=seed, path=path, rounds=rounds, error=error)
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The comparison's ``manifest.json``, or None if the folder has none."""
+    manifest = folder / MANIFEST_FILE
+    if not manifest.is_file():
+        return None
+    return json.loads(manifest.read_text(encoding="utf-8"))
+
+
+def load_runs(folder: Path) -> list[RunResult]:
+    """Every run of a comparison folder, in the manifest's order.
+
+    Parameters
+    ----------
+    folder : Path
+        A ``fairfl compare`` output folder, or any folder with ``rounds.jsonl`` files
+        below it.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder has neither a manifest nor any ``rounds.jsonl``.
+    """
+    manifest = read_manifest(folder)
+    if manifest is not None:
+        return [
+            read_run(
+                folder / run["dir"], label=run["label"], rule=run["rule"], seed=int(run["seed"])
+            )
+            for run in manifest["runs"]
+        ]
+    files = sorted(folder.rglob(ROUNDS_FILE))
+    if not files:
+        raise FileNotFoundError(f"no {MANIFEST_FILE} and no {ROUNDS_FILE} below {folder}")
+    runs = []
+    for rounds_file in files:
+        run_dir = rounds_file.parent
+        summary = _read_summary(run_dir)
+        config = summary.get("config", {}) if summary else {}
+        match = _SEED_DIR.fullmatch(run_dir.name)
+        if match is not None and run_dir != folder:
+            label_dir = run_dir.parent
+            seed = int(match["seed"])
+        else:
+            label_dir = run_dir
+            seed = int(config.get("seed", 0))
+        label = label_dir.name if label_dir != folder else str(config.get("strategy", "run"))
+        rule = str(config.get("strategy", re.split(r"[\[_]", label)[0]))
+        runs.append(read_run(run_dir, label=label, rule=rule, seed=seed))
+    return runs
+
+
+def _read_summary(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        logger.warning("load_runs: ignoring unreadable %s", path)
+        return None
+
+
+def group_by_label(runs: Sequence[RunResult]) -> dict[str, list[RunResult]]:
+    """Runs grouped by variant label, labels in first-seen order, seeds sorted."""
+    groups: dict[str, list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault(run.label, []).append(run)
+    return {label: sorted(group, key=lambda r: r.seed) for label, group in groups.items()}
+
+
+def metric_curve(run: RunResult, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(rounds, values)`` of one fairness metric over a run's evaluated rounds."""
+    evaluated = run.evaluated_rounds()
+    rounds = np.array([entry["round"] for entry in evaluated], dtype=np.int64)
+    values = np.array([round_metrics(entry)[metric] for entry in evaluated], dtype=np.float64)
+    return rounds, values
+
+
+def weight_matrix(run: RunResult) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """Aggregation weights λ of a run by round and client, from ``train.weights``.
+
+    Returns
+    -------
+    rounds : np.ndarray
+        The rounds that recorded weights.
+    clients : list[int]
+        Partition ids (node ids where the partition is unknown), sorted.
+    weights : np.ndarray
+        ``len(clients) x len(rounds)``; NaN where a client was not aggregated.
+    """
+    per_round: list[tuple[int, dict[int, float]]] = []
+    for entry in run.rounds:
+        weights = (entry.get("train") or {}).get("weights") or []
+        if not weights:
+            continue
+        row = {}
+        for item in weights:
+            key = item.get("partition_id")
+            key = item["node_id"] if key is None else key
+            row[int(key)] = math.nan if item.get("weight") is None else float(item["weight"])
+        per_round.append((int(entry["round"]), row))
+    clients = sorted({c for _, row in per_round for c in row})
+    matrix = np.full((len(clients), len(per_round)), np.nan)
+    for j, (_, row) in enumerate(per_round):
+        for i, client in enumerate(clients):
+            if client in row:
+                matrix[i, j] = row[client]
+    return np.array([r for r, _ in per_round], dtype=np.int64), clients, matrix

@@ -1,0 +1,242 @@
+"""deploy/scripts: keys Flower accepts, certificates with the right names, profiles Flower
+reads, and the exact flags the start/submit scripts hand to Flower (checked with stub
+commands, so nothing is started)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
+
+pytestmark = pytest.mark.deployment
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "deploy" / "scripts"
+needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["FLWR_HOME"] = str(tmp_path / "home")
+    env["FAIRFL_PKI_DIR"] = str(tmp_path / "home" / "pki")
+    env.update(extra)
+    return env
+
+
+def _run(script: str, *args: str, env: dict[str, str], check: bool = True):
+    return subprocess.run(
+        ["bash", str(SCRIPTS / script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=120,
+    )
+
+
+def _stub_venv(tmp_path: Path, *commands: str) -> Path:
+    """A fake venv whose commands print their arguments as JSON instead of running."""
+    venv = tmp_path / "stubvenv"
+    (venv / "bin").mkdir(parents=True)
+    for name in commands:
+        path = venv / "bin" / name
+        path.write_text(
+            f"#!{sys.executable}\nimport json, sys\nprint(json.dumps([{name!r}] + sys.argv[1:]))\n"
+        )
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return venv
+
+
+@needs_openssl
+def test_gen_certs(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    pki = tmp_path / "pki"
+    _run(
+        "gen-certs.sh",
+        "--out",
+        str(pki),
+        "--san",
+        "DNS:superlink",
+        "--san",
+        "10.203.0.1",
+        "--supernodes",
+        "2",
+        env=env,
+    )
+    cert = x509.load_pem_x509_certificate((pki / "superlink.crt").read_bytes())
+    ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"localhost", "superlink"} <= set(sans.get_values_for_type(x509.DNSName))
+    ips = set(sans.get_values_for_type(x509.IPAddress))
+    assert {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("10.203.0.1")} <= ips
+    assert cert.issuer == ca.subject
+    cert.verify_directly_issued_by(ca)
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    # Private keys are owner-only; public parts readable.
+    for private in ("ca.key", "superlink.key", "supernodes/supernode-1", "superexec.secret"):
+        assert stat.S_IMODE((pki / private).stat().st_mode) == 0o600, private
+    assert stat.S_IMODE((pki / "ca.crt").stat().st_mode) == 0o644
+
+    # Re-running keeps the CA and the SuperNode keys, and reissues the server certificate.
+    ca_before = (pki / "ca.crt").read_bytes()
+    key_before = (pki / "supernodes" / "supernode-1").read_bytes()
+    _run("gen-certs.sh", "--out", str(pki), "--san", "DNS:other", "--supernodes", "2", env=env)
+    assert (pki / "ca.crt").read_bytes() == ca_before
+    assert (pki / "supernodes" / "supernode-1").read_bytes() == key_before
+    cert2 = x509.load_pem_x509_certificate((pki / "superlink.crt").read_bytes())
+    sans2 = cert2.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "other" in sans2.get_values_for_type(x509.DNSName)
+
+
+@pytest.mark.parametrize("keygen", ["ssh-keygen", "python"])
+def test_supernode_keys_are_what_flower_accepts(tmp_path: Path, keygen: str) -> None:
+    if keygen == "ssh-keygen" and shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen not installed")
+    env = _env(tmp_path, FAIRFL_KEYGEN=keygen)
+    _run("gen-supernode-key.sh", "--out", str(tmp_path / "k"), "dev-1", env=env)
+    private = load_ssh_private_key((tmp_path / "k" / "dev-1").read_bytes(), None)
+    public = load_ssh_public_key((tmp_path / "k" / "dev-1.pub").read_bytes())
+    assert isinstance(private, ec.EllipticCurvePrivateKey)
+    assert isinstance(private.curve, ec.SECP384R1)
+    assert public.public_numbers() == private.public_key().public_numbers()
+    # What `flwr supernode register` runs on the public key file.
+    from flwr.cli.supernode.register import try_load_public_key
+
+    assert try_load_public_key(tmp_path / "k" / "dev-1.pub")
+    # An existing key is kept unless --force.
+    before = (tmp_path / "k" / "dev-1").read_bytes()
+    _run("gen-supernode-key.sh", "--out", str(tmp_path / "k"), "dev-1", env=env)
+    assert (tmp_path / "k" / "dev-1").read_bytes() == before
+
+
+def test_connection_profiles_are_read_by_flower(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    _run(
+        "flwr-home.sh",
+        "--superlink",
+        "fl.example.org:8000",
+        "--ca",
+        str(tmp_path / "ca.crt"),
+        "--docker-port",
+        "18000",
+        env=env,
+    )
+    res = subprocess.run(
+        ["flwr", "config", "list", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    listed = json.loads(res.stdout)
+    assert listed["superlink"] == ["simulation", "local", "tls", "docker"]
+    assert listed["default"] == "simulation"
+    import tomllib
+
+    config = tomllib.loads((tmp_path / "home" / "config.toml").read_text())["superlink"]
+    assert config["tls"] == {
+        "address": "fl.example.org:8000",
+        "root-certificates": str(tmp_path / "ca.crt"),
+    }
+    assert config["docker"]["address"] == "127.0.0.1:18000"
+    assert config["simulation"]["address"] == ":local:"
+
+
+@needs_openssl
+def test_start_scripts_pass_tls_auth_and_node_config(tmp_path: Path) -> None:
+    venv = _stub_venv(tmp_path, "flower-superlink", "flower-supernode", "flower-superexec", "flwr")
+    env = _env(tmp_path, FAIRFL_VENV=str(venv))
+    pki = tmp_path / "home" / "pki"
+    _run("gen-certs.sh", "--supernodes", "1", env=env)
+
+    link = json.loads(_run("start-superlink.sh", "--port", "18300", env=env).stdout)
+    assert link[0] == "flower-superlink"
+    for flag, value in [
+        ("--ssl-certfile", pki / "superlink.crt"),
+        ("--ssl-keyfile", pki / "superlink.key"),
+        ("--ssl-ca-certfile", pki / "ca.crt"),
+        ("--port", "18300"),
+        ("--host", "0.0.0.0"),
+        ("--isolation", "subprocess"),
+        ("--database", tmp_path / "home" / "superlink" / "state.db"),
+    ]:
+        assert link[link.index(flag) + 1] == str(value), flag
+    assert "--enable-supernode-auth" in link and "--insecure" not in link
+    assert "--disable-runtime-dependency-installation" in link
+    insecure = json.loads(_run("start-superlink.sh", "--insecure", env=env).stdout)
+    assert "--insecure" in insecure and "--enable-supernode-auth" not in insecure
+
+    node = json.loads(
+        _run(
+            "start-supernode.sh",
+            "--superlink",
+            "10.0.0.1:8000",
+            "--partition-id",
+            "1",
+            "--num-partitions",
+            "3",
+            "--device",
+            "cuda",
+            "--data-root",
+            "/data x",
+            "--key",
+            str(pki / "supernodes" / "supernode-1"),
+            env=env,
+        ).stdout
+    )
+    config = dict(kv.split("=", 1) for kv in shlex.split(node[node.index("--node-config") + 1]))
+    assert config == {
+        "partition-id": "1",
+        "num-partitions": "3",
+        "data-root": "/data x",
+        "device": "cuda",
+    }
+    assert node[node.index("--root-certificates") + 1] == str(pki / "ca.crt")
+    assert node[node.index("--auth-supernode-private-key") + 1] == str(
+        pki / "supernodes" / "supernode-1"
+    )
+    bad = _run(
+        "start-supernode.sh",
+        "--superlink",
+        "x:1",
+        "--partition-id",
+        "3",
+        "--num-partitions",
+        "3",
+        env=env,
+        check=False,
+    )
+    assert bad.returncode == 2 and "partition-id" in bad.stderr
+
+    run = json.loads(
+        _run(
+            "submit-run.sh",
+            "--connection",
+            "tls",
+            "--strategy",
+            "semivred",
+            "--rounds",
+            "5",
+            "--out-dir",
+            "/srv/r1",
+            "-c",
+            "seed=3",
+            env=env,
+        ).stdout
+    )
+    assert run[:4] == ["flwr", "run", str(SCRIPTS.parents[1]), "tls"]
+    assert "--stream" in run
+    assert run[run.index("--run-config") + 1] == (
+        "strategy='semivred' num-server-rounds=5 out-dir='/srv/r1' seed=3"
+    )
