@@ -215,6 +215,8 @@ def read_train_reply(
     layout: ModelLayout,
     required_metrics: Sequence[str] = (),
     max_abs_weight: float | None = None,
+    *,
+    check_values: bool = True,
 ) -> TrainReply:
     """Validate a train reply against the contract and the global model that was sent.
 
@@ -229,6 +231,10 @@ def read_train_reply(
         Metric keys the rule needs besides ``num-examples`` (e.g. ``train_loss``).
     max_abs_weight : float | None
         Reject weights larger than this in absolute value (``None``: only finiteness).
+    check_values : bool
+        Check that float arrays are finite and within ``max_abs_weight`` (default).
+        ``False`` leaves that to a caller that reads every value anyway; it must then
+        call :func:`check_array_values` on what it cannot vouch for.
 
     Returns
     -------
@@ -276,7 +282,8 @@ def read_train_reply(
             raise ReplyError(
                 node_id, f"arrays[{key!r}]", "payload does not match its declared shape/dtype"
             )
-        _check_finite(node_id, key, value, max_abs_weight)
+        if check_values:
+            check_array_values(node_id, key, value, max_abs_weight)
         decoded.append(value)
     num_examples = int(metrics[keys.NUM_EXAMPLES])  # type: ignore[arg-type]
     return TrainReply(node_id=node_id, num_examples=num_examples, arrays=decoded, metrics=metrics)
@@ -310,7 +317,8 @@ def array_view(array: Array) -> NDArray:
     return flat.reshape(shape, order="F" if fortran_order else "C")
 
 
-def _check_finite(node_id: int, key: str, value: NDArray, max_abs: float | None) -> None:
+def check_array_values(node_id: int, key: str, value: NDArray, max_abs: float | None) -> None:
+    """Raise :class:`ReplyError` if a float array has NaN/Inf or ``|value| > max_abs``."""
     if not np.issubdtype(value.dtype, np.floating) or value.size == 0:
         return
     # min and max are NaN if any element is, and +-inf bound the rest: two cheap passes

@@ -69,6 +69,7 @@ class RunSettings:
     download: bool = False
     checkpoint: bool = True
     resume_from: str = ""
+    round_timeout: float = 3600.0
     group_sizes: str = "4,6"
     group_labels: str = ""
     group_samples_per_class: int = 0
@@ -93,6 +94,7 @@ class RunSettings:
             "dirichlet-alpha": self.dirichlet_alpha > 0,
             "shards-per-partition": self.shards_per_partition >= 1,
             "test-fraction": 0.0 < self.test_fraction < 1.0,
+            "round-timeout": self.round_timeout > 0,
         }
         bounds = {
             "num-server-rounds": ">= 1",
@@ -106,6 +108,7 @@ class RunSettings:
             "dirichlet-alpha": "> 0",
             "shards-per-partition": ">= 1",
             "test-fraction": "in (0, 1)",
+            "round-timeout": "> 0",
         }
         for key, ok in checks.items():
             if not ok:

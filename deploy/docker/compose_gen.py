@@ -155,9 +155,9 @@ services:
     networks: [fleet]
     healthcheck:
       test: {flow(HEALTHCHECK)}
-      interval: 2s
+      interval: 5s
       timeout: 5s
-      retries: 30
+      retries: 24
     restart: unless-stopped
 
   # Registers every SuperNode's public key, then exits; SuperNodes start after it.

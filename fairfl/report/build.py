@@ -312,6 +312,8 @@ def _report_markdown(
         f"{len(runs)} runs; {len(failed)} failed."
         + (f" Runs: {'; '.join(timing)}." if timing else ""),
         "",
+        _test_sizes_line(runs),
+        "",
         "Statistics of the final global model over the clients' local test accuracies "
         "(%), mean ± std over seeds (population std); `Seeds` counts the seeds that "
         "finished with finite accuracies. Definitions: `fairfl.metrics` and "
@@ -384,3 +386,22 @@ def _report_markdown(
         lines.append(f"- `{label}`: {links}")
     lines += ["", "Rebuild this report without re-running: `fairfl report <this folder>`.", ""]
     return "\n".join(lines)
+
+
+def _test_sizes_line(runs: Sequence[RunResult]) -> str:
+    """How many test samples the clients have (DESIGN: small test sets are noisy)."""
+    sizes = [
+        int(client["num_examples"])
+        for run in runs
+        for client in (run.evaluated_rounds()[-1:] or [{}])[0].get("clients", [])
+        if client.get("num_examples") is not None
+    ]
+    if not sizes:
+        return "Test samples per client: not recorded."
+    ordered = sorted(sizes)
+    median = ordered[len(ordered) // 2]
+    return (
+        f"Test samples per client (final round, all runs): min {ordered[0]}, "
+        f"median {median}, max {ordered[-1]}; one sample is {100.0 / ordered[0]:.1f} "
+        "accuracy points on the smallest client."
+    )

@@ -101,6 +101,7 @@ class RoundLog:
             )
             if evaluations
             else {},
+            "sampled": self.strategy.sampled.get(server_round, {}),
             "evaluate_dropped": {
                 str(k): v for k, v in self.strategy.evaluation_drops.get(server_round, {}).items()
             },
@@ -146,12 +147,13 @@ class RoundLog:
         metrics = entry["metrics"]
         if metrics:
             logger.info(
-                "round %d: acc mean %.2f | worst-10%% %.2f | std %.2f | clients %d",
+                "round %d: acc mean %.2f | worst-10%% %.2f | std %.2f | %d of %s clients answered",
                 server_round,
                 metrics["acc-mean"],
                 metrics["acc-worst-10"],
                 metrics["acc-std"],
                 len(entry["clients"]),
+                entry["sampled"].get("evaluate", "?"),
             )
         return None
 

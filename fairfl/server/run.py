@@ -107,6 +107,7 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
         grid=grid,
         initial_arrays=arrays,
         num_rounds=max(remaining, 0),
+        timeout=settings.round_timeout,
         train_config=train_config,
         evaluate_config=ConfigRecord(),
         evaluate_fn=round_log.on_round_end,

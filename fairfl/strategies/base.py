@@ -107,6 +107,9 @@ min_available_nodes
 
     #: Metric keys the rule needs in every train reply besides ``num-examples``.
     required_train_metrics: ClassVar[tuple[str, ...]] = ()
+    #: True for a rule that reads every reply value in a pass of its own and checks them
+    #: there (:func:`fairfl.contract.check_array_values`), saving the reader's pass.
+    checks_array_values: ClassVar[bool] = False
     #: Short name used in logs and the registry.
     rule_name: ClassVar[str] = "fair-strategy"
 
@@ -142,6 +145,8 @@ min_available_nodes
         self.train_records: dict[int, TrainRoundRecord] = {}
         self.evaluations: dict[int, list[EvaluateReply]] = {}
         self.evaluation_drops: dict[int, dict[int, str]] = {}
+        # Messages sent per round and kind ("train", "evaluate"): how many could answer.
+        self.sampled: dict[int, dict[str, int]] = {}
         # Rounds already done before Strategy.start() was called (resume from a
         # checkpoint): Flower counts from 1 again, every hook adds this offset.
         self.round_offset = 0
@@ -182,14 +187,20 @@ min_available_nodes
         round_config = ConfigRecord(dict(config))
         for key, value in self.train_config(server_round).items():
             round_config[key] = value
-        return super().configure_train(server_round, arrays, round_config, grid)
+        messages = list(super().configure_train(server_round, arrays, round_config, grid))
+        self.sampled.setdefault(server_round, {})["train"] = len(messages)
+        return messages
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Send the global model for evaluation (the caller's config is not changed)."""
         server_round += self.round_offset
-        return super().configure_evaluate(server_round, arrays, ConfigRecord(dict(config)), grid)
+        messages = list(
+            super().configure_evaluate(server_round, arrays, ConfigRecord(dict(config)), grid)
+        )
+        self.sampled.setdefault(server_round, {})["evaluate"] = len(messages)
+        return messages
 
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
@@ -207,7 +218,11 @@ min_available_nodes
                 continue
             try:
                 accepted[node_id] = read_train_reply(
-                    message, layout, self.required_train_metrics, self.max_abs_weight
+                    message,
+                    layout,
+                    self.required_train_metrics,
+                    self.max_abs_weight,
+                    check_values=not self.checks_array_values,
                 )
             except ReplyError as error:
                 logger.info(

@@ -21,14 +21,21 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import qpsolvers
+from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply
+from fairfl.contract import (
+    ModelLayout,
+    ReplyError,
+    TrainReply,
+    array_view,
+    check_array_values,
+)
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import reweighted_average, sample_weights, weight_entropy
 from fairfl.strategies.base import ConfigValue, FairStrategy, check_positive_int
@@ -140,6 +147,8 @@ class FedMGDAPlus(FairStrategy):
       (integer ones keep the global value). fairfl's model zoo has none.
     """
 
+    #: The Gram pass reads every reply value; it checks them (see ``read_train_replies``).
+    checks_array_values: ClassVar[bool] = True
     rule_name = "FedMGDA+"
 
     def __init__(
@@ -172,6 +181,7 @@ class FedMGDAPlus(FairStrategy):
         check_qp_solver(qp_solver)
         self.qp_solver = qp_solver
         self._warned: set[str] = set()
+        self._gram_cache: tuple[tuple[int, ...], NDArray[np.float64]] | None = None
         super().__init__(**kwargs)
 
     def settings(self) -> dict[str, Any]:
@@ -191,6 +201,66 @@ class FedMGDAPlus(FairStrategy):
         """``proximal-mu`` when the clients add a proximal term (MGDA-Prox)."""
         return {PROXIMAL_MU: self.proximal_mu} if self.proximal_mu > 0 else {}
 
+    def read_train_replies(
+        self, server_round: int, replies: Iterable[Message], layout: ModelLayout
+    ) -> tuple[list[TrainReply], dict[int, str]]:
+        """Validate as usual, checking the array values in the Gram pass.
+
+        The reader skips its own pass over the values (:attr:`checks_array_values`):
+        the Gram's diagonal ‖g_i‖² is NaN/Inf when a value is, and bounds every value by
+        ``max|w_t| + ‖g_i‖``. Only a reply that fails this bound goes through
+        :func:`fairfl.contract.check_array_values`, which names the reason exactly as
+        the reader would. Buffers, outside the Gram, are checked directly.
+        """
+        accepted, dropped = super().read_train_replies(server_round, replies, layout)
+        self._gram_cache = None
+        if not accepted:
+            return accepted, dropped
+        assert self.current_arrays is not None  # set by configure_train; checked by caller
+        global_arrays = [array_view(a) for a in self.current_arrays.values()]
+        trainable = trainable_mask(layout.keys, global_arrays)
+        gram = gram_matrix(global_arrays, [r.arrays for r in accepted], trainable=trainable)
+        peak = max(
+            (_peak(g) for g, m in zip(global_arrays, trainable, strict=True) if m), default=0
+        )
+        kept: list[int] = []
+        for index, reply in enumerate(accepted):
+            reason = self._value_problem(reply, layout.keys, trainable, gram[index, index], peak)
+            if reason is None:
+                kept.append(index)
+                continue
+            logger.info("aggregate_train: dropped reply from node %d: %s", reply.node_id, reason)
+            dropped[reply.node_id] = reason
+        replies_kept = [accepted[i] for i in kept]
+        self._gram_cache = (
+            tuple(r.node_id for r in replies_kept),
+            gram[np.ix_(kept, kept)],
+        )
+        return replies_kept, dropped
+
+    def _value_problem(
+        self,
+        reply: TrainReply,
+        array_keys: Sequence[str],
+        trainable: Sequence[bool],
+        squared_norm: float,
+        peak: float,
+    ) -> str | None:
+        """The reader's reason to reject the reply's values, or None (see above)."""
+        bounded = math.isfinite(squared_norm) and (
+            self.max_abs_weight is None
+            or (peak + math.sqrt(squared_norm)) * (1 + 1e-6) <= self.max_abs_weight
+        )
+        try:
+            for key, value, in_gram in zip(array_keys, reply.arrays, trainable, strict=True):
+                if not (in_gram and bounded):
+                    check_array_values(reply.node_id, key, value, self.max_abs_weight)
+        except ReplyError as error:
+            return f"{error.field} {error.reason}"
+        if not math.isfinite(squared_norm):  # finite values whose squares overflow
+            return "arrays: the update's squared norm overflows float64"
+        return None
+
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
     ) -> tuple[list[NDArray], dict[str, Any]]:
@@ -200,7 +270,11 @@ class FedMGDAPlus(FairStrategy):
         local_arrays = [r.arrays for r in replies]
         prior_all = prior_weights([r.num_examples for r in replies], self.prior)
         step = step_size(server_round, self.global_lr, self.global_lr_decay, self.decay_every)
-        gram = gram_matrix(global_arrays, local_arrays, trainable=trainable)
+        cached, self._gram_cache = self._gram_cache, None
+        if cached is not None and cached[0] == tuple(r.node_id for r in replies):
+            gram = cached[1]
+        else:
+            gram = gram_matrix(global_arrays, local_arrays, trainable=trainable)
         norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))
         moving = norms > NORM_FLOOR
         zero_updates = int(np.count_nonzero(~moving))
@@ -781,6 +855,13 @@ def _mask(global_arrays: Sequence[NDArray], trainable: Sequence[bool] | None) ->
             f"trainable must have one flag per array ({len(global_arrays)}), got {len(trainable)}"
         )
     return [bool(m) for m in trainable]
+
+
+def _peak(array: NDArray) -> float:
+    """``max |w|`` of one array (0 for empty or non-floating arrays)."""
+    if array.size == 0 or not np.issubdtype(array.dtype, np.floating):
+        return 0.0
+    return float(max(-array.min(), array.max()))
 
 
 def _scale(k: NDArray[np.float64]) -> float:

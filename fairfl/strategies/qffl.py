@@ -30,7 +30,13 @@ from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl import constants as keys
-from fairfl.contract import ModelLayout, TrainReply, array_view
+from fairfl.contract import (
+    ModelLayout,
+    ReplyError,
+    TrainReply,
+    array_view,
+    check_array_values,
+)
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 
@@ -96,6 +102,7 @@ class QFFL(ReweightedStrategy):
     """
 
     required_train_metrics: ClassVar[tuple[str, ...]] = (keys.TRAIN_LOSS,)
+    checks_array_values: ClassVar[bool] = True
     rule_name = "q-FFL"
 
     def __init__(
@@ -147,7 +154,14 @@ class QFFL(ReweightedStrategy):
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
     ) -> tuple[list[TrainReply], dict[int, str]]:
-        """Validate as usual, then check each client-sent ``qffl-h`` against the server's."""
+        """Validate, check array values in the distance pass, then check ``qffl-h``.
+
+        The reader skips its value pass (:attr:`checks_array_values`): the pass over
+        every reply that computes ``‖w^t - w̄_k‖²`` finds NaN/Inf (a non-finite sum) and
+        bounds ``max|w̄_k| <= max|w^t| + ‖w^t - w̄_k‖``; only an array that fails this
+        goes through :func:`fairfl.contract.check_array_values`, which names the reason
+        exactly as the reader would.
+        """
         accepted, dropped = super().read_train_replies(server_round, replies, layout)
         self._distances = {}
         self._client_h = {}
@@ -155,11 +169,14 @@ class QFFL(ReweightedStrategy):
             return accepted, dropped
         assert self.current_arrays is not None  # set by configure_train; checked by caller
         global_arrays = [array_view(a) for a in self.current_arrays.values()]
-        distances = squared_distances(global_arrays, [reply.arrays for reply in accepted])
+        parts = squared_distance_parts(global_arrays, [reply.arrays for reply in accepted])
+        peaks = [_peak(g) for g in global_arrays]
         kept: list[TrainReply] = []
-        for reply, distance in zip(accepted, distances.tolist(), strict=True):
+        for reply, reply_parts in zip(accepted, parts, strict=True):
+            reason = self._value_problem(reply, layout.keys, reply_parts, peaks)
+            distance = float(reply_parts.sum())
             sent = reply.metrics.get(keys.QFFL_H)
-            if sent is not None:
+            if reason is None and sent is not None:
                 own = h_term(reply.train_loss, distance, q=self.q, lipschitz=self.lipschitz)
                 if not math.isclose(float(sent), own, rel_tol=self.h_rtol):  # type: ignore[arg-type]
                     reason = (
@@ -167,15 +184,37 @@ class QFFL(ReweightedStrategy):
                         f"computes {own:.6g} (q {self.q:g}, L {self.lipschitz:g}, "
                         f"rtol {self.h_rtol:g})"
                     )
-                    logger.info(
-                        "aggregate_train: dropped reply from node %d: %s", reply.node_id, reason
-                    )
-                    dropped[reply.node_id] = reason
-                    continue
+            if reason is not None:
+                logger.info(
+                    "aggregate_train: dropped reply from node %d: %s", reply.node_id, reason
+                )
+                dropped[reply.node_id] = reason
+                continue
+            if sent is not None:
                 self._client_h[reply.node_id] = float(sent)  # type: ignore[arg-type]
             self._distances[reply.node_id] = distance
             kept.append(reply)
         return kept, dropped
+
+    def _value_problem(
+        self,
+        reply: TrainReply,
+        array_keys: Sequence[str],
+        parts: NDArray[np.float64],
+        peaks: list[float],
+    ) -> str | None:
+        """The reader's reason to reject the reply's values, or None (see above)."""
+        for key, value, part, peak in zip(array_keys, reply.arrays, parts, peaks, strict=True):
+            bounded = math.isfinite(part) and (
+                self.max_abs_weight is None
+                or (peak + math.sqrt(part)) * (1 + 1e-6) <= self.max_abs_weight
+            )
+            if not bounded:
+                try:
+                    check_array_values(reply.node_id, key, value, self.max_abs_weight)
+                except ReplyError as error:
+                    return f"{error.field} {error.reason}"
+        return None
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """λ_k = s_k L (F_k + ε)^q / Σ_j s_j h_j (s = 1, or p with ``weighting="p"``)."""
@@ -211,14 +250,14 @@ class QFFL(ReweightedStrategy):
 def squared_distance(
     global_arrays: Sequence[ArrayLike], local_arrays: Sequence[ArrayLike]
 ) -> float:
-    """``‖w^t - w̄_k‖²`` of one client; see :func:`squared_distances`."""
-    return float(squared_distances(global_arrays, [local_arrays])[0])
+    """``‖w^t - w̄_k‖²`` of one client; see :func:`squared_distance_parts`."""
+    return float(squared_distance_parts(global_arrays, [local_arrays])[0].sum())
 
 
-def squared_distances(
+def squared_distance_parts(
     global_arrays: Sequence[ArrayLike], local_models: Sequence[Sequence[ArrayLike]]
 ) -> NDArray[np.float64]:
-    """``‖w^t - w̄_k‖²`` of each client, over all floating arrays concatenated.
+    """``‖w^t_j - w̄_{k,j}‖²`` of each client k and array j; a row sums to ``‖w^t - w̄_k‖²``.
 
     ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²`` (paper 002, Algorithm 2, line 6); the reference code's
     ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Differences and
@@ -239,7 +278,8 @@ def squared_distances(
     Returns
     -------
     NDArray[np.float64]
-        One squared distance per client.
+        Shape (clients, arrays); 0 for non-floating arrays; NaN/Inf where a client's
+        array is not finite.
 
     Raises
     ------
@@ -261,7 +301,7 @@ def squared_distances(
                     f"array {index} has shape {a.shape} locally and {g.shape} globally"
                 )
         models.append(local)
-    totals = np.zeros(len(models), dtype=np.float64)
+    totals = np.zeros((len(models), len(globals_)), dtype=np.float64)
     for index, g in enumerate(globals_):
         if not np.issubdtype(g.dtype, np.floating):
             continue
@@ -281,7 +321,7 @@ def squared_distances(
                 if not math.isfinite(partial):  # float32 overflow: redo in float64
                     exact = np.subtract(g_block, flat[start:stop], dtype=np.float64)
                     partial = float(np.sum(exact * exact))
-                totals[k] += partial
+                totals[k, index] += partial
     return totals
 
 
@@ -390,3 +430,10 @@ def qfedavg_lambdas(
 
 def _is_real(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _peak(array: NDArray) -> float:
+    """``max |w^t|`` of one global array (0 for empty or non-floating arrays)."""
+    if array.size == 0 or not np.issubdtype(array.dtype, np.floating):
+        return 0.0
+    return float(max(-array.min(), array.max()))

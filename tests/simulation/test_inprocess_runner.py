@@ -59,6 +59,8 @@ def test_silent_and_broken_clients_do_not_stop_the_round(tmp_path):
         assert "1002" in line["train"]["dropped"]
         assert "contains nan" in line["train"]["dropped"]["1002"]
         assert len(line["clients"]) == 4
+        assert line["sampled"] == {"train": 5, "evaluate": 5}
+        assert line["metrics"]["num-clients"] == 4
     assert all(np.isfinite(a.numpy()).all() for a in out.arrays.values())
 
 

@@ -666,3 +666,69 @@ def test_settings_and_summary_log(caplog):
     with caplog.at_level(logging.INFO, logger="fairfl"):
         strategy.summary()
     assert any("FedMGDA+ settings" in r.message for r in caplog.records)
+
+
+# --------------------------------------------------------------------------- value checks
+
+
+def test_bad_values_are_dropped_by_the_gram_pass_with_the_readers_reason():
+    # The reader skips its value pass (checks_array_values); the Gram pass must drop
+    # exactly what it would have, naming the same field and reason.
+    strategy = FedMGDAPlus(max_abs_weight=100.0)
+    nan = model([1, 0, 0, 0, 0, 0])
+    nan[1] = np.array([np.nan, 0], np.float32)
+    inf = model([0, 0, 1, 0, 0, 0])
+    inf[0] = np.array([[np.inf, 0], [0, 0]], np.float32)
+    huge = model([0, 0, 0, 500, 0, 0])
+    locals_ = [model([1, 0, 0, 0, 0, 0]), nan, inf, huge, model([0, 1, 0, 0, 0, 0])]
+    new, metrics = aggregate(strategy, locals_)
+    dropped = strategy.train_records[1].dropped
+    assert dropped == {
+        2: "arrays['1'] contains nan",
+        3: "arrays['0'] contains inf",
+        4: "arrays['0'] has |value| 500 > 100",
+    }
+    assert metrics["dropped-replies"] == 3
+    assert strategy.train_records[1].weights == pytest.approx({1: 0.5, 5: 0.5}, abs=1e-9)
+    np.testing.assert_allclose(flat(new), [0.5, 0.5, 0, 0, 0, 0], atol=1e-6)
+
+
+def test_values_near_the_bound_are_checked_exactly():
+    # peak + ‖g‖ exceeds the bound but every value is within it: kept.
+    strategy = FedMGDAPlus(max_abs_weight=10.0)
+    global_ = model([9, 0, 0, 0, 0, 0])
+    new, _ = aggregate(
+        strategy, [model([9, 9, 0, 0, 0, 0]), model([9, 0, 9, 0, 0, 0])], global_=global_
+    )
+    assert strategy.train_records[1].dropped == {}
+    assert np.all(np.isfinite(flat(new)))
+
+
+def test_buffer_values_are_checked_directly():
+    names = {"fc.weight": np.zeros(2, np.float32), "bn.running_var": np.ones(2, np.float32)}
+    strategy = FedMGDAPlus()
+    grid = Mock(spec=Grid)
+    grid.get_node_ids.return_value = [1, 2, 3]
+    with server_task_identity(1):
+        strategy.configure_train(1, arrays_of(names), ConfigRecord({"lr": 0.1}), grid)
+    good = {"fc.weight": np.array([1, 0], np.float32), "bn.running_var": np.ones(2, np.float32)}
+    bad = {
+        "fc.weight": np.array([0, 1], np.float32),
+        "bn.running_var": np.array([np.nan, 1], np.float32),
+    }
+    replies = [
+        make_reply(1, arrays_of(good), {keys.NUM_EXAMPLES: 5}),
+        make_reply(2, arrays_of(bad), {keys.NUM_EXAMPLES: 5}),
+    ]
+    arrays, _ = strategy.aggregate_train(1, replies)
+    assert strategy.train_records[1].dropped == {2: "arrays['bn.running_var'] contains nan"}
+    np.testing.assert_allclose(arrays["fc.weight"].numpy(), [-1, 0], atol=1e-6)
+
+
+def test_finite_values_whose_norm_overflows_are_dropped():
+    strategy = FedMGDAPlus(max_abs_weight=None)
+    huge = model([3e38, 3e38, 0, 0, 0, 0])
+    aggregate(strategy, [model([1, 0, 0, 0, 0, 0]), huge, model([0, 1, 0, 0, 0, 0])])
+    assert strategy.train_records[1].dropped == {
+        2: "arrays: the update's squared norm overflows float64"
+    }

@@ -1,0 +1,216 @@
+"""`fairfl compare`: parsing of rules, grids and settings; planning; a CLI smoke run."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fairfl.cli import main
+from fairfl.report.compare import (
+    Assignment,
+    execute,
+    expand_variants,
+    parse_assignment,
+    parse_value,
+    plan_runs,
+    split_settings,
+)
+
+
+def test_values_take_the_type_of_the_keys_default():
+    assert parse_value("lr", "1") == 1.0 and isinstance(parse_value("lr", "1"), float)
+    assert parse_value("num-partitions", "3") == 3
+    assert parse_value("semivred-clip-negative", "true") is True
+    assert parse_value("dataset", "synthetic") == "synthetic"
+    with pytest.raises(ValueError, match=r"num-partitions must be an int, got '3\.5'"):
+        parse_value("num-partitions", "3.5")
+    with pytest.raises(ValueError, match="vred-clip-negative must be true or false, got 'maybe'"):
+        parse_value("vred-clip-negative", "maybe")
+
+
+def test_parse_assignment_forms_and_errors():
+    assert parse_assignment("semivred-beta=0.1,0.5", multi=True) == Assignment(
+        None, "semivred-beta", (0.1, 0.5)
+    )
+    assert parse_assignment("qffl:lr=0.05", multi=False) == Assignment("qffl", "lr", (0.05,))
+    with pytest.raises(ValueError, match="expected \\[rule:\\]key=value, got 'beta'"):
+        parse_assignment("beta", multi=True)
+    with pytest.raises(ValueError, match="unknown run-config key 'semivred-betta'"):
+        parse_assignment("semivred-betta=1", multi=True)
+    with pytest.raises(ValueError, match="seed is set per run; use --seeds"):
+        parse_assignment("seed=3", multi=False)
+    with pytest.raises(ValueError, match=r"rule must be one of .*, got 'nope'"):
+        parse_assignment("nope:lr=1", multi=False)
+    with pytest.raises(ValueError, match=r"empty value in 'lr=0\.1,'"):
+        parse_assignment("lr=0.1,", multi=True)
+
+
+def test_grid_expansion_labels_and_targets():
+    grid = [
+        parse_assignment("semivred-beta=0.1,0.5", multi=True),
+        parse_assignment("qffl:lr=0.05,0.1", multi=True),
+    ]
+    fixed = [parse_assignment("qffl:qffl-q=1", multi=False)]
+    variants = expand_variants(["fedavg", "semivred", "qffl"], grid, fixed)
+    assert [v.label for v in variants] == [
+        "fedavg",
+        "semivred[beta=0.1]",
+        "semivred[beta=0.5]",
+        "qffl[lr=0.05]",
+        "qffl[lr=0.1]",
+    ]
+    assert variants[3].overrides == {"qffl-q": 1.0, "lr": 0.05}
+    assert variants[1].slug == "semivred_beta_0.1"
+
+
+def test_shared_grid_key_varies_every_rule_and_axes_multiply():
+    grid = [
+        parse_assignment("lr=0.1,0.2", multi=True),
+        parse_assignment("vred-beta=0,1", multi=True),
+    ]
+    labels = [v.label for v in expand_variants(["fedavg", "vred"], grid)]
+    assert labels == [
+        "fedavg[lr=0.1]",
+        "fedavg[lr=0.2]",
+        "vred[lr=0.1,beta=0]",
+        "vred[lr=0.1,beta=1]",
+        "vred[lr=0.2,beta=0]",
+        "vred[lr=0.2,beta=1]",
+    ]
+
+
+def test_grid_for_a_rule_not_compared_is_an_error():
+    with pytest.raises(ValueError, match="grid key 'semivred-beta' belongs to none of the rules"):
+        expand_variants(["fedavg"], [parse_assignment("semivred-beta=1", multi=True)])
+    with pytest.raises(ValueError, match=r"rule must be one of .*, got 'fedsgd'"):
+        expand_variants(["fedsgd"])
+    with pytest.raises(ValueError, match="duplicate variants \\['vred\\[beta=1\\]'\\]"):
+        expand_variants(["vred"], [parse_assignment("vred-beta=1,1", multi=True)])
+
+
+def test_plan_gives_every_variant_the_same_config_per_seed(tmp_path):
+    base, per_rule = split_settings(["num-partitions=3", "lr=0.2", "num-partitions=4"])
+    assert base == {"num-partitions": 4, "lr": 0.2} and per_rule == []
+    variants = expand_variants(["fedavg", "rcfl"])
+    plan = plan_runs(variants, [0, 5], base, tmp_path)
+    assert [(r.label, r.seed, r.dir) for r in plan] == [
+        ("fedavg", 0, "runs/fedavg/seed-0"),
+        ("fedavg", 5, "runs/fedavg/seed-5"),
+        ("rcfl", 0, "runs/rcfl/seed-0"),
+        ("rcfl", 5, "runs/rcfl/seed-5"),
+    ]
+    assert plan[1].config == {
+        "num-partitions": 4,
+        "lr": 0.2,
+        "strategy": "fedavg",
+        "seed": 5,
+        "out-dir": str(tmp_path / "runs/fedavg/seed-5"),
+    }
+    # A rule's own random stream follows the run's seed unless set explicitly.
+    assert plan[3].config["rcfl-seed"] == 5
+    with pytest.raises(ValueError, match="seeds must be distinct and >= 0, got \\[1, 1\\]"):
+        plan_runs(variants, [1, 1], base, tmp_path)
+    with pytest.raises(ValueError, match="run config num-server-rounds must be >= 1, got 0"):
+        plan_runs(variants, [0], {"num-server-rounds": 0}, tmp_path)
+
+
+def test_execute_rejects_bad_workers_and_engine(tmp_path):
+    with pytest.raises(ValueError, match="workers must be in \\[1, 2\\], got 3"):
+        execute([], workers=3)
+    with pytest.raises(ValueError, match="engine must be one of \\('inprocess', 'flwr'\\)"):
+        execute([], engine="ray")  # type: ignore[arg-type]
+
+
+def test_cli_compare_smoke_two_rules_one_seed_one_round(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    code = main(
+        [
+            "compare",
+            "--rules",
+            "fedavg",
+            "semivred",
+            "--seeds",
+            "0",
+            "--set",
+            "num-partitions=3",
+            "num-server-rounds=1",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| fedavg |" in printed and "| semivred |" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [(r["label"], r["seed"], r["status"]) for r in manifest["runs"]] == [
+        ("fedavg", 0, "ok"),
+        ("semivred", 0, "ok"),
+    ]
+    for label in ("fedavg", "semivred"):
+        lines = (out / "runs" / label / "seed-0" / "rounds.jsonl").read_text().splitlines()
+        assert len(lines) == 1
+        assert len(json.loads(lines[0])["clients"]) == 3
+    # Same seed, same partition: both rules saw the same clients' test sets.
+    sizes = {
+        label: {
+            c["partition_id"]: c["num_examples"]
+            for c in json.loads((out / "runs" / label / "seed-0" / "rounds.jsonl").read_text())[
+                "clients"
+            ]
+        }
+        for label in ("fedavg", "semivred")
+    }
+    assert sizes["fedavg"] == sizes["semivred"]
+    for name in ("table6.md", "table6.csv", "table2.md", "table2.csv", "report.md", "curves.png"):
+        assert (out / name).is_file(), name
+    # The re-run skips finished runs.
+    assert (
+        main(
+            [
+                "compare",
+                "--rules",
+                "fedavg",
+                "--seeds",
+                "0",
+                "--set",
+                "num-partitions=3",
+                "num-server-rounds=1",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--skip-existing",
+            ]
+        )
+        == 0
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runs"][0]["status"] == "skipped"
+
+
+def test_cli_compare_reports_bad_input_without_running(tmp_path, capsys):
+    code = main(["compare", "--rules", "fedavg", "--set", "nope=1", "--out", str(tmp_path)])
+    assert code == 2
+    assert "unknown run-config key 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_cli_lists_rules_and_recipes(capsys):
+    assert main(["rules"]) == 0
+    assert "semivred" in capsys.readouterr().out
+    assert main(["recipes"]) == 0
+    out = capsys.readouterr().out
+    assert "qffl-synthetic" in out and "digits-table6" in out
+
+
+def test_recipes_parse_and_plan(tmp_path):
+    from fairfl.report.recipes import RECIPES
+    from fairfl.strategies.registry import STRATEGIES
+
+    for recipe in RECIPES.values():
+        base, per_rule = split_settings(recipe.settings)
+        grid = [parse_assignment(item, multi=True) for item in recipe.grid]
+        variants = expand_variants(recipe.rules or list(STRATEGIES), grid, per_rule)
+        labels = {v.label for v in variants}
+        assert recipe.baseline in labels and recipe.weights_label in labels
+        assert plan_runs(variants, recipe.seeds, base, Path(tmp_path))
