@@ -61,7 +61,8 @@ RESERVED_KEYS = ("strategy", "seed", "out-dir")
 #: At most this many worker processes (the target machine has 2 cores).
 MAX_WORKERS = 2
 
-FINAL_MODEL_FILE = "final_model.npz"
+#: Model files a run leaves (final model, resumable checkpoint): dropped by --no-models.
+MODEL_FILES = ("final_model.npz", "checkpoint.npz")
 
 
 # --------------------------------------------------------------------------- parsing
@@ -393,7 +394,8 @@ def _run_one(
             if code != 0 or not (out / SUMMARY_FILE).is_file():
                 raise RuntimeError(f"flwr run exited with code {code}; see {out / 'flwr.log'}")
         if not keep_models:
-            (out / FINAL_MODEL_FILE).unlink(missing_ok=True)
+            for name in MODEL_FILES:
+                (out / name).unlink(missing_ok=True)
         return RunStatus(run["dir"], "ok", time.perf_counter() - started)
     except Exception as error:  # one failed rule must not stop the comparison
         (out / ERROR_FILE).write_text(
@@ -456,7 +458,7 @@ def execute(
         One thread per process is much faster on a busy 2-core machine, where torch's
         default thread pool spins against the other processes.
     keep_models : bool
-        Keep each run's ``final_model.npz``.
+        Keep each run's ``final_model.npz`` (and ``checkpoint.npz``).
     skip_existing : bool
         Do not re-run a run whose ``summary.json`` has the same config and all rounds.
     progress : bool
@@ -648,6 +650,10 @@ def compare(
     from fairfl.report.build import build_report
 
     base, rule_settings = split_settings(settings)
+    if "checkpoint" in shared_keys():
+        # Comparison runs are short and reproducible from their seed: no per-round
+        # checkpoint unless asked for (--set checkpoint=true).
+        base.setdefault("checkpoint", False)
     axes = [parse_assignment(item, multi=True) for item in grid]
     variants = expand_variants(rules, axes, rule_settings)
     plan = plan_runs(variants, seeds, base, out_dir)

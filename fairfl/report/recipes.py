@@ -203,7 +203,7 @@ DIGITS_TABLE6 = Recipe(
         "Every registered rule at its default hyperparameters on scikit-learn's 8x8 "
         "digits (1,797 images), 20 clients, label-skew Dirichlet α = 0.1, a 30% local "
         "test split per client, an MLP (64-64-10), full participation, local SGD "
-        "(lr 0.1, batch 32, 1 local epoch), 30 rounds, 3 seeds (each seed draws its own "
+        "(lr 0.1, batch 32, 2 local epochs), 30 rounds, 3 seeds (each seed draws its own "
         "partition, split and initial model, shared by all rules). Paper 000 trains "
         "ResNet-18 on CIFAR for 200 rounds, so only the pattern, not the numbers, can "
         "carry over."
@@ -218,7 +218,7 @@ DIGITS_TABLE6 = Recipe(
         "test-fraction=0.3",
         "model=mlp",
         "lr=0.1",
-        "local-epochs=1",
+        "local-epochs=2",
         "batch-size=32",
         "num-server-rounds=30",
     ),

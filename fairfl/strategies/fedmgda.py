@@ -142,6 +142,9 @@ class FedMGDAPlus(FairStrategy):
       but is not installed; interior-point and ADMM backends are less accurate. If every
       ridge fails, λ = λ0 and the status says so.
     * Updates with ‖g_i‖ <= 1e-12 get λ_i = 0 and stay out of the QP (spec §7.2.5).
+    * The reply reader's pass over every value is skipped: the Gram pass finds NaN/Inf
+      and bounds the magnitudes (:meth:`read_train_replies`), so a bad reply is still
+      dropped with the reader's reason, at no extra pass.
     * Arrays whose name ends in ``running_mean``, ``running_var`` or
       ``num_batches_tracked`` are buffers: out of the norm and the QP, averaged with λ0
       (integer ones keep the global value). fairfl's model zoo has none.
@@ -585,7 +588,8 @@ def gram_matrix(
     Returns
     -------
     NDArray[np.float64]
-        The symmetric (n, n) Gram matrix.
+        The symmetric (n, n) Gram matrix. A client with a NaN/Inf value gets a
+        non-finite row and column; the other entries are unaffected.
 
     Raises
     ------
@@ -613,7 +617,9 @@ def gram_matrix(
     def multiply(width: int) -> None:
         part = block[:, :width]
         np.subtract(part, centre[:width], out=part)  # float64: exact for float32 inputs
-        gram[...] += part @ part.T
+        # A NaN/Inf value only spoils its client's row and column; callers check them.
+        with np.errstate(invalid="ignore", over="ignore"):
+            gram[...] += part @ part.T
 
     for index, global_array in enumerate(global_arrays):
         if not mask[index]:

@@ -23,7 +23,7 @@ FLWR_VERSION = Version(flwr.__version__)
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
-        FLWR_VERSION >= Version("1.37"),
+        Version("1.37") <= FLWR_VERSION,
         reason=f"flwr {FLWR_VERSION} serves the Fleet API over HTTP; this test runs in the "
         "oldest-flwr environment of scripts/test.sh",
     ),
@@ -45,35 +45,64 @@ def test_semivred_over_the_grpc_fleet_api(tmp_path):
     def spawn(name, command):
         logs[name] = tmp_path / f"{name}.log"
         process = subprocess.Popen(
-            command, env=env, cwd=tmp_path, stdout=logs[name].open("wb"),
-            stderr=subprocess.STDOUT, start_new_session=True,
+            command,
+            env=env,
+            cwd=tmp_path,
+            stdout=logs[name].open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         processes.append(process)
         return process
 
     try:
-        superlink = spawn("superlink", [
-            "flower-superlink", "--insecure",
-            "--serverappio-api-address", f"127.0.0.1:{serverappio}",
-            "--fleet-api-address", f"127.0.0.1:{fleet}",
-            "--control-api-address", f"127.0.0.1:{control}",
-        ])
+        superlink = spawn(
+            "superlink",
+            [
+                "flower-superlink",
+                "--insecure",
+                "--serverappio-api-address",
+                f"127.0.0.1:{serverappio}",
+                "--fleet-api-address",
+                f"127.0.0.1:{fleet}",
+                "--control-api-address",
+                f"127.0.0.1:{control}",
+            ],
+        )
         wait_for_port(fleet, superlink, timeout=120)
         wait_for_port(control, superlink, timeout=120)
         for partition in range(2):
-            spawn(f"supernode-{partition}", [
-                "flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{fleet}",
-                "--clientappio-api-address", f"127.0.0.1:{free_port()}",
-                "--node-config", f"partition-id={partition} num-partitions=2",
-            ])
+            spawn(
+                f"supernode-{partition}",
+                [
+                    "flower-supernode",
+                    "--insecure",
+                    "--superlink",
+                    f"127.0.0.1:{fleet}",
+                    "--clientappio-api-address",
+                    f"127.0.0.1:{free_port()}",
+                    "--node-config",
+                    f"partition-id={partition} num-partitions=2",
+                ],
+            )
         out_dir = tmp_path / "out"
-        overrides = toml_overrides({
-            "strategy": "semivred", "num-server-rounds": 2, "num-partitions": 2,
-            "out-dir": str(out_dir), "local-epochs": 1,
-        })
+        overrides = toml_overrides(
+            {
+                "strategy": "semivred",
+                "num-server-rounds": 2,
+                "num-partitions": 2,
+                "out-dir": str(out_dir),
+                "local-epochs": 1,
+            }
+        )
         submitted = subprocess.run(
             ["flwr", "run", str(ROOT), "grpc", "--stream", "--run-config", overrides],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
         )
         assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
         deadline = time.monotonic() + 60

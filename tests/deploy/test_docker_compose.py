@@ -213,7 +213,9 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
             assert sorted(c["partition_id"] for c in r["clients"]) == list(range(N_SUPERNODES))
         assert (results / "run1" / "summary.json").exists()
     finally:
-        down = run_dc("down", "--volumes", "--rmi", "all", "--remove-orphans", timeout=300)
+        down = run_dc(
+            "down", "--volumes", "--rmi", "all", "--remove-orphans", "--timeout", "5", timeout=300
+        )
         print(f"compose down: rc={down.returncode}")
         engine.docker("rmi", "-f", base, check=False)
         timings["down"] = time.monotonic() - t0 - sum(timings.values())

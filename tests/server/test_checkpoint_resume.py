@@ -17,14 +17,14 @@ from fairfl.simulation import run_inprocess
 CONFIG = {"num-partitions": 4, "num-server-rounds": 4, "lr": 0.1, "fraction-train": 0.75}
 
 
-class ServerCrash(RuntimeError):
+class ServerCrashError(RuntimeError):
     pass
 
 
 def crash_in_round(round_number):
     def reply_filter(instruction, reply):
         if int(instruction.content["config"]["server-round"]) == round_number:
-            raise ServerCrash(f"killed in round {round_number}")
+            raise ServerCrashError(f"killed in round {round_number}")
         return reply
 
     return reply_filter
@@ -42,17 +42,18 @@ def test_resumed_run_ends_with_the_uninterrupted_model(tmp_path, strategy):
     whole = run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
 
     crashed_dir = tmp_path / "crashed"
-    with pytest.raises(ServerCrash):
+    with pytest.raises(ServerCrashError):
         run_inprocess({**config, "out-dir": str(crashed_dir)}, reply_filter=crash_in_round(3))
     assert load_checkpoint(crashed_dir / CHECKPOINT_FILE).server_round == 2
     resumed = run_inprocess(
-        {**config, "out-dir": str(crashed_dir),
-         "resume-from": str(crashed_dir / CHECKPOINT_FILE)}
+        {**config, "out-dir": str(crashed_dir), "resume-from": str(crashed_dir / CHECKPOINT_FILE)}
     )
     for key, array in whole.arrays.items():
         np.testing.assert_array_equal(resumed.arrays[key].numpy(), array.numpy())
     assert [r["round"] for r in rounds_of(crashed_dir)] == [1, 2, 3, 4]
-    assert [r["metrics"] for r in rounds_of(crashed_dir)] == [r["metrics"] for r in rounds_of(tmp_path / "whole")]
+    assert [r["metrics"] for r in rounds_of(crashed_dir)] == [
+        r["metrics"] for r in rounds_of(tmp_path / "whole")
+    ]
 
 
 def test_random_state_round_trips():

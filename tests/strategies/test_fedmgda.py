@@ -722,13 +722,17 @@ def test_buffer_values_are_checked_directly():
     ]
     arrays, _ = strategy.aggregate_train(1, replies)
     assert strategy.train_records[1].dropped == {2: "arrays['bn.running_var'] contains nan"}
-    np.testing.assert_allclose(arrays["fc.weight"].numpy(), [-1, 0], atol=1e-6)
+    # Only client 1 is left: ḡ_1 = (−1, 0), λ = 1, w_{t+1} = 0 − 1·ḡ_1 = (1, 0).
+    np.testing.assert_allclose(arrays["fc.weight"].numpy(), [1, 0], atol=1e-6)
 
 
 def test_finite_values_whose_norm_overflows_are_dropped():
+    # float64 weights of 1e200 are finite and allowed with no max_abs_weight, but their
+    # squared norm is not (float32 weights cannot overflow a float64 square).
     strategy = FedMGDAPlus(max_abs_weight=None)
-    huge = model([3e38, 3e38, 0, 0, 0, 0])
-    aggregate(strategy, [model([1, 0, 0, 0, 0, 0]), huge, model([0, 1, 0, 0, 0, 0])])
+    global64 = [np.zeros(2)]
+    locals_ = [[np.array([1.0, 0.0])], [np.array([1e200, 1e200])], [np.array([0.0, 1.0])]]
+    aggregate(strategy, locals_, global_=global64)
     assert strategy.train_records[1].dropped == {
         2: "arrays: the update's squared norm overflows float64"
     }

@@ -1,0 +1,255 @@
+"""Per-round time and peak server memory at 10, 100 and 1,000 clients, two runtimes.
+
+Synthetic(1, 1) with one device per client, multinomial logistic regression, FedAvg,
+full participation, 1 local epoch, ``--rounds`` rounds (2 by default: round 1 includes
+warm-up, so round 2 is the steady per-round time). Per-round times come from the
+``wall_time`` stamps of ``rounds.jsonl``, which the server writes.
+
+- ``inprocess``: :func:`fairfl.simulation.run_inprocess` in a fresh Python process per
+  size; server and clients share that process, so "server memory" is the process's peak
+  RSS (``ru_maxrss``) minus its RSS after imports: everything the run held, clients'
+  data and models included.
+- ``flwr``: Flower's simulation engine (SuperLink + Ray) through
+  :func:`fairfl.simulation.engine.run_simulation`, one CPU per client; the ServerApp
+  process's peak RSS (``VmHWM`` of the ``flwr-serverapp`` process, polled from /proc) and
+  the peak RSS summed over the whole SuperLink process tree (Ray included).
+
+A size that exceeds ``--timeout`` seconds is reported as such (on 2 shared cores Ray
+runs two ClientApps at a time).
+
+    nice .venv/bin/python benchmarks/bench_scale.py
+    nice .venv/bin/python benchmarks/bench_scale.py --runtimes inprocess --clients 10 100 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+
+def run_config(num_clients: int, rounds: int, out_dir: Path) -> dict:
+    return {
+        "strategy": "fedavg",
+        "dataset": "synthetic",
+        "partitioner": "natural",
+        "model": "logreg",
+        "num-partitions": num_clients,
+        "num-server-rounds": rounds,
+        "local-epochs": 1,
+        "batch-size": 32,
+        "lr": 0.05,
+        "seed": 1,
+        "out-dir": str(out_dir),
+    }
+
+
+def round_times(out_dir: Path) -> list[float]:
+    """Seconds each round took, from the server's ``wall_time`` stamps."""
+    path = out_dir / "rounds.jsonl"
+    if not path.is_file():
+        return []
+    stamps = [json.loads(line)["wall_time"] for line in path.read_text().splitlines() if line]
+    return [b - a for a, b in zip([0.0, *stamps], stamps, strict=False)]
+
+
+def child_inprocess(num_clients: int, rounds: int, out_dir: Path) -> None:
+    """Run in a fresh process: print one JSON line of results."""
+    import logging
+
+    import torch
+
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    torch.set_num_threads(1)
+    from fairfl.logs import attach_flower_console
+    from fairfl.simulation import run_inprocess
+
+    attach_flower_console(logging.WARNING)
+    baseline_kb = _rss_kb()
+    started = time.perf_counter()
+    run_inprocess(run_config(num_clients, rounds, out_dir))
+    total = time.perf_counter() - started
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "total_s": total,
+                "round_s": round_times(out_dir),
+                "peak_mb": peak_kb / 1024,
+                "run_mb": (peak_kb - baseline_kb) / 1024,
+            }
+        )
+    )
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def measure_inprocess(num_clients: int, rounds: int, timeout: float, work: Path) -> dict:
+    out_dir = work / f"inprocess-{num_clients}"
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        str(num_clients),
+        "--rounds",
+        str(rounds),
+        "--out",
+        str(out_dir),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout:.0f} s", "round_s": round_times(out_dir)}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {"error": (done.stderr or done.stdout)[-300:]}
+    return json.loads(lines[-1])
+
+
+def _status_kb(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _short_name(cmdline: str) -> str:
+    """``flwr-simulation``, ``raylet``, ``ray::ClientAppActor``...: what a process is."""
+    parts = cmdline.split()
+    if not parts:
+        return "?"
+    for part in parts[:3]:
+        base = Path(part).name
+        if base.startswith(("flwr", "flower", "ray", "gcs", "raylet")):
+            return base
+    return Path(parts[0]).name
+
+
+def measure_flwr(num_clients: int, rounds: int, timeout: float, work: Path) -> dict:
+    from fairfl.simulation.engine import descendants, run_simulation, toml_overrides
+
+    out_dir = work / f"flwr-{num_clients}"
+    peaks: dict[str, int] = {"tree_kb": 0}
+    by_name: dict[str, int] = {}
+    stop = threading.Event()
+
+    def watch(superlink) -> None:
+        def poll() -> None:
+            while not stop.is_set():
+                family = [superlink.pid, *descendants(superlink.pid)]
+                peaks["tree_kb"] = max(
+                    peaks["tree_kb"], sum(_status_kb(p, "VmRSS:") for p in family)
+                )
+                for pid in family:
+                    name = _short_name(_cmdline(pid))
+                    by_name[name] = max(by_name.get(name, 0), _status_kb(pid, "VmHWM:"))
+                time.sleep(0.5)
+
+        threading.Thread(target=poll, daemon=True).start()
+
+    started = time.perf_counter()
+    log_path = work / f"flwr-{num_clients}.log"
+    try:
+        with log_path.open("wb") as log:
+            code = run_simulation(
+                toml_overrides(run_config(num_clients, rounds, out_dir)),
+                num_clients,
+                work / f"flwr-home-{num_clients}",
+                timeout=timeout,
+                output=log,
+                superlink_started=watch,
+            )
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        stop.set()
+    result = {
+        "total_s": time.perf_counter() - started,
+        "round_s": round_times(out_dir),
+        # In simulation the ServerApp runs inside the `flwr-simulation` process (with
+        # the Ray driver); its peak is the server's.
+        "serverapp_peak_mb": max(
+            (kb for name, kb in by_name.items() if "simulation" in name or "serverapp" in name),
+            default=0,
+        )
+        / 1024,
+        "tree_peak_mb": peaks["tree_kb"] / 1024,
+        "peaks_mb": {name: round(kb / 1024) for name, kb in sorted(by_name.items())},
+    }
+    if code is None:
+        result["error"] = f"over {timeout:.0f} s"
+    elif code != 0:
+        result["error"] = f"flwr run exited with {code}; see {log_path}"
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runtimes", nargs="+", default=["inprocess", "flwr"])
+    parser.add_argument("--clients", nargs="+", type=int, default=[10, 100, 1000])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per size")
+    parser.add_argument("--work", type=Path, default=None, help="scratch folder")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        child_inprocess(args.child, args.rounds, args.out)
+        return 0
+    work = args.work or Path(tempfile.mkdtemp(prefix="fairfl-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"Synthetic(1,1), logistic regression, FedAvg, {args.rounds} rounds; work dir {work}")
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    for runtime in args.runtimes:
+        for num_clients in args.clients:
+            measure = measure_inprocess if runtime == "inprocess" else measure_flwr
+            result = measure(num_clients, args.rounds, args.timeout, work)
+            rounds = ", ".join(f"{t:.2f}" for t in result.get("round_s", []))
+            memory = (
+                f"run {result['run_mb']:.0f} MB (process peak {result['peak_mb']:.0f} MB)"
+                if "run_mb" in result
+                else f"serverapp peak {result.get('serverapp_peak_mb', 0):.0f} MB, "
+                f"process tree peak {result.get('tree_peak_mb', 0):.0f} MB; per process "
+                f"{result.get('peaks_mb')}"
+            )
+            line = (
+                f"{runtime:9s} {num_clients:5d} clients: per-round s [{rounds}]"
+                + (f", total {result['total_s']:.1f} s" if "total_s" in result else "")
+                + f"; {memory}"
+            )
+            if "error" in result:
+                line += f"; ERROR {result['error']}"
+            print(line, flush=True)
+    print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
