@@ -54,7 +54,8 @@ SUPERLINK_IP = f"{SUBNET_PREFIX}.1"
 CTL_IP = f"{SUBNET_PREFIX}.2"
 ROGUE_IP = f"{SUBNET_PREFIX}.99"
 
-#: flwr's exit code for a SuperNode that the SuperLink does not know (not registered).
+#: Flower's exit code (logged as "Exit Code: 305"; the process itself exits with 1)
+#: for a SuperNode the SuperLink refuses: its key is not registered.
 EXIT_SUPERNODE_NOT_REGISTERED = 305
 
 

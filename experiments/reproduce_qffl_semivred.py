@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from fairfl.data import partition_sizes  # noqa: E402 (after sys.path)
 from fairfl.data.partition import num_test_samples  # noqa: E402
+from fairfl.logs import attach_flower_console  # noqa: E402
 from fairfl.simulation import run_inprocess  # noqa: E402
 
 # Paper 002's table (Synthetic, mean ± std over 5 partitions).
@@ -142,6 +143,7 @@ def test_sizes(base: dict[str, Any], seed: int) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the chosen experiment over the seeds and print a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment", choices=["qffl", "semivred"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -159,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     # their time waiting for OpenMP threads (a round of 100 logreg clients took 70 s
     # with the default threads and 3 s with one).
     torch.set_num_threads(1)
+    attach_flower_console(logging.WARNING)
     logging.getLogger("flwr").setLevel(logging.WARNING)
-    logging.getLogger("fairfl").setLevel(logging.WARNING)
 
     base, rules = experiment_configs(args)
     print(f"# {args.experiment}: {json.dumps(base)}; seeds {args.seeds}")

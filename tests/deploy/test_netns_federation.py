@@ -81,7 +81,8 @@ def test_federation_across_namespaces(tmp_path: Path, record_property) -> None:
 
         # A SuperNode with an unregistered key is refused and never joins.
         code, node_log = fed.try_unregistered_supernode()
-        assert code == EXIT_SUPERNODE_NOT_REGISTERED, node_log
+        assert code is not None and code != 0, node_log
+        assert f"Exit Code: {EXIT_SUPERNODE_NOT_REGISTERED}" in node_log, node_log
         status = fed.node_status()
         assert len(status) == N_SUPERNODES and status.count("online") == N_SUPERNODES, status
         namespaces = list(fed.namespaces)
@@ -110,12 +111,14 @@ def test_federation_across_namespaces(tmp_path: Path, record_property) -> None:
         g, w = _by_partition(got), _by_partition(want)
         for p in range(N_SUPERNODES):
             assert g[p]["num_examples"] == w[p]["num_examples"]
-            assert g[p]["eval_acc"] == pytest.approx(w[p]["eval_acc"], abs=1e-12)
-            assert g[p]["eval_loss"] == pytest.approx(w[p]["eval_loss"], rel=1e-5)
-    # Final global model: equal up to float summation order (replies arrive in network
-    # order in a deployment, in node order in process).
+            assert g[p]["eval_acc"] == w[p]["eval_acc"]
+            assert g[p]["eval_loss"] == pytest.approx(w[p]["eval_loss"], rel=1e-6)
+    # Final global model. Bit-identical today (the strategies aggregate in a fixed order);
+    # the tolerance only admits float summation-order effects, see deploy/README.md.
     deployed = np.load(fed.out_dir("deploy") / "final_model.npz")
     local = np.load(inproc_dir / "final_model.npz")
     assert sorted(deployed.files) == sorted(local.files)
+    identical = all(np.array_equal(deployed[k], local[k]) for k in local.files)
+    print(f"deployment vs in-process final model: {'bit-identical' if identical else 'close'}")
     for key in local.files:
-        np.testing.assert_allclose(deployed[key], local[key], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(deployed[key], local[key], rtol=1e-6, atol=1e-7)

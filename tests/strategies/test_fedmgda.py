@@ -1,6 +1,8 @@
 """FedMGDA+ (paper 001): the min-norm QP, the step, the variants and the strategy."""
 
 import logging
+import tomllib
+from pathlib import Path
 from unittest.mock import Mock
 
 import numpy as np
@@ -77,6 +79,7 @@ def closed_form_two(g1, g2, prior, epsilon):
     return float(np.clip(np.dot(g2 - g1, g2) / np.dot(g1 - g2, g1 - g2), low, high))
 
 
+ROOT = Path(__file__).resolve().parents[2]
 GLOBAL = [np.zeros((2, 2), np.float32), np.zeros(2, np.float32)]
 
 
@@ -633,6 +636,16 @@ def test_registry_builds_every_variant_from_run_config():
     prox = build_strategy("mgda-prox", config)
     assert (prox.proximal_mu, prox.epsilon) == (0.3, 0.1)
     assert {"fedmgda", "fedavg-n", "fedmgda-plain", "mgda-prox"} <= set(STRATEGIES)
+
+
+@pytest.mark.parametrize("name", ["fedmgda", "fedavg-n", "fedmgda-plain", "mgda-prox"])
+def test_run_config_declares_every_key_with_the_constructor_default(name):
+    run_config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"][
+        "config"
+    ]
+    for key, default in STRATEGIES[name].defaults().items():
+        assert run_config[key] == default, key
+    assert run_config["fedmgda-epsilon"] == 1.0 and run_config["mgda-prox-mu"] == 0.2
 
 
 @pytest.mark.parametrize(

@@ -259,6 +259,55 @@ def test_reply_missing_train_loss_is_dropped_by_name():
     np.testing.assert_allclose(arrays["0"].numpy(), [-1 / 3, 0.0], rtol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("local", "reason"),
+    [
+        ([np.nan, 0.0], "arrays['0'] contains nan"),
+        ([0.0, -np.inf], "arrays['0'] contains inf"),
+        ([2e6, 0.0], "arrays['0'] has |value| 2e+06 > 1e+06"),
+    ],
+)
+def test_bad_values_are_dropped_with_the_readers_reason(local, reason):
+    # q-FFL checks values in its distance pass (checks_array_values); the reasons must be
+    # those of fairfl.contract.check_array_values.
+    strategy = QFFL(client_learning_rate=LR, q=1.0)
+    configured(strategy, GLOBAL, [1, 2])
+    replies = [
+        make_reply(1, LOCALS[0], {keys.NUM_EXAMPLES: 5, keys.TRAIN_LOSS: 1.0}),
+        make_reply(2, [np.array(local, np.float32)], {keys.NUM_EXAMPLES: 5, keys.TRAIN_LOSS: 1.0}),
+    ]
+    arrays, _ = strategy.aggregate_train(1, replies)
+    assert strategy.train_records[1].dropped == {2: reason}
+    np.testing.assert_allclose(arrays["0"].numpy(), [-1 / 3, 0.0], rtol=1e-6)
+
+
+def test_value_bound_falls_back_to_the_exact_check():
+    # w^t = (5e5, -5e5), w̄ = (5e5, 5e5): the bound max|w^t| + ‖w^t - w̄‖ = 1.5e6 exceeds
+    # 1e6, but every |value| is 5e5, so the exact check keeps the reply.
+    strategy = QFFL(client_learning_rate=LR, q=0.0)
+    global_arrays = [np.array([5e5, -5e5], np.float32)]
+    arrays, _ = aggregate(strategy, global_arrays, [[np.array([5e5, 5e5], np.float32)]], [1.0])
+    assert not strategy.train_records[1].dropped
+    np.testing.assert_allclose(arrays["0"].numpy(), [5e5, 5e5])
+    # Without a magnitude bound, huge finite values are fine too.
+    unbounded = QFFL(client_learning_rate=LR, q=0.0, max_abs_weight=None)
+    arrays, _ = aggregate(unbounded, GLOBAL, [[np.array([3e30, 0.0], np.float32)]], [1.0])
+    np.testing.assert_allclose(arrays["0"].numpy(), [3e30, 0.0], rtol=1e-6)
+
+
+def test_squared_distance_parts_by_array_and_float32_overflow():
+    from fairfl.strategies.qffl import squared_distance_parts
+
+    # rows: clients, columns: arrays; (1-0)² + (2-0)² = 5 and (3-1)² = 4
+    parts = squared_distance_parts(
+        [np.zeros(2, np.float32), np.ones(1, np.float32)],
+        [[np.array([1.0, 2.0], np.float32), np.array([3.0], np.float32)]],
+    )
+    np.testing.assert_allclose(parts, [[5.0, 4.0]])
+    # (3e30)² overflows float32; the block is redone in float64.
+    assert squared_distance(GLOBAL, [np.array([3e30, 0.0], np.float32)]) == pytest.approx(9e60)
+
+
 def test_all_replies_dropped_keeps_the_model():
     strategy = QFFL(client_learning_rate=LR)
     configured(strategy, GLOBAL, [1])
