@@ -89,6 +89,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_group_gone(pgid: int, timeout: float = 15.0) -> bool:
+    """Wait until no process (killed children not yet reaped included) is in ``pgid``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        time.sleep(0.1)
+    return False
+
+
 def _venv_bin() -> Path | None:
     """The bin directory holding flwr's commands next to this interpreter, if any."""
     for candidate in (Path(sys.executable).parent, REPO_ROOT / ".venv" / "bin"):
@@ -250,6 +264,7 @@ class LocalFederation:
                 os.killpg(proc.popen.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=5)
+            _wait_group_gone(proc.popen.pid)
         self.procs.clear()
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)

@@ -302,26 +302,28 @@ def squared_distance_parts(
                 )
         models.append(local)
     totals = np.zeros((len(models), len(globals_)), dtype=np.float64)
-    for index, g in enumerate(globals_):
-        if not np.issubdtype(g.dtype, np.floating):
-            continue
-        flat_g = g.reshape(-1)
-        flats = [model[index].reshape(-1) for model in models]
-        diff = np.empty(min(flat_g.size, _BLOCK), dtype=np.result_type(g, *flats))
-        # Block by block: w^t's block stays in cache while each client's is read once.
-        for start in range(0, flat_g.size, _BLOCK):
-            stop = min(start + _BLOCK, flat_g.size)
-            g_block, d_block = flat_g[start:stop], diff[: stop - start]
-            for k, flat in enumerate(flats):
-                np.subtract(g_block, flat[start:stop], out=d_block)
-                np.multiply(d_block, d_block, out=d_block)
-                # A pairwise sum per block (not np.dot: BLAS threads stall on a busy
-                # machine), the blocks summed in float64.
-                partial = float(d_block.sum())
-                if not math.isfinite(partial):  # float32 overflow: redo in float64
-                    exact = np.subtract(g_block, flat[start:stop], dtype=np.float64)
-                    partial = float(np.sum(exact * exact))
-                totals[k, index] += partial
+    # float32 overflow (and NaN/Inf in a reply) is handled below, without warnings.
+    with np.errstate(over="ignore", invalid="ignore"):
+        for index, g in enumerate(globals_):
+            if not np.issubdtype(g.dtype, np.floating):
+                continue
+            flat_g = g.reshape(-1)
+            flats = [model[index].reshape(-1) for model in models]
+            diff = np.empty(min(flat_g.size, _BLOCK), dtype=np.result_type(g, *flats))
+            # Block by block: w^t's block stays in cache while each client's is read once.
+            for start in range(0, flat_g.size, _BLOCK):
+                stop = min(start + _BLOCK, flat_g.size)
+                g_block, d_block = flat_g[start:stop], diff[: stop - start]
+                for k, flat in enumerate(flats):
+                    np.subtract(g_block, flat[start:stop], out=d_block)
+                    np.multiply(d_block, d_block, out=d_block)
+                    # A pairwise sum per block (not np.dot: BLAS threads stall on a busy
+                    # machine), the blocks summed in float64.
+                    partial = float(d_block.sum())
+                    if not math.isfinite(partial):  # float32 overflow: redo in float64
+                        exact = np.subtract(g_block, flat[start:stop], dtype=np.float64)
+                        partial = float(np.sum(exact * exact))
+                    totals[k, index] += partial
     return totals
 
 

@@ -6,7 +6,7 @@ has the layout); every process is started with the ``deploy/scripts`` an operato
 use on real hosts. Two rounds run with ``flwr run``; then a SuperNode whose key was never
 registered must be refused, and the result must match the in-process runner's for the
 same seed. Where namespaces cannot be made (no root, no iproute2) the same test runs on
-loopback and says so.
+loopback and says so (set FAIRFL_DEPLOY_NETWORK=loopback to force that).
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def test_federation_across_namespaces(tmp_path: Path, record_property) -> None:
         "min-available-nodes": N_SUPERNODES,
         "seed": 7,
     }
-    fed = LocalFederation(tmp_path / "fed", supernodes=N_SUPERNODES, network="auto")
+    # FAIRFL_DEPLOY_NETWORK=loopback forces the fallback (netns: no fallback allowed).
+    network = os.environ.get("FAIRFL_DEPLOY_NETWORK", "auto")
+    fed = LocalFederation(tmp_path / "fed", supernodes=N_SUPERNODES, network=network)
     with fed:
         record_property("network", fed.mode)
         if fed.mode != "netns":
