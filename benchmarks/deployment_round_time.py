@@ -27,6 +27,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "deploy"))
+sys.path.insert(1, str(REPO))  # fairfl, also when not pip-installed
 
 from localfed import LocalFederation, app_run_config  # noqa: E402
 

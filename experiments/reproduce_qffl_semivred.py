@@ -92,7 +92,7 @@ def experiment_configs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
             "lr": args.lr if args.lr is not None else 0.1,
             "batch-size": args.batch_size if args.batch_size is not None else 10,
             "local-epochs": 1,
-            "num-server-rounds": args.rounds if args.rounds is not None else 100,
+            "num-server-rounds": args.rounds if args.rounds is not None else 40,
         }
         rules = {
             "FedAvg": {"strategy": "fedavg"},

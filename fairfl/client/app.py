@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 app = ClientApp()
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4096)  # one entry per simulated client this process serves
 def _client_data(settings: RunSettings, node: NodeSettings) -> ClientData:
     data_root = node.data_root or settings.data_root
     kwargs = settings.data_kwargs() | {

@@ -132,15 +132,18 @@ class FedMGDAPlus(FairStrategy):
       scaling its update (spec §7.1.2). Replies carry local weights (wire contract v1),
       and ``g_i = w_t − w_i`` uses the paper's sign, so the step is ``−η d``.
     * The schedule uses ``t = server_round − 1`` (Flower counts rounds from 1, the
-      authors' code from 0).
+      authors' code from 0). β defaults to 1 (no decay) because the paper's β depends
+      on the run length T, which a strategy does not know; the paper's best settings
+      decay (e.g. 1/10 over T, spec §2), and without decay full-batch runs diverged
+      (Tables 10–11): set ``global_lr_decay = paper_decay_factor(decay, T)``.
     * QP backend: quadprog (Goldfarb–Idnani, dense active set) is exact to ~1e-16 on the
       constraints and scale-invariant, but needs a positive-definite P. The Gram is
       rescaled to unit maximum diagonal and a ridge of 1e-12 is added (raised up to
       1e-6 if the factorisation still fails), which keeps a singular K (duplicate or
-      colinear clients, n > d) solvable and makes λ unique (duplicates share their
-      weight equally); d moves by at most √ridge. daqp would need no ridge (spec §1.9)
-      but is not installed; interior-point and ADMM backends are less accurate. If every
-      ridge fails, λ = λ0 and the status says so.
+      colinear clients, n > d) solvable and makes λ unique (in exact arithmetic,
+      duplicates share their weight equally); d moves by at most √ridge. daqp would
+      need no ridge (spec §1.9) but is not installed; interior-point and ADMM backends
+      are less accurate. If every ridge fails, λ = λ0 and the status says so.
     * Updates with ‖g_i‖ <= 1e-12 get λ_i = 0 and stay out of the QP (spec §7.2.5).
     * The reply reader's pass over every value is skipped: the Gram pass finds NaN/Inf
       and bounds the magnitudes (:meth:`read_train_replies`), so a bad reply is still

@@ -50,7 +50,7 @@ QFFL_EPSILON = 1e-10
 
 Weighting = Literal["uniform", "p"]
 
-# Elements per block of squared_distances.
+# Elements per block of squared_distance_parts.
 _BLOCK = 1 << 17
 
 
@@ -94,11 +94,22 @@ class QFFL(ReweightedStrategy):
 
     Notes
     -----
+    On identical replies without ``qffl-h`` the new model equals that of Flower's
+    :class:`flwr.serverapp.strategy.QFedAvg` (tested): same Δ_k, h_k, ε and unweighted
+    sums, computed here in float64 as the unified form (Δ_k is never materialised).
+
     A reply whose ``qffl-h`` differs from the server's h_k by more than ``h_rtol``
     (relative) is dropped with the reason ``metrics['qffl-h'] is <client> but the
-    server computes <server> ...``: the client used another q or learning rate, or sent
-    an h for other weights, and summing it would change every client's step. Flower's
-    QFedAvg never sees a client h.
+    server computes <server> (q .., L .., rtol ..)``: the client used another q or
+    learning rate, or sent an h for other weights, and summing it would change every
+    client's step. Within the tolerance the client's h_k is the one summed (Algorithm
+    2, lines 7-8).
+
+    Sampling: Algorithm 2 samples devices with probability p_k and sums uniformly;
+    Flower samples uniformly (``fraction_train``). Under full participation, the
+    setting of both papers' experiments, ``"uniform"`` is the reference behaviour
+    (spec §15.4: the baseline of paper 000, which ignores client sizes); ``"p"``
+    weights by size instead.
     """
 
     required_train_metrics: ClassVar[tuple[str, ...]] = (keys.TRAIN_LOSS,)

@@ -57,7 +57,7 @@ def test_federation_across_namespaces(tmp_path: Path, record_property) -> None:
     with fed:
         record_property("network", fed.mode)
         if fed.mode != "netns":
-            msg = f"network namespaces unavailable ({fed.fallback_reason}): ran on loopback"
+            msg = f"ran on loopback, not in network namespaces: {fed.fallback_reason}"
             warnings.warn(msg, stacklevel=1)
             print(msg)
         else:

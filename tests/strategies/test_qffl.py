@@ -129,8 +129,11 @@ def test_lambdas_are_finite_positive_and_sum_at_most_one(clients, q, lr):
     assert lam.sum() <= 1 + 1e-12
 
 
-@given(st.lists(st.floats(0.0, 1e3), min_size=1, max_size=6), st.floats(0.01, 3.0),
-       st.floats(0.01, 10.0))
+@given(
+    st.lists(st.floats(0.0, 1e3), min_size=1, max_size=6),
+    st.floats(0.01, 3.0),
+    st.floats(0.01, 10.0),
+)
 def test_equal_losses_give_equal_lambdas(distances, q, loss):
     lam, _ = qfedavg_lambdas([loss] * len(distances), distances, q=q, lipschitz=4.0)
     np.testing.assert_allclose(lam, lam[0])
@@ -180,7 +183,10 @@ def test_matches_flower_qfedavg_by_hand():
 )
 def test_matches_flower_qfedavg_on_identical_replies(num_clients, q, lr, seed):
     rng = np.random.default_rng(seed)
-    global_arrays = [rng.normal(size=(5, 4)).astype(np.float32), rng.normal(size=4).astype(np.float32)]
+    global_arrays = [
+        rng.normal(size=(5, 4)).astype(np.float32),
+        rng.normal(size=4).astype(np.float32),
+    ]
     locals_ = [
         [(g - lr * rng.normal(size=g.shape)).astype(np.float32) for g in global_arrays]
         for _ in range(num_clients)
@@ -199,8 +205,9 @@ def test_q_zero_is_flowers_q_zero_and_the_unweighted_mean():
     global_arrays = [rng.normal(size=6).astype(np.float32)]
     locals_ = [[rng.normal(size=6).astype(np.float32)] for _ in range(4)]
     losses, counts = [0.3, 1.0, 2.0, 0.01], [1, 5, 20, 3]
-    ours, metrics = aggregate(QFFL(client_learning_rate=0.1, q=0.0), global_arrays, locals_,
-                              losses, counts)
+    ours, metrics = aggregate(
+        QFFL(client_learning_rate=0.1, q=0.0), global_arrays, locals_, losses, counts
+    )
     flower = flower_aggregate(0.1, 0.0, global_arrays, locals_, losses, counts)
     mean = np.mean([c[0] for c in locals_], axis=0)
     np.testing.assert_allclose(ours["0"].numpy(), mean, rtol=1e-6, atol=1e-7)
@@ -214,7 +221,10 @@ def test_q_zero_with_p_weighting_is_fedavg():
     locals_ = [[rng.normal(size=(2, 2)).astype(np.float32)] for _ in range(3)]
     losses, counts = [0.5, 1.5, 3.0], [2, 7, 11]
     ours, _ = aggregate(
-        QFFL(client_learning_rate=0.05, q=0.0, weighting="p"), global_arrays, locals_, losses,
+        QFFL(client_learning_rate=0.05, q=0.0, weighting="p"),
+        global_arrays,
+        locals_,
+        losses,
         counts,
     )
     fedavg, _ = aggregate(FedAvg(), global_arrays, locals_, losses, counts)
@@ -229,9 +239,7 @@ def test_client_h_that_agrees_is_used_and_one_that_disagrees_is_dropped(caplog):
     with caplog.at_level(logging.INFO, logger="fairfl"):
         arrays, metrics = aggregate(strategy, GLOBAL, LOCALS, LOSSES, extra=extra)
     reason = strategy.train_records[1].dropped[2]
-    assert reason == (
-        "metrics['qffl-h'] is 44 but the server computes 22 (q 1, L 2, rtol 0.001)"
-    )
+    assert reason == ("metrics['qffl-h'] is 44 but the server computes 22 (q 1, L 2, rtol 0.001)")
     assert f"dropped reply from node 2: {reason}" in caplog.text
     # only client 1 left: λ_1 = L F / h_1 = 2/6 = 1/3 -> w = -(1/3)(1, 0)
     np.testing.assert_allclose(arrays["0"].numpy(), [-1 / 3, 0.0], rtol=1e-6)
@@ -412,8 +420,7 @@ def test_in_process_client_with_another_lr_is_dropped(tmp_path):
         return reply
 
     out = run_inprocess(
-        {"strategy": "qffl", "num-server-rounds": 1, "num-partitions": 3,
-         "out-dir": str(tmp_path)},
+        {"strategy": "qffl", "num-server-rounds": 1, "num-partitions": 3, "out-dir": str(tmp_path)},
         reply_filter=tamper,
     )
     dropped = out.strategy.train_records[1].dropped

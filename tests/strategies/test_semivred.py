@@ -133,8 +133,9 @@ def test_below_mean_clients_all_get_p_times_one_minus_2_beta_a(clients, beta):
         assert np.all(weights >= -1e-12)
 
 
-@given(st.lists(st.integers(1, 100), min_size=1, max_size=8), st.floats(0.0, 10.0),
-       st.floats(0.0, 5.0))
+@given(
+    st.lists(st.integers(1, 100), min_size=1, max_size=8), st.floats(0.0, 10.0), st.floats(0.0, 5.0)
+)
 def test_equal_losses_give_fedavg_weights_exactly(counts, loss, beta):
     p = sample_weights(counts)
     np.testing.assert_array_equal(semivred_weights(p, [loss] * len(counts), beta), p)
@@ -162,7 +163,10 @@ def test_above_bound_counts_negatives_and_clip_option(caplog):
         )
     clipped, clipped_metrics = aggregate(
         SemiVRed(beta=2.0, clip_negative_weights=True),
-        [np.ones(1, np.float32)], locals_, COUNTS, LOSSES,
+        [np.ones(1, np.float32)],
+        locals_,
+        COUNTS,
+        LOSSES,
     )
     np.testing.assert_allclose(faithful["0"].numpy(), [7.0], rtol=1e-6)
     np.testing.assert_allclose(clipped["0"].numpy(), [6.0], rtol=1e-6)

@@ -105,17 +105,18 @@ def test_algorithm1_form_by_hand():
     # Δ = -1 + 2·0.1·0.5 = -0.9;  θ^{t+1} = 1 + 0.9 = 1.9
     # weight form: 0.1875·4 + 0.2375·0 + 0.575·2 = 1.9
     new = algorithm1_update(
-        [np.array([1.0])], [[np.array([4.0])], [np.array([0.0])], [np.array([2.0])]],
-        P, loss_deviations(P, LOSSES), 0.1,
+        [np.array([1.0])],
+        [[np.array([4.0])], [np.array([0.0])], [np.array([2.0])]],
+        P,
+        loss_deviations(P, LOSSES),
+        0.1,
     )
     np.testing.assert_allclose(new[0], [1.9])
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(
-        st.tuples(st.integers(1, 100), st.floats(0.0, 10.0)), min_size=1, max_size=8
-    ),
+    st.lists(st.tuples(st.integers(1, 100), st.floats(0.0, 10.0)), min_size=1, max_size=8),
     st.floats(0.0, 2.0),
     st.integers(0, 2**31 - 1),
 )
@@ -125,9 +126,7 @@ def test_algorithm1_form_equals_weight_form(clients, beta, seed):
     p = sample_weights(counts)
     global_arrays = [rng.normal(size=(3, 2)), rng.normal(size=4)]
     locals_ = [[rng.normal(size=(3, 2)), rng.normal(size=4)] for _ in clients]
-    by_algorithm = algorithm1_update(
-        global_arrays, locals_, p, loss_deviations(p, losses), beta
-    )
+    by_algorithm = algorithm1_update(global_arrays, locals_, p, loss_deviations(p, losses), beta)
     by_weights = reweighted_average(global_arrays, locals_, vred_weights(p, losses, beta))
     for a, b in zip(by_algorithm, by_weights, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
@@ -153,8 +152,9 @@ def test_weights_sum_to_one_finite_and_increasing_in_loss(clients, beta):
         assert np.all(weights >= -1e-12)
 
 
-@given(st.lists(st.integers(1, 100), min_size=1, max_size=8), st.floats(0.0, 10.0),
-       st.floats(0.0, 5.0))
+@given(
+    st.lists(st.integers(1, 100), min_size=1, max_size=8), st.floats(0.0, 10.0), st.floats(0.0, 5.0)
+)
 def test_equal_losses_give_fedavg_weights_exactly(counts, loss, beta):
     p = sample_weights(counts)
     np.testing.assert_array_equal(vred_weights(p, [loss] * len(counts), beta), p)
@@ -198,7 +198,10 @@ def test_clip_option_clips_then_renormalises():
     # clipped weights (0, 1/11, 10/11) on θ = (4, 0, 2): 20/11
     arrays, metrics = aggregate(
         VRed(beta=1.0, clip_negative_weights=True),
-        [np.ones(1, np.float32)], [[[4.0]], [[0.0]], [[2.0]]], COUNTS, LOSSES,
+        [np.ones(1, np.float32)],
+        [[[4.0]], [[0.0]], [[2.0]]],
+        COUNTS,
+        LOSSES,
     )
     np.testing.assert_allclose(arrays["0"].numpy(), [20 / 11], rtol=1e-6)
     assert metrics["negative-weights"] == 1  # counted before clipping
