@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--title", help="report title")
     run.add_argument("--no-models", action="store_true", help="delete final_model.npz files")
     run.add_argument("--skip-existing", action="store_true", help="keep finished runs")
+    run.add_argument(
+        "--compress-runs", action="store_true", help="gzip each run's rounds.jsonl (for git)"
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     report = commands.add_parser(
@@ -140,6 +143,7 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         skip_existing=args.skip_existing,
         progress=not args.no_progress,
         log_level=logging.INFO if args.verbose else logging.WARNING,
+        compress_runs=args.compress_runs,
         baseline=args.baseline or (_present(recipe.baseline, rules, grid) if recipe else None),
         weights_label=args.weights_label
         or (_present(recipe.weights_label, rules, grid) if recipe else None),

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from fairfl.report import plots, tables
-from fairfl.report.results import RunResult, group_by_label, load_runs, read_manifest
+from fairfl.report.results import (
+    RunResult,
+    group_by_label,
+    load_runs,
+    read_manifest,
+    rounds_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -351,7 +357,8 @@ def _report_markdown(
     lines += [
         "## Plots",
         "",
-        "Mean and worst-10% client accuracy per round (mean over seeds, ± std shaded):",
+        "Mean and worst-10% client accuracy per round (mean over seeds; ± std shaded for up "
+        "to 6 variants):",
         "",
         "![curves](curves.png)",
         "",
@@ -380,7 +387,7 @@ def _report_markdown(
     ]
     for label, group in groups.items():
         links = ", ".join(
-            f"[seed {run.seed}]({Path(os.path.relpath(run.path, folder)).as_posix()}/rounds.jsonl)"
+            f"[seed {run.seed}]({Path(os.path.relpath(rounds_path(run.path), folder)).as_posix()})"
             for run in group
         )
         lines.append(f"- `{label}`: {links}")

@@ -46,7 +46,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from fairfl.report.results import ERROR_FILE, MANIFEST_FILE, ROUNDS_FILE, SUMMARY_FILE
+from fairfl.report.results import (
+    ERROR_FILE,
+    MANIFEST_FILE,
+    ROUNDS_FILE,
+    SUMMARY_FILE,
+    compress_rounds,
+)
 from fairfl.settings import RunSettings
 from fairfl.strategies.registry import STRATEGIES
 
@@ -365,6 +371,7 @@ def _run_one(
     engine: str,
     keep_models: bool,
     flwr_home: str | None,
+    compress: bool = False,
 ) -> RunStatus:
     """Execute one planned run (in this process or a worker); never raises."""
     out = Path(run["config"]["out-dir"])
@@ -396,6 +403,8 @@ def _run_one(
         if not keep_models:
             for name in MODEL_FILES:
                 (out / name).unlink(missing_ok=True)
+        if compress:
+            compress_rounds(out)
         return RunStatus(run["dir"], "ok", time.perf_counter() - started)
     except Exception as error:  # one failed rule must not stop the comparison
         (out / ERROR_FILE).write_text(
@@ -441,6 +450,7 @@ def execute(
     progress: bool = True,
     log_level: int = logging.WARNING,
     flwr_home: Path | None = None,
+    compress_runs: bool = False,
 ) -> list[RunStatus]:
     """Run every planned run; a failing run is recorded (``error.txt``) and skipped.
 
@@ -467,6 +477,9 @@ def execute(
         Level of the ``fairfl`` logger in the workers (Flower's is at least WARNING).
     flwr_home : Path | None
         Parent of the per-run ``FLWR_HOME`` folders for the Flower engine.
+    compress_runs : bool
+        Gzip each finished run's ``rounds.jsonl`` into ``rounds.jsonl.gz`` (about 10x
+        smaller, e.g. for results kept in git; ``fairfl report`` reads both).
 
     Raises
     ------
@@ -509,7 +522,8 @@ def execute(
     home = str(flwr_home) if flwr_home is not None else None
     with executor, _progress_bar(progress, sum(total_rounds.values()), len(plan)) as update:
         pending = {
-            executor.submit(_run_one, run.as_json(), engine, keep_models, home): run for run in todo
+            executor.submit(_run_one, run.as_json(), engine, keep_models, home, compress_runs): run
+            for run in todo
         }
         update(rounds_completed(), len(finished), "")
         while pending:
@@ -614,6 +628,7 @@ def compare(
     skip_existing: bool = False,
     progress: bool = True,
     log_level: int = logging.WARNING,
+    compress_runs: bool = False,
     baseline: str | None = None,
     weights_label: str | None = None,
     columns: str = "table6",
@@ -636,6 +651,7 @@ def compare(
     grid, settings : Sequence[str]
         ``--grid`` and ``--set`` items (module docstring).
     engine, workers, torch_threads, keep_models, skip_existing, progress, log_level
+    compress_runs
         See :func:`execute`.
     baseline, weights_label, columns, title
         See :func:`fairfl.report.build.build_report`; stored in the manifest.
@@ -700,6 +716,7 @@ def compare(
         skip_existing=skip_existing,
         progress=progress,
         log_level=log_level,
+        compress_runs=compress_runs,
     )
     manifest["wall_time_s"] = round(time.perf_counter() - started, 1)
     manifest["load_average_after"] = load_average()

@@ -1,7 +1,7 @@
 """Comparison plots as small PNGs (matplotlib, Agg backend; no display needed).
 
 - :func:`plot_curves`: mean and worst-10% client accuracy per round, one line per rule
-  variant (mean over seeds, shaded ± std).
+  variant (mean over seeds, shaded ± std for up to 6 variants).
 - :func:`plot_distribution`: each variant's final client accuracies, sorted (the curve
   of rank-wise means over seeds), as paper 000's Figure 1 shows them.
 - :func:`plot_weights`: one run's aggregation weights λ_i per round and client
@@ -24,6 +24,24 @@ from fairfl.report.results import RunResult, metric_curve, weight_matrix
 
 #: Pixels per inch of the PNGs: small files that still read on a README.
 DPI = 90
+
+#: Seed bands (± std) are drawn only up to this many variants; beyond, they hide the lines.
+SHADE_MAX_VARIANTS = 6
+
+
+def save_png(fig: plt.Figure, path: Path) -> Path:
+    """Save a figure as a small PNG: 256-colour palette, optimised (a third of the size)."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    buffer.seek(0)
+    with Image.open(buffer) as image:
+        image.convert("RGB").quantize(colors=256).save(path, format="PNG", optimize=True)
+    return path
 
 
 def _colours(count: int) -> list[tuple[float, float, float, float]]:
@@ -71,7 +89,7 @@ def plot_curves(
             if rounds.size == 0:
                 continue
             ax.plot(rounds, mean, style, color=colour, lw=1.3, label=label)
-            if len(runs) > 1:
+            if len(runs) > 1 and len(groups) <= SHADE_MAX_VARIANTS:
                 ax.fill_between(rounds, mean - std, mean + std, color=colour, alpha=0.12, lw=0)
         ax.set_xlabel("round")
         ax.set_ylabel(ylabel)
@@ -80,9 +98,7 @@ def plot_curves(
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)
 
 
 def sorted_accuracy_curve(runs: Sequence[RunResult]) -> np.ndarray:
@@ -117,9 +133,7 @@ def plot_distribution(
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)
 
 
 def _weights_panel(ax, fig, rounds, clients, values, *, label, ratio):
@@ -184,6 +198,4 @@ def plot_weights(
         axes[0, 1].set_title(f"relative to {reference.label}", fontsize=9)
     fig.suptitle(title or f"aggregation weights: {run.label}, seed {run.seed}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)

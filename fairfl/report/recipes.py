@@ -145,9 +145,10 @@ QFFL_SYNTHETIC = Recipe(
         "with q = 0 (FedAvg's objective) and q = 1 on Synthetic(1, 1), 100 devices "
         "(FedProx / q-FFL generator), multinomial logistic regression, 10 devices "
         "sampled per round, local SGD with batch 10, one partition per seed. "
-        "Departures, for a run of minutes on 2 CPU cores: 10 local epochs per round "
-        "instead of 1 and 150 rounds instead of ~20,000 (far from the paper's "
-        "convergence, so absolute accuracies are lower); a 20% test split per device "
+        "Departures, for a run of minutes on 2 CPU cores: 200 rounds instead of ~20,000 "
+        "(far from the paper's convergence, so absolute accuracies are lower); uniform "
+        "device sampling (Flower's) with n_k-weighted sums (qffl-weighting=p, the same "
+        "objective) instead of sampling by n_k with plain sums; a 20% test split per device "
         "(paper: 10% test + 10% validation); 3 seeds instead of 5 partitions; "
         "'Average' is the unweighted mean over devices (the reference code prints the "
         "pooled accuracy)."
@@ -161,10 +162,11 @@ QFFL_SYNTHETIC = Recipe(
         "num-partitions=100",
         "fraction-train=0.1",
         "lr=0.1",
-        "local-epochs=10",
+        "local-epochs=1",
         "batch-size=10",
         "test-fraction=0.2",
-        "num-server-rounds=150",
+        "num-server-rounds=200",
+        "qffl-weighting=p",
     ),
     seeds=(1, 2, 3),
     baseline="qffl[q=0]",

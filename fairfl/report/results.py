@@ -10,6 +10,7 @@ folders (``<variant>/seed-<s>/rounds.jsonl``; the seed may also come from
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
@@ -27,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 MANIFEST_FILE = "manifest.json"
 ROUNDS_FILE = "rounds.jsonl"
+ROUNDS_FILE_GZ = "rounds.jsonl.gz"
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
 
@@ -114,15 +116,18 @@ def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
 
 
 def read_rounds(path: Path) -> list[dict[str, Any]]:
-    """Parse a ``rounds.jsonl`` file (blank lines skipped).
+    """Parse a ``rounds.jsonl`` file, or a gzipped ``rounds.jsonl.gz`` (blank lines skipped).
 
     Raises
     ------
     ValueError
         If a line is not a JSON object (the message names the file and line).
     """
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        raw = gzip.decompress(raw)
     entries = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -137,7 +142,7 @@ def read_rounds(path: Path) -> list[dict[str, Any]]:
 
 def read_run(path: Path, *, label: str, rule: str, seed: int) -> RunResult:
     """Load one run folder; a folder without ``rounds.jsonl`` gives a failed run."""
-    rounds_file = path / ROUNDS_FILE
+    rounds_file = rounds_path(path)
     error_file = path / ERROR_FILE
     rounds = read_rounds(rounds_file) if rounds_file.is_file() else []
     error = None
@@ -147,6 +152,22 @@ def read_run(path: Path, *, label: str, rule: str, seed: int) -> RunResult:
     elif not rounds:
         error = f"no {ROUNDS_FILE} in {path}"
     return RunResult(label=label, rule=rule, seed=seed, path=path, rounds=rounds, error=error)
+
+
+def rounds_path(run_dir: Path) -> Path:
+    """The run's ``rounds.jsonl``, or its gzipped form when only that exists."""
+    plain = run_dir / ROUNDS_FILE
+    gzipped = run_dir / ROUNDS_FILE_GZ
+    return gzipped if gzipped.is_file() and not plain.is_file() else plain
+
+
+def compress_rounds(run_dir: Path) -> Path:
+    """Replace a run's ``rounds.jsonl`` by ``rounds.jsonl.gz`` (about 10x smaller)."""
+    plain = run_dir / ROUNDS_FILE
+    gzipped = run_dir / ROUNDS_FILE_GZ
+    gzipped.write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    plain.unlink()
+    return gzipped
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
@@ -179,7 +200,8 @@ def load_runs(folder: Path) -> list[RunResult]:
             )
             for run in manifest["runs"]
         ]
-    files = sorted(folder.rglob(ROUNDS_FILE))
+    files = sorted({rounds_path(p.parent) for p in folder.rglob("rounds.jsonl*")})
+    files = [p for p in files if p.is_file()]
     if not files:
         raise FileNotFoundError(f"no {MANIFEST_FILE} and no {ROUNDS_FILE} below {folder}")
     runs = []

@@ -130,3 +130,14 @@ def test_malformed_rounds_file_names_file_and_line(tmp_path):
     (folder / "rounds.jsonl").write_text('{"round": 1}\nnot json\n')
     with pytest.raises(ValueError, match=r"rounds.jsonl:2 is not valid JSON"):
         load_runs(tmp_path)
+
+
+def test_gzipped_rounds_are_read_and_linked(results):
+    from fairfl.report.results import compress_rounds
+
+    compress_rounds(results / "runs" / "semivred" / "seed-0")
+    assert not (results / "runs" / "semivred" / "seed-0" / "rounds.jsonl").exists()
+    runs = load_runs(results)
+    assert runs[1].final_accuracies() == pytest.approx({0: 45.0, 1: 55.0, 2: 80.0, 3: 15.0})
+    build_report(results)
+    assert "[seed 0](runs/semivred/seed-0/rounds.jsonl.gz)" in (results / "report.md").read_text()
