@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import sys
 import time
@@ -140,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     rules = args.rules or list(STRATEGIES)
+    logging.getLogger("flwr").setLevel(logging.WARNING)  # Flower logs each aggregation
+    logging.getLogger("fairfl").setLevel(logging.WARNING)
+    print(f"load average before: {os.getloadavg()}", flush=True)
 
     results = {}
     for num_params in args.params:
@@ -174,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         for name, error in results[size][1].items():
             print(f"error {name} at {size[0]} clients x {size[1]:,} params: {error}")
+    print(f"load average after: {os.getloadavg()}")
     return 0
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import shutil
 import statistics
 import sys
 import tempfile
@@ -44,6 +46,7 @@ def per_round(out_dir: Path) -> float:
 def inprocess_per_round(config: dict[str, Any], out_dir: Path, supernodes: int) -> float:
     from fairfl.simulation import run_inprocess
 
+    logging.getLogger("flwr").setLevel(logging.WARNING)  # the deployed runs' logs are enough
     nodes = {
         1001 + p: {"partition-id": p, "num-partitions": supernodes, "device": "cpu"}
         for p in range(supernodes)
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
     parser.add_argument("--isolation", choices=["subprocess", "process"], default="subprocess")
     parser.add_argument("-c", "--run-config", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--keep", action="store_true", help="keep logs and results (workdir)")
     args = parser.parse_args(argv)
 
     import tomllib
@@ -119,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         f"Flower deployment overhead: {dep[args.baseline] - local[args.baseline]:.2f} s/round "
         f"({100 * share:.0f}% of a {args.baseline} round)"
     )
-    print(f"# workdir: {work}")
+    if args.keep:
+        print(f"# workdir: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

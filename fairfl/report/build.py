@@ -297,6 +297,8 @@ def _report_markdown(
     timing = []
     if manifest.get("wall_time_s") is not None:
         timing.append(f"wall time {manifest['wall_time_s']:.0f} s")
+    if manifest.get("cpu_time_s") is not None:
+        timing.append(f"CPU time {manifest['cpu_time_s']:.0f} s (this process and its workers)")
     if manifest.get("engine"):
         timing.append(f"engine `{manifest['engine']}`")
     if manifest.get("workers"):

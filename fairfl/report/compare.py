@@ -579,6 +579,15 @@ def _progress_bar(enabled: bool, total_rounds: int, total_runs: int) -> Iterable
         yield update
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its finished children (workers)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def load_average() -> list[float] | None:
     """The 1, 5 and 15 minute load averages (None where the OS has none)."""
     try:
@@ -707,6 +716,7 @@ def compare(
         run["config"] = {k: v for k, v in run["config"].items() if k != "out-dir"}
     write_manifest(out_dir, manifest)
     started = time.perf_counter()
+    cpu_started = cpu_seconds()
     statuses = execute(
         plan,
         engine=engine,
@@ -719,6 +729,7 @@ def compare(
         compress_runs=compress_runs,
     )
     manifest["wall_time_s"] = round(time.perf_counter() - started, 1)
+    manifest["cpu_time_s"] = round(cpu_seconds() - cpu_started, 1)
     manifest["load_average_after"] = load_average()
     for entry, status in zip(manifest["runs"], statuses, strict=True):
         entry["status"] = status.status
