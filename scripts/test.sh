@@ -5,6 +5,21 @@
 # gRPC loopback deployment again under the oldest supported flwr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Deployment tests need a Docker engine, debootstrap (offline base image), iproute2
+# (network namespaces) and openssl/ssh-keygen (TLS, SuperNode keys); as root, install them.
+missing_tools() {
+  for tool in dockerd docker-compose debootstrap ip openssl ssh-keygen; do
+    command -v "$tool" >/dev/null || return 0
+  done
+  return 1
+}
+if [ "$(id -u)" = 0 ] && missing_tools; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    docker.io docker-compose debootstrap iproute2 openssl openssh-client >/dev/null
+fi
+# Built Docker base images are cached outside the checkout, so a fresh clone reuses them.
+export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"
 bash scripts/setup.sh
 export FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 export FLWR_HOME="$PWD/.flwr-home"

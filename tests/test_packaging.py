@@ -84,3 +84,13 @@ def test_wheel_installs_only_the_fairfl_package(tmp_path):
     assert done.stdout.strip().startswith(str(target))
     for generic in ("server", "client", "strategies"):
         assert not (target / generic).exists()
+
+
+def test_apps_do_not_import_torchvision():
+    # Flower starts a fresh ClientApp process per message: torchvision would cost seconds
+    # each time (and a CPU torch wheel with PyPI's torchvision does not even import).
+    probe = "import sys, fairfl.client.app, fairfl.server.app; print('torchvision' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"

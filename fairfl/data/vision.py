@@ -21,17 +21,24 @@ from __future__ import annotations
 
 import fcntl
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from torchvision import datasets as tv_datasets
 
-_CLASSES: dict[str, type[tv_datasets.MNIST] | type[tv_datasets.CIFAR10]] = {
-    "mnist": tv_datasets.MNIST,
-    "fashionmnist": tv_datasets.FashionMNIST,
-    "cifar10": tv_datasets.CIFAR10,
-}
+if TYPE_CHECKING:
+    from torchvision import datasets as tv_datasets
 
-VISION_DATASETS: tuple[str, ...] = tuple(_CLASSES)
+_CLASS_NAMES = {"mnist": "MNIST", "fashionmnist": "FashionMNIST", "cifar10": "CIFAR10"}
+
+
+def _dataset_class(name: str) -> type[tv_datasets.MNIST] | type[tv_datasets.CIFAR10]:
+    # Imported on use: torchvision costs seconds in every ClientApp process otherwise.
+    from torchvision import datasets
+
+    return getattr(datasets, _CLASS_NAMES[name])
+
+
+VISION_DATASETS: tuple[str, ...] = tuple(_CLASS_NAMES)
 """Names of the data sets read by `load_train_set`."""
 
 
@@ -51,8 +58,8 @@ def expected_files(name: str, root: Path) -> list[Path]:
         The paths, taken from the torchvision class so they follow its version.
 
     """
-    cls = _CLASSES[name]
-    if issubclass(cls, tv_datasets.MNIST):
+    cls = _dataset_class(name)
+    if cls.__name__ != "CIFAR10":
         raw = root / cls.__name__ / "raw"
         return [raw / Path(resource).name.removesuffix(".gz") for resource, _ in cls.resources]
     folder = root / cls.base_folder
@@ -89,7 +96,7 @@ def load_train_set(name: str, root: Path, download: bool) -> tuple[np.ndarray, n
         mismatch).
 
     """
-    cls = _CLASSES[name]
+    cls = _dataset_class(name)
     if download:
         root.mkdir(parents=True, exist_ok=True)
         with (root / ".fairfl-download.lock").open("a") as lock:
@@ -104,7 +111,7 @@ def load_train_set(name: str, root: Path, download: bool) -> tuple[np.ndarray, n
                 "download=True (run config: download = true) to fetch them."
             )
         dataset = _open(cls, name, root, download=False)
-    if isinstance(dataset, tv_datasets.MNIST):
+    if type(dataset).__name__ != "CIFAR10":
         x = dataset.data.numpy()[:, None, :, :]
         y = dataset.targets.numpy()
     else:

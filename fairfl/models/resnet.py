@@ -11,7 +11,6 @@ import functools
 
 import torch
 from torch import Tensor, nn
-from torchvision.models import resnet18
 
 from fairfl.models.base import FairModel
 
@@ -49,6 +48,9 @@ class ResNet18GN(FairModel):
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int) -> None:
         super().__init__(input_shape, num_classes, image=True)
+        # Imported here: torchvision costs seconds per ClientApp process otherwise.
+        from torchvision.models import resnet18
+
         net = resnet18(
             weights=None,
             num_classes=self.num_classes,
