@@ -12,8 +12,11 @@ Semi-VRed >= FedAvg on worst-10% with a mean no lower than FedAvg - 1) is the ta
 Every run uses the in-process runner, full participation, the run seed as data seed,
 and reports the final round. Results are averaged over ``--seeds``.
 
-    nice .venv/bin/python experiments/reproduce_qffl_semivred.py qffl --seeds 0 1 2
+    nice .venv/bin/python experiments/reproduce_qffl_semivred.py qffl --seeds 0
     nice .venv/bin/python experiments/reproduce_qffl_semivred.py semivred --seeds 0 1 2 3 4
+
+Defaults: qffl 40 rounds, lr 0.1, batch 10, test fraction 0.3; semivred 100 rounds,
+lr 0.05, batch 32, test fraction 0.5; one local epoch; ``torch.set_num_threads(1)``.
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ def experiment_configs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
             "lr": args.lr if args.lr is not None else 0.05,
             "batch-size": args.batch_size if args.batch_size is not None else 32,
             "local-epochs": 1,
-            "num-server-rounds": args.rounds if args.rounds is not None else 40,
+            "num-server-rounds": args.rounds if args.rounds is not None else 100,
         }
         rules = {
             "FedAvg": {"strategy": "fedavg"},

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
-from datasets import Dataset
-from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner
+
+if TYPE_CHECKING:
+    from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner
 
 from fairfl.data.groups import GroupLayout, groups_partition
 
@@ -117,6 +119,11 @@ def iid_partition(num_samples: int, num_partitions: int, seed: int) -> list[np.n
 
     """
     order = np.random.default_rng((seed, _IID_STREAM)).permutation(num_samples)
+    # Imported on use: flwr-datasets pulls in pandas and matplotlib (seconds per
+    # ClientApp process), and a SuperNode partitions once per process at most.
+    from datasets import Dataset
+    from flwr_datasets.partitioner import IidPartitioner
+
     partitioner = IidPartitioner(num_partitions=num_partitions)
     partitioner.dataset = Dataset.from_dict({"index": order})
     return [_indices_of(partitioner, pid) for pid in range(num_partitions)]
@@ -154,6 +161,9 @@ def dirichlet_partition(
         If no draw gives every partition `MIN_PARTITION_SIZE` samples.
 
     """
+    from datasets import Dataset
+    from flwr_datasets.partitioner import DirichletPartitioner
+
     partitioner = DirichletPartitioner(
         num_partitions=num_partitions,
         partition_by="label",
