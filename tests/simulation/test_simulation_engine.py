@@ -60,3 +60,35 @@ def test_flwr_run_matches_inprocess_runner(tmp_path):
     # The launcher stops what it started: nothing of ours keeps running.
     leftovers = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(tmp_path / "flwr-home") not in leftovers
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("rule", ["qffl", "fedmgda", "equitable", "rcfl"])
+def test_rule_runs_through_flwr_run(tmp_path, rule):
+    out_dir = tmp_path / "out"
+    overrides = _toml_overrides(
+        {"strategy": rule, "num-partitions": 3, "num-server-rounds": 2, "out-dir": str(out_dir)}
+    )
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "flwr_sim.py"),
+            "--supernodes",
+            "3",
+            "--flwr-home",
+            str(tmp_path / "flwr-home"),
+            "-c",
+            overrides,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    lines = [json.loads(x) for x in (out_dir / "rounds.jsonl").read_text().splitlines()]
+    assert [line["round"] for line in lines] == [1, 2]
+    for line in lines:
+        assert line["train"]["accepted"] == 3 and line["train"]["dropped"] == {}
+        assert len(line["train"]["weights"]) == 3
+        assert len(line["clients"]) == 3
