@@ -193,9 +193,15 @@ def plot_weights(
     axes[0, 0].set_ylabel("client (partition)")
     if ratio is not None:
         _weights_panel(
-            axes[0, 1], fig, ratio_rounds, clients, ratio, label="λ / λ FedAvg", ratio=True
+            axes[0, 1],
+            fig,
+            ratio_rounds,
+            clients,
+            ratio,
+            label=f"λ / λ of {reference.label}",
+            ratio=True,
         )
-        axes[0, 1].set_title(f"relative to {reference.label}", fontsize=9)
+        axes[0, 1].set_title(f"relative to {reference.label}, same seed", fontsize=9)
     fig.suptitle(title or f"aggregation weights: {run.label}, seed {run.seed}", fontsize=10)
     fig.tight_layout()
     return save_png(fig, path)

@@ -316,6 +316,19 @@ def test_squared_distance_parts_by_array_and_float32_overflow():
     assert squared_distance(GLOBAL, [np.array([3e30, 0.0], np.float32)]) == pytest.approx(9e60)
 
 
+@pytest.mark.parametrize("size", [1, 4095, 4097, (1 << 17) + 4099])
+def test_squared_distance_matches_float64_across_rows_and_blocks(size, monkeypatch):
+    from fairfl.strategies import qffl
+
+    rng = np.random.default_rng(size)
+    g = rng.normal(size=size).astype(np.float32)
+    local = rng.normal(size=size).astype(np.float32)
+    exact = float(np.sum((g.astype(np.float64) - local.astype(np.float64)) ** 2))
+    assert squared_distance([g], [local]) == pytest.approx(exact, rel=1e-6)
+    monkeypatch.setattr(qffl, "_VECDOT", None)  # numpy < 2: square and sum
+    assert squared_distance([g], [local]) == pytest.approx(exact, rel=1e-6)
+
+
 def test_all_replies_dropped_keeps_the_model():
     strategy = QFFL(client_learning_rate=LR)
     configured(strategy, GLOBAL, [1])
