@@ -72,7 +72,7 @@ def main() -> None:
     }
     header = "| rule | clean mean / w10 | " + " | ".join(
         f"{attack} ×{k} mean / w10" for attack in ATTACKS for k in (1, 2)
-    )
+    ) + " |"
     rows = [header, "|" + "---|" * (2 + 2 * len(ATTACKS))]
     started = time.perf_counter()
     for rule in args.rules:

@@ -110,7 +110,7 @@ def test_semivred_over_the_grpc_fleet_api(tmp_path):
             time.sleep(1)
         summary = json.loads((out_dir / "summary.json").read_text())
         rounds = [json.loads(x) for x in (out_dir / "rounds.jsonl").read_text().splitlines()]
-        assert summary["strategy"] == "SemiVRed" and summary["rounds"] == 2
+        assert summary["strategy"] == "Semi-VRed" and summary["rounds"] == 2
         assert [r["round"] for r in rounds] == [1, 2]
         assert {c["partition_id"] for c in rounds[-1]["clients"]} == {0, 1}
         assert sum(w["weight"] for w in rounds[-1]["train"]["weights"]) == pytest.approx(1.0)
