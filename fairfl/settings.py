@@ -52,6 +52,7 @@ class RunSettings:
     num_server_rounds: int = 20
     fraction_train: float = 1.0
     fraction_evaluate: float = 1.0
+    evaluate_every: int = 1
     min_available_nodes: int = 0
     lr: float = 0.1
     local_epochs: int = 2
@@ -86,6 +87,7 @@ class RunSettings:
             "num-server-rounds": self.num_server_rounds >= 1,
             "fraction-train": 0.0 < self.fraction_train <= 1.0,
             "fraction-evaluate": 0.0 <= self.fraction_evaluate <= 1.0,
+            "evaluate-every": self.evaluate_every >= 1,
             "min-available-nodes": self.min_available_nodes >= 0,
             "lr": self.lr > 0,
             "local-epochs": self.local_epochs >= 1,
@@ -100,6 +102,7 @@ class RunSettings:
             "num-server-rounds": ">= 1",
             "fraction-train": "in (0, 1]",
             "fraction-evaluate": "in [0, 1]",
+            "evaluate-every": ">= 1",
             "min-available-nodes": ">= 0",
             "lr": "> 0",
             "local-epochs": ">= 1",

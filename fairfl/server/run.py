@@ -57,6 +57,7 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
         {**run_config, keys.LR: settings.lr},
         fraction_train=settings.fraction_train,
         fraction_evaluate=settings.fraction_evaluate,
+        evaluate_every=settings.evaluate_every,
         min_train_nodes=1,
         min_evaluate_nodes=1 if settings.fraction_evaluate > 0 else 0,
         min_available_nodes=min_available,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
@@ -31,6 +31,9 @@ from fairfl.contract import (
 )
 from fairfl.metrics import fairness_metrics
 from fairfl.strategies.aggregation import reweighted_average, weight_entropy
+
+if TYPE_CHECKING:
+    from flwr.serverapp.strategy import Result
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +101,9 @@ min_available_nodes
         Drop replies with a weight larger than this in absolute value (an absurd
         magnitude no trained network has; it would swamp every other client in a
         weighted sum). ``None`` only rejects NaN/Inf.
+    evaluate_every : int (default: 1)
+        Federated evaluation only every this many rounds, and always in the last round
+        of :meth:`start` (long runs: q-FFL's Synthetic trains for thousands of rounds).
 
     Notes
     -----
@@ -122,12 +128,14 @@ min_available_nodes
         min_evaluate_nodes: int = 2,
         min_available_nodes: int = 2,
         max_abs_weight: float | None = 1e6,
+        evaluate_every: int = 1,
     ) -> None:
         check_fraction("fraction_train", fraction_train)
         check_fraction("fraction_evaluate", fraction_evaluate)
         check_positive_int("min_train_nodes", min_train_nodes, minimum=0)
         check_positive_int("min_evaluate_nodes", min_evaluate_nodes, minimum=0)
         check_positive_int("min_available_nodes", min_available_nodes, minimum=0)
+        check_positive_int("evaluate_every", evaluate_every)
         if max_abs_weight is not None and not max_abs_weight > 0:
             raise ValueError(f"max_abs_weight must be > 0 or None, got {max_abs_weight}")
         super().__init__(
@@ -141,6 +149,9 @@ min_available_nodes
             configrecord_key=keys.CONFIG,
         )
         self.max_abs_weight = max_abs_weight
+        self.evaluate_every = evaluate_every
+        # The last round of the current start() call (with the offset): always evaluated.
+        self.last_round: int | None = None
         self.current_arrays: ArrayRecord | None = None
         self.train_records: dict[int, TrainRoundRecord] = {}
         self.evaluations: dict[int, list[EvaluateReply]] = {}
@@ -162,6 +173,7 @@ min_available_nodes
         for name, value in self.settings().items():
             logger.info("\t│\t├── %s: %s", name, value)
         logger.info("\t│\t├── max_abs_weight: %s", self.max_abs_weight)
+        logger.info("\t│\t├── evaluate_every: %s", self.evaluate_every)
         logger.info("\t│\t└── required train metrics: %s", list(self.required_train_metrics))
         super().summary()
 
@@ -191,11 +203,34 @@ min_available_nodes
         self.sampled.setdefault(server_round, {})["train"] = len(messages)
         return messages
 
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord,
+        num_rounds: int = 3,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
+        """Flower's ``Strategy.start``, remembering the last round (always evaluated)."""
+        self.last_round = self.round_offset + num_rounds
+        return super().start(
+            grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate_fn
+        )
+
+    def evaluates_in(self, server_round: int) -> bool:
+        """Whether round ``server_round`` (with the offset) has a federated evaluation."""
+        return server_round % self.evaluate_every == 0 or server_round == self.last_round
+
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Send the global model for evaluation (the caller's config is not changed)."""
         server_round += self.round_offset
+        if not self.evaluates_in(server_round):
+            self.sampled.setdefault(server_round, {})["evaluate"] = 0
+            return []
         messages = list(
             super().configure_evaluate(server_round, arrays, ConfigRecord(dict(config)), grid)
         )
