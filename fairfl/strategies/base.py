@@ -357,6 +357,8 @@ min_available_nodes
     ) -> MetricRecord | None:
         """Keep every client's test result; return weighted means and fairness metrics."""
         server_round += self.round_offset
+        if not self.evaluates_in(server_round):
+            return None
         kept: dict[int, EvaluateReply] = {}
         dropped: dict[int, str] = {}
         for message in replies:

@@ -89,3 +89,8 @@ def test_evaluate_every_skips_rounds_but_always_evaluates_the_last(tmp_path):
 def test_evaluate_every_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="evaluate-every"):
         run_inprocess({**SMALL, "evaluate-every": 0, "out-dir": str(tmp_path)})
+
+
+def test_skipped_evaluations_do_not_warn(tmp_path, caplog):
+    run_inprocess({**SMALL, "num-server-rounds": 3, "evaluate-every": 3, "out-dir": str(tmp_path)})
+    assert "has no usable reply" not in caplog.text
