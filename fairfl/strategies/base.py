@@ -21,6 +21,7 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 from numpy.typing import NDArray
 
 from fairfl import constants as keys
+from fairfl._compat import SERVER_NODE_ID
 from fairfl.contract import (
     EvaluateReply,
     ModelLayout,
@@ -158,6 +159,8 @@ min_available_nodes
         self.evaluation_drops: dict[int, dict[int, str]] = {}
         # Messages sent per round and kind ("train", "evaluate"): how many could answer.
         self.sampled: dict[int, dict[str, int]] = {}
+        # The messages of the phase in progress: the node an error reply is about.
+        self.in_flight: list[Message] = []
         # Rounds already done before Strategy.start() was called (resume from a
         # checkpoint): Flower counts from 1 again, every hook adds this offset.
         self.round_offset = 0
@@ -201,6 +204,7 @@ min_available_nodes
             round_config[key] = value
         messages = list(super().configure_train(server_round, arrays, round_config, grid))
         self.sampled.setdefault(server_round, {})["train"] = len(messages)
+        self.in_flight = messages
         return messages
 
     def start(
@@ -230,12 +234,31 @@ min_available_nodes
         server_round += self.round_offset
         if not self.evaluates_in(server_round):
             self.sampled.setdefault(server_round, {})["evaluate"] = 0
+            self.in_flight = []
             return []
         messages = list(
             super().configure_evaluate(server_round, arrays, ConfigRecord(dict(config)), grid)
         )
         self.sampled.setdefault(server_round, {})["evaluate"] = len(messages)
+        self.in_flight = messages
         return messages
+
+    def reply_node(self, message: Message) -> int:
+        """The node a reply is about: its sender, or the node an error reply stands in for.
+
+        For a node it cannot reach (heartbeats lapsed) the SuperLink answers itself, an
+        error reply from node 1 (the SuperLink) to the instruction's message id; that is
+        mapped back to the instruction's node (the Grid sets the message ids of the
+        messages this strategy returned when it pushes them).
+        """
+        node = int(message.metadata.src_node_id)
+        if node != SERVER_NODE_ID or not message.has_error():
+            return node
+        instruction = message.metadata.reply_to_message_id
+        for sent in self.in_flight:
+            if instruction and sent.metadata.message_id == instruction:
+                return int(sent.metadata.dst_node_id)
+        return node
 
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
@@ -244,7 +267,7 @@ min_available_nodes
         accepted: dict[int, TrainReply] = {}
         dropped: dict[int, str] = {}
         for message in replies:
-            node_id = int(message.metadata.src_node_id)
+            node_id = self.reply_node(message)
             if node_id in accepted or node_id in dropped:
                 reason = "duplicate reply from the same node in one round"
                 logger.info("aggregate_train: dropped reply from node %d: %s", node_id, reason)
@@ -362,7 +385,7 @@ min_available_nodes
         kept: dict[int, EvaluateReply] = {}
         dropped: dict[int, str] = {}
         for message in replies:
-            node_id = int(message.metadata.src_node_id)
+            node_id = self.reply_node(message)
             try:
                 reply = read_evaluate_reply(message)
             except ReplyError as error:
