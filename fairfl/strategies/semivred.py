@@ -58,15 +58,13 @@ class SemiVRed(LossDeviationStrategy):
     def __init__(
         self, *, beta: float = 0.2, clip_negative_weights: bool = False, **kwargs: Any
     ) -> None:
-        super().__init__(beta=beta, clip_negative_weights=clip_negative_weights, **kwargs)
-
-    def rule_weights(self, p: NDArray[np.float64], losses: NDArray[np.float64]) -> NDArray:
-        """Eq. (12) for general p: ``p_i (1 + 2β (a_i - A))``."""
-        return semivred_weights(p, losses, self.beta)
-
-    def beta_max(self, p: NDArray[np.float64], losses: NDArray[np.float64]) -> float:
-        """``1 / (2A)`` (after Lemma 2)."""
-        return semivred_beta_max(p, losses)
+        super().__init__(
+            weight_rule=semivred_weights,
+            bound_rule=semivred_beta_max,
+            beta=beta,
+            clip_negative_weights=clip_negative_weights,
+            **kwargs,
+        )
 
 
 def semi_deviations(p: ArrayLike, losses: ArrayLike) -> NDArray[np.float64]:

@@ -28,8 +28,7 @@ This module also holds what :mod:`fairfl.strategies.semivred` shares with VRed:
 from __future__ import annotations
 
 import logging
-from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,12 +44,17 @@ logger = logging.getLogger(__name__)
 class LossDeviationStrategy(ReweightedStrategy):
     """Shared plumbing of VRed and Semi-VRed: weights from ``(p, f(θ^t), β)``.
 
-    Subclasses set :attr:`rule_name` and implement :meth:`rule_weights` and
-    :meth:`beta_max`. The losses are ``train_loss`` of each reply, F_i(θ^t) measured
-    on the client's training split before local training (Algorithm 1, line 9).
+    Subclasses set :attr:`rule_name` and pass their rule's pure functions. The losses
+    are ``train_loss`` of each reply, F_i(θ^t) measured on the client's training split
+    before local training (Algorithm 1, line 9).
 
     Parameters
     ----------
+    weight_rule : Callable[[ArrayLike, ArrayLike, float], NDArray[np.float64]]
+        ``(p, f, β) -> w``, the rule's unclipped weights (they sum to 1).
+    bound_rule : Callable[[ArrayLike, ArrayLike], float]
+        ``(p, f) -> β_max``, the round's largest β keeping every weight >= 0 (``inf``:
+        no bound).
     beta : float
         β of the rule, >= 0 (β = 0 is FedAvg).
     clip_negative_weights : bool (default: False)
@@ -69,12 +73,22 @@ class LossDeviationStrategy(ReweightedStrategy):
 
     required_train_metrics: ClassVar[tuple[str, ...]] = ("train_loss",)
 
-    def __init__(self, *, beta: float, clip_negative_weights: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        weight_rule: Callable[[ArrayLike, ArrayLike, float], NDArray[np.float64]],
+        bound_rule: Callable[[ArrayLike, ArrayLike], float],
+        beta: float,
+        clip_negative_weights: bool = False,
+        **kwargs: Any,
+    ) -> None:
         if not (isinstance(beta, int | float) and np.isfinite(beta) and beta >= 0):
             raise ValueError(f"beta must be a finite float >= 0, got {beta!r}")
         if not isinstance(clip_negative_weights, bool):
             raise ValueError(f"clip_negative_weights must be a bool, got {clip_negative_weights!r}")
         super().__init__(**kwargs)
+        self.weight_rule = weight_rule
+        self.bound_rule = bound_rule
         self.beta = float(beta)
         self.clip_negative_weights = clip_negative_weights
         self._warned_negative = False
@@ -83,20 +97,12 @@ class LossDeviationStrategy(ReweightedStrategy):
         """β and the clipping option."""
         return {"beta": self.beta, "clip_negative_weights": self.clip_negative_weights}
 
-    @abstractmethod
-    def rule_weights(self, p: NDArray[np.float64], losses: NDArray[np.float64]) -> NDArray:
-        """Return the rule's unclipped weights (they sum to 1)."""
-
-    @abstractmethod
-    def beta_max(self, p: NDArray[np.float64], losses: NDArray[np.float64]) -> float:
-        """Return the round's largest β keeping every weight >= 0 (``inf``: no bound)."""
-
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """Return this round's weights; record ``beta-max`` and ``negative-weights``."""
         p = sample_weights([r.num_examples for r in replies])
         losses = np.array([r.train_loss for r in replies], dtype=np.float64)
-        weights = self.rule_weights(p, losses)
-        bound = self.beta_max(p, losses)
+        weights = self.weight_rule(p, losses, self.beta)
+        bound = self.bound_rule(p, losses)
         negative = int(np.count_nonzero(weights < 0))
         diagnostics = self.train_records[server_round].diagnostics
         # A non-finite beta-max (all losses equal: no bound) is left out of the metrics.
@@ -156,15 +162,13 @@ class VRed(LossDeviationStrategy):
     def __init__(
         self, *, beta: float = 0.1, clip_negative_weights: bool = False, **kwargs: Any
     ) -> None:
-        super().__init__(beta=beta, clip_negative_weights=clip_negative_weights, **kwargs)
-
-    def rule_weights(self, p: NDArray[np.float64], losses: NDArray[np.float64]) -> NDArray:
-        """Eq. (8) for general p: ``p_i (1 + 2β (f_i - f̄))``."""
-        return vred_weights(p, losses, self.beta)
-
-    def beta_max(self, p: NDArray[np.float64], losses: NDArray[np.float64]) -> float:
-        """``1 / (2 (f̄ - min f))`` (§4.1.1)."""
-        return vred_beta_max(p, losses)
+        super().__init__(
+            weight_rule=vred_weights,
+            bound_rule=vred_beta_max,
+            beta=beta,
+            clip_negative_weights=clip_negative_weights,
+            **kwargs,
+        )
 
 
 def loss_deviations(p: ArrayLike, losses: ArrayLike) -> NDArray[np.float64]:
