@@ -17,8 +17,9 @@ Network namespaces (the default when they can be made, i.e. as root with iproute
 Without namespaces everything runs on 127.0.0.1 with free ports instead (``mode`` then
 says "loopback" and ``fallback_reason`` why).
 
-Used by ``tests/deploy/test_netns_federation.py`` and
-``benchmarks/deployment_round_time.py``; also a command:
+Used by ``tests/deploy/test_netns_federation.py``,
+``tests/deploy/test_supernode_dropout.py`` (``kill_supernode``, ``restart_supernode``)
+and ``benchmarks/deployment_round_time.py``; also a command:
 
     sudo .venv/bin/python deploy/localfed.py --supernodes 3 --rounds 2 -c strategy=fedavg
 
@@ -41,7 +42,7 @@ import tempfile
 import time
 import tomllib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,7 @@ class LocalFederation:
     fallback_reason: str = ""
     procs: list[Proc] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
+    killed: set[int] = field(default_factory=set)
     tag: str = field(default_factory=lambda: f"ffl{uuid.uuid4().hex[:5]}")
 
     # ------------------------------------------------------------------ lifecycle
@@ -294,6 +296,54 @@ class LocalFederation:
                 cwd=REPO_ROOT,
                 start_new_session=True,
             )
+
+    def kill_supernode(self, index: int) -> int:
+        """SIGKILL SuperNode ``index`` (0-based) as a crash or power loss would.
+
+        Its whole process group goes (the ClientApp processes it started), and its
+        SuperExec under process isolation; nothing tells the SuperLink, which counts the
+        node online until its heartbeats lapse (Flower: 2 x 30 s). The killed processes
+        are reaped and forgotten. Returns the SuperNode's PID.
+
+        Raises
+        ------
+        ValueError
+            If SuperNode ``index`` is not running.
+        """
+        name = f"supernode-{index + 1}"
+        victims = [p for p in self.procs if p.name in (name, f"superexec-{name}") and p.alive()]
+        if not any(p.name == name for p in victims):
+            raise ValueError(f"{name} is not running")
+        for proc in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+        for proc in victims:
+            proc.popen.wait(timeout=15)
+            _wait_group_gone(proc.popen.pid)
+            self.procs.remove(proc)
+        self.killed.add(index)
+        return next(p.popen.pid for p in victims if p.name == name)
+
+    def restart_supernode(self, index: int) -> Proc:
+        """Start killed SuperNode ``index`` again with its own key, so its old node id.
+
+        The SuperLink refuses to activate a node it still counts online, so this first
+        waits until every killed node is offline, then until this one is online again
+        (each wait at most ``ready_timeout``). Its log continues the killed one's.
+
+        Raises
+        ------
+        ValueError
+            If SuperNode ``index`` was not killed with :meth:`kill_supernode`.
+        """
+        if index not in self.killed:
+            raise ValueError(f"supernode-{index + 1} was not killed")
+        running = self.supernodes - len(self.killed)
+        self._wait_nodes(lambda online: online <= running, f"at most {running} online")
+        proc = self._start_supernode(index, f"supernode-{index + 1}", host=f"n{index + 1}")
+        self.killed.discard(index)
+        self._wait_online(running + 1)
+        return proc
 
     def try_unregistered_supernode(self, timeout: float = 90) -> tuple[int | None, str]:
         """Start a SuperNode whose key was never registered; return (exit code, log)."""
@@ -462,7 +512,8 @@ class LocalFederation:
 
     def _spawn(self, name: str, host: str, cmd: Sequence[str]) -> Proc:
         log = self.workdir / "logs" / f"{name}.log"
-        out = open(log, "w")  # noqa: SIM115 - handed to the child; closed below
+        # Append: a restarted SuperNode's log continues the killed one's.
+        out = open(log, "a")  # noqa: SIM115 - handed to the child; closed below
         try:
             popen = subprocess.Popen(
                 self._wrap(host, ["bash", *cmd]),
@@ -536,6 +587,10 @@ class LocalFederation:
         raise TimeoutError(f"{proc.name} not listening on {ip}:{port}:\n{proc.tail()}")
 
     def _wait_online(self, count: int) -> None:
+        self._wait_nodes(lambda online: online >= count, f"{count} online")
+
+    def _wait_nodes(self, done: Callable[[int], bool], what: str) -> None:
+        """Wait until ``done(number of SuperNodes the SuperLink counts online)``."""
         deadline = time.monotonic() + self.ready_timeout
         status: list[str] = []
         while time.monotonic() < deadline:
@@ -545,10 +600,10 @@ class LocalFederation:
                         f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}"
                     )
             status = self.node_status()
-            if status.count("online") >= count:
+            if status and done(status.count("online")):
                 return
             time.sleep(1)
-        raise TimeoutError(f"SuperNodes not online after {self.ready_timeout}s: {status}")
+        raise TimeoutError(f"SuperNodes not {what} after {self.ready_timeout}s: {status}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
