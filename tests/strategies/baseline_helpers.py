@@ -1,11 +1,16 @@
-"""Helpers shared by the AFL / TERM / GiFair / Δ-FL / PropFair tests."""
+"""Helpers shared by the tests of the loss-weighted rules and PropFair.
+
+AFL, TERM, GiFair, Δ-FL, VRed, Semi-VRed and PropFair: reply builders, one round through
+``configure_train`` / ``aggregate_train``, the FedAvg reduction check and in-process runs.
+"""
 
 from __future__ import annotations
 
 import json
 import tomllib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from unittest.mock import Mock
 
@@ -16,11 +21,20 @@ from hypothesis import strategies as st
 
 from fairfl import constants as keys
 from fairfl._compat import server_task_identity
+from fairfl.server import RunOutcome
 from fairfl.simulation import run_inprocess
+from fairfl.strategies import FedAvg
 from tests.conftest import arrays_of, make_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 GLOBAL = [np.zeros((2, 3), np.float32), np.zeros(3, np.float32)]
+
+# The hand-worked round of the VRed and Semi-VRed tests: n = (1, 1, 2), so
+# p = (0.25, 0.25, 0.5); f = (1, 2, 3), so f̄ = 2.25; θ^t = 1 and θ_i = (4, 0, 2).
+COUNTS = [1, 1, 2]
+P = [0.25, 0.25, 0.5]
+LOSSES = [1.0, 2.0, 3.0]
+LOCALS = [[[4.0]], [[0.0]], [[2.0]]]
 
 
 def local(value: float) -> list[np.ndarray]:
@@ -28,14 +42,16 @@ def local(value: float) -> list[np.ndarray]:
     return [np.full((2, 3), value, np.float32), np.full(3, value, np.float32)]
 
 
-def configure(strategy, nodes: Sequence[int], server_round: int = 1) -> list[Message]:
-    """Run ``configure_train`` on a mock grid holding ``nodes``."""
+def configure(
+    strategy, nodes: Iterable[int], server_round: int = 1, arrays: Sequence[np.ndarray] = GLOBAL
+) -> list[Message]:
+    """Run ``configure_train`` sending ``arrays`` on a mock grid holding ``nodes``."""
     grid = Mock(spec=Grid)
     grid.get_node_ids.return_value = list(nodes)
     with server_task_identity(1):
         return list(
             strategy.configure_train(
-                server_round, arrays_of(GLOBAL), ConfigRecord({"lr": 0.1}), grid
+                server_round, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid
             )
         )
 
@@ -48,12 +64,83 @@ def loss_reply(node_id: int, count: int, loss: float | None, value: float = 0.0)
     return make_reply(node_id, local(value), metrics)
 
 
-def aggregate_round(strategy, replies: Sequence[Mock], server_round: int = 1):
-    """Configure, then aggregate ``replies``; return (arrays, metrics)."""
+def numbered_replies(
+    counts: Sequence[int], losses: Sequence[float], missing: Iterable[int] = ()
+) -> list[Mock]:
+    """Replies of nodes 1, 2, ...: node k's model is all k; indices in ``missing`` lack a loss."""
+    skip = set(missing)
+    return [
+        loss_reply(i + 1, c, None if i in skip else f, value=float(i + 1))
+        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
+    ]
+
+
+def model_replies(
+    locals_: Sequence[Sequence[object]], counts: Sequence[int], losses: Sequence[float]
+) -> list[Mock]:
+    """Replies of nodes 1, 2, ... with the given local models (as float32), counts and losses."""
+    return [
+        make_reply(
+            i + 1,
+            [np.asarray(a, np.float32) for a in arrays],
+            {keys.NUM_EXAMPLES: int(n), keys.TRAIN_LOSS: float(f)},
+        )
+        for i, (arrays, n, f) in enumerate(zip(locals_, counts, losses, strict=True))
+    ]
+
+
+def aggregate_round(
+    strategy,
+    replies: Sequence[Mock],
+    server_round: int = 1,
+    arrays: Sequence[np.ndarray] = GLOBAL,
+):
+    """Configure (sending ``arrays``), then aggregate ``replies``; return (arrays, metrics)."""
     # Flower's sampling waits for min_available_nodes (2 by default): offer enough nodes.
     nodes = {int(r.metadata.src_node_id) for r in replies} | {10_001, 10_002}
-    configure(strategy, sorted(nodes), server_round)
+    configure(strategy, sorted(nodes), server_round, arrays)
     return strategy.aggregate_train(server_round, list(replies))
+
+
+def aggregate_models(
+    strategy,
+    global_arrays: Sequence[np.ndarray],
+    locals_: Sequence[Sequence[object]],
+    counts: Sequence[int],
+    losses: Sequence[float],
+):
+    """One round from ``global_arrays`` with :func:`model_replies`; return (arrays, metrics)."""
+    return aggregate_round(strategy, model_replies(locals_, counts, losses), arrays=global_arrays)
+
+
+def hand_round(strategy, locals_: Sequence[Sequence[object]] = LOCALS):
+    """The hand-worked round (:data:`COUNTS`, :data:`LOSSES`, θ^t = 1) with ``locals_``."""
+    return aggregate_models(strategy, [np.ones(1, np.float32)], locals_, COUNTS, LOSSES)
+
+
+def assert_matches_fedavg(
+    strategy,
+    replies: Sequence[Mock],
+    server_round: int = 1,
+    *,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+) -> None:
+    """``strategy`` gives FedAvg's weights (within ``atol``) and model (within ``rtol``).
+
+    The default tolerances of 0 ask for the same bits.
+    """
+    fedavg = FedAvg()
+    ours, _ = aggregate_round(strategy, replies, server_round)
+    theirs, _ = aggregate_round(fedavg, replies, server_round)
+    np.testing.assert_allclose(
+        round_weights(strategy, server_round),
+        round_weights(fedavg, server_round),
+        rtol=0.0,
+        atol=atol,
+    )
+    for key in theirs:
+        np.testing.assert_allclose(ours[key].numpy(), theirs[key].numpy(), rtol=rtol, atol=0.0)
 
 
 def round_weights(strategy, server_round: int = 1) -> np.ndarray:
@@ -68,11 +155,25 @@ def pyproject_config() -> dict[str, object]:
         return tomllib.load(handle)["tool"]["flwr"]["app"]["config"]
 
 
-def run_rule(tmp_path: Path, strategy: str, **extra: object):
+@dataclass(frozen=True)
+class LoggedRound:
+    """One rounds.jsonl line with the train replies of its round, ordered by node id."""
+
+    nodes: list[int]
+    weights: np.ndarray
+    counts: list[int]
+    losses: list[float]
+    configs: list[dict]
+    diagnostics: dict
+
+
+def run_rule(
+    tmp_path: Path, strategy: str, **extra: object
+) -> tuple[RunOutcome, list[LoggedRound]]:
     """Run ``strategy`` for 3 rounds on 5 partitions in process, recording train replies.
 
-    Returns the outcome, the rounds.jsonl lines, and ``seen[round][node] = (n, loss,
-    config)`` of every train reply with the config of its instruction.
+    Returns the outcome and, per rounds.jsonl line, the logged weights with the
+    ``num-examples``, ``train_loss`` and instruction config of each weighted node.
     """
     seen: dict[int, dict[int, tuple[int, float, dict]]] = defaultdict(dict)
 
@@ -96,14 +197,23 @@ def run_rule(tmp_path: Path, strategy: str, **extra: object):
         **extra,
     }
     outcome = run_inprocess(run_config, reply_filter=record)
-    lines = [json.loads(line) for line in (tmp_path / "rounds.jsonl").read_text().splitlines()]
-    return outcome, lines, seen
-
-
-def jsonl_weights(line: dict) -> tuple[list[int], np.ndarray]:
-    """Node ids and weights of one rounds.jsonl line, ordered by node id."""
-    pairs = sorted((w["node_id"], w["weight"]) for w in line["train"]["weights"])
-    return [n for n, _ in pairs], np.array([w for _, w in pairs])
+    rounds = []
+    for text in (tmp_path / "rounds.jsonl").read_text().splitlines():
+        line = json.loads(text)
+        pairs = sorted((w["node_id"], w["weight"]) for w in line["train"]["weights"])
+        nodes = [n for n, _ in pairs]
+        replies = [seen[line["round"]][n] for n in nodes]
+        rounds.append(
+            LoggedRound(
+                nodes=nodes,
+                weights=np.array([w for _, w in pairs]),
+                counts=[n for n, _, _ in replies],
+                losses=[f for _, f, _ in replies],
+                configs=[c for _, _, c in replies],
+                diagnostics=line["train"]["diagnostics"],
+            )
+        )
+    return outcome, rounds
 
 
 # Hypothesis strategies: a round of 1..8 clients with counts and finite losses.

@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl.strategies import STRATEGIES, DeltaFL, FedAvg, build_strategy
+from fairfl.strategies import DeltaFL
 from fairfl.strategies.deltafl import cvar_weights
 from tests.strategies.baseline_helpers import (
     aggregate_round,
+    assert_matches_fedavg,
     client_rounds,
-    jsonl_weights,
     loss_reply,
-    pyproject_config,
+    numbered_replies,
     round_weights,
     run_rule,
     shares,
@@ -68,14 +68,8 @@ def test_strategy_round_by_hand():
     ids=["alpha-1", "equal-losses"],
 )
 def test_reductions_to_fedavg(alpha, losses):
-    deltafl, fedavg = DeltaFL(alpha=alpha), FedAvg()
-    replies = [
-        loss_reply(n, c, f, value=n) for n, c, f in zip([1, 2, 3], [4, 9, 7], losses, strict=True)
-    ]
-    a, _ = aggregate_round(deltafl, replies)
-    b, _ = aggregate_round(fedavg, replies)
-    np.testing.assert_allclose(round_weights(deltafl), round_weights(fedavg), atol=1e-15)
-    np.testing.assert_allclose(a["0"].numpy(), b["0"].numpy(), rtol=1e-6)
+    replies = numbered_replies([4, 9, 7], losses)
+    assert_matches_fedavg(DeltaFL(alpha=alpha), replies, atol=1e-15, rtol=1e-6)
 
 
 @settings(max_examples=100, deadline=None)
@@ -102,38 +96,6 @@ def test_weights_are_a_finite_distribution_capped_by_p_over_alpha(case, alpha):
         assert min(np.asarray(losses)[weights > 0]) >= max(np.asarray(losses)[weights == 0])
 
 
-@settings(max_examples=30, deadline=None)
-@given(client_rounds(min_size=2), st.randoms(use_true_random=False))
-def test_reply_order_does_not_change_the_result(case, rng):
-    counts, losses = case
-    replies = [
-        loss_reply(i + 1, c, f, value=float(i))
-        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
-    ]
-    shuffled = list(replies)
-    rng.shuffle(shuffled)
-    a, _ = aggregate_round(DeltaFL(), replies)
-    b, _ = aggregate_round(DeltaFL(), shuffled)
-    np.testing.assert_array_equal(a["0"].numpy(), b["0"].numpy())
-
-
-@settings(max_examples=20, deadline=None)
-@given(client_rounds(min_size=2), st.data())
-def test_replies_without_train_loss_are_dropped_by_name(case, data):
-    counts, losses = case
-    missing = data.draw(st.sets(st.integers(0, len(counts) - 1), max_size=len(counts) - 1))
-    replies = [
-        loss_reply(i + 1, c, None if i in missing else f)
-        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
-    ]
-    strategy = DeltaFL()
-    aggregate_round(strategy, replies)
-    assert strategy.train_records[1].dropped == {
-        i + 1: "metrics['train_loss'] is missing" for i in missing
-    }
-    assert round_weights(strategy).sum() == pytest.approx(1.0)
-
-
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -149,22 +111,12 @@ def test_invalid_alpha_rejected(value, message):
         cvar_weights([0.5, 0.5], [1.0, 2.0], value)
 
 
-def test_registry_and_run_config_defaults():
-    assert STRATEGIES["deltafl"].defaults() == {"deltafl-alpha": 0.5}
-    assert pyproject_config()["deltafl-alpha"] == 0.5
-    strategy = build_strategy("deltafl", {"deltafl-alpha": 0.2})
-    assert isinstance(strategy, DeltaFL) and strategy.settings()["alpha"] == 0.2
-    assert strategy.settings()["alpha_convention"] == "tail fraction"
-
-
 def test_three_rounds_in_process(tmp_path):
-    outcome, lines, seen = run_rule(tmp_path, "deltafl", **{"deltafl-alpha": 0.4})
-    assert len(lines) == 3
-    for line in lines:
-        nodes, weights = jsonl_weights(line)
-        counts = [seen[line["round"]][n][0] for n in nodes]
-        losses = [seen[line["round"]][n][1] for n in nodes]
-        np.testing.assert_allclose(weights, cvar_weights(shares(counts), losses, 0.4), atol=1e-12)
-        assert line["train"]["diagnostics"]["deltafl-active-clients"] == np.count_nonzero(weights)
+    outcome, rounds = run_rule(tmp_path, "deltafl", **{"deltafl-alpha": 0.4})
+    assert len(rounds) == 3
+    for logged in rounds:
+        expected = cvar_weights(shares(logged.counts), logged.losses, 0.4)
+        np.testing.assert_allclose(logged.weights, expected, atol=1e-12)
+        assert logged.diagnostics["deltafl-active-clients"] == np.count_nonzero(logged.weights)
     assert outcome.summary["strategy_settings"]["alpha"] == 0.4
     assert all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())

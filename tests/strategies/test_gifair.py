@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl.strategies import STRATEGIES, FedAvg, GiFair, build_strategy
+from fairfl.strategies import GiFair
 from fairfl.strategies.gifair import gifair_lambda, gifair_weights, loss_ranks
 from tests.strategies.baseline_helpers import (
     aggregate_round,
+    assert_matches_fedavg,
     client_rounds,
-    jsonl_weights,
     loss_reply,
-    pyproject_config,
+    numbered_replies,
     round_weights,
     run_rule,
     shares,
@@ -65,14 +65,7 @@ def test_strategy_round_by_hand_logs_absolute_lambda():
     ids=["coeff-0", "equal-losses"],
 )
 def test_reductions_to_fedavg(coeff, losses):
-    gifair, fedavg = GiFair(coeff=coeff), FedAvg()
-    replies = [
-        loss_reply(n, c, f, value=n) for n, c, f in zip([1, 2, 3], [4, 9, 7], losses, strict=True)
-    ]
-    a, _ = aggregate_round(gifair, replies)
-    b, _ = aggregate_round(fedavg, replies)
-    np.testing.assert_array_equal(round_weights(gifair), round_weights(fedavg))
-    np.testing.assert_array_equal(a["0"].numpy(), b["0"].numpy())
+    assert_matches_fedavg(GiFair(coeff=coeff), numbered_replies([4, 9, 7], losses))
 
 
 def test_single_client_gets_everything():
@@ -101,38 +94,6 @@ def test_weights_are_a_finite_distribution_within_the_bound(case, coeff):
     assert weights.sum() == pytest.approx(1.0, abs=1e-12)
 
 
-@settings(max_examples=30, deadline=None)
-@given(client_rounds(min_size=2), st.randoms(use_true_random=False))
-def test_reply_order_does_not_change_the_result(case, rng):
-    counts, losses = case
-    replies = [
-        loss_reply(i + 1, c, f, value=float(i))
-        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
-    ]
-    shuffled = list(replies)
-    rng.shuffle(shuffled)
-    a, _ = aggregate_round(GiFair(), replies)
-    b, _ = aggregate_round(GiFair(), shuffled)
-    np.testing.assert_array_equal(a["0"].numpy(), b["0"].numpy())
-
-
-@settings(max_examples=20, deadline=None)
-@given(client_rounds(min_size=2), st.data())
-def test_replies_without_train_loss_are_dropped_by_name(case, data):
-    counts, losses = case
-    missing = data.draw(st.sets(st.integers(0, len(counts) - 1), max_size=len(counts) - 1))
-    replies = [
-        loss_reply(i + 1, c, None if i in missing else f)
-        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
-    ]
-    strategy = GiFair()
-    aggregate_round(strategy, replies)
-    assert strategy.train_records[1].dropped == {
-        i + 1: "metrics['train_loss'] is missing" for i in missing
-    }
-    assert round_weights(strategy).sum() == pytest.approx(1.0)
-
-
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -153,22 +114,13 @@ def test_pure_functions_reject_bad_input():
         gifair_lambda([], 1.0)
 
 
-def test_registry_and_run_config_defaults():
-    assert STRATEGIES["gifair"].defaults() == {"gifair-coeff": 1.0}
-    assert pyproject_config()["gifair-coeff"] == 1.0
-    strategy = build_strategy("gifair", {"gifair-coeff": 0.25})
-    assert isinstance(strategy, GiFair) and strategy.settings() == {"coeff": 0.25}
-
-
 def test_three_rounds_in_process(tmp_path):
-    outcome, lines, seen = run_rule(tmp_path, "gifair")
-    assert len(lines) == 3
-    for line in lines:
-        nodes, weights = jsonl_weights(line)
-        counts = [seen[line["round"]][n][0] for n in nodes]
-        losses = [seen[line["round"]][n][1] for n in nodes]
-        p = shares(counts)
-        np.testing.assert_allclose(weights, gifair_weights(p, losses, p.min() / 4), atol=1e-12)
-        assert line["train"]["diagnostics"]["gifair-lambda"] == pytest.approx(p.min() / 4)
-        assert min(weights) >= -1e-15
+    outcome, rounds = run_rule(tmp_path, "gifair")
+    assert len(rounds) == 3
+    for logged in rounds:
+        p = shares(logged.counts)
+        expected = gifair_weights(p, logged.losses, p.min() / 4)
+        np.testing.assert_allclose(logged.weights, expected, atol=1e-12)
+        assert logged.diagnostics["gifair-lambda"] == pytest.approx(p.min() / 4)
+        assert min(logged.weights) >= -1e-15
     assert outcome.summary["strategy_settings"] == {"coeff": 1.0}

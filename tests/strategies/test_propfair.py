@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 
 from fairfl import constants as keys
 from fairfl.client.objectives import local_objective, propfair_loss
-from fairfl.strategies import STRATEGIES, FedAvg, PropFair, build_strategy
+from fairfl.strategies import PropFair
 from tests.strategies.baseline_helpers import (
     aggregate_round,
+    assert_matches_fedavg,
     configure,
-    jsonl_weights,
     loss_reply,
-    pyproject_config,
     round_weights,
     run_rule,
+    shares,
 )
 
 
@@ -164,9 +164,7 @@ def test_strategy_sends_settings_and_averages_like_fedavg():
     arrays, _ = aggregate_round(strategy, replies)
     np.testing.assert_allclose(round_weights(strategy), [0.25, 0.75])
     np.testing.assert_allclose(arrays["0"].numpy(), 3.25)
-    fedavg = FedAvg()
-    aggregate_round(fedavg, replies)
-    np.testing.assert_array_equal(round_weights(strategy), round_weights(fedavg))
+    assert_matches_fedavg(strategy, replies)
 
 
 @pytest.mark.parametrize(
@@ -184,30 +182,17 @@ def test_invalid_settings_rejected(kwargs, message):
         PropFair(**kwargs)
 
 
-def test_registry_and_run_config_defaults():
-    expected = {"propfair-m": 3.0, "propfair-epsilon": 0.2, "propfair-huber": False}
-    assert STRATEGIES["propfair"].defaults() == expected
-    config = pyproject_config()
-    assert {k: config[k] for k in expected} == expected
-    strategy = build_strategy("propfair", {"propfair-m": 5.0, "propfair-huber": True})
-    assert isinstance(strategy, PropFair)
-    assert strategy.settings() == {"M": 5.0, "epsilon": 0.2, "huber": True}
-
-
 def test_three_rounds_in_process_train_on_the_transformed_loss(tmp_path):
     extra = {"propfair-m": 2.5, "propfair-huber": True, "lr": 0.1}
-    outcome, lines, seen = run_rule(tmp_path / "propfair", "propfair", **extra)
-    assert len(lines) == 3
-    for line in lines:
-        nodes, weights = jsonl_weights(line)
-        counts = np.array([seen[line["round"]][n][0] for n in nodes], dtype=float)
-        np.testing.assert_allclose(weights, counts / counts.sum(), atol=1e-12)
-        for node in nodes:
-            config = seen[line["round"]][node][2]
+    outcome, rounds = run_rule(tmp_path / "propfair", "propfair", **extra)
+    assert len(rounds) == 3
+    for logged in rounds:
+        np.testing.assert_allclose(logged.weights, shares(logged.counts), atol=1e-12)
+        for config in logged.configs:
             assert config[keys.PROPFAIR_M] == 2.5 and config[keys.PROPFAIR_HUBER] is True
     assert outcome.summary["strategy_settings"] == {"M": 2.5, "epsilon": 0.2, "huber": True}
     # Same seed, same data, plain cross-entropy: the local models, so the global one, differ.
-    baseline, _, _ = run_rule(tmp_path / "fedavg", "fedavg", lr=0.1)
+    baseline, _ = run_rule(tmp_path / "fedavg", "fedavg", lr=0.1)
     difference = max(
         float(np.max(np.abs(outcome.arrays[k].numpy() - baseline.arrays[k].numpy())))
         for k in outcome.arrays

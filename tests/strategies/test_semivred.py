@@ -3,54 +3,32 @@
 from __future__ import annotations
 
 import logging
-from unittest.mock import Mock
 
 import numpy as np
 import pytest
-from flwr.app import ConfigRecord
-from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairfl import constants as keys
-from fairfl._compat import server_task_identity
-from fairfl.simulation import run_inprocess
-from fairfl.strategies import STRATEGIES, FedAvg, SemiVRed
+from fairfl.strategies import FedAvg, SemiVRed
 from fairfl.strategies.aggregation import reweighted_average, sample_weights
 from fairfl.strategies.semivred import semi_deviations, semivred_beta_max, semivred_weights
 from fairfl.strategies.vred import algorithm1_update, loss_deviations, vred_beta_max
-from tests.conftest import arrays_of, make_reply
+from tests.conftest import make_reply
+from tests.strategies.baseline_helpers import (
+    LOCALS,
+    LOSSES,
+    P,
+    aggregate_models,
+    aggregate_round,
+    hand_round,
+    model_replies,
+    run_rule,
+)
 
-# Hand-worked example (paper 000, eq. 12 with general p):
-# n = (1, 1, 2) -> p = (0.25, 0.25, 0.5); f = (1, 2, 3); f̄ = 2.25
-# a = (f - f̄)_+ = (0, 0, 0.75); A = Σ p a = 0.5·0.75 = 0.375
-COUNTS = [1, 1, 2]
-P = [0.25, 0.25, 0.5]
-LOSSES = [1.0, 2.0, 3.0]
-
-
-def configured(strategy, arrays, nodes):
-    grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = list(nodes)
-    with server_task_identity(1):
-        return list(strategy.configure_train(1, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid))
-
-
-def replies_for(locals_, counts, losses):
-    return [
-        make_reply(
-            i + 1,
-            [np.asarray(a, np.float32) for a in arrays],
-            {keys.NUM_EXAMPLES: int(n), keys.TRAIN_LOSS: float(f)},
-        )
-        for i, (arrays, n, f) in enumerate(zip(locals_, counts, losses, strict=True))
-    ]
-
-
-def aggregate(strategy, global_arrays, locals_, counts, losses):
-    configured(strategy, global_arrays, range(1, len(locals_) + 1))
-    return strategy.aggregate_train(1, replies_for(locals_, counts, losses))
+# The hand-worked round of baseline_helpers (paper 000, eq. 12 with general p):
+# p = (0.25, 0.25, 0.5), f = (1, 2, 3), f̄ = 2.25; a = (f - f̄)_+ = (0, 0, 0.75); A = 0.375
 
 
 # ---------------------------------------------------------------- pure functions
@@ -87,11 +65,10 @@ def test_algorithm1_form_by_hand():
     # θ^t = [1], θ_i = (4, 0, 2) -> Δ_i = (-3, 1, -1), Δ̄ = -1
     # Σ p_i a_i (Δ_i - Δ̄) = 0.5·0.75·0 = 0 -> Δ = -1, θ^{t+1} = 2
     # weight form: 0.2125·4 + 0.2125·0 + 0.575·2 = 0.85 + 1.15 = 2.0
-    locals_ = [[np.array([4.0])], [np.array([0.0])], [np.array([2.0])]]
-    new = algorithm1_update([np.array([1.0])], locals_, P, semi_deviations(P, LOSSES), 0.2)
+    new = algorithm1_update([np.array([1.0])], LOCALS, P, semi_deviations(P, LOSSES), 0.2)
     np.testing.assert_allclose(new[0], [2.0])
     np.testing.assert_allclose(
-        reweighted_average([np.array([1.0])], locals_, semivred_weights(P, LOSSES, 0.2))[0],
+        reweighted_average([np.array([1.0])], LOCALS, semivred_weights(P, LOSSES, 0.2))[0],
         [2.0],
     )
 
@@ -99,20 +76,6 @@ def test_algorithm1_form_by_hand():
 clients_st = st.lists(
     st.tuples(st.integers(1, 1000), st.floats(0.0, 50.0)), min_size=1, max_size=12
 )
-
-
-@settings(max_examples=60, deadline=None)
-@given(clients_st, st.floats(0.0, 2.0), st.integers(0, 2**31 - 1))
-def test_algorithm1_form_equals_weight_form(clients, beta, seed):
-    rng = np.random.default_rng(seed)
-    counts, losses = zip(*clients, strict=True)
-    p = sample_weights(counts)
-    global_arrays = [rng.normal(size=(2, 3)), rng.normal(size=2)]
-    locals_ = [[rng.normal(size=(2, 3)), rng.normal(size=2)] for _ in clients]
-    by_algorithm = algorithm1_update(global_arrays, locals_, p, semi_deviations(p, losses), beta)
-    by_weights = reweighted_average(global_arrays, locals_, semivred_weights(p, losses, beta))
-    for a, b in zip(by_algorithm, by_weights, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
 
 
 @settings(max_examples=80, deadline=None)
@@ -133,19 +96,9 @@ def test_below_mean_clients_all_get_p_times_one_minus_2_beta_a(clients, beta):
         assert np.all(weights >= -1e-12)
 
 
-@given(
-    st.lists(st.integers(1, 100), min_size=1, max_size=8), st.floats(0.0, 10.0), st.floats(0.0, 5.0)
-)
-def test_equal_losses_give_fedavg_weights_exactly(counts, loss, beta):
-    p = sample_weights(counts)
-    np.testing.assert_array_equal(semivred_weights(p, [loss] * len(counts), beta), p)
-
-
 # ---------------------------------------------------------------- the strategy
 def test_strategy_aggregates_by_hand_and_reports_diagnostics():
-    arrays, metrics = aggregate(
-        SemiVRed(), [np.ones(1, np.float32)], [[[4.0]], [[0.0]], [[2.0]]], COUNTS, LOSSES
-    )
+    arrays, metrics = hand_round(SemiVRed())
     np.testing.assert_allclose(arrays["0"].numpy(), [2.0], rtol=1e-6)
     assert metrics["beta-max"] == pytest.approx(4 / 3)
     assert metrics["negative-weights"] == 0
@@ -158,16 +111,8 @@ def test_above_bound_counts_negatives_and_clip_option(caplog):
     # faithful -0.5 + 0 + 7.5 = 7.0, clipped 6.0
     locals_ = [[[4.0]], [[0.0]], [[6.0]]]
     with caplog.at_level(logging.INFO, logger="fairfl"):
-        faithful, metrics = aggregate(
-            SemiVRed(beta=2.0), [np.ones(1, np.float32)], locals_, COUNTS, LOSSES
-        )
-    clipped, clipped_metrics = aggregate(
-        SemiVRed(beta=2.0, clip_negative_weights=True),
-        [np.ones(1, np.float32)],
-        locals_,
-        COUNTS,
-        LOSSES,
-    )
+        faithful, metrics = hand_round(SemiVRed(beta=2.0), locals_)
+    clipped, clipped_metrics = hand_round(SemiVRed(beta=2.0, clip_negative_weights=True), locals_)
     np.testing.assert_allclose(faithful["0"].numpy(), [7.0], rtol=1e-6)
     np.testing.assert_allclose(clipped["0"].numpy(), [6.0], rtol=1e-6)
     assert metrics["negative-weights"] == clipped_metrics["negative-weights"] == 2
@@ -179,12 +124,11 @@ def test_beta_zero_and_equal_losses_are_fedavg():
     global_arrays = [rng.normal(size=(3, 3)).astype(np.float32)]
     locals_ = [[rng.normal(size=(3, 3)).astype(np.float32)] for _ in range(4)]
     counts = [4, 1, 9, 2]
-    fedavg, _ = aggregate(FedAvg(), global_arrays, locals_, counts, [0.1, 0.5, 2.0, 1.0])
-    flower, _ = FlowerFedAvg().aggregate_train(
-        1, replies_for(locals_, counts, [0.1, 0.5, 2.0, 1.0])
-    )
-    beta0, _ = aggregate(SemiVRed(beta=0.0), global_arrays, locals_, counts, [0.1, 0.5, 2.0, 1.0])
-    equal, metrics = aggregate(SemiVRed(beta=0.9), global_arrays, locals_, counts, [1.3] * 4)
+    losses = [0.1, 0.5, 2.0, 1.0]
+    fedavg, _ = aggregate_models(FedAvg(), global_arrays, locals_, counts, losses)
+    flower, _ = FlowerFedAvg().aggregate_train(1, model_replies(locals_, counts, losses))
+    beta0, _ = aggregate_models(SemiVRed(beta=0.0), global_arrays, locals_, counts, losses)
+    equal, metrics = aggregate_models(SemiVRed(beta=0.9), global_arrays, locals_, counts, [1.3] * 4)
     np.testing.assert_array_equal(beta0["0"].numpy(), fedavg["0"].numpy())
     np.testing.assert_array_equal(equal["0"].numpy(), fedavg["0"].numpy())
     np.testing.assert_allclose(beta0["0"].numpy(), flower["0"].numpy(), rtol=1e-5, atol=1e-6)
@@ -193,33 +137,13 @@ def test_beta_zero_and_equal_losses_are_fedavg():
 
 def test_reply_missing_train_loss_is_dropped_by_name():
     strategy = SemiVRed()
-    configured(strategy, [np.zeros(2, np.float32)], [1, 2])
     replies = [
         make_reply(1, [np.ones(2, np.float32)], {keys.NUM_EXAMPLES: 3}),
         make_reply(2, [np.full(2, 3.0, np.float32)], {keys.NUM_EXAMPLES: 3, keys.TRAIN_LOSS: 0.5}),
     ]
-    arrays, _ = strategy.aggregate_train(1, replies)
+    arrays, _ = aggregate_round(strategy, replies, arrays=[np.zeros(2, np.float32)])
     assert strategy.train_records[1].dropped == {1: "metrics['train_loss'] is missing"}
     np.testing.assert_allclose(arrays["0"].numpy(), 3.0)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.permutations([1, 2, 3, 4, 5]),
-    st.lists(st.integers(1, 50), min_size=5, max_size=5),
-    st.lists(st.floats(0.0, 5.0), min_size=5, max_size=5),
-    st.floats(0.0, 3.0),
-)
-def test_reply_order_does_not_change_the_result(order, counts, losses, beta):
-    locals_ = [[np.full(2, float(n) ** 2, np.float32)] for n in range(1, 6)]
-    replies = dict(enumerate(replies_for(locals_, counts, losses), start=1))
-    first, second = SemiVRed(beta=beta), SemiVRed(beta=beta)
-    configured(first, [np.zeros(2, np.float32)], range(1, 6))
-    configured(second, [np.zeros(2, np.float32)], range(1, 6))
-    a, _ = first.aggregate_train(1, [replies[n] for n in [1, 2, 3, 4, 5]])
-    b, _ = second.aggregate_train(1, [replies[n] for n in order])
-    np.testing.assert_array_equal(a["0"].numpy(), b["0"].numpy())
-    assert np.all(np.isfinite(a["0"].numpy()))
 
 
 @pytest.mark.parametrize(
@@ -235,24 +159,10 @@ def test_invalid_settings_rejected(kwargs, message):
         SemiVRed(**kwargs)
 
 
-def test_defaults_and_registry():
-    assert SemiVRed().settings() == {"beta": 0.2, "clip_negative_weights": False}
-    spec = STRATEGIES["semivred"]
-    assert spec.strategy is SemiVRed
-    assert spec.defaults() == {"semivred-beta": 0.2, "semivred-clip-negative": False}
-
-
 # ---------------------------------------------------------------- end to end
 def test_three_rounds_in_process(tmp_path):
-    out = run_inprocess(
-        {
-            "strategy": "semivred",
-            "semivred-clip-negative": True,
-            "num-server-rounds": 3,
-            "num-partitions": 5,
-            "out-dir": str(tmp_path),
-        }
-    )
+    out, rounds = run_rule(tmp_path, "semivred", **{"semivred-clip-negative": True})
+    assert len(rounds) == 3
     records = out.strategy.train_records
     assert sorted(records) == [1, 2, 3]
     for record in records.values():

@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl.strategies import STRATEGIES, TERM, FedAvg, build_strategy
+from fairfl.strategies import TERM
 from fairfl.strategies.term import term_weights, tilted_loss
 from tests.strategies.baseline_helpers import (
     aggregate_round,
+    assert_matches_fedavg,
     client_rounds,
-    jsonl_weights,
     loss_reply,
-    pyproject_config,
+    numbered_replies,
     round_weights,
     run_rule,
     shares,
@@ -57,12 +57,8 @@ def test_strategy_round_by_hand():
 def test_alpha_to_zero_is_fedavg(alpha):
     p = shares([3, 5, 12])
     np.testing.assert_allclose(term_weights(p, [4.0, 0.1, 2.0], alpha), p, atol=1e-10)
-    term, fedavg = TERM(alpha=alpha), FedAvg()
-    replies = [loss_reply(n, c, f, value=n) for n, c, f in [(1, 3, 4.0), (2, 5, 0.1), (3, 12, 2.0)]]
-    a, _ = aggregate_round(term, replies)
-    b, _ = aggregate_round(fedavg, replies)
-    np.testing.assert_allclose(round_weights(term), round_weights(fedavg), atol=1e-10)
-    np.testing.assert_allclose(a["0"].numpy(), b["0"].numpy(), rtol=1e-6)
+    replies = numbered_replies([3, 5, 12], [4.0, 0.1, 2.0])
+    assert_matches_fedavg(TERM(alpha=alpha), replies, atol=1e-10, rtol=1e-6)
 
 
 @settings(max_examples=50, deadline=None)
@@ -88,37 +84,6 @@ def test_weights_are_a_finite_distribution(case, alpha):
     assert math.isfinite(tilted_loss(shares(counts), losses, alpha))
 
 
-@settings(max_examples=30, deadline=None)
-@given(client_rounds(min_size=2), st.randoms(use_true_random=False))
-def test_reply_order_does_not_change_the_result(case, rng):
-    counts, losses = case
-    replies = [
-        loss_reply(i + 1, c, f, value=float(i))
-        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
-    ]
-    shuffled = list(replies)
-    rng.shuffle(shuffled)
-    a, _ = aggregate_round(TERM(), replies)
-    b, _ = aggregate_round(TERM(), shuffled)
-    np.testing.assert_array_equal(a["0"].numpy(), b["0"].numpy())
-
-
-@settings(max_examples=20, deadline=None)
-@given(client_rounds(min_size=2), st.data())
-def test_replies_without_train_loss_are_dropped_by_name(case, data):
-    counts, losses = case
-    missing = data.draw(st.sets(st.integers(0, len(counts) - 1), max_size=len(counts) - 1))
-    replies = [
-        loss_reply(i + 1, c, None if i in missing else f)
-        for i, (c, f) in enumerate(zip(counts, losses, strict=True))
-    ]
-    strategy = TERM()
-    aggregate_round(strategy, replies)
-    record = strategy.train_records[1]
-    assert record.dropped == {i + 1: "metrics['train_loss'] is missing" for i in missing}
-    assert round_weights(strategy).sum() == pytest.approx(1.0)
-
-
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -141,23 +106,14 @@ def test_pure_function_rejects_bad_input():
         term_weights([1.0], [1.0, 2.0], 0.5)
 
 
-def test_registry_and_run_config_defaults():
-    assert STRATEGIES["term"].defaults() == {"term-alpha": 0.5}
-    assert pyproject_config()["term-alpha"] == 0.5
-    strategy = build_strategy("term", {"term-alpha": 0.01})
-    assert isinstance(strategy, TERM) and strategy.settings() == {"alpha": 0.01}
-
-
 def test_three_rounds_in_process(tmp_path):
-    outcome, lines, seen = run_rule(tmp_path, "term", **{"term-alpha": 1.0})
-    assert len(lines) == 3
-    for line in lines:
-        nodes, weights = jsonl_weights(line)
-        counts = [seen[line["round"]][n][0] for n in nodes]
-        losses = [seen[line["round"]][n][1] for n in nodes]
-        np.testing.assert_allclose(weights, term_weights(shares(counts), losses, 1.0), atol=1e-12)
-        assert line["train"]["diagnostics"]["term-tilted-loss"] == pytest.approx(
-            tilted_loss(shares(counts), losses, 1.0)
+    outcome, rounds = run_rule(tmp_path, "term", **{"term-alpha": 1.0})
+    assert len(rounds) == 3
+    for logged in rounds:
+        p = shares(logged.counts)
+        np.testing.assert_allclose(logged.weights, term_weights(p, logged.losses, 1.0), atol=1e-12)
+        assert logged.diagnostics["term-tilted-loss"] == pytest.approx(
+            tilted_loss(p, logged.losses, 1.0)
         )
     assert outcome.summary["strategy_settings"] == {"alpha": 1.0}
     assert all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import logging
-from unittest.mock import Mock
 
 import numpy as np
 import pytest
-from flwr.app import ConfigRecord
-from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairfl import constants as keys
-from fairfl._compat import server_task_identity
-from fairfl.simulation import run_inprocess
-from fairfl.strategies import STRATEGIES, FedAvg, VRed
-from fairfl.strategies.aggregation import reweighted_average, sample_weights
+from fairfl.strategies import FedAvg, VRed
+from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.vred import (
     algorithm1_update,
     clip_negative_weights,
@@ -25,37 +20,20 @@ from fairfl.strategies.vred import (
     vred_beta_max,
     vred_weights,
 )
-from tests.conftest import arrays_of, make_reply
+from tests.conftest import make_reply
+from tests.strategies.baseline_helpers import (
+    LOCALS,
+    LOSSES,
+    P,
+    aggregate_models,
+    aggregate_round,
+    hand_round,
+    model_replies,
+    run_rule,
+)
 
-# The hand-worked example used throughout (paper 000, eq. 8 with general p):
-# n = (1, 1, 2) -> p = (0.25, 0.25, 0.5); f = (1, 2, 3)
-# f̄ = 0.25·1 + 0.25·2 + 0.5·3 = 2.25; f - f̄ = (-1.25, -0.25, 0.75)
-COUNTS = [1, 1, 2]
-P = [0.25, 0.25, 0.5]
-LOSSES = [1.0, 2.0, 3.0]
-
-
-def configured(strategy, arrays, nodes):
-    grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = list(nodes)
-    with server_task_identity(1):
-        return list(strategy.configure_train(1, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid))
-
-
-def replies_for(locals_, counts, losses, first_node=1):
-    return [
-        make_reply(
-            first_node + i,
-            [np.asarray(a, np.float32) for a in arrays],
-            {keys.NUM_EXAMPLES: int(n), keys.TRAIN_LOSS: float(f)},
-        )
-        for i, (arrays, n, f) in enumerate(zip(locals_, counts, losses, strict=True))
-    ]
-
-
-def aggregate(strategy, global_arrays, locals_, counts, losses):
-    configured(strategy, global_arrays, range(1, len(locals_) + 1))
-    return strategy.aggregate_train(1, replies_for(locals_, counts, losses))
+# The hand-worked round of baseline_helpers (paper 000, eq. 8 with general p):
+# p = (0.25, 0.25, 0.5), f = (1, 2, 3), f̄ = 2.25; f - f̄ = (-1.25, -0.25, 0.75)
 
 
 # ---------------------------------------------------------------- pure functions
@@ -104,32 +82,8 @@ def test_algorithm1_form_by_hand():
     # Σ p_i (f_i - f̄)(Δ_i - Δ̄) = 0.25·(-1.25)(-2) + 0.25·(-0.25)(2) + 0.5·0.75·0 = 0.5
     # Δ = -1 + 2·0.1·0.5 = -0.9;  θ^{t+1} = 1 + 0.9 = 1.9
     # weight form: 0.1875·4 + 0.2375·0 + 0.575·2 = 1.9
-    new = algorithm1_update(
-        [np.array([1.0])],
-        [[np.array([4.0])], [np.array([0.0])], [np.array([2.0])]],
-        P,
-        loss_deviations(P, LOSSES),
-        0.1,
-    )
+    new = algorithm1_update([np.array([1.0])], LOCALS, P, loss_deviations(P, LOSSES), 0.1)
     np.testing.assert_allclose(new[0], [1.9])
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(1, 100), st.floats(0.0, 10.0)), min_size=1, max_size=8),
-    st.floats(0.0, 2.0),
-    st.integers(0, 2**31 - 1),
-)
-def test_algorithm1_form_equals_weight_form(clients, beta, seed):
-    rng = np.random.default_rng(seed)
-    counts, losses = zip(*clients, strict=True)
-    p = sample_weights(counts)
-    global_arrays = [rng.normal(size=(3, 2)), rng.normal(size=4)]
-    locals_ = [[rng.normal(size=(3, 2)), rng.normal(size=4)] for _ in clients]
-    by_algorithm = algorithm1_update(global_arrays, locals_, p, loss_deviations(p, losses), beta)
-    by_weights = reweighted_average(global_arrays, locals_, vred_weights(p, losses, beta))
-    for a, b in zip(by_algorithm, by_weights, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
 
 
 @settings(max_examples=60, deadline=None)
@@ -152,20 +106,10 @@ def test_weights_sum_to_one_finite_and_increasing_in_loss(clients, beta):
         assert np.all(weights >= -1e-12)
 
 
-@given(
-    st.lists(st.integers(1, 100), min_size=1, max_size=8), st.floats(0.0, 10.0), st.floats(0.0, 5.0)
-)
-def test_equal_losses_give_fedavg_weights_exactly(counts, loss, beta):
-    p = sample_weights(counts)
-    np.testing.assert_array_equal(vred_weights(p, [loss] * len(counts), beta), p)
-
-
 # ---------------------------------------------------------------- the strategy
 def test_strategy_aggregates_by_hand_and_reports_diagnostics():
     # θ_i = (4, 0, 2) with weights (0.1875, 0.2375, 0.575): 0.75 + 0 + 1.15 = 1.9
-    arrays, metrics = aggregate(
-        VRed(beta=0.1), [np.ones(1, np.float32)], [[[4.0]], [[0.0]], [[2.0]]], COUNTS, LOSSES
-    )
+    arrays, metrics = hand_round(VRed(beta=0.1))
     np.testing.assert_allclose(arrays["0"].numpy(), [1.9], rtol=1e-6)
     assert metrics["beta-max"] == pytest.approx(0.4)
     assert metrics["negative-weights"] == 0
@@ -174,7 +118,7 @@ def test_strategy_aggregates_by_hand_and_reports_diagnostics():
 
 def test_strategy_weights_recorded_by_node():
     strategy = VRed(beta=0.1)
-    aggregate(strategy, [np.ones(1, np.float32)], [[[4.0]], [[0.0]], [[2.0]]], COUNTS, LOSSES)
+    hand_round(strategy)
     weights = strategy.train_records[1].weights
     assert weights == pytest.approx({1: 0.1875, 2: 0.2375, 3: 0.575})
 
@@ -184,10 +128,8 @@ def test_above_bound_is_faithful_by_default_and_warns_once(caplog):
     # -0.375·4 + 0.125·0 + 1.25·2 = -1.5 + 2.5 = 1.0 (extrapolation, as in Algorithm 1)
     strategy = VRed(beta=1.0)
     with caplog.at_level(logging.INFO, logger="fairfl"):
-        arrays, metrics = aggregate(
-            strategy, [np.ones(1, np.float32)], [[[4.0]], [[0.0]], [[2.0]]], COUNTS, LOSSES
-        )
-        aggregate(strategy, [np.ones(1, np.float32)], [[[4.0]], [[0.0]], [[2.0]]], COUNTS, LOSSES)
+        arrays, metrics = hand_round(strategy)
+        hand_round(strategy)
     np.testing.assert_allclose(arrays["0"].numpy(), [1.0], rtol=1e-6)
     assert metrics["negative-weights"] == 1
     assert "round 1 VRed beta 1, beta-max 0.4, 1 negative weights" in caplog.text
@@ -196,13 +138,7 @@ def test_above_bound_is_faithful_by_default_and_warns_once(caplog):
 
 def test_clip_option_clips_then_renormalises():
     # clipped weights (0, 1/11, 10/11) on θ = (4, 0, 2): 20/11
-    arrays, metrics = aggregate(
-        VRed(beta=1.0, clip_negative_weights=True),
-        [np.ones(1, np.float32)],
-        [[[4.0]], [[0.0]], [[2.0]]],
-        COUNTS,
-        LOSSES,
-    )
+    arrays, metrics = hand_round(VRed(beta=1.0, clip_negative_weights=True))
     np.testing.assert_allclose(arrays["0"].numpy(), [20 / 11], rtol=1e-6)
     assert metrics["negative-weights"] == 1  # counted before clipping
     assert metrics["lambda-min"] == 0.0
@@ -213,9 +149,9 @@ def test_beta_zero_is_fedavg_and_flowers_fedavg():
     global_arrays = [rng.normal(size=(4, 3)).astype(np.float32)]
     locals_ = [[rng.normal(size=(4, 3)).astype(np.float32)] for _ in range(4)]
     counts, losses = [3, 10, 1, 7], [0.2, 1.5, 3.0, 0.9]
-    ours, _ = aggregate(VRed(beta=0.0), global_arrays, locals_, counts, losses)
-    fedavg, _ = aggregate(FedAvg(), global_arrays, locals_, counts, losses)
-    flower, _ = FlowerFedAvg().aggregate_train(1, replies_for(locals_, counts, losses))
+    ours, _ = aggregate_models(VRed(beta=0.0), global_arrays, locals_, counts, losses)
+    fedavg, _ = aggregate_models(FedAvg(), global_arrays, locals_, counts, losses)
+    flower, _ = FlowerFedAvg().aggregate_train(1, model_replies(locals_, counts, losses))
     np.testing.assert_array_equal(ours["0"].numpy(), fedavg["0"].numpy())
     np.testing.assert_allclose(ours["0"].numpy(), flower["0"].numpy(), rtol=1e-5, atol=1e-6)
 
@@ -224,44 +160,24 @@ def test_equal_losses_are_fedavg():
     rng = np.random.default_rng(1)
     global_arrays = [rng.normal(size=5).astype(np.float32)]
     locals_ = [[rng.normal(size=5).astype(np.float32)] for _ in range(3)]
-    ours, metrics = aggregate(VRed(beta=0.5), global_arrays, locals_, [2, 5, 9], [0.7] * 3)
-    fedavg, _ = aggregate(FedAvg(), global_arrays, locals_, [2, 5, 9], [0.7] * 3)
+    ours, metrics = aggregate_models(VRed(beta=0.5), global_arrays, locals_, [2, 5, 9], [0.7] * 3)
+    fedavg, _ = aggregate_models(FedAvg(), global_arrays, locals_, [2, 5, 9], [0.7] * 3)
     np.testing.assert_array_equal(ours["0"].numpy(), fedavg["0"].numpy())
     assert "beta-max" not in metrics  # no bound when all losses are equal (inf)
 
 
 def test_reply_missing_train_loss_is_dropped_by_name(caplog):
     strategy = VRed()
-    configured(strategy, [np.zeros(2, np.float32)], [1, 2])
     replies = [
         make_reply(1, [np.ones(2, np.float32)], {keys.NUM_EXAMPLES: 3, keys.TRAIN_LOSS: 1.0}),
         make_reply(2, [np.ones(2, np.float32)], {keys.NUM_EXAMPLES: 3}),
     ]
     with caplog.at_level(logging.INFO, logger="fairfl"):
-        arrays, metrics = strategy.aggregate_train(1, replies)
+        arrays, metrics = aggregate_round(strategy, replies, arrays=[np.zeros(2, np.float32)])
     assert strategy.train_records[1].dropped == {2: "metrics['train_loss'] is missing"}
     assert "dropped reply from node 2: metrics['train_loss'] is missing" in caplog.text
     assert metrics["num-replies"] == 1
     np.testing.assert_allclose(arrays["0"].numpy(), 1.0)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.permutations([1, 2, 3, 4]),
-    st.lists(st.integers(1, 50), min_size=4, max_size=4),
-    st.lists(st.floats(0.0, 5.0), min_size=4, max_size=4),
-    st.floats(0.0, 3.0),
-)
-def test_reply_order_does_not_change_the_result(order, counts, losses, beta):
-    locals_ = [[np.full(3, float(n), np.float32)] for n in range(1, 5)]
-    replies = dict(enumerate(replies_for(locals_, counts, losses), start=1))
-    first, second = VRed(beta=beta), VRed(beta=beta)
-    configured(first, [np.zeros(3, np.float32)], range(1, 5))
-    configured(second, [np.zeros(3, np.float32)], range(1, 5))
-    a, _ = first.aggregate_train(1, [replies[n] for n in [1, 2, 3, 4]])
-    b, _ = second.aggregate_train(1, [replies[n] for n in order])
-    np.testing.assert_array_equal(a["0"].numpy(), b["0"].numpy())
-    assert np.all(np.isfinite(a["0"].numpy()))
 
 
 @pytest.mark.parametrize(
@@ -279,25 +195,10 @@ def test_invalid_settings_rejected(kwargs, message):
         VRed(**kwargs)
 
 
-def test_defaults_and_registry():
-    strategy = VRed()
-    assert strategy.settings() == {"beta": 0.1, "clip_negative_weights": False}
-    spec = STRATEGIES["vred"]
-    assert spec.strategy is VRed
-    assert spec.defaults() == {"vred-beta": 0.1, "vred-clip-negative": False}
-
-
 # ---------------------------------------------------------------- end to end
 def test_three_rounds_in_process(tmp_path):
-    out = run_inprocess(
-        {
-            "strategy": "vred",
-            "vred-beta": 0.5,
-            "num-server-rounds": 3,
-            "num-partitions": 5,
-            "out-dir": str(tmp_path),
-        }
-    )
+    out, rounds = run_rule(tmp_path, "vred", **{"vred-beta": 0.5})
+    assert len(rounds) == 3
     records = out.strategy.train_records
     assert sorted(records) == [1, 2, 3]
     for record in records.values():
@@ -307,4 +208,3 @@ def test_three_rounds_in_process(tmp_path):
         assert record.diagnostics["negative-weights"] >= 0
     assert out.strategy.beta == 0.5
     assert np.isfinite(out.summary["final_metrics"]["acc-mean"])
-    assert (tmp_path / "rounds.jsonl").exists()
