@@ -1,6 +1,7 @@
-"""Helpers shared by the tests of the loss-weighted rules and PropFair.
+"""Helpers shared by the strategy tests.
 
-AFL, TERM, GiFair, Δ-FL, VRed, Semi-VRed and PropFair: reply builders, one round through
+A mock-grid ``configure_train`` for every rule; for the loss-weighted rules (AFL, TERM,
+GiFair, Δ-FL, VRed, Semi-VRed) and PropFair also reply builders, one round through
 ``configure_train`` / ``aggregate_train``, the FedAvg reduction check and in-process runs.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from unittest.mock import Mock
@@ -43,17 +44,21 @@ def local(value: float) -> list[np.ndarray]:
 
 
 def configure(
-    strategy, nodes: Iterable[int], server_round: int = 1, arrays: Sequence[np.ndarray] = GLOBAL
+    strategy,
+    nodes: Iterable[int],
+    server_round: int = 1,
+    arrays: Sequence[np.ndarray] | Mapping[str, np.ndarray] = GLOBAL,
+    config: dict | None = None,
 ) -> list[Message]:
-    """Run ``configure_train`` sending ``arrays`` on a mock grid holding ``nodes``."""
+    """Run ``configure_train`` on a mock grid holding ``nodes``; return its messages.
+
+    It sends ``arrays`` and ``config`` (default ``{"lr": 0.1}``).
+    """
     grid = Mock(spec=Grid)
     grid.get_node_ids.return_value = list(nodes)
+    record = ConfigRecord(config if config is not None else {"lr": 0.1})
     with server_task_identity(1):
-        return list(
-            strategy.configure_train(
-                server_round, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid
-            )
-        )
+        return list(strategy.configure_train(server_round, arrays_of(arrays), record, grid))
 
 
 def loss_reply(node_id: int, count: int, loss: float | None, value: float = 0.0) -> Mock:

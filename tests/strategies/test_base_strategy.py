@@ -16,22 +16,9 @@ from fairfl import constants as keys
 from fairfl._compat import server_task_identity
 from fairfl.strategies import FedAvg
 from tests.conftest import arrays_of, make_reply
+from tests.strategies.baseline_helpers import GLOBAL, configure, local
 
-GLOBAL = [np.zeros((2, 3), np.float32), np.zeros(3, np.float32)]
-
-
-def configured(strategy, arrays=GLOBAL, nodes=(1, 2, 3)):
-    grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = list(nodes)
-    with server_task_identity(1):
-        messages = list(
-            strategy.configure_train(1, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid)
-        )
-    return messages
-
-
-def local(value):
-    return [np.full((2, 3), value, np.float32), np.full(3, value, np.float32)]
+NODES = (1, 2, 3)
 
 
 def test_fedavg_matches_flower_fedavg_on_good_replies():
@@ -40,7 +27,7 @@ def test_fedavg_matches_flower_fedavg_on_good_replies():
         make_reply(2, local(4.0), {keys.NUM_EXAMPLES: 30}),
     ]
     ours = FedAvg()
-    configured(ours)
+    configure(ours, NODES)
     arrays, metrics = ours.aggregate_train(1, replies)
     flower, _ = FlowerFedAvg().aggregate_train(1, [r for r in replies])
     # (10·1 + 30·4) / 40 = 3.25
@@ -65,7 +52,7 @@ def test_configure_train_does_not_mutate_callers_config_and_adds_round():
 
 def test_bad_reply_is_dropped_with_named_reason_and_round_goes_on(caplog):
     strategy = FedAvg()
-    configured(strategy)
+    configure(strategy, NODES)
     bad = local(np.nan)
     replies = [
         make_reply(1, local(2.0), {keys.NUM_EXAMPLES: 10}),
@@ -86,7 +73,7 @@ def test_bad_reply_is_dropped_with_named_reason_and_round_goes_on(caplog):
 
 def test_all_replies_bad_keeps_previous_model(caplog):
     strategy = FedAvg()
-    configured(strategy)
+    configure(strategy, NODES)
     with caplog.at_level(logging.WARNING, logger="fairfl"):
         result = strategy.aggregate_train(1, [make_reply(1, local(np.inf), {keys.NUM_EXAMPLES: 1})])
     assert result == (None, None)
@@ -95,7 +82,7 @@ def test_all_replies_bad_keeps_previous_model(caplog):
 
 def test_duplicate_node_replies_are_all_dropped():
     strategy = FedAvg()
-    configured(strategy)
+    configure(strategy, NODES)
     replies = [
         make_reply(1, local(1.0), {keys.NUM_EXAMPLES: 1}),
         make_reply(1, local(9.0), {keys.NUM_EXAMPLES: 1}),
@@ -160,10 +147,10 @@ def test_reply_order_does_not_change_the_result(order, counts):
         for n, c in zip([1, 2, 3, 4], counts, strict=True)
     }
     first = FedAvg()
-    configured(first)
+    configure(first, NODES)
     a, _ = first.aggregate_train(1, [replies[n] for n in [1, 2, 3, 4]])
     second = FedAvg()
-    configured(second)
+    configure(second, NODES)
     b, _ = second.aggregate_train(1, [replies[n] for n in order])
     for key in ("0", "1"):
         np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())

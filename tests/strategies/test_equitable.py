@@ -2,17 +2,13 @@
 
 import logging
 import math
-from unittest.mock import Mock
 
 import numpy as np
 import pytest
-from flwr.app import ConfigRecord
-from flwr.serverapp import Grid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairfl import constants as keys
-from fairfl._compat import server_task_identity
 from fairfl.client.objectives import PROXIMAL_MU
 from fairfl.strategies import STRATEGIES, EquitableFL, FedAvg, build_strategy
 from fairfl.strategies.aggregation import sample_weights
@@ -26,7 +22,8 @@ from fairfl.strategies.equitable import (
     round_seed,
     spectral_labels,
 )
-from tests.conftest import arrays_of, make_reply
+from tests.conftest import make_reply
+from tests.strategies.baseline_helpers import configure
 
 GLOBAL = [np.zeros((2, 2), np.float32), np.zeros(2, np.float32)]
 GROUP_A = [1.0, 0.0, 0.0]
@@ -34,12 +31,7 @@ GROUP_B = [0.0, 0.0, 1.0]
 
 
 def configured(strategy, nodes=(1, 2, 3, 4), server_round=1):
-    grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = list(nodes)
-    with server_task_identity(1):
-        return list(
-            strategy.configure_train(server_round, arrays_of(GLOBAL), ConfigRecord({}), grid)
-        )
+    return configure(strategy, nodes, server_round, GLOBAL, config={})
 
 
 def local(value):

@@ -1,21 +1,16 @@
 """FedMGDA+ (paper 001): the min-norm QP, the step, the variants and the strategy."""
 
 import logging
-import tomllib
-from pathlib import Path
 from unittest.mock import Mock
 
 import numpy as np
 import pytest
 import qpsolvers
-from flwr.app import ConfigRecord
-from flwr.serverapp import Grid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from fairfl import constants as keys
-from fairfl._compat import server_task_identity
 from fairfl.client.objectives import PROXIMAL_MU as CLIENT_PROXIMAL_MU
 from fairfl.client.objectives import local_objective
 from fairfl.strategies import (
@@ -41,6 +36,7 @@ from fairfl.strategies.fedmgda import (
     step_size,
 )
 from tests.conftest import arrays_of, make_reply
+from tests.strategies.baseline_helpers import configure, pyproject_config
 
 # --------------------------------------------------------------------------- helpers
 
@@ -79,7 +75,6 @@ def closed_form_two(g1, g2, prior, epsilon):
     return float(np.clip(np.dot(g2 - g1, g2) / np.dot(g1 - g2, g1 - g2), low, high))
 
 
-ROOT = Path(__file__).resolve().parents[2]
 GLOBAL = [np.zeros((2, 2), np.float32), np.zeros(2, np.float32)]
 
 
@@ -90,14 +85,7 @@ def model(values):
 
 
 def configured(strategy, arrays=GLOBAL, nodes=(1, 2, 3), server_round=1):
-    grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = list(nodes)
-    with server_task_identity(1):
-        return list(
-            strategy.configure_train(
-                server_round, arrays_of(arrays), ConfigRecord({"lr": 0.1}), grid
-            )
-        )
+    return configure(strategy, nodes, server_round, arrays)
 
 
 def aggregate(strategy, locals_, counts=None, server_round=1, global_=GLOBAL):
@@ -640,9 +628,7 @@ def test_registry_builds_every_variant_from_run_config():
 
 @pytest.mark.parametrize("name", ["fedmgda", "fedavg-n", "fedmgda-plain", "mgda-prox"])
 def test_run_config_declares_every_key_with_the_constructor_default(name):
-    run_config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"][
-        "config"
-    ]
+    run_config = pyproject_config()
     for key, default in STRATEGIES[name].defaults().items():
         assert run_config[key] == default, key
     assert run_config["fedmgda-epsilon"] == 1.0 and run_config["mgda-prox-mu"] == 0.2
@@ -720,10 +706,7 @@ def test_values_near_the_bound_are_checked_exactly():
 def test_buffer_values_are_checked_directly():
     names = {"fc.weight": np.zeros(2, np.float32), "bn.running_var": np.ones(2, np.float32)}
     strategy = FedMGDAPlus()
-    grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = [1, 2, 3]
-    with server_task_identity(1):
-        strategy.configure_train(1, arrays_of(names), ConfigRecord({"lr": 0.1}), grid)
+    configure(strategy, [1, 2, 3], arrays=names)
     good = {"fc.weight": np.array([1, 0], np.float32), "bn.running_var": np.ones(2, np.float32)}
     bad = {
         "fc.weight": np.array([0, 1], np.float32),

@@ -3,19 +3,13 @@
 import json
 import logging
 import math
-import tomllib
-from pathlib import Path
-from unittest.mock import Mock
 
 import numpy as np
 import pytest
-from flwr.app import ConfigRecord
-from flwr.serverapp import Grid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairfl import constants as keys
-from fairfl._compat import server_task_identity
 from fairfl.client.rcfl import (
     RCFL_ALPHA,
     RCFL_BATCH_SIZE,
@@ -36,33 +30,13 @@ from fairfl.strategies.rcfl import (
     smoothed_optimal_eta,
 )
 from fairfl.strategies.registry import STRATEGIES, build_strategy
-from tests.conftest import arrays_of, make_reply
-
-ROOT = Path(__file__).resolve().parents[2]
-GLOBAL = [np.zeros((2, 3), np.float32), np.zeros(3, np.float32)]
+from tests.conftest import make_reply
+from tests.strategies.baseline_helpers import configure, local, pyproject_config
 
 # The worked example of spec-rcfl §2.4.
 P = np.array([0.5, 0.3, 0.2])
 ALPHA = np.full(3, 0.5)
 L = np.array([0.2, 0.5, 0.9])
-
-
-def local(value):
-    return [np.full((2, 3), value, np.float32), np.full(3, value, np.float32)]
-
-
-def configure(strategy, nodes, server_round=1, config=None):
-    grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = list(nodes)
-    with server_task_identity(1):
-        return list(
-            strategy.configure_train(
-                server_round,
-                arrays_of(GLOBAL),
-                ConfigRecord(config if config is not None else {"lr": 0.1}),
-                grid,
-            )
-        )
 
 
 def reply(node, count, eta, value=0.0, loss=None):
@@ -460,8 +434,7 @@ def test_load_state_dict_rejects_bad_state_and_keeps_the_old(change, message):
 
 
 def test_registry_builds_rcfl_with_pyproject_defaults():
-    with (ROOT / "pyproject.toml").open("rb") as handle:
-        config = tomllib.load(handle)["tool"]["flwr"]["app"]["config"]
+    config = pyproject_config()
     spec = STRATEGIES["rcfl"]
     assert all(key.startswith("rcfl-") for key in spec.parameters)
     assert {key: config[key] for key in spec.parameters} == spec.defaults()
