@@ -254,7 +254,9 @@ class RCFL(ReweightedStrategy):
         server_round += self.round_offset
         self.current_arrays = arrays
         self._draws, self._sent_alphas = None, {}
+        self.in_flight = []
         if self.fraction_train == 0.0:
+            self.sampled.setdefault(server_round, {})["train"] = 0
             return []
         node_ids = self._sample(grid)
         base = dict(config)
@@ -272,6 +274,8 @@ class RCFL(ReweightedStrategy):
                 Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node_id)
             )
         self._sent_alphas = alphas
+        self.sampled.setdefault(server_round, {})["train"] = len(messages)
+        self.in_flight = messages
         logger.debug("configure_train: round %d alphas %s", server_round, alphas)
         return messages
 

@@ -107,8 +107,7 @@ def test_rcfl_keeps_the_count_of_an_absent_client_for_its_alpha(tmp_path):
         strategy="rcfl",
         **{"num-partitions": 4, "rcfl-alpha": alpha, "rcfl-alpha-rule": "uniform-cap"},
     )
-    # RC-FL's own configure_train does not record sampled["train"] (FairStrategy's does).
-    check_counts(lines, 4, sampled=("evaluate",))
+    check_counts(lines, 4)
     nodes = sorted(recorder.seen[1])
     counts = [int(recorder.seen[1][n][1][keys.NUM_EXAMPLES]) for n in nodes]
     # α_i = α n p_i over all 4 known clients, the absent one included, from round 2 on;

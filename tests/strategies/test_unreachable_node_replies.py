@@ -14,7 +14,7 @@ from flwr.serverapp import Grid
 
 from fairfl import constants as keys
 from fairfl._compat import SERVER_NODE_ID, server_task_identity, set_message_id
-from fairfl.strategies import AFL, FedAvg
+from fairfl.strategies import AFL, RCFL, FedAvg
 from tests.conftest import arrays_of, make_reply
 
 GLOBAL = [np.zeros((2, 3), np.float32), np.zeros(3, np.float32)]
@@ -60,6 +60,16 @@ def test_unreachable_nodes_train_replies_are_dropped_under_their_own_ids():
     assert sorted(record.dropped) == [12, 13]
     assert all(UNAVAILABLE in reason for reason in record.dropped.values())
     assert metrics["dropped-replies"] == 2
+
+
+def test_rcfl_per_node_messages_also_map_error_replies_to_their_node():
+    # RC-FL builds its own per-node train messages (one α_i each).
+    strategy = RCFL()
+    ids = pushed(strategy, "train")
+    assert strategy.sampled[1]["train"] == len(NODES)
+    good = make_reply(11, local(2.0), {keys.NUM_EXAMPLES: 10, keys.RCFL_ETA: 0.0})
+    strategy.aggregate_train(1, [good, unavailable(ids[12])])
+    assert list(strategy.train_records[1].dropped) == [12]
 
 
 def test_unreachable_nodes_evaluate_reply_is_dropped_under_its_own_id():
