@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-# Elements per block of reweighted_average: two float64 buffers of 1 MiB each.
+# Elements per block of reweighted_average and apply_weighted_sums: two float64 buffers
+# of 1 MiB each.
 _BLOCK = 1 << 17
 
 
@@ -103,6 +104,52 @@ def reweighted_average(
                 block_total += block_scaled
             out[start:stop] = block_total
         new_arrays.append(out.reshape(global_array.shape))
+    return new_arrays
+
+
+def apply_weighted_sums(
+    global_arrays: Sequence[NDArray],
+    sums: Sequence[NDArray[np.float64] | None],
+    divisor: float,
+    global_weight: float,
+) -> list[NDArray]:
+    """``Σ_k u_k w_k / divisor + global_weight · w^t``, each array in its own dtype.
+
+    With ``λ_k = u_k / divisor`` and ``global_weight = 1 - Σλ`` this is
+    :func:`reweighted_average` (the same float64 sum, divided once at the end: equal up
+    to float64 rounding). ``sums`` come from
+    :func:`~fairfl.strategies.qffl.weighted_sums_and_squared_distances` and are
+    overwritten; non-floating arrays keep the global value.
+
+    Raises
+    ------
+    ValueError
+        If ``divisor`` is 0 or not finite, or ``global_weight`` is not finite.
+    """
+    if not (np.isfinite(divisor) and divisor != 0 and np.isfinite(global_weight)):
+        raise ValueError(
+            f"divisor must be finite and non-zero and global_weight finite, got "
+            f"{divisor!r} and {global_weight!r}"
+        )
+    new_arrays: list[NDArray] = []
+    # As in reweighted_average: skip w^t when it carries no weight.
+    use_global = abs(global_weight) > 1e-15
+    for global_array, total in zip(global_arrays, sums, strict=True):
+        if total is None or not np.issubdtype(global_array.dtype, np.floating):
+            new_arrays.append(np.array(global_array, copy=True))
+            continue
+        flat_global = np.asarray(global_array).reshape(-1)
+        scaled = np.empty(min(flat_global.size, _BLOCK), dtype=np.float64)
+        for start in range(0, flat_global.size, _BLOCK):
+            stop = min(start + _BLOCK, flat_global.size)
+            block_total = total[start:stop]
+            block_total /= divisor
+            if use_global:
+                block_scaled = scaled[: stop - start]
+                block_scaled[...] = flat_global[start:stop]
+                block_scaled *= global_weight
+                block_total += block_scaled
+        new_arrays.append(total.astype(global_array.dtype).reshape(global_array.shape))
     return new_arrays
 
 

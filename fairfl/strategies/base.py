@@ -443,7 +443,7 @@ class ReweightedStrategy(FairStrategy):
         record = self.train_records[server_round]
         record.weights = {r.node_id: float(w) for r, w in zip(replies, weights, strict=True)}
         logger.debug("aggregate_train: round %d weights %s", server_round, record.weights)
-        new_arrays = reweighted_average(global_arrays, [r.arrays for r in replies], weights)
+        new_arrays = self.apply_lambdas(global_arrays, replies, weights)
         diagnostics: dict[str, Any] = {
             "lambda-max": float(weights.max()),
             "lambda-min": float(weights.min()),
@@ -453,6 +453,17 @@ class ReweightedStrategy(FairStrategy):
         if np.isfinite(entropy):
             diagnostics["lambda-entropy"] = entropy
         return new_arrays, diagnostics
+
+    def apply_lambdas(
+        self, global_arrays: list[NDArray], replies: list[TrainReply], weights: NDArray[np.float64]
+    ) -> list[NDArray]:
+        """``w^t - Σ_i λ_i (w^t - w_i)`` (:func:`reweighted_average`).
+
+        A rule that already read every reply in a pass of its own may override this to
+        reuse that pass (q-FFL does); the result must equal this one up to float64
+        rounding.
+        """
+        return reweighted_average(global_arrays, [r.arrays for r in replies], weights)
 
 
 def _all_finite(array: NDArray) -> bool:

@@ -37,7 +37,7 @@ from fairfl.contract import (
     array_view,
     check_array_values,
 )
-from fairfl.strategies.aggregation import sample_weights
+from fairfl.strategies.aggregation import apply_weighted_sums, sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ QFFL_EPSILON = 1e-10
 
 Weighting = Literal["uniform", "p"]
 
-# Elements per block of squared_distance_parts, and per row of its dot products.
+# Elements per block of weighted_sums_and_squared_distances, and per row of its dot
+# products.
 _BLOCK = 1 << 17
 _ROW = 1 << 12
 _VECDOT = getattr(np, "vecdot", None)  # numpy >= 2.0
@@ -144,6 +145,10 @@ class QFFL(ReweightedStrategy):
         # for the round being aggregated (filled while the replies are read).
         self._distances: dict[int, float] = {}
         self._client_h: dict[int, float] = {}
+        # Σ_k u_k w̄_k of the distance pass, with the node ids it summed, and Σ_j s_j h_j
+        # of lambdas(): apply_lambdas() finishes the update from them (one pass in all).
+        self._weighted_sums: tuple[list[int], list[NDArray[np.float64] | None]] | None = None
+        self._divisor: float | None = None
 
     @property
     def lipschitz(self) -> float:
@@ -178,11 +183,25 @@ class QFFL(ReweightedStrategy):
         accepted, dropped = super().read_train_replies(server_round, replies, layout)
         self._distances = {}
         self._client_h = {}
+        self._weighted_sums = None
+        self._divisor = None
         if not accepted:
             return accepted, dropped
         assert self.current_arrays is not None  # set by configure_train; checked by caller
         global_arrays = [array_view(a) for a in self.current_arrays.values()]
-        parts = squared_distance_parts(global_arrays, [reply.arrays for reply in accepted])
+        # λ_k's numerators u_k do not depend on the distances: sum u_k w̄_k in the same
+        # pass, and divide by Σ_j h_j once it is known (apply_lambdas).
+        with np.errstate(all="ignore"):  # a bad loss fails in lambdas(), with its name
+            numerators = qfedavg_numerators(
+                [reply.train_loss for reply in accepted],
+                q=self.q,
+                lipschitz=self.lipschitz,
+                weights=self._sample_weights(accepted),
+            )
+        finite = bool(np.all(np.isfinite(numerators)))
+        sums, parts = weighted_sums_and_squared_distances(
+            global_arrays, [reply.arrays for reply in accepted], numerators if finite else None
+        )
         peaks = [_peak(g) for g in global_arrays]
         kept: list[TrainReply] = []
         for reply, reply_parts in zip(accepted, parts, strict=True):
@@ -207,6 +226,9 @@ class QFFL(ReweightedStrategy):
                 self._client_h[reply.node_id] = float(sent)  # type: ignore[arg-type]
             self._distances[reply.node_id] = distance
             kept.append(reply)
+        if finite and len(kept) == len(accepted):
+            # Any reply dropped here is in the sums: then apply_lambdas sums again.
+            self._weighted_sums = ([reply.node_id for reply in kept], sums)
         return kept, dropped
 
     def _value_problem(
@@ -236,9 +258,7 @@ class QFFL(ReweightedStrategy):
         client_h = np.array(
             [self._client_h.get(r.node_id, np.nan) for r in replies], dtype=np.float64
         )
-        weights = (
-            sample_weights([r.num_examples for r in replies]) if self.weighting == "p" else None
-        )
+        weights = self._sample_weights(replies)
         lam, h = qfedavg_lambdas(
             losses,
             distances,
@@ -247,6 +267,8 @@ class QFFL(ReweightedStrategy):
             weights=weights,
             client_h=client_h,
         )
+        # Σ_j s_j h_j, as qfedavg_lambdas divides by it (λ_k = u_k / this).
+        self._divisor = float(np.dot(np.ones_like(h) if weights is None else weights, h))
         diagnostics = self.train_records[server_round].diagnostics
         diagnostics["qffl-h-sum"] = float(h.sum())
         diagnostics["qffl-client-h"] = int(np.count_nonzero(np.isfinite(client_h)))
@@ -258,6 +280,27 @@ class QFFL(ReweightedStrategy):
             diagnostics["qffl-client-h"],
         )
         return lam
+
+    def apply_lambdas(
+        self, global_arrays: list[NDArray], replies: list[TrainReply], weights: NDArray[np.float64]
+    ) -> list[NDArray]:
+        """``Σ_k u_k w̄_k / Σ_j s_j h_j + (1 - Σλ) w^t`` from the distance pass's sums.
+
+        Equal to :func:`~fairfl.strategies.aggregation.reweighted_average` with the same
+        λ up to float64 rounding, without a second pass over the replies. Falls back to
+        it when the pass summed other replies (one was dropped after it).
+        """
+        fused, self._weighted_sums = self._weighted_sums, None
+        divisor, self._divisor = self._divisor, None
+        if fused is None or divisor is None or fused[0] != [r.node_id for r in replies]:
+            return super().apply_lambdas(global_arrays, replies, weights)
+        return apply_weighted_sums(global_arrays, fused[1], divisor, 1.0 - float(weights.sum()))
+
+    def _sample_weights(self, replies: list[TrainReply]) -> NDArray[np.float64] | None:
+        """s_k: None (unweighted sums) or ``p_k = n_k / Σ n_j`` with ``weighting="p"``."""
+        if self.weighting != "p":
+            return None
+        return sample_weights([r.num_examples for r in replies])
 
 
 def squared_distance(
@@ -273,10 +316,9 @@ def squared_distance_parts(
     """``‖w^t_j - w̄_{k,j}‖²`` of each client k and array j; a row sums to ``‖w^t - w̄_k‖²``.
 
     ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²`` (paper 002, Algorithm 2, line 6); the reference code's
-    ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Differences and
-    dot products of 4096 elements are taken in the arrays' own dtype, as Flower does
-    (relative error ~1e-7), and added in float64; a block that overflows float32 is
-    redone in float64 (spec §15.21). Non-floating arrays (counters) are skipped, as
+    ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Computed as in
+    :func:`weighted_sums_and_squared_distances` (float32 differences, float64 sums).
+    Non-floating arrays (counters) are skipped, as
     :func:`~fairfl.strategies.aggregation.reweighted_average` keeps them at the global
     value.
 
@@ -298,6 +340,53 @@ def squared_distance_parts(
     ValueError
         If a model has another number of arrays, or an array another shape.
     """
+    return weighted_sums_and_squared_distances(global_arrays, local_models)[1]
+
+
+def weighted_sums_and_squared_distances(
+    global_arrays: Sequence[ArrayLike],
+    local_models: Sequence[Sequence[ArrayLike]],
+    weights: ArrayLike | None = None,
+) -> tuple[list[NDArray[np.float64] | None], NDArray[np.float64]]:
+    """``Σ_k u_k w_{k,j}`` and ``‖w^t_j - w_{k,j}‖²`` of each client k and array j, one pass.
+
+    q-FFL's ``λ_k = u_k / Σ_j h_j`` (``u_k = s_k L (F_k + ε)^q``) cannot be applied until
+    every h_j, and so every squared distance, is known. Summing ``u_k w_k`` while each
+    client block is read for its distance, and dividing by ``Σ_j h_j`` at the end
+    (:func:`~fairfl.strategies.aggregation.apply_weighted_sums`), reads every reply once
+    instead of twice (a distance pass, then
+    :func:`~fairfl.strategies.aggregation.reweighted_average`).
+
+    Distances: differences and dot products of 4096 elements are taken in the arrays'
+    own dtype, as Flower's QFedAvg does (relative error ~1e-7), and added in float64; a
+    block that overflows float32 is redone in float64 (spec §15.21). Sums: float64, the
+    clients added in the order given, as
+    :func:`~fairfl.strategies.aggregation.reweighted_average` does. Non-floating
+    arrays (counters) are skipped: distance 0 and no sum.
+
+    Parameters
+    ----------
+    global_arrays : Sequence[ArrayLike]
+        w^t.
+    local_models : Sequence[Sequence[ArrayLike]]
+        w_k of each client, arrays in the order (and shapes) of ``global_arrays``.
+    weights : ArrayLike | None
+        u_k, one per client; ``None`` computes the distances only (no sums, and each
+        client block is read once, for its difference).
+
+    Returns
+    -------
+    tuple[list[NDArray[np.float64] | None], NDArray[np.float64]]
+        The flat float64 sum of each floating array (``None`` for a non-floating array,
+        or for all of them without ``weights``), and the squared distances, shape
+        (clients, arrays): NaN/Inf where a client's array is not finite.
+
+    Raises
+    ------
+    ValueError
+        If a model has another number of arrays or an array another shape, or the
+        weights are not one finite value per client.
+    """
     globals_ = [np.asarray(g) for g in global_arrays]
     models: list[list[NDArray]] = []
     for local_arrays in local_models:
@@ -313,27 +402,50 @@ def squared_distance_parts(
                     f"array {index} has shape {a.shape} locally and {g.shape} globally"
                 )
         models.append(local)
-    totals = np.zeros((len(models), len(globals_)), dtype=np.float64)
-    # float32 overflow (and NaN/Inf in a reply) is handled below, without warnings.
+    scales: list[float] | None = None
+    if weights is not None:
+        u = np.asarray(weights, dtype=np.float64)
+        if u.shape != (len(models),) or not np.all(np.isfinite(u)):
+            raise ValueError(f"weights must be {len(models)} finite values, got {u.tolist()}")
+        scales = u.tolist()
+    sums: list[NDArray[np.float64] | None] = [None] * len(globals_)
+    parts = np.zeros((len(models), len(globals_)), dtype=np.float64)
+    # float32 overflow and NaN/Inf in a reply are handled below, without warnings.
     with np.errstate(over="ignore", invalid="ignore"):
         for index, g in enumerate(globals_):
             if not np.issubdtype(g.dtype, np.floating):
                 continue
             flat_g = g.reshape(-1)
             flats = [model[index].reshape(-1) for model in models]
-            diff = np.empty(min(flat_g.size, _BLOCK), dtype=np.result_type(g, *flats))
-            # Block by block: w^t's block stays in cache while each client's is read once.
+            size = min(flat_g.size, _BLOCK)
+            diff = np.empty(size, dtype=np.result_type(g, *flats))
+            if scales is not None:
+                total = np.empty(flat_g.size, dtype=np.float64)
+                scaled = np.empty(size, dtype=np.float64)
+                sums[index] = total
+            # Block by block: w^t's block and the float64 buffers stay in cache while
+            # each client's block is read from memory once.
             for start in range(0, flat_g.size, _BLOCK):
                 stop = min(start + _BLOCK, flat_g.size)
                 g_block, d_block = flat_g[start:stop], diff[: stop - start]
+                if scales is not None:
+                    block_total, block_scaled = total[start:stop], scaled[: stop - start]
+                    block_total.fill(0.0)
                 for k, flat in enumerate(flats):
-                    np.subtract(g_block, flat[start:stop], out=d_block)
+                    block = flat[start:stop]
+                    if scales is not None:
+                        # Cast, then scale in place (faster than a mixed-dtype multiply);
+                        # the difference below then reads the block from cache.
+                        block_scaled[...] = block
+                        block_scaled *= scales[k]
+                        block_total += block_scaled
+                    np.subtract(g_block, block, out=d_block)
                     partial = _sum_of_squares(d_block)
                     if not math.isfinite(partial):  # float32 overflow: redo in float64
-                        exact = np.subtract(g_block, flat[start:stop], dtype=np.float64)
+                        exact = np.subtract(g_block, block, dtype=np.float64)
                         partial = float(np.sum(exact * exact))
-                    totals[k, index] += partial
-    return totals
+                    parts[k, index] += partial
+    return sums, parts
 
 
 def h_term(
@@ -435,8 +547,27 @@ def qfedavg_lambdas(
     if client_h is not None:
         sent = np.asarray(client_h, dtype=np.float64)
         h = np.where(np.isfinite(sent), sent, h)
+    numerators = qfedavg_numerators(f, q=q, lipschitz=lipschitz, weights=s, epsilon=epsilon)
+    return numerators / float(np.dot(s, h)), h
+
+
+def qfedavg_numerators(
+    losses: ArrayLike,
+    *,
+    q: float,
+    lipschitz: float,
+    weights: ArrayLike | None = None,
+    epsilon: float = QFFL_EPSILON,
+) -> NDArray[np.float64]:
+    """``u_k = s_k L (F_k + ε)^q``, λ_k's numerator in :func:`qfedavg_lambdas`.
+
+    Known before any distance, so the server can sum ``u_k w̄_k`` while it reads the
+    replies (:func:`weighted_sums_and_squared_distances`). Unchecked (the caller checks).
+    """
+    f = np.asarray(losses, dtype=np.float64)
+    s = np.ones_like(f) if weights is None else np.asarray(weights, dtype=np.float64)
     scaled = lipschitz * np.float_power(f + epsilon, q)
-    return s * scaled / float(np.dot(s, h)), h
+    return s * scaled
 
 
 def _is_real(value: object) -> bool:
