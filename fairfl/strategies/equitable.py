@@ -29,6 +29,7 @@ from fairfl import constants as keys
 from fairfl.client.activation import ActivationOptions
 from fairfl.client.objectives import PROXIMAL_MU
 from fairfl.contract import ModelLayout, TrainReply
+from fairfl.strategies._threads import one_thread
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy, check_positive_int
 
 logger = logging.getLogger(__name__)
@@ -388,6 +389,9 @@ def spectral_labels(
     ``sklearn.cluster.SpectralClustering(affinity="precomputed", assign_labels="kmeans",
     n_init=10)``. scikit-learn's warning for a graph that is not fully connected is
     silenced: the embedding still separates the components, which is what we want.
+    It runs on one thread (:func:`fairfl.strategies._threads.one_thread`): on a busy
+    machine K-means' OpenMP threads made it ~7x slower (165 ms instead of 24 ms for 10
+    clients).
 
     Parameters
     ----------
@@ -422,7 +426,7 @@ def spectral_labels(
         n_init=10,
         random_state=random_state,
     )
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), one_thread():
         warnings.filterwarnings("ignore", message="Graph is not fully connected")
         labels = model.fit_predict(matrix)
     return canonical_labels(labels)
