@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(int(np.prod(s)) for s in shapes.values())
     global_record, replies = make_replies(args.replies, shapes, args.seed)
     print(f"{args.replies} replies x {total:,} float32 parameters; best of {args.repeats}")
+    print(f"load average before: {os.getloadavg()}", flush=True)
 
     if args.profile:
         strategy = fresh_rule(args.profile, global_record, args.replies)
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{wall / base_wall:6.2f}{flag}"
         )
     print(f"worst CPU-time ratio {worst:.2f}x (target {args.target}x)")
+    print(f"load average after: {os.getloadavg()}")
     return 0
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import sys
 import time
 from pathlib import Path
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.samples} samples, batch {args.batch_size}, 1 epoch, {args.threads} torch "
         f"thread(s), best of {args.repeats} CPU times"
     )
+    print(f"load average before: {os.getloadavg()}", flush=True)
     print(
         f"{'model':>7s} {'bare ms':>8s} {'fairfl ms':>9s} {'ratio':>6s} "
         f"{'train_loss pass ms':>18s} {'pass/epoch':>10s}"
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{best['fairfl'] / best['bare']:6.2f} {best['loss'] * 1e3:18.1f} "
             f"{best['loss'] / best['fairfl']:10.2f}"
         )
+    print(f"load average after: {os.getloadavg()}")
     return 0
 
 
