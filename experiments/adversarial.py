@@ -70,9 +70,11 @@ def main() -> None:
         "seed": args.seed,
         "checkpoint": False,
     }
-    header = "| rule | clean mean / w10 | " + " | ".join(
-        f"{attack} ×{k} mean / w10" for attack in ATTACKS for k in (1, 2)
-    ) + " |"
+    header = (
+        "| rule | clean mean / w10 | "
+        + " | ".join(f"{attack} ×{k} mean / w10" for attack in ATTACKS for k in (1, 2))
+        + " |"
+    )
     rows = [header, "|" + "---|" * (2 + 2 * len(ATTACKS))]
     started = time.perf_counter()
     for rule in args.rules:

@@ -22,17 +22,33 @@ from fairfl._compat import server_task_identity
 from fairfl.strategies.registry import STRATEGIES, build_strategy
 from tests.conftest import make_reply
 
-RUN_CONFIG = tomllib.loads(
-    (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
-)["tool"]["flwr"]["app"]["config"]
+RUN_CONFIG = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
+    "tool"
+]["flwr"]["app"]["config"]
 SHAPES = {"w": (3, 4), "b": (4,)}
 ACTIVATION_DIM = 5
 HONEST_NODES = (11, 12, 13, 14)
 BAD_KINDS = (
-    "nan-array", "inf-array", "huge-array", "wrong-shape", "wrong-dtype", "missing-array",
-    "extra-array", "zero-count", "negative-count", "float-count", "missing-count",
-    "nan-loss", "negative-loss", "missing-loss", "list-loss", "nan-activation",
-    "error-reply", "no-metrics", "no-arrays", "short-activation",
+    "nan-array",
+    "inf-array",
+    "huge-array",
+    "wrong-shape",
+    "wrong-dtype",
+    "missing-array",
+    "extra-array",
+    "zero-count",
+    "negative-count",
+    "float-count",
+    "missing-count",
+    "nan-loss",
+    "negative-loss",
+    "missing-loss",
+    "list-loss",
+    "nan-activation",
+    "error-reply",
+    "no-metrics",
+    "no-arrays",
+    "short-activation",
 )
 BAD_REPLIES_SEEN = []
 
@@ -101,9 +117,12 @@ def is_harmless_for(rule, kind):
     strategy_cls = STRATEGIES[rule].strategy
     needed = set(strategy_cls.required_train_metrics)
     reads = {
-        "nan-loss": keys.TRAIN_LOSS, "negative-loss": keys.TRAIN_LOSS,
-        "missing-loss": keys.TRAIN_LOSS, "list-loss": keys.TRAIN_LOSS,
-        "nan-activation": keys.ACTIVATION, "short-activation": keys.ACTIVATION,
+        "nan-loss": keys.TRAIN_LOSS,
+        "negative-loss": keys.TRAIN_LOSS,
+        "missing-loss": keys.TRAIN_LOSS,
+        "list-loss": keys.TRAIN_LOSS,
+        "nan-activation": keys.ACTIVATION,
+        "short-activation": keys.ACTIVATION,
     }
     if kind == "short-activation":
         return True  # checked by the clustering rule itself, see below
@@ -131,8 +150,14 @@ def run_round(rule, replies):
 )
 def test_bad_replies_never_corrupt_the_model(rule, kinds, seed):
     rng = np.random.default_rng(seed)
-    honest = [make_reply(n, ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()}),
-                         honest_metrics(rng, n)) for n in HONEST_NODES]
+    honest = [
+        make_reply(
+            n,
+            ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()}),
+            honest_metrics(rng, n),
+        )
+        for n in HONEST_NODES
+    ]
     bad = {100 + i: kind for i, kind in enumerate(kinds)}
     replies = honest + [bad_reply(kind, node, rng) for node, kind in bad.items()]
     order = rng.permutation(len(replies))
