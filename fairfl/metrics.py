@@ -38,13 +38,16 @@ def best_fraction_mean(values: ArrayLike, fraction: float) -> float:
 def jain_index(values: ArrayLike) -> float:
     """Jain's fairness index ``(Σx)² / (n Σx²)``: 1 when all equal, 1/n when one has all.
 
-    All-zero values are perfectly equal, so the index is 1 there (0/0 otherwise).
+    All-zero values are perfectly equal, so the index is 1 there (0/0 otherwise). The
+    values are scaled by their largest magnitude first: the index does not change, and
+    tiny values no longer underflow in ``x²`` (which pushed it above 1).
     """
     x = np.asarray(values, dtype=np.float64)
-    squares = float(np.sum(x * x))
-    if squares == 0.0:
+    largest = float(np.max(np.abs(x)))
+    if largest == 0.0:
         return 1.0
-    return float(np.sum(x) ** 2 / (x.size * squares))
+    x = x / largest
+    return float(np.sum(x) ** 2 / (x.size * np.sum(x * x)))
 
 
 def mean_pairwise_gap(values: ArrayLike) -> float:

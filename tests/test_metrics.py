@@ -67,6 +67,12 @@ def test_jain_index_extremes():
     assert jain_index([0, 0]) == 1.0
 
 
+def test_jain_index_of_tiny_values():
+    # Squares of 1e-170 underflow to 0; the index is scale-free: (1+1+3)² / (3·11) = 25/33.
+    assert jain_index([1e-170, 1e-170, 3e-170]) == pytest.approx(25 / 33)
+    assert jain_index([5e-324, 5e-324]) == pytest.approx(1.0)
+
+
 def test_fairness_metrics_rejects_bad_input():
     with pytest.raises(ValueError, match="must not be empty"):
         fairness_metrics([], [], [])
