@@ -6,7 +6,7 @@ update). Everything else (data, seeds, rounds) is identical across rules. Prints
 Markdown table of the final mean and worst-10% client accuracy (attackers' own test
 accuracy included, as they are clients too).
 
-    python experiments/adversarial.py --rounds 15 --out docs/results/adversarial.md
+    python experiments/adversarial.py --rounds 10 --out docs/results/adversarial.md
 """
 
 from __future__ import annotations
