@@ -34,8 +34,8 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fairfl import constants as keys  # noqa: E402 (after sys.path)
 from fairfl._compat import server_task_identity  # noqa: E402
+from fairfl.contract import keys  # noqa: E402 (after sys.path)
 from fairfl.strategies.registry import STRATEGIES, build_strategy  # noqa: E402
 
 RUN_CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]

@@ -35,9 +35,8 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without `pip install -e .`
 
-from fairfl import constants as keys  # noqa: E402
 from fairfl._compat import server_task_identity  # noqa: E402
-from fairfl.contract import ModelLayout  # noqa: E402
+from fairfl.contract import ModelLayout, keys  # noqa: E402
 from fairfl.strategies import FairStrategy, FedMGDAPlus  # noqa: E402
 from fairfl.strategies.fedmgda import (  # noqa: E402
     fedmgda_step,

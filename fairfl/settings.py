@@ -9,34 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any
 
+from fairfl.contract.config import get_config_value
 from fairfl.data import DATASETS, PARTITIONERS
 from fairfl.models import MODELS
-
-T = TypeVar("T", int, float, str, bool)
-
-
-def get_config_value(config: Mapping[str, Any], key: str, type_: type[T]) -> T:
-    """Read ``config[key]`` as ``type_``; ints are accepted where floats are expected.
-
-    Raises
-    ------
-    ValueError
-        If the key is missing or its value has another type (the message names both).
-    """
-    if key not in config:
-        raise ValueError(f"config key {key!r} is missing")
-    value = config[key]
-    if type_ is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)  # type: ignore[return-value]
-    if type_ is int and isinstance(value, bool):
-        raise ValueError(f"config key {key!r} must be int, got bool")
-    if not isinstance(value, type_):
-        raise ValueError(
-            f"config key {key!r} must be {type_.__name__}, got {type(value).__name__} ({value!r})"
-        )
-    return value
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -46,7 +23,12 @@ def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Settings of a run shared by server and clients (run-config keys hyphenated)."""
+    """Settings of a run shared by server and clients (run-config keys hyphenated).
+
+    ``strategy`` is checked where the rule is built
+    (:func:`fairfl.strategies.registry.build_strategy`): the registry sits above this
+    module, which clients import without the strategies.
+    """
 
     strategy: str = "fedavg"
     num_server_rounds: int = 20
@@ -71,15 +53,13 @@ class RunSettings:
     checkpoint: bool = True
     resume_from: str = ""
     round_timeout: float = 3600.0
+    node_wait_timeout: float = 120.0
     group_sizes: str = "4,6"
     group_labels: str = ""
     group_samples_per_class: int = 0
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""
-        from fairfl.strategies.registry import STRATEGIES
-
-        _check_choice("strategy", self.strategy, tuple(sorted(STRATEGIES)))
         _check_choice("dataset", self.dataset.split("-")[0], DATASETS)
         _check_choice("partitioner", self.partitioner, PARTITIONERS)
         _check_choice("model", self.model, MODELS)
@@ -97,6 +77,7 @@ class RunSettings:
             "shards-per-partition": self.shards_per_partition >= 1,
             "test-fraction": 0.0 < self.test_fraction < 1.0,
             "round-timeout": self.round_timeout > 0,
+            "node-wait-timeout": self.node_wait_timeout > 0,
         }
         bounds = {
             "num-server-rounds": ">= 1",
@@ -112,6 +93,7 @@ class RunSettings:
             "shards-per-partition": ">= 1",
             "test-fraction": "in (0, 1)",
             "round-timeout": "> 0",
+            "node-wait-timeout": "> 0",
         }
         for key, ok in checks.items():
             if not ok:

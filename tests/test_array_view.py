@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from flwr.app import Array
 
-from fairfl import constants as keys
 from fairfl.contract import (
     ModelLayout,
     ReplyError,
     array_view,
     check_array_values,
+    keys,
     read_train_reply,
 )
 from tests.conftest import arrays_of, make_reply

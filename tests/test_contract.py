@@ -11,13 +11,13 @@ from flwr.app import MetricRecord
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
-from fairfl import constants as keys
 from fairfl._proto.fairfl.v1 import contract_pb2
 from fairfl.contract import (
     EVALUATE_METRICS,
     TRAIN_METRICS,
     ModelLayout,
     ReplyError,
+    keys,
     read_evaluate_reply,
     read_train_reply,
     write_evaluate_reply,

@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,139 +37,14 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-from fairfl.settings import get_config_value
+from fairfl.contract.activation import (
+    ActivationOptions,
+    check_int,
+)
 
 logger = logging.getLogger(__name__)
 
-ACTIVATION_SOURCES: tuple[str, ...] = (
-    "penultimate_logsoftmax",
-    "penultimate_raw",
-    "output_logprob",
-)
-"""Which activation a client averages (spec D1): log-softmax over the penultimate
-features (paper, Def. 1), the raw penultimate features, or the class log-probabilities."""
-
-# Train-config keys (server -> client) of the activation options.
-SOURCE = "activation-source"
-MAX_SAMPLES = "activation-max-samples"
-MIN_SAMPLES = "activation-min-samples"
-PROJECTION_DIM = "activation-projection-dim"
-PROJECTION_SEED = "activation-projection-seed"
-DP_CLIP = "activation-dp-clip"
-DP_NOISE = "activation-dp-noise"
-
 _BATCH = 1024
-
-
-@dataclass(frozen=True)
-class ActivationOptions:
-    """How a client computes the activation vector it reports.
-
-    Parameters
-    ----------
-    source : str (default: "penultimate_logsoftmax")
-        One of `ACTIVATION_SOURCES`.
-    max_samples : int (default: 2048)
-        Average over at most this many local training samples (a seeded random subset
-        when there are more), >= 1 (spec D3).
-    min_samples : int (default: 0)
-        Report nothing when fewer samples are available (spec §6.3, item 1), >= 0;
-        0 is off.
-    projection_dim : int (default: 0)
-        Project each vector to this many dimensions with :func:`projection_matrix`,
-        >= 0; 0 is off.
-    projection_seed : int (default: 0)
-        Seed of the projection matrix, the same for every client, >= 0.
-    dp_clip : float (default: 0.0)
-        R: clip each per-sample vector to norm <= R before averaging, >= 0; 0 is off.
-    dp_noise : float (default: 0.0)
-        z: add N(0, (2 z R / n)² I) to the mean of n clipped vectors, >= 0; needs
-        ``dp_clip`` > 0.
-
-    Raises
-    ------
-    ValueError
-        If a value is out of range (the message names it).
-
-    Notes
-    -----
-    With noise on, use ``source="penultimate_raw"``: the log-softmax adds the same large
-    offset ``-LSE(h)`` to every coordinate (spec §1.2), which uses up the clipping norm.
-    The noise protects the activation channel only; the model update the client also
-    sends needs its own mechanism. ``2R/n`` is the sensitivity of the mean of n clipped
-    vectors when one sample is replaced.
-    """
-
-    source: str = "penultimate_logsoftmax"
-    max_samples: int = 2048
-    min_samples: int = 0
-    projection_dim: int = 0
-    projection_seed: int = 0
-    dp_clip: float = 0.0
-    dp_noise: float = 0.0
-
-    def __post_init__(self) -> None:
-        """Check every option."""
-        if self.source not in ACTIVATION_SOURCES:
-            raise ValueError(f"source must be one of {ACTIVATION_SOURCES}, got {self.source!r}")
-        _check_int("max_samples", self.max_samples, 1)
-        _check_int("min_samples", self.min_samples, 0)
-        _check_int("projection_dim", self.projection_dim, 0)
-        _check_int("projection_seed", self.projection_seed, 0)
-        for name in ("dp_clip", "dp_noise"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if self.dp_noise > 0 and self.dp_clip == 0:
-            raise ValueError(f"dp_noise > 0 needs dp_clip > 0, got dp_clip={self.dp_clip}")
-
-    def to_config(self) -> dict[str, int | float | str]:
-        """Return the train-config keys that carry these options."""
-        return {
-            SOURCE: self.source,
-            MAX_SAMPLES: self.max_samples,
-            MIN_SAMPLES: self.min_samples,
-            PROJECTION_DIM: self.projection_dim,
-            PROJECTION_SEED: self.projection_seed,
-            DP_CLIP: float(self.dp_clip),
-            DP_NOISE: float(self.dp_noise),
-        }
-
-    def settings(self) -> dict[str, Any]:
-        """Return the options by field name, for logs and results files."""
-        return {
-            "source": self.source,
-            "max_samples": self.max_samples,
-            "min_samples": self.min_samples,
-            "projection_dim": self.projection_dim,
-            "dp_clip": self.dp_clip,
-            "dp_noise": self.dp_noise,
-        }
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> ActivationOptions:
-        """Read the options from a train config; absent keys keep their defaults.
-
-        Raises
-        ------
-        ValueError
-            If a key has the wrong type or value (the message names it).
-        """
-        types = {
-            SOURCE: ("source", str),
-            MAX_SAMPLES: ("max_samples", int),
-            MIN_SAMPLES: ("min_samples", int),
-            PROJECTION_DIM: ("projection_dim", int),
-            PROJECTION_SEED: ("projection_seed", int),
-            DP_CLIP: ("dp_clip", float),
-            DP_NOISE: ("dp_noise", float),
-        }
-        values = {
-            field: get_config_value(config, key, type_)
-            for key, (field, type_) in types.items()
-            if key in config
-        }
-        return cls(**values)
 
 
 def projection_matrix(input_dim: int, output_dim: int, seed: int) -> NDArray[np.float64]:
@@ -198,9 +72,9 @@ def projection_matrix(input_dim: int, output_dim: int, seed: int) -> NDArray[np.
     ValueError
         If a dimension is < 1 or the seed < 0.
     """
-    _check_int("input_dim", input_dim, 1)
-    _check_int("output_dim", output_dim, 1)
-    _check_int("seed", seed, 0)
+    check_int("input_dim", input_dim, 1)
+    check_int("output_dim", output_dim, 1)
+    check_int("seed", seed, 0)
     rng = np.random.default_rng((seed, input_dim, output_dim))
     return rng.standard_normal((output_dim, input_dim)) / math.sqrt(output_dim)
 
@@ -341,8 +215,3 @@ def activation_for_config(
         model, x, device, ActivationOptions.from_config(config), sample_seed=sample_seed
     )
     return None if vector is None else vector.tolist()
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")

@@ -17,10 +17,8 @@ import torch
 from flwr.app import ArrayRecord, Context, Message
 from flwr.clientapp import ClientApp
 
-from fairfl import constants as keys
 from fairfl.client.activation import activation_for_config
 from fairfl.client.objectives import local_objective
-from fairfl.client.qffl import QFFL_Q, qffl_h
 from fairfl.client.rcfl import rcfl_settings, train_rcfl
 from fairfl.client.training import (
     evaluate,
@@ -28,11 +26,13 @@ from fairfl.client.training import (
     pick_device,
     train_local,
 )
-from fairfl.contract import write_evaluate_reply, write_train_reply
+from fairfl.contract import keys, write_evaluate_reply, write_train_reply
+from fairfl.contract.config import get_config_value
+from fairfl.contract.qffl import qffl_h
 from fairfl.data import ClientData, dataset_info, load_client_data
 from fairfl.logs import attach_flower_console
 from fairfl.models import FairModel, build_model
-from fairfl.settings import NodeSettings, RunSettings, get_config_value
+from fairfl.settings import NodeSettings, RunSettings
 
 logger = logging.getLogger(__name__)
 
@@ -124,13 +124,13 @@ def train(message: Message, context: Context) -> Message:
         )
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     h = None
-    if QFFL_Q in config:  # q-FFL: also report h_k, as in the paper's client protocol
+    if keys.QFFL_Q in config:  # q-FFL: also report h_k, as in the paper's client protocol
         sent = message.content[keys.ARRAYS]
         h = qffl_h(
             loss_before,
             sent.to_numpy_ndarrays(),
             [state[k].numpy() for k in sent],
-            get_config_value(config, QFFL_Q, float),
+            get_config_value(config, keys.QFFL_Q, float),
             get_config_value(config, keys.LR, float),
         )
     content = write_train_reply(

@@ -15,11 +15,9 @@ import torch
 from flwr.app import ConfigRecord
 from torch import Tensor
 
-from fairfl import constants as keys
 from fairfl.client.training import BatchObjective
-from fairfl.settings import get_config_value
-
-PROXIMAL_MU = "proximal-mu"
+from fairfl.contract import keys
+from fairfl.contract.config import get_config_value
 
 
 @dataclass(frozen=True)
@@ -38,9 +36,9 @@ def local_objective(config: ConfigRecord) -> LocalObjective:
     ValueError
         If a key has the wrong type or value (the message names the key).
     """
-    mu = get_config_value(config, PROXIMAL_MU, float) if PROXIMAL_MU in config else 0.0
+    mu = get_config_value(config, keys.PROXIMAL_MU, float) if keys.PROXIMAL_MU in config else 0.0
     if mu < 0:
-        raise ValueError(f"config key {PROXIMAL_MU!r} must be >= 0, got {mu}")
+        raise ValueError(f"config key {keys.PROXIMAL_MU!r} must be >= 0, got {mu}")
     return LocalObjective(batch_objective=_propfair_objective(config), proximal_mu=mu)
 
 

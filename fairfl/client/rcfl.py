@@ -28,24 +28,8 @@ import torch
 from flwr.app import ConfigRecord
 from torch import Tensor, nn
 
-from fairfl import constants as keys
-from fairfl.settings import get_config_value
-
-#: Config key of the global dual variable η^t (the reply carries the updated η under
-#: the same key, ``keys.RCFL_ETA``).
-RCFL_ETA = keys.RCFL_ETA
-#: Config key of this client's conservativeness α_i ∈ (0, 1]; its presence marks an
-#: RC-FL round.
-RCFL_ALPHA = "rcfl-alpha"
-#: Config key of the softplus temperature μ > 0.
-RCFL_MU = "rcfl-mu"
-#: Config key of κ, the local gradient steps (not epochs) per round.
-RCFL_LOCAL_STEPS = "rcfl-local-steps"
-#: Config key of the η step size β_η (absent: the model step size ``lr``, as in the paper).
-RCFL_LR_ETA = "rcfl-lr-eta"
-#: Config key of the batch size of one local step; 0 (or absent) is the full local
-#: training split, Algorithm 1's gradient descent.
-RCFL_BATCH_SIZE = "rcfl-batch-size"
+from fairfl.contract import keys
+from fairfl.contract.config import get_config_value
 
 
 @dataclass(frozen=True)
@@ -78,19 +62,21 @@ class RCFLSettings:
     def __post_init__(self) -> None:
         """Check every value; the error names the config key."""
         if not math.isfinite(self.eta):
-            raise ValueError(f"config key {RCFL_ETA!r} must be finite, got {self.eta}")
+            raise ValueError(f"config key {keys.RCFL_ETA!r} must be finite, got {self.eta}")
         if not 0.0 < self.alpha <= 1.0:
-            raise ValueError(f"config key {RCFL_ALPHA!r} must be in (0, 1], got {self.alpha}")
+            raise ValueError(f"config key {keys.RCFL_ALPHA!r} must be in (0, 1], got {self.alpha}")
         if not (self.mu > 0 and math.isfinite(self.mu)):
-            raise ValueError(f"config key {RCFL_MU!r} must be > 0, got {self.mu}")
+            raise ValueError(f"config key {keys.RCFL_MU!r} must be > 0, got {self.mu}")
         if self.local_steps < 1:
             raise ValueError(
-                f"config key {RCFL_LOCAL_STEPS!r} must be >= 1, got {self.local_steps}"
+                f"config key {keys.RCFL_LOCAL_STEPS!r} must be >= 1, got {self.local_steps}"
             )
         if self.lr_eta is not None and not (self.lr_eta > 0 and math.isfinite(self.lr_eta)):
-            raise ValueError(f"config key {RCFL_LR_ETA!r} must be > 0, got {self.lr_eta}")
+            raise ValueError(f"config key {keys.RCFL_LR_ETA!r} must be > 0, got {self.lr_eta}")
         if self.batch_size < 0:
-            raise ValueError(f"config key {RCFL_BATCH_SIZE!r} must be >= 0, got {self.batch_size}")
+            raise ValueError(
+                f"config key {keys.RCFL_BATCH_SIZE!r} must be >= 0, got {self.batch_size}"
+            )
 
 
 @dataclass(frozen=True)
@@ -123,16 +109,20 @@ def rcfl_settings(config: ConfigRecord) -> RCFLSettings | None:
     ValueError
         If an RC-FL key is missing, mistyped or out of range (the message names it).
     """
-    if RCFL_ALPHA not in config:
+    if keys.RCFL_ALPHA not in config:
         return None
     return RCFLSettings(
-        eta=get_config_value(config, RCFL_ETA, float),
-        alpha=get_config_value(config, RCFL_ALPHA, float),
-        mu=get_config_value(config, RCFL_MU, float),
-        local_steps=get_config_value(config, RCFL_LOCAL_STEPS, int),
-        lr_eta=get_config_value(config, RCFL_LR_ETA, float) if RCFL_LR_ETA in config else None,
+        eta=get_config_value(config, keys.RCFL_ETA, float),
+        alpha=get_config_value(config, keys.RCFL_ALPHA, float),
+        mu=get_config_value(config, keys.RCFL_MU, float),
+        local_steps=get_config_value(config, keys.RCFL_LOCAL_STEPS, int),
+        lr_eta=get_config_value(config, keys.RCFL_LR_ETA, float)
+        if keys.RCFL_LR_ETA in config
+        else None,
         batch_size=(
-            get_config_value(config, RCFL_BATCH_SIZE, int) if RCFL_BATCH_SIZE in config else 0
+            get_config_value(config, keys.RCFL_BATCH_SIZE, int)
+            if keys.RCFL_BATCH_SIZE in config
+            else 0
         ),
     )
 

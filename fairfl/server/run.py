@@ -13,7 +13,7 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 
-from fairfl import constants as keys
+from fairfl.contract import keys
 from fairfl.data import dataset_info
 from fairfl.models import build_model
 from fairfl.server.checkpoint import load_checkpoint, restore_random_state

@@ -20,13 +20,13 @@ from flwr.serverapp.exception import AggregationError
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 from numpy.typing import NDArray
 
-from fairfl import constants as keys
 from fairfl._compat import SERVER_NODE_ID
 from fairfl.contract import (
     EvaluateReply,
     ModelLayout,
     ReplyError,
     TrainReply,
+    keys,
     read_evaluate_reply,
     read_train_reply,
 )

@@ -35,6 +35,7 @@ from fairfl.contract import (
     TrainReply,
     array_view,
     check_array_values,
+    keys,
 )
 from fairfl.strategies._checks import check_real
 from fairfl.strategies._threads import one_thread
@@ -45,10 +46,6 @@ logger = logging.getLogger(__name__)
 
 Prior = Literal["uniform", "num-examples"]
 PRIORS: tuple[str, ...] = ("uniform", "num-examples")
-
-#: Train-config key of the client's proximal term; read by
-#: :func:`fairfl.client.objectives.local_objective` (a test checks they agree).
-PROXIMAL_MU = "proximal-mu"
 
 #: An update with ‖g_i‖ at or below this is treated as zero and left out of the QP
 #: (spec §7.2.5: 0/0 otherwise, and a zero vector in the hull forces d = 0).
@@ -206,7 +203,7 @@ class FedMGDAPlus(FairStrategy):
 
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """``proximal-mu`` when the clients add a proximal term (MGDA-Prox)."""
-        return {PROXIMAL_MU: self.proximal_mu} if self.proximal_mu > 0 else {}
+        return {keys.PROXIMAL_MU: self.proximal_mu} if self.proximal_mu > 0 else {}
 
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairfl import constants as keys
+from fairfl.contract import keys
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.fedavg import FedAvg

@@ -29,24 +29,19 @@ import numpy as np
 from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl import constants as keys
 from fairfl.contract import (
     ModelLayout,
     ReplyError,
     TrainReply,
     array_view,
     check_array_values,
+    keys,
 )
+from fairfl.contract.qffl import QFFL_EPSILON, h_term
 from fairfl.strategies.aggregation import apply_weighted_sums, sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 
 logger = logging.getLogger(__name__)
-
-#: Train-config key carrying q to the clients (they report ``qffl-h`` when they see it).
-QFFL_Q = "qffl-q"
-
-#: ε added to F_k before powers, as in the reference code and Flower's QFedAvg.
-QFFL_EPSILON = 1e-10
 
 Weighting = Literal["uniform", "p"]
 
@@ -64,7 +59,7 @@ class QFFL(ReweightedStrategy):
     on the client's whole training split before local training. The server computes
     Δ_k and h_k from the reply's local model. A reply may also carry the client's own
     h_k as ``qffl-h`` (the paper's client protocol; see
-    :func:`fairfl.client.qffl.qffl_h`): it is checked against the server's value, and
+    :func:`fairfl.contract.qffl.qffl_h`): it is checked against the server's value, and
     used when they agree.
 
     Parameters
@@ -167,7 +162,7 @@ class QFFL(ReweightedStrategy):
 
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Send q, so that clients can report ``qffl-h``."""
-        return {QFFL_Q: self.q}
+        return {keys.QFFL_Q: self.q}
 
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
@@ -446,42 +441,6 @@ def weighted_sums_and_squared_distances(
                         partial = float(np.sum(exact * exact))
                     parts[k, index] += partial
     return sums, parts
-
-
-def h_term(
-    loss: float,
-    squared_distance: float,
-    *,
-    q: float,
-    lipschitz: float,
-    epsilon: float = QFFL_EPSILON,
-) -> float:
-    """``h_k = q (F_k + ε)^{q-1} ‖Δw_k‖² + L (F_k + ε)^q`` (paper 002, Alg. 2, line 6).
-
-    Parameters
-    ----------
-    loss : float
-        F_k(w^t) >= 0.
-    squared_distance : float
-        ``‖w^t - w̄_k‖²``; ``‖Δw_k‖² = L² ·`` this.
-    q : float
-        q >= 0.
-    lipschitz : float
-        L = 1/η.
-    epsilon : float
-        ε added to the loss (reference code: 1e-10).
-
-    Returns
-    -------
-    float
-        h_k, an estimate of the local Lipschitz constant of ∇(F_k^{q+1}/(q+1))
-        (Lemma 3, eq. 3).
-    """
-    base = loss + epsilon
-    norm = lipschitz * lipschitz * squared_distance
-    # q·x^{q-1} is 0 at q = 0 whatever x (float_power would give 0·(1/ε) = 0 too).
-    first = q * float(np.float_power(base, q - 1.0)) * norm if q > 0 else 0.0
-    return first + lipschitz * float(np.float_power(base, q))
 
 
 def qfedavg_lambdas(

@@ -34,16 +34,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 from scipy.special import expit
 
-from fairfl import constants as keys
-from fairfl.client.rcfl import (
-    RCFL_ALPHA,
-    RCFL_BATCH_SIZE,
-    RCFL_ETA,
-    RCFL_LOCAL_STEPS,
-    RCFL_LR_ETA,
-    RCFL_MU,
-)
-from fairfl.contract import TrainReply
+from fairfl.contract import TrainReply, keys
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, check_positive_int
@@ -237,10 +228,10 @@ class RCFL(ReweightedStrategy):
     def train_config(self, server_round: int) -> dict[str, int | float]:
         """Return the RC-FL keys every client gets: η^t, μ, κ and the batch size."""
         return {
-            RCFL_ETA: self.eta,
-            RCFL_MU: self.mu,
-            RCFL_LOCAL_STEPS: self.local_steps,
-            RCFL_BATCH_SIZE: self.batch_size,
+            keys.RCFL_ETA: self.eta,
+            keys.RCFL_MU: self.mu,
+            keys.RCFL_LOCAL_STEPS: self.local_steps,
+            keys.RCFL_BATCH_SIZE: self.batch_size,
         }
 
     def configure_train(
@@ -264,11 +255,11 @@ class RCFL(ReweightedStrategy):
         base.update(self.train_config(server_round))
         lr = base.get(keys.LR)
         if isinstance(lr, int | float) and not isinstance(lr, bool):
-            base[RCFL_LR_ETA] = self.eta_lr_scale * float(lr)
+            base[keys.RCFL_LR_ETA] = self.eta_lr_scale * float(lr)
         alphas = self._alphas_for(node_ids)
         messages = []
         for node_id in node_ids:
-            node_config = ConfigRecord({**base, RCFL_ALPHA: alphas[node_id]})
+            node_config = ConfigRecord({**base, keys.RCFL_ALPHA: alphas[node_id]})
             content = RecordDict({keys.ARRAYS: arrays, keys.CONFIG: node_config})
             messages.append(
                 Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node_id)

@@ -180,7 +180,9 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
         is invalid (the rule's constructor names it).
     """
     if name not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {sorted(STRATEGIES)}, got {name!r}")
+        raise ValueError(
+            f"run config strategy must be one of {tuple(sorted(STRATEGIES))}, got {name!r}"
+        )
     spec = STRATEGIES[name]
     kwargs = {kw: run_config[key] for key, kw in spec.parameters.items() if key in run_config}
     return spec.strategy(**common, **kwargs)

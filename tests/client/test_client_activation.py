@@ -9,8 +9,6 @@ from flwr.app import ConfigRecord
 from torch import nn
 
 from fairfl.client.activation import (
-    ACTIVATION_SOURCES,
-    ActivationOptions,
     activation_for_config,
     client_activation,
     clip_rows,
@@ -18,6 +16,7 @@ from fairfl.client.activation import (
     projection_matrix,
 )
 from fairfl.client.training import activation_vector
+from fairfl.contract.activation import ACTIVATION_SOURCES, ActivationOptions
 from fairfl.models import build_model
 
 CPU = torch.device("cpu")

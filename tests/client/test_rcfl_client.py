@@ -11,12 +11,6 @@ from hypothesis import strategies as st
 from torch import nn
 
 from fairfl.client.rcfl import (
-    RCFL_ALPHA,
-    RCFL_BATCH_SIZE,
-    RCFL_ETA,
-    RCFL_LOCAL_STEPS,
-    RCFL_LR_ETA,
-    RCFL_MU,
     RCFLSettings,
     effective_weight,
     rcfl_settings,
@@ -24,6 +18,14 @@ from fairfl.client.rcfl import (
     train_rcfl,
 )
 from fairfl.client.training import train_local
+from fairfl.contract.keys import (
+    RCFL_ALPHA,
+    RCFL_BATCH_SIZE,
+    RCFL_ETA,
+    RCFL_LOCAL_STEPS,
+    RCFL_LR_ETA,
+    RCFL_MU,
+)
 
 CPU = torch.device("cpu")
 

@@ -21,17 +21,19 @@ from flwr.clientapp import ClientApp
 from sklearn.datasets import load_digits
 from torch import nn
 
-from fairfl import constants as keys
 from fairfl._compat import server_task_identity
 from fairfl.client import mean_loss  # fairfl
 from fairfl.client.activation import activation_for_config  # fairfl
 from fairfl.client.objectives import local_objective  # fairfl
-from fairfl.client.qffl import qffl_h  # fairfl
 from fairfl.client.rcfl import rcfl_settings, train_rcfl  # fairfl
-from fairfl.contract import write_train_reply  # fairfl
+from fairfl.contract import (
+    keys,
+    write_train_reply,  # fairfl
+)
+from fairfl.contract.keys import QFFL_Q
+from fairfl.contract.qffl import qffl_h  # fairfl
 from fairfl.simulation import InMemoryGrid, node_configs_for
 from fairfl.strategies import STRATEGIES, build_strategy
-from fairfl.strategies.qffl import QFFL_Q
 
 RUN_CONFIG = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
     "tool"

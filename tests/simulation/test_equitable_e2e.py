@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flwr.app import MetricRecord
 
-from fairfl import constants as keys
+from fairfl.contract import keys
 from fairfl.data.groups import planted_groups
 from fairfl.group_metrics import run_group_report
 from fairfl.simulation import run_inprocess

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from flwr.app import Message
 
-from fairfl import constants as keys
-from fairfl.client.rcfl import RCFL_ALPHA
+from fairfl.contract import keys
+from fairfl.contract.keys import RCFL_ALPHA
 from fairfl.simulation import run_inprocess
 from fairfl.strategies.afl import afl_lambda_update
 from fairfl.strategies.rcfl import client_alphas

@@ -7,8 +7,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from fairfl import constants as keys
-from fairfl.client.rcfl import RCFL_ALPHA, RCFL_ETA
+from fairfl.contract import keys
+from fairfl.contract.keys import RCFL_ALPHA, RCFL_ETA
 from fairfl.server.checkpoint import CHECKPOINT_FILE
 from fairfl.simulation import run_inprocess
 

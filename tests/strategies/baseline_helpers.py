@@ -20,8 +20,8 @@ from flwr.app import ConfigRecord, Message
 from flwr.serverapp import Grid
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
 from fairfl._compat import server_task_identity
+from fairfl.contract import keys
 from fairfl.server import RunOutcome
 from fairfl.simulation import run_inprocess
 from fairfl.strategies import FedAvg

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
+from fairfl.contract import keys
 from fairfl.server.checkpoint import CHECKPOINT_FILE
 from fairfl.simulation import run_inprocess
 from fairfl.strategies import AFL

@@ -16,8 +16,8 @@ from flwr.serverapp import Grid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
 from fairfl._compat import server_task_identity
+from fairfl.contract import keys
 from fairfl.strategies import QFFL, aggregation, base
 from fairfl.strategies.aggregation import apply_weighted_sums, reweighted_average
 from fairfl.strategies.base import ReweightedStrategy

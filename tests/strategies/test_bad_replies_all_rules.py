@@ -17,8 +17,8 @@ from flwr.serverapp import Grid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
 from fairfl._compat import server_task_identity
+from fairfl.contract import keys
 from fairfl.strategies.registry import STRATEGIES, build_strategy
 from tests.conftest import make_reply
 

@@ -12,8 +12,8 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
 from fairfl._compat import server_task_identity
+from fairfl.contract import keys
 from fairfl.strategies import FedAvg
 from tests.conftest import arrays_of, make_reply
 from tests.strategies.baseline_helpers import GLOBAL, configure, local

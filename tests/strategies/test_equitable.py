@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
-from fairfl.client.objectives import PROXIMAL_MU
+from fairfl.contract import keys
+from fairfl.contract.keys import PROXIMAL_MU
 from fairfl.strategies import STRATEGIES, EquitableFL, FedAvg, build_strategy
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.equitable import (
@@ -214,6 +214,45 @@ def test_canonical_labels():
 def test_spectral_labels_needs_two_to_m_minus_one_clusters(k):
     with pytest.raises(ValueError, match=r"num_clusters must be in \[2, 3\) for 3 rows"):
         spectral_labels(np.eye(3), k)
+
+
+def test_spectral_labels_split_a_block_diagonal_affinity_into_its_blocks():
+    # Two components {0, 2, 4} and {1, 3}: the normalised Laplacian has eigenvalue 0
+    # twice, its eigenvectors are the component indicators (times sqrt degree), so after
+    # dividing by sqrt degree the rows of one block coincide and K-means splits the blocks.
+    affinity = np.array(
+        [
+            [1.0, 0.0, 0.9, 0.0, 0.8],
+            [0.0, 1.0, 0.0, 0.7, 0.0],
+            [0.9, 0.0, 1.0, 0.0, 0.6],
+            [0.0, 0.7, 0.0, 1.0, 0.0],
+            [0.8, 0.0, 0.6, 0.0, 1.0],
+        ]
+    )
+    assert spectral_labels(affinity, 2).tolist() == [0, 1, 0, 1, 0]
+
+
+def test_spectral_labels_agree_with_scikit_learn_on_planted_clusters():
+    # Paper/spec: sklearn's SpectralClustering. Here: the same algorithm on scipy, so a
+    # server install needs no scikit-learn. On planted groups both give the same labels.
+    sklearn_cluster = pytest.importorskip("sklearn.cluster")
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        k = int(rng.integers(2, 5))
+        centres = rng.normal(size=(k, 6)) * 6.0
+        groups = np.concatenate([np.arange(k), rng.integers(0, k, int(rng.integers(4, 30)))])
+        vectors = centres[groups] + rng.normal(size=(groups.size, 6))
+        affinity = affinity_matrix(vectors, "rbf_median")
+        reference = sklearn_cluster.SpectralClustering(
+            n_clusters=k,
+            affinity="precomputed",
+            assign_labels="kmeans",
+            n_init=10,
+            random_state=trial,
+        ).fit_predict(affinity)
+        ours = spectral_labels(affinity, k, random_state=trial)
+        assert ours.tolist() == canonical_labels(reference).tolist(), trial
+        assert ours.tolist() == canonical_labels(groups).tolist(), trial
 
 
 def test_cluster_activations_rejects_zero_clusters():

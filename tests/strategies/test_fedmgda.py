@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from fairfl import constants as keys
-from fairfl.client.objectives import PROXIMAL_MU as CLIENT_PROXIMAL_MU
 from fairfl.client.objectives import local_objective
+from fairfl.contract import keys
+from fairfl.contract.keys import PROXIMAL_MU
 from fairfl.strategies import (
     STRATEGIES,
     FedAvg,
@@ -24,7 +24,6 @@ from fairfl.strategies import (
 )
 from fairfl.strategies import fedmgda as fm
 from fairfl.strategies.fedmgda import (
-    PROXIMAL_MU,
     box_bounds,
     fedmgda_step,
     gram_matrix,
@@ -584,7 +583,6 @@ def test_strategy_outputs_are_finite_and_weights_on_the_simplex(values, epsilon,
 
 
 def test_mgda_prox_sends_proximal_mu_that_the_client_reads():
-    assert PROXIMAL_MU == CLIENT_PROXIMAL_MU
     messages = configured(MGDAProx())
     config = messages[0].content["config"]
     assert config[PROXIMAL_MU] == 0.2

@@ -9,8 +9,8 @@ from flwr.app import ConfigRecord
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
 from fairfl.client.objectives import local_objective, propfair_loss
+from fairfl.contract import keys
 from fairfl.strategies import PropFair
 from tests.strategies.baseline_helpers import (
     aggregate_round,

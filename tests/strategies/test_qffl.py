@@ -14,12 +14,13 @@ from flwr.serverapp.strategy import QFedAvg as FlowerQFedAvg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
 from fairfl._compat import server_task_identity
-from fairfl.client.qffl import QFFL_Q, qffl_h
+from fairfl.contract import keys
+from fairfl.contract.keys import QFFL_Q
+from fairfl.contract.qffl import h_term, qffl_h
 from fairfl.simulation import run_inprocess
 from fairfl.strategies import QFFL, STRATEGIES, FedAvg
-from fairfl.strategies.qffl import h_term, qfedavg_lambdas, squared_distance
+from fairfl.strategies.qffl import qfedavg_lambdas, squared_distance
 from tests.conftest import arrays_of, make_reply
 
 # Hand-worked two-client example (Algorithm 2 with η = 0.5 -> L = 2, q = 1, w^t = 0):

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
-from fairfl.client.rcfl import (
+from fairfl.contract import keys
+from fairfl.contract.keys import (
     RCFL_ALPHA,
     RCFL_BATCH_SIZE,
     RCFL_ETA,

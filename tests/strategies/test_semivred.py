@@ -10,7 +10,7 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl import constants as keys
+from fairfl.contract import keys
 from fairfl.strategies import FedAvg, SemiVRed
 from fairfl.strategies.aggregation import reweighted_average, sample_weights
 from fairfl.strategies.semivred import semi_deviations, semivred_beta_max, semivred_weights

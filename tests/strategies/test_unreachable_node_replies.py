@@ -12,8 +12,8 @@ import numpy as np
 from flwr.app import ConfigRecord
 from flwr.serverapp import Grid
 
-from fairfl import constants as keys
 from fairfl._compat import SERVER_NODE_ID, server_task_identity, set_message_id
+from fairfl.contract import keys
 from fairfl.strategies import AFL, RCFL, FedAvg
 from tests.conftest import arrays_of, make_reply
 

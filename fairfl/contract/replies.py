@@ -22,7 +22,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from numpy.typing import NDArray
 
-from fairfl import constants as keys
+from fairfl.contract import keys
 
 ValueKind = Literal["int", "float", "float-list"]
 

@@ -1,0 +1,65 @@
+"""Record keys of wire contract v1 (``proto/fairfl/v1/contract.proto``).
+
+Flower's own record names (``arrays``, ``config``, ``metrics``, ``num-examples``,
+``server-round``) are kept so that stock Flower ClientApps and strategies interoperate.
+A test checks every key here against the ``.proto`` file.
+
+The train-config keys each rule adds (q, RC-FL's α/μ/κ, the proximal μ, the activation
+options) live here too: the strategy that sends a key and the client that reads it
+both import it from this module, and neither imports the other.
+"""
+
+from typing import Final
+
+# Record names inside a Message's RecordDict.
+ARRAYS: Final = "arrays"
+CONFIG: Final = "config"
+METRICS: Final = "metrics"
+
+# Train instruction (server -> client), ConfigRecord keys.
+SERVER_ROUND: Final = "server-round"
+LR: Final = "lr"
+LOCAL_EPOCHS: Final = "local-epochs"
+BATCH_SIZE: Final = "batch-size"
+WANT_ACTIVATION: Final = "want-activation"
+# PropFair's client-side loss transform (rule keys, documented in
+# fairfl.strategies.propfair; not part of the proto's TrainConfig).
+PROPFAIR_M: Final = "propfair-m"
+PROPFAIR_EPSILON: Final = "propfair-epsilon"
+PROPFAIR_HUBER: Final = "propfair-huber"
+# FedProx-style proximal term μ/2 ‖w - w^t‖² added to the local loss (Equitable FL,
+# MGDA-Prox); absent means 0.
+PROXIMAL_MU: Final = "proximal-mu"
+# q of q-FFL, sent every round by QFFL so that a client can report its own h_k.
+QFFL_Q: Final = "qffl-q"
+# RC-FL (paper 004): the global dual variable η^t (the reply carries the updated η under
+# the same key, RCFL_ETA below); this client's conservativeness α_i ∈ (0, 1], whose
+# presence marks an RC-FL round; the softplus temperature μ > 0; κ local gradient steps
+# (not epochs); the η step size (absent: ``lr``); examples per step (0: the whole split).
+RCFL_ALPHA: Final = "rcfl-alpha"
+RCFL_MU: Final = "rcfl-mu"
+RCFL_LOCAL_STEPS: Final = "rcfl-local-steps"
+RCFL_LR_ETA: Final = "rcfl-lr-eta"
+RCFL_BATCH_SIZE: Final = "rcfl-batch-size"
+# Equitable FL's activation options (fairfl.contract.activation.ActivationOptions).
+ACTIVATION_SOURCE: Final = "activation-source"
+ACTIVATION_MAX_SAMPLES: Final = "activation-max-samples"
+ACTIVATION_MIN_SAMPLES: Final = "activation-min-samples"
+ACTIVATION_PROJECTION_DIM: Final = "activation-projection-dim"
+ACTIVATION_PROJECTION_SEED: Final = "activation-projection-seed"
+ACTIVATION_DP_CLIP: Final = "activation-dp-clip"
+ACTIVATION_DP_NOISE: Final = "activation-dp-noise"
+
+# Train reply (client -> server), MetricRecord keys.
+NUM_EXAMPLES: Final = "num-examples"
+# F_k(w^t): loss of the *received* global model before local training. Underscored
+# only because Flower's QFedAvg reads this exact key.
+TRAIN_LOSS: Final = "train_loss"
+QFFL_H: Final = "qffl-h"
+ACTIVATION: Final = "activation"
+RCFL_ETA: Final = "rcfl-eta"
+PARTITION_ID: Final = "partition-id"
+
+# Evaluate reply (client -> server), MetricRecord keys.
+EVAL_LOSS: Final = "eval_loss"
+EVAL_ACC: Final = "eval_acc"
