@@ -16,9 +16,16 @@ Topology (all TLS + SuperNode authentication; ``--isolation process`` everywhere
     superlink              Fleet/Control/Runtime API on :8000, state in a volume
     supernode-register     one-shot: registers supernode-*.pub, then exits
     superexec-serverapp    runs the ServerApp; results -> ./outputs/docker (bind mount)
-    supernode-<i>          partition i-1 of N; talks to the SuperLink only
-    superexec-clientapp-<i>  runs supernode-<i>'s ClientApps; on a network shared with
-                           supernode-<i> alone (GPU reservation in the override)
+    supernode-<i>          partition i-1 of N; talks to the SuperLink; serves its
+                           Runtime API only on node-<i> (as supernode-<i>-runtime)
+    superexec-clientapp-<i>  runs supernode-<i>'s ClientApps; on network node-<i>, shared
+                           with supernode-<i> alone (GPU reservation in the override)
+
+Every service is hardened (deploy/README.md, "Hardening"): uid 49999, no capabilities,
+no-new-privileges, read-only root filesystem with a tmpfs /tmp, memory/CPU/PID limits.
+Secrets for SuperExec authentication are per verifier: the SuperLink and the ServerApp's
+SuperExec share superexec.secret; supernode-<i> and its ClientApp SuperExec share
+supernodes/supernode-<i>.superexec.secret.
 """
 
 from __future__ import annotations
@@ -35,6 +42,24 @@ HEALTHCHECK = [
     "-c",
     "import socket; socket.create_connection(('127.0.0.1', 8000), 2)",
 ]
+APP_USER = "49999:49999"  # the `app` user of the flwr images (and the offline stand-in)
+PIDS_LIMIT = 1024  # processes + threads per container (torch starts a thread per core)
+# Every process writes only under /tmp (Python's tempfile, flwr's FLWR_HOME with the
+# apps the SuperExec installs, matplotlib's cache); the root filesystem is read-only.
+FLWR_HOME = "/tmp/flwr"
+# tmpfs options: no devices, no set-uid, nothing executable; world-writable like /tmp.
+TMPFS_OPTS = "mode=1777,noexec,nosuid,nodev"
+# (variable prefix, default memory limit, default CPUs, size of /tmp) of each kind of
+# service; the SuperExecs' /tmp holds the installed apps and the ClientApps' temp files.
+LIMITS = {
+    "superlink": ("FAIRFL_SUPERLINK", "1g", "1", "64m"),
+    "supernode": ("FAIRFL_SUPERNODE", "1g", "1", "64m"),
+    "serverapp": ("FAIRFL_SERVERAPP", "4g", "2", "512m"),
+    "clientapp": ("FAIRFL_CLIENTAPP", "4g", "2", "512m"),
+}
+# The one-shot registration runs only the flwr CLI: fixed, small limits.
+REGISTER_LIMITS = ("512m", "0.5", "64m")
+
 HEADER = """\
 # fairfl federation in containers: a SuperLink, a SuperExec for the ServerApp, and
 # {n} SuperNodes, each with its own data partition, key pair and ClientApp SuperExec.
@@ -56,6 +81,12 @@ HEADER = """\
 #                             base images (official flwr/*:{flwr} by default)
 #   FAIRFL_PIP_INSTALL_ARGS   extra pip arguments for installing fairfl into the
 #                             SuperExec image (e.g. an extra index for CPU-only torch)
+#   Resource limits (memory: Docker units b/k/m/g; CPUs: at most the host's cores):
+#     FAIRFL_SUPERLINK_MEM_LIMIT / FAIRFL_SUPERLINK_CPUS   SuperLink        ({superlink})
+#     FAIRFL_SUPERNODE_MEM_LIMIT / FAIRFL_SUPERNODE_CPUS   each SuperNode   ({supernode})
+#     FAIRFL_SERVERAPP_MEM_LIMIT / FAIRFL_SERVERAPP_CPUS   ServerApp SuperExec ({serverapp})
+#     FAIRFL_CLIENTAPP_MEM_LIMIT / FAIRFL_CLIENTAPP_CPUS   each ClientApp SuperExec
+#                                                          ({clientapp})
 """
 
 GPU_HEADER = """\
@@ -84,6 +115,16 @@ def node_config(index: int, n: int, device: str) -> str:
     return f'partition-id={index} num-partitions={n} device="{device}" data-root="/app/data"'
 
 
+def runtime_alias(index: int) -> str:
+    """Name of SuperNode ``index`` (0-based) on its private network: its Runtime API."""
+    return f"supernode-{index + 1}-runtime"
+
+
+def node_secret(index: int) -> str:
+    """Compose secret shared by SuperNode ``index`` (0-based) and its ClientApp SuperExec."""
+    return f"supernode-{index + 1}.superexec.secret"
+
+
 def supernode_command(index: int, n: int, device: str) -> list[str]:
     """Arguments of ``flower-supernode`` for SuperNode ``index`` (0-based) of ``n``."""
     return [
@@ -95,15 +136,44 @@ def supernode_command(index: int, n: int, device: str) -> list[str]:
         f"/run/secrets/supernode-{index + 1}",
         "--isolation",
         "process",
+        # The Runtime API listens only on this SuperNode's address on network
+        # node-<k> (its alias there), not on the fleet network.
         "--host",
-        "0.0.0.0",
+        runtime_alias(index),
         "--port",
         "9094",
         "--node-config",
         node_config(index, n, device),
         "--superexec-auth-secret-file",
-        "/run/secrets/superexec.secret",
+        f"/run/secrets/{node_secret(index)}",
     ]
+
+
+def hardening(kind: str) -> str:
+    """Service lines: the ``x-hardening`` settings, memory/CPU limits and a tmpfs /tmp.
+
+    ``kind`` is a key of `LIMITS` (limits overridable by variables) or ``"register"``.
+    Limits are the top-level ``mem_limit``/``cpus`` rather than
+    ``deploy.resources.limits``: docker-compose 1.x and the ``docker compose`` plugin
+    both apply them without swarm.
+    """
+    if kind == "register":
+        mem, cpus, tmp = REGISTER_LIMITS
+    else:
+        prefix, mem_default, cpus_default, tmp = LIMITS[kind]
+        mem = f"${{{prefix}_MEM_LIMIT:-{mem_default}}}"
+        cpus = f"${{{prefix}_CPUS:-{cpus_default}}}"
+    return (
+        "    <<: *hardening\n"
+        f"    mem_limit: {mem}\n"
+        f"    cpus: {cpus}\n"
+        f"    tmpfs: [{q(f'/tmp:size={tmp},{TMPFS_OPTS}')}]"
+    )
+
+
+def limit_defaults() -> dict[str, str]:
+    """Default limits of each kind, as the header lists them."""
+    return {kind: f"{mem}, {cpus} CPU" for kind, (_, mem, cpus, _) in LIMITS.items()}
 
 
 def compose(n: int, tag: str = "0.1.0") -> str:
@@ -113,12 +183,23 @@ def compose(n: int, tag: str = "0.1.0") -> str:
     pki = "${FAIRFL_PKI_DIR:-./.flwr-home/pki}"
     image = "fairfl/{}:${{FAIRFL_IMAGE_TAG:-" + tag + "}}"
     pubkeys = [f"/run/secrets/supernode-{i + 1}.pub" for i in range(n)]
-    out: list[str] = [HEADER.format(n=n, tag=tag, flwr=FLWR_VERSION)]
+    out: list[str] = [HEADER.format(n=n, tag=tag, flwr=FLWR_VERSION, **limit_defaults())]
     out.append(f"""\
 x-flower-env: &flower-env
   FLWR_TELEMETRY_ENABLED: "0"
   FLWR_DISABLE_UPDATE_CHECK: "1"
   FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION: "1"
+  FLWR_HOME: {FLWR_HOME}
+  MPLCONFIGDIR: /tmp/matplotlib
+
+# Merged into every service: non-root, no capabilities, no privilege gain (set-uid
+# binaries), read-only root filesystem (writes go to the tmpfs /tmp and to volumes).
+x-hardening: &hardening
+  user: {q(APP_USER)}
+  read_only: true
+  cap_drop: [ALL]
+  security_opt: ["no-new-privileges:true"]
+  pids_limit: {PIDS_LIMIT}
 
 x-superexec-build: &superexec-build
   context: .
@@ -135,6 +216,7 @@ services:
       args:
         BASE_IMAGE: ${{FAIRFL_SUPERLINK_BASE_IMAGE:-flwr/superlink:{FLWR_VERSION}}}
     image: {image.format("superlink")}
+{hardening("superlink")}
     command:
       - --ssl-ca-certfile=/run/secrets/ca.crt
       - --ssl-certfile=/run/secrets/superlink.crt
@@ -163,6 +245,7 @@ services:
   # Registers every SuperNode's public key, then exits; SuperNodes start after it.
   supernode-register:
     image: {image.format("superlink")}
+{hardening("register")}
     entrypoint: ["/bin/sh", "/app/register-supernodes.sh"]
     command: {flow(["superlink:8000", "/run/secrets/ca.crt", *pubkeys])}
     environment: *flower-env
@@ -176,6 +259,7 @@ services:
   superexec-serverapp:
     build: *superexec-build
     image: {image.format("superexec")}
+{hardening("serverapp")}
     command:
       - --runtime-api-address=superlink:8000
       - --root-certificates=/run/secrets/ca.crt
@@ -201,10 +285,14 @@ services:
       args:
         BASE_IMAGE: ${{FAIRFL_SUPERNODE_BASE_IMAGE:-flwr/supernode:{FLWR_VERSION}}}
     image: {image.format("supernode")}
+{hardening("supernode")}
     command: {flow(supernode_command(i, n, "cpu"))}
     environment: *flower-env
-    secrets: [ca.crt, supernode-{k}, superexec.secret]
-    networks: [fleet, node-{k}]
+    secrets: [ca.crt, supernode-{k}, {node_secret(i)}]
+    networks:
+      fleet: {{}}
+      node-{k}:
+        aliases: [{runtime_alias(i)}]
     depends_on:
       supernode-register:
         condition: service_completed_successfully
@@ -213,14 +301,16 @@ services:
   superexec-clientapp-{k}:
     build: *superexec-build
     image: {image.format("superexec")}
+{hardening("clientapp")}
     command:
-      - --runtime-api-address=supernode-{k}:9094
+      - --runtime-api-address={runtime_alias(i)}:9094
+      # Plain HTTP on network node-{k}, which only this pair is on.
       - --insecure
-      - --superexec-auth-secret-file=/run/secrets/superexec.secret
+      - --superexec-auth-secret-file=/run/secrets/{node_secret(i)}
     environment: *flower-env
     volumes:
       - node-{k}-data:/app/data
-    secrets: [superexec.secret]
+    secrets: [{node_secret(i)}]
     networks: [node-{k}]
     depends_on: [supernode-{k}]
     restart: unless-stopped
@@ -257,7 +347,9 @@ secrets:
   supernode-{k}:
     file: {pki}/supernodes/supernode-{k}
   supernode-{k}.pub:
-    file: {pki}/supernodes/supernode-{k}.pub""")
+    file: {pki}/supernodes/supernode-{k}.pub
+  {node_secret(i)}:
+    file: {pki}/supernodes/{node_secret(i)}""")
     return "".join(out) + "\n"
 
 

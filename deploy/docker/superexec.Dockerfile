@@ -20,12 +20,13 @@ ARG PIP_INSTALL_ARGS=""
 # The flwr images run as user `app` (uid 49999), which owns the venv: build as app too.
 RUN mkdir -p /tmp/fairfl-src
 WORKDIR /tmp/fairfl-src
-# 1) Dependencies, in a layer that only changes with pyproject.toml. The image's own
-#    flwr is kept: Ray ("flwr[simulation]") is not needed outside simulation.
+# 1) Dependencies, in a layer that only changes with pyproject.toml: the core ones and
+#    the client and data extras (both apps train or evaluate models on local data). The
+#    image's own flwr is kept; the simulation extra (Ray) is not needed outside simulation.
 COPY --chown=app:app pyproject.toml README.md ./
-RUN sed -i 's/"flwr\[simulation\]/"flwr/' pyproject.toml \
- && mkdir -p fairfl && echo '__version__ = "0"' > fairfl/__init__.py \
- && python -m pip install --no-cache-dir --disable-pip-version-check ${PIP_INSTALL_ARGS} . \
+RUN mkdir -p fairfl && echo '__version__ = "0"' > fairfl/__init__.py \
+ && python -m pip install --no-cache-dir --disable-pip-version-check ${PIP_INSTALL_ARGS} \
+      ".[client,data]" \
  && rm -rf fairfl build
 # 2) fairfl itself.
 COPY --chown=app:app fairfl ./fairfl

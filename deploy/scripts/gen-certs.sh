@@ -7,8 +7,10 @@
 #   supernodes/<name>, <name>.pub    SuperNode key pairs (EC P-384, OpenSSH format), when
 #                                    asked for; devices can instead make their own with
 #                                    gen-supernode-key.sh
-#   superexec.secret                 shared secret between a SuperLink/SuperNode and its
+#   superexec.secret                 shared secret between the SuperLink and its
 #                                    SuperExecs in process isolation (optional hardening)
+#   supernodes/<name>.superexec.secret  the same for SuperNode <name> and its SuperExec
+#                                    (made with the key pair, by gen-supernode-key.sh)
 # Distribute ca.crt to every device and to whoever runs `flwr`; superlink.* stay on the
 # server host.
 #
@@ -41,7 +43,7 @@ while [[ $# -gt 0 ]]; do
     --days) DAYS="$2"; shift 2 ;;
     --owner) OWNER="$2"; shift 2 ;;
     --force) FORCE=1; shift ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) fairfl_die "unknown argument $1 (see --help)" ;;
   esac
 done

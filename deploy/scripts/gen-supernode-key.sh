@@ -3,6 +3,9 @@
 # format (what `flower-supernode --auth-supernode-private-key` reads) and its `.pub`
 # (what `flwr supernode register` takes). Run it on the device itself, so that the
 # private key never leaves it; send only NAME.pub to the SuperLink's operator.
+# Also makes NAME.superexec.secret (kept when present): the secret this SuperNode and
+# its own ClientApp SuperExec share in process isolation (--superexec-auth-secret-file
+# on both); it never leaves the device either.
 #
 # Usage: deploy/scripts/gen-supernode-key.sh [--out DIR] [--force] NAME
 #   --out DIR   where to write NAME and NAME.pub (default: $FAIRFL_PKI_DIR/supernodes)
@@ -16,7 +19,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
     --force) FORCE=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     -*) fairfl_die "unknown option $1" ;;
     *) NAME="$1"; shift ;;
   esac
@@ -25,6 +28,10 @@ done
 [[ "$NAME" =~ ^[A-Za-z0-9._-]+$ ]] || fairfl_die "bad key name '$NAME'"
 mkdir -p "$OUT"
 KEY="$OUT/$NAME"
+if [[ ! -s "$KEY.superexec.secret" ]]; then
+  (umask 077; python3 -c 'import secrets; print(secrets.token_hex(32), end="")' \
+    > "$KEY.superexec.secret")
+fi
 if [[ -e "$KEY" && "$FORCE" == 0 ]]; then
   echo "kept existing $KEY" >&2
   exit 0

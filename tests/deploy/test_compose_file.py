@@ -1,19 +1,26 @@
 """docker-compose.yml: valid against the Compose Specification's JSON schema, in sync
-with its generator, and wired as issue 7 asks (TLS, authentication, one partition and
-one key per SuperNode, results on a volume, GPU override)."""
+with its generator, wired as issue 7 asks (TLS, authentication, one partition and one
+key per SuperNode, results on a volume, GPU override) and hardened as issue 21 asks
+(non-root, no capabilities, no-new-privileges, read-only root with a tmpfs /tmp,
+memory/CPU/PID limits, Runtime APIs off the shared network, one SuperExec secret per
+SuperLink/SuperNode). Static checks of the files: no Docker engine needed (the
+``docker-compose config`` test needs only the docker-compose program)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import jsonschema
 import pytest
 import yaml
-
-pytestmark = pytest.mark.deployment
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "deploy" / "schemas" / "compose-spec.json"
@@ -21,13 +28,28 @@ COMPOSE = REPO / "docker-compose.yml"
 GPU = REPO / "deploy" / "docker" / "docker-compose.gpu.yml"
 
 
-def _gen():
+APP_UID = 49999
+SIZES = [1, 3, 10]
+
+
+def _gen() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "compose_gen", REPO / "deploy/docker/compose_gen.py"
     )
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _flag(cmd: list[str], name: str) -> str:
+    """The value of ``name`` in a command given as ``--name value`` or ``--name=value``."""
+    for i, arg in enumerate(cmd):
+        if arg == name:
+            return cmd[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    raise KeyError(name)
 
 
 def _validator() -> jsonschema.protocols.Validator:
@@ -69,13 +91,143 @@ def test_generated_for_n_supernodes(n: int) -> None:
         assert node_config["num-partitions"] == str(n)
         assert cmd[cmd.index("--auth-supernode-private-key") + 1] == f"/run/secrets/supernode-{k}"
         # Each SuperNode sees only its own private key.
-        assert [s for s in services[f"supernode-{k}"]["secrets"] if s.startswith("supernode-")] == [
-            f"supernode-{k}"
-        ]
+        keys = [s for s in services[f"supernode-{k}"]["secrets"] if s.startswith("supernode-")]
+        assert keys == [f"supernode-{k}", f"supernode-{k}.superexec.secret"]
         clientapp = services[f"superexec-clientapp-{k}"]
         assert clientapp["networks"] == [f"node-{k}"]
-        assert f"--runtime-api-address=supernode-{k}:9094" in clientapp["command"]
+        assert f"--runtime-api-address=supernode-{k}-runtime:9094" in clientapp["command"]
     assert partitions == list(range(n))
+
+
+def _assert_hardened(name: str, service: dict[str, Any]) -> None:
+    """The hardening every service carries (as resolved YAML or `docker-compose config`)."""
+    uid, _, gid = str(service["user"]).partition(":")
+    assert int(uid) == APP_UID and int(gid) == APP_UID, name  # never root
+    assert service["read_only"] is True, name
+    assert service["cap_drop"] == ["ALL"] and "cap_add" not in service, name
+    assert "no-new-privileges:true" in service["security_opt"], name
+    assert "privileged" not in service, name
+    assert int(service["pids_limit"]) > 0, name
+    assert service["mem_limit"] and service["cpus"], name
+    # A private, size-limited /tmp on which nothing can be executed or set-uid.
+    tmp = [t for t in service["tmpfs"] if t.split(":")[0] == "/tmp"]
+    assert len(tmp) == 1, name
+    opts = tmp[0].split(":", 1)[1].split(",")
+    assert {"noexec", "nosuid", "nodev"} <= set(opts), name
+    assert any(o.startswith("size=") for o in opts), name
+    # flwr's home (the apps a SuperExec installs, flwr's caches) is on that tmpfs.
+    assert str(service["environment"]["FLWR_HOME"]).startswith("/tmp/"), name
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_every_service_is_hardened(n: int) -> None:
+    services = yaml.safe_load(_gen().compose(n))["services"]
+    assert len(services) == 3 + 2 * n
+    for name, service in services.items():
+        _assert_hardened(name, service)
+        # Limits are variables with defaults (header of docker-compose.yml), except for
+        # the one-shot registration.
+        if name != "supernode-register":
+            assert str(service["mem_limit"]).startswith("${FAIRFL_"), name
+            assert str(service["cpus"]).startswith("${FAIRFL_"), name
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_runtime_apis_stay_off_the_shared_network(n: int) -> None:
+    doc = yaml.safe_load(_gen().compose(n))
+    services = doc["services"]
+    # Only the SuperLink publishes a port, on loopback unless told otherwise.
+    published = {name: s["ports"] for name, s in services.items() if "ports" in s}
+    assert published == {
+        "superlink": ["${FAIRFL_SUPERLINK_BIND:-127.0.0.1}:${FAIRFL_SUPERLINK_PORT:-8000}:8000"]
+    }
+    for k in range(1, n + 1):
+        node = services[f"supernode-{k}"]
+        alias = f"supernode-{k}-runtime"
+        # The Runtime API binds the SuperNode's address on node-<k> alone: the name
+        # exists only there, where only its own ClientApp SuperExec is.
+        assert _flag(node["command"], "--host") == alias
+        assert node["networks"] == {"fleet": {}, f"node-{k}": {"aliases": [alias]}}
+        assert doc["networks"][f"node-{k}"] == {"internal": True}
+        members = [name for name, s in services.items() if f"node-{k}" in s["networks"]]
+        assert sorted(members) == sorted([f"supernode-{k}", f"superexec-clientapp-{k}"])
+        clientapp = services[f"superexec-clientapp-{k}"]["command"]
+        assert _flag(clientapp, "--runtime-api-address") == f"{alias}:9094"
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_one_superexec_secret_per_superlink_and_supernode(n: int) -> None:
+    """flwr verifies SuperExecs with one secret per verifying process (the SuperLink,
+    each SuperNode): the SuperLink's is shared with the ServerApp's SuperExec only,
+    each SuperNode's with its own ClientApp SuperExec only."""
+    doc = yaml.safe_load(_gen().compose(n))
+    services = doc["services"]
+
+    def secret_of(name: str) -> str:
+        path = _flag(services[name]["command"], "--superexec-auth-secret-file")
+        assert path.startswith("/run/secrets/"), name
+        secret = path.removeprefix("/run/secrets/")
+        assert secret in services[name]["secrets"], name
+        return secret
+
+    pairs = [("superlink", "superexec-serverapp")] + [
+        (f"supernode-{k}", f"superexec-clientapp-{k}") for k in range(1, n + 1)
+    ]
+    secrets = []
+    for verifier, superexec in pairs:
+        assert secret_of(verifier) == secret_of(superexec)
+        secrets.append(secret_of(verifier))
+    assert len(set(secrets)) == len(pairs)
+    files = {doc["secrets"][s]["file"] for s in secrets}
+    assert len(files) == len(pairs)
+    for name, service in services.items():
+        # Which SuperExec secrets a service sees: its own pair's, nothing else.
+        seen = [s for s in service.get("secrets", []) if s.endswith("secret")]
+        assert len(seen) <= 1, name
+
+
+def _compose_config(*files: Path, env: dict[str, str]) -> dict[str, Any]:
+    """`docker-compose config` (needs no engine): the file as docker-compose applies it."""
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
+    args = [exe, "--project-directory", str(REPO)]
+    for f in files:
+        args += ["-f", str(f)]
+    res = subprocess.run(
+        [*args, "config"], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    return yaml.safe_load(res.stdout)
+
+
+def test_docker_compose_applies_hardening_and_limits(tmp_path: Path) -> None:
+    gen = _gen()
+    env = {"FAIRFL_PKI_DIR": str(tmp_path), "FAIRFL_CLIENTAPP_MEM_LIMIT": "8g"}
+    env["FAIRFL_CLIENTAPP_CPUS"] = "1.5"
+    for name in [v for v in os.environ if v.startswith("FAIRFL_") and v not in env]:
+        env[name] = ""  # defaults, whatever the caller's environment says
+    services = _compose_config(COMPOSE, env=env)["services"]
+    for name, service in services.items():
+        _assert_hardened(name, service)
+    one_of_kind = {
+        "superlink": "superlink",
+        "supernode": "supernode-1",
+        "serverapp": "superexec-serverapp",
+        "clientapp": "superexec-clientapp-1",
+    }
+    for kind, (prefix, mem, cpus, _) in gen.LIMITS.items():
+        name = one_of_kind[kind]
+        if kind == "clientapp":
+            mem, cpus = "8g", "1.5"  # set through the variables above
+        assert services[name]["mem_limit"] == mem, (name, prefix)
+        assert float(services[name]["cpus"]) == float(cpus), (name, prefix)
+    # With the GPU override: the same hardening, plus the GPU reservation.
+    merged = _compose_config(COMPOSE, GPU, env=env)["services"]
+    for name, service in merged.items():
+        _assert_hardened(name, service)
+    devices = merged["superexec-clientapp-1"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
 
 
 def test_tls_auth_state_and_results() -> None:

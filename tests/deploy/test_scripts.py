@@ -86,6 +86,13 @@ def test_gen_certs(tmp_path: Path) -> None:
     # Private keys are owner-only; public parts readable.
     for private in ("ca.key", "superlink.key", "supernodes/supernode-1", "superexec.secret"):
         assert stat.S_IMODE((pki / private).stat().st_mode) == 0o600, private
+    # Each SuperNode has its own SuperExec secret, unlike the SuperLink's.
+    node_secrets = [(pki / f"supernodes/supernode-{k}.superexec.secret") for k in (1, 2)]
+    for secret in node_secrets:
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
+        assert len(secret.read_text()) == 64
+    values = {s.read_bytes() for s in [*node_secrets, pki / "superexec.secret"]}
+    assert len(values) == 3
     assert stat.S_IMODE((pki / "ca.crt").stat().st_mode) == 0o644
 
     # Re-running keeps the CA and the SuperNode keys, and reissues the server certificate.
@@ -94,6 +101,7 @@ def test_gen_certs(tmp_path: Path) -> None:
     _run("gen-certs.sh", "--out", str(pki), "--san", "DNS:other", "--supernodes", "2", env=env)
     assert (pki / "ca.crt").read_bytes() == ca_before
     assert (pki / "supernodes" / "supernode-1").read_bytes() == key_before
+    assert {s.read_bytes() for s in node_secrets} <= values
     cert2 = x509.load_pem_x509_certificate((pki / "superlink.crt").read_bytes())
     sans2 = cert2.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "other" in sans2.get_values_for_type(x509.DNSName)

@@ -79,13 +79,16 @@ log "rootfs: $ROOTFS_TAR ($(du -h "$ROOTFS_TAR" | cut -f1))"
 WHEELS="$CACHE/wheels"
 mkdir -p "$WHEELS"
 REQS="$CACHE/offline-requirements.txt"
-# fairfl's runtime dependencies from pyproject.toml, except that the image gets plain
-# flwr at the pinned version (no [simulation] extra: Ray is not used in deployment),
-# a CPU torch when one is at hand, and hatchling to build fairfl without an index.
+# fairfl's runtime dependencies from pyproject.toml (core, client and data extras, as
+# superexec.Dockerfile installs), except that the image gets flwr at the pinned version
+# (no simulation extra: Ray is not used in deployment), a CPU torch when one is at
+# hand, and hatchling to build fairfl without an index.
 "$PYTHON" - "$REPO_ROOT/pyproject.toml" "$FLWR_VERSION" "${FAIRFL_TORCH_SPEC:-}" > "$REQS" <<'PY'
 import glob, os, re, subprocess, sys, tomllib
 pyproject, flwr_version, torch_spec = sys.argv[1], sys.argv[2], sys.argv[3]
-deps = tomllib.load(open(pyproject, "rb"))["project"]["dependencies"]
+project = tomllib.load(open(pyproject, "rb"))["project"]
+extras = project["optional-dependencies"]
+deps = project["dependencies"] + extras["client"] + extras["data"]
 if not torch_spec:
     # Newest torch-*+cpu wheel in pip's find-links directories (PyPI has no CPU build).
     links = os.environ.get("PIP_FIND_LINKS", "").split()
