@@ -81,7 +81,7 @@ def make_replies(num_clients: int, num_params: int, seed: int):
         content = write_train_reply(
             local,
             num_examples=int(rng.integers(20, 500)),
-            train_loss=float(rng.uniform(0.2, 3.0)),
+            loss_before_training=float(rng.uniform(0.2, 3.0)),
             partition_id=i,
             activation=rng.normal(size=ACTIVATION_DIM).tolist(),
             rcfl_eta=float(rng.uniform(0.0, 1.0)),

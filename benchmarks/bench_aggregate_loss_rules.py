@@ -79,7 +79,7 @@ def make_replies(num_replies: int, shapes: dict, seed: int) -> tuple[ArrayRecord
         metrics = MetricRecord(
             {
                 keys.NUM_EXAMPLES: int(rng.integers(20, 500)),
-                keys.TRAIN_LOSS: float(rng.uniform(0.2, 3.0)),
+                keys.LOSS_BEFORE_TRAINING: float(rng.uniform(0.2, 3.0)),
                 keys.ACTIVATION: [float(v) for v in rng.normal(size=ACTIVATION_DIM)],
                 keys.RCFL_ETA: float(rng.uniform(0.0, 1.0)),
                 keys.PARTITION_ID: i,

@@ -3,6 +3,11 @@
 Accuracies enter as fractions in [0, 1]; every accuracy statistic is returned in percent,
 as the papers' tables report them. The variance is in %², as q-FFL reports it
 (``np.var(acc) * 1e4`` with ``acc`` in [0, 1]).
+
+Results files keep the short names (``acc-mean``: every statistic in them is in
+percent). A strategy's evaluate MetricRecord also holds the app's ``eval_acc`` (a
+fraction), so there the accuracy statistics carry their unit in the name
+(:data:`PERCENT_NAMES`: ``acc-mean-pct``, ``acc-variance-pct2``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,19 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+#: The accuracy statistics of :func:`fairness_metrics` under names that say their unit
+#: (percent; %² for the variance), as the strategies report them next to ``eval_acc``.
+PERCENT_NAMES: dict[str, str] = {
+    "acc-mean": "acc-mean-pct",
+    "acc-weighted-mean": "acc-weighted-mean-pct",
+    "acc-std": "acc-std-pct",
+    "acc-variance": "acc-variance-pct2",
+    "acc-worst": "acc-worst-pct",
+    "acc-worst-10": "acc-worst-10-pct",
+    "acc-worst-20": "acc-worst-20-pct",
+    "acc-best-10": "acc-best-10-pct",
+}
 
 
 def tail_count(num_clients: int, fraction: float) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flwr.app import MetricRecord
+from flwr.app import MetricRecord, RecordDict
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -75,6 +75,7 @@ def test_writers_output_parses_as_the_proto_messages():
     content = write_train_reply(
         arrays_of([np.zeros(2, np.float32)]),
         num_examples=7,
+        loss_before_training=0.4,
         train_loss=0.5,
         partition_id=3,
         activation=[0.1, 0.2],
@@ -116,13 +117,15 @@ def test_committed_generated_code_is_up_to_date(tmp_path):
 
 LAYOUT = ModelLayout(keys=("0", "1"), shapes=((2, 2), (2,)), dtypes=("float32", "float32"))
 GOOD_ARRAYS = [np.ones((2, 2), np.float32), np.zeros(2, np.float32)]
-GOOD_METRICS = {keys.NUM_EXAMPLES: 10, keys.TRAIN_LOSS: 0.7, keys.PARTITION_ID: 2}
+GOOD_METRICS = {keys.NUM_EXAMPLES: 10, keys.LOSS_BEFORE_TRAINING: 0.7, keys.PARTITION_ID: 2}
 
 
 def test_good_train_reply_is_read():
-    reply = read_train_reply(make_reply(5, GOOD_ARRAYS, GOOD_METRICS), LAYOUT, (keys.TRAIN_LOSS,))
+    reply = read_train_reply(
+        make_reply(5, GOOD_ARRAYS, GOOD_METRICS), LAYOUT, (keys.LOSS_BEFORE_TRAINING,)
+    )
     assert reply.node_id == 5 and reply.num_examples == 10 and reply.partition_id == 2
-    assert reply.train_loss == pytest.approx(0.7)
+    assert reply.metrics[keys.LOSS_BEFORE_TRAINING] == pytest.approx(0.7)
     np.testing.assert_array_equal(reply.arrays[0], GOOD_ARRAYS[0])
 
 
@@ -283,7 +286,45 @@ def test_evaluate_reply_read_and_violations():
 
 
 def test_writer_reader_round_trip():
-    content = write_train_reply(arrays_of(GOOD_ARRAYS), num_examples=10, train_loss=0.7)
-    reply = read_train_reply(make_reply(2, content=content), LAYOUT, (keys.TRAIN_LOSS,))
-    assert reply.metrics == {keys.NUM_EXAMPLES: 10, keys.TRAIN_LOSS: 0.7}
+    content = write_train_reply(
+        arrays_of(GOOD_ARRAYS), num_examples=10, loss_before_training=0.6, train_loss=0.7
+    )
+    reply = read_train_reply(make_reply(2, content=content), LAYOUT, (keys.LOSS_BEFORE_TRAINING,))
+    assert reply.metrics == {
+        keys.NUM_EXAMPLES: 10,
+        keys.LOSS_BEFORE_TRAINING: 0.6,
+        keys.TRAIN_LOSS: 0.7,
+    }
     assert isinstance(content[keys.METRICS], MetricRecord)
+
+
+def test_reader_takes_flowers_record_keys_and_a_loss_key_of_the_apps():
+    # weighted_by_key / arrayrecord_key / train_loss_key of a strategy built with others.
+    content = RecordDict(
+        {
+            "weights": arrays_of(GOOD_ARRAYS),
+            "metrics": MetricRecord({"n": 4, "my-loss": 0.25, "other": 1.0}),
+        }
+    )
+    reply = read_train_reply(
+        make_reply(3, content=content),
+        LAYOUT,
+        ("my-loss",),
+        loss_key="my-loss",
+        weight_key="n",
+        arrays_key="weights",
+    )
+    assert reply.num_examples == 4
+    assert reply.metrics == {"n": 4, "my-loss": 0.25}  # unknown app keys are not kept
+    with pytest.raises(ReplyError, match=r"metrics\['my-loss'\] must be >= 0, got -1"):
+        bad = RecordDict(
+            {"weights": arrays_of(GOOD_ARRAYS), "metrics": MetricRecord({"n": 4, "my-loss": -1.0})}
+        )
+        read_train_reply(make_reply(3, content=bad), LAYOUT, loss_key="my-loss", weight_key="n")
+    with pytest.raises(ReplyError, match=r"metrics\['n'\] is missing") as info:
+        read_train_reply(make_reply(3, GOOD_ARRAYS, GOOD_METRICS), LAYOUT, weight_key="n")
+    assert info.value.missing_key == "n"
+    with pytest.raises(ReplyError, match=r"content\['weights'\] is missing"):
+        read_train_reply(make_reply(3, GOOD_ARRAYS, GOOD_METRICS), LAYOUT, arrays_key="weights")
+    evaluation = {"n": 4, keys.EVAL_LOSS: 0.3, keys.EVAL_ACC: 0.5}
+    assert read_evaluate_reply(make_reply(3, None, evaluation), weight_key="n").num_examples == 4

@@ -52,8 +52,12 @@ ACTIVATION_DP_NOISE: Final = "activation-dp-noise"
 
 # Train reply (client -> server), MetricRecord keys.
 NUM_EXAMPLES: Final = "num-examples"
-# F_k(w^t): loss of the *received* global model before local training. Underscored
-# only because Flower's QFedAvg reads this exact key.
+# F_k(w^t): mean loss of the *received* global model on the local training split,
+# measured before local training. The loss-aware rules read this key by default
+# (their ``train_loss_key``).
+LOSS_BEFORE_TRAINING: Final = "loss-before-training"
+# Flower's name: a stock ClientApp reports the loss *during* local training here. Read
+# by Flower's QFedAvg; fairfl's rules read it only with ``train_loss_key="train_loss"``.
 TRAIN_LOSS: Final = "train_loss"
 QFFL_H: Final = "qffl-h"
 ACTIVATION: Final = "activation"

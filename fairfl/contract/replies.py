@@ -52,6 +52,7 @@ class FieldSpec:
 # Python side of message TrainMetrics in contract.proto.
 TRAIN_METRICS: Mapping[str, FieldSpec] = {
     keys.NUM_EXAMPLES: FieldSpec("int", lower=0, lower_inclusive=False),
+    keys.LOSS_BEFORE_TRAINING: FieldSpec("float", lower=0.0),
     keys.TRAIN_LOSS: FieldSpec("float", lower=0.0),
     keys.QFFL_H: FieldSpec("float", lower=0.0, lower_inclusive=False),
     keys.ACTIVATION: FieldSpec("float-list"),
@@ -83,12 +84,18 @@ class ReplyError(ValueError):
         The offending field, as a path (``metrics['train_loss']``, ``arrays['fc.weight']``).
     reason : str
         What is wrong with it.
+    missing_key : str | None
+        The metric key, when the reply lacks a required one (``reason`` is then
+        "is missing").
     """
 
-    def __init__(self, node_id: int, field: str, reason: str) -> None:
+    def __init__(
+        self, node_id: int, field: str, reason: str, *, missing_key: str | None = None
+    ) -> None:
         self.node_id = node_id
         self.field = field
         self.reason = reason
+        self.missing_key = missing_key
         super().__init__(f"node {node_id}: {field} {reason}")
 
 
@@ -105,7 +112,8 @@ class TrainReply:
     arrays : list[NDArray]
         Local weights w_k, in the key order of the global model that was sent.
     metrics : dict[str, int | float | list[float]]
-        Every contract key the reply carried, validated.
+        Every contract key the reply carried (and the reader's ``loss_key`` and
+        ``weight_key``), validated.
     """
 
     node_id: int
@@ -118,11 +126,6 @@ class TrainReply:
         """Stable client id, when the client sent one."""
         value = self.metrics.get(keys.PARTITION_ID)
         return int(value) if value is not None else None
-
-    @property
-    def train_loss(self) -> float:
-        """F_k(w^t); only valid where the strategy required ``train_loss``."""
-        return float(self.metrics[keys.TRAIN_LOSS])
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def _read_metrics(
 ) -> dict[str, int | float | list[float]]:
     for key in required:
         if key not in metrics:
-            raise ReplyError(node_id, f"metrics[{key!r}]", "is missing")
+            raise ReplyError(node_id, f"metrics[{key!r}]", "is missing", missing_key=key)
     values: dict[str, int | float | list[float]] = {}
     for key, spec in table.items():
         if key in metrics:
@@ -217,6 +220,9 @@ def read_train_reply(
     max_abs_weight: float | None = None,
     *,
     check_values: bool = True,
+    loss_key: str | None = None,
+    weight_key: str = keys.NUM_EXAMPLES,
+    arrays_key: str = keys.ARRAYS,
 ) -> TrainReply:
     """Validate a train reply against the contract and the global model that was sent.
 
@@ -228,13 +234,22 @@ def read_train_reply(
         Keys, shapes and dtypes of the sent global model; the reply's ``arrays`` must
         match them exactly.
     required_metrics : Sequence[str]
-        Metric keys the rule needs besides ``num-examples`` (e.g. ``train_loss``).
+        Metric keys the rule needs besides ``weight_key`` (e.g.
+        ``loss-before-training``).
     max_abs_weight : float | None
         Reject weights larger than this in absolute value (``None``: only finiteness).
     check_values : bool
         Check that float arrays are finite and within ``max_abs_weight`` (default).
         ``False`` leaves that to a caller that reads every value anyway; it must then
         call :func:`check_array_values` on what it cannot vouch for.
+    loss_key : str | None
+        A key checked as a loss (float >= 0) when present, and kept in
+        ``TrainReply.metrics`` even if it is not a contract key (a rule's
+        ``train_loss_key``). Whether it is required is ``required_metrics``' business.
+    weight_key : str
+        The key of n_k, an int > 0 (Flower's ``weighted_by_key``).
+    arrays_key : str
+        The name of the reply's ArrayRecord (Flower's ``arrayrecord_key``).
 
     Returns
     -------
@@ -247,16 +262,19 @@ def read_train_reply(
         Naming the node, the field and the reason.
     """
     node_id = int(message.metadata.src_node_id)
+    table = {weight_key: TRAIN_METRICS[keys.NUM_EXAMPLES], **TRAIN_METRICS}
+    if loss_key is not None:
+        table.setdefault(loss_key, TRAIN_METRICS[keys.LOSS_BEFORE_TRAINING])
     metrics = _read_metrics(
         node_id,
         _metrics_of(node_id, message),
-        TRAIN_METRICS,
-        (*REQUIRED_TRAIN_METRICS, *required_metrics),
+        table,
+        (weight_key, *required_metrics),
     )
     records = message.content.array_records
-    if keys.ARRAYS not in records:
-        raise ReplyError(node_id, f"content[{keys.ARRAYS!r}]", "is missing (no ArrayRecord)")
-    arrays = records[keys.ARRAYS]
+    if arrays_key not in records:
+        raise ReplyError(node_id, f"content[{arrays_key!r}]", "is missing (no ArrayRecord)")
+    arrays = records[arrays_key]
     got_keys = tuple(arrays.keys())
     if set(got_keys) != set(layout.keys):
         missing = sorted(set(layout.keys) - set(got_keys))
@@ -277,7 +295,10 @@ def read_train_reply(
             raise ReplyError(
                 node_id, f"arrays[{key!r}]", f"has dtype {array.dtype}, expected {dtype}"
             )
-        value = array_view(array)
+        try:
+            value = array_view(array)
+        except Exception as error:  # any payload, however broken, costs one reply only
+            raise ReplyError(node_id, f"arrays[{key!r}]", f"cannot be decoded: {error}") from error
         if value.shape != shape or str(value.dtype) != dtype:
             raise ReplyError(
                 node_id, f"arrays[{key!r}]", "payload does not match its declared shape/dtype"
@@ -285,7 +306,7 @@ def read_train_reply(
         if check_values:
             check_array_values(node_id, key, value, max_abs_weight)
         decoded.append(value)
-    num_examples = int(metrics[keys.NUM_EXAMPLES])  # type: ignore[arg-type]
+    num_examples = int(metrics[weight_key])  # type: ignore[arg-type]
     return TrainReply(node_id=node_id, num_examples=num_examples, arrays=decoded, metrics=metrics)
 
 
@@ -294,26 +315,37 @@ def array_view(array: Array) -> NDArray:
 
     ``Array.numpy()`` copies the payload through ``np.load``; strategies only read the
     replies (they never write into inputs), so a view saves a copy of every reply.
-    Payloads this does not recognise fall back to ``Array.numpy()``.
+    Only what an honest client sends is accepted: ``stype`` ``numpy.ndarray``, a ``.npy``
+    v1.0 or v2.0 header, a plain numeric dtype (no objects, no fields), and exactly as
+    many bytes as the header's shape needs. Nothing is ever unpickled.
+
+    Raises
+    ------
+    ValueError
+        If the payload is anything else (the message says what is wrong).
     """
+    if array.stype != "numpy.ndarray":
+        raise ValueError(f"has serialisation type {array.stype!r}, expected 'numpy.ndarray'")
     data = array.data
-    if array.stype != "numpy.ndarray" or not isinstance(data, bytes | bytearray | memoryview):
-        return array.numpy()
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ValueError(f"has a payload of type {type(data).__name__}, expected bytes")
     stream = BytesIO(data)
-    try:
-        version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
-        elif version == (2, 0):
-            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(stream)
-        else:
-            return array.numpy()
-    except ValueError:
-        return array.numpy()
-    count = math.prod(shape)
-    if dtype.hasobject or len(data) - stream.tell() != count * dtype.itemsize:
-        return array.numpy()
-    flat = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f"has .npy format version {version}, expected (1, 0) or (2, 0)")
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"has dtype {dtype}: objects and structured dtypes are refused")
+    expected = math.prod(shape) * dtype.itemsize
+    if len(data) - stream.tell() != expected:
+        raise ValueError(
+            f"has {len(data) - stream.tell()} payload bytes, its header ({dtype}, "
+            f"{shape}) needs {expected}"
+        )
+    flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=stream.tell())
     return flat.reshape(shape, order="F" if fortran_order else "C")
 
 
@@ -333,16 +365,19 @@ def check_array_values(node_id: int, key: str, value: NDArray, max_abs: float | 
     raise ReplyError(node_id, f"arrays[{key!r}]", f"contains {bad}")
 
 
-def read_evaluate_reply(message: Message) -> EvaluateReply:
-    """Validate an evaluate reply; raise :class:`ReplyError` naming node and field."""
+def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES) -> EvaluateReply:
+    """Validate an evaluate reply; raise :class:`ReplyError` naming node and field.
+
+    ``weight_key`` is the key of the test-sample count (Flower's ``weighted_by_key``).
+    """
     node_id = int(message.metadata.src_node_id)
-    metrics = _read_metrics(
-        node_id, _metrics_of(node_id, message), EVALUATE_METRICS, REQUIRED_EVALUATE_METRICS
-    )
+    required = (weight_key, *REQUIRED_EVALUATE_METRICS[1:])
+    table = {weight_key: EVALUATE_METRICS[keys.NUM_EXAMPLES], **EVALUATE_METRICS}
+    metrics = _read_metrics(node_id, _metrics_of(node_id, message), table, required)
     partition = metrics.get(keys.PARTITION_ID)
     return EvaluateReply(
         node_id=node_id,
-        num_examples=int(metrics[keys.NUM_EXAMPLES]),  # type: ignore[arg-type]
+        num_examples=int(metrics[weight_key]),  # type: ignore[arg-type]
         eval_loss=float(metrics[keys.EVAL_LOSS]),  # type: ignore[arg-type]
         eval_acc=float(metrics[keys.EVAL_ACC]),  # type: ignore[arg-type]
         partition_id=int(partition) if partition is not None else None,  # type: ignore[arg-type]
@@ -358,10 +393,20 @@ def write_train_reply(
     activation: Sequence[float] | None = None,
     qffl_h: float | None = None,
     rcfl_eta: float | None = None,
+    loss_before_training: float | None = None,
 ) -> RecordDict:
-    """Build the content of a train reply (see ``TrainReply`` in the .proto)."""
+    """Build the content of a train reply (see ``TrainReply`` in the .proto).
+
+    ``loss_before_training`` is F_k(w^t), the loss of the received global model before
+    local training, which the loss-aware rules read; ``train_loss`` is Flower's key,
+    read by Flower's QFedAvg and by fairfl's rules only with
+    ``train_loss_key="train_loss"``.
+    """
     values: dict[str, int | float | list[float]] = {keys.NUM_EXAMPLES: int(num_examples)}
     optional: dict[str, int | float | list[float] | None] = {
+        keys.LOSS_BEFORE_TRAINING: None
+        if loss_before_training is None
+        else float(loss_before_training),
         keys.TRAIN_LOSS: None if train_loss is None else float(train_loss),
         keys.QFFL_H: None if qffl_h is None else float(qffl_h),
         keys.ACTIVATION: None if activation is None else [float(v) for v in activation],

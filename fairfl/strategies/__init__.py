@@ -1,7 +1,7 @@
 """Fair aggregation rules as Flower Message-API strategies, one module per rule."""
 
 from fairfl.strategies.afl import AFL
-from fairfl.strategies.base import FairStrategy, ReweightedStrategy
+from fairfl.strategies.base import FairStrategy, MissingMetricError, ReweightedStrategy
 from fairfl.strategies.deltafl import DeltaFL
 from fairfl.strategies.equitable import EquitableFL
 from fairfl.strategies.fedavg import FedAvg
@@ -30,6 +30,7 @@ __all__ = [
     "FedMGDAPlus",
     "GiFair",
     "MGDAProx",
+    "MissingMetricError",
     "PropFair",
     "ReweightedStrategy",
     "SemiVRed",

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply, keys
+from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
@@ -33,7 +33,8 @@ logger = logging.getLogger(__name__)
 class AFL(ReweightedStrategy):
     """Agnostic FL: a projected-ascent weight λ per client, kept across rounds.
 
-    Each client reports ``train_loss`` = f_i(θ^t), measured before local training. The
+    Each client reports f_i(θ^t), measured before local training, under ``train_loss_key``
+    (default ``loss-before-training``). The
     server raises each participant's λ_i by ``lambda_lr · f_i``, projects λ onto the
     simplex, and averages the local models with the new λ.
 
@@ -75,7 +76,7 @@ class AFL(ReweightedStrategy):
     participation pattern. Under full participation this is exactly ``λ^0 = p``.
     """
 
-    required_train_metrics = (keys.TRAIN_LOSS,)
+    needs_loss = True
     rule_name = "AFL"
 
     def __init__(self, *, lambda_lr: float = 0.1, **kwargs: Any) -> None:
@@ -151,7 +152,7 @@ class AFL(ReweightedStrategy):
         current = np.array([self.client_lambdas[node] for node in known], dtype=np.float64)
         losses = np.zeros(len(known), dtype=np.float64)
         for reply in replies:
-            losses[position[reply.node_id]] = reply.train_loss
+            losses[position[reply.node_id]] = self.loss_of(reply)
         updated = afl_lambda_update(current, losses, self.lambda_lr)
         self.client_lambdas = {
             node: float(value) for node, value in zip(known, updated, strict=True)

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.exception import AggregationError
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
+from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
 from fairfl._compat import SERVER_NODE_ID
@@ -30,7 +31,8 @@ from fairfl.contract import (
     read_evaluate_reply,
     read_train_reply,
 )
-from fairfl.metrics import fairness_metrics
+from fairfl.logs import attach_flower_console
+from fairfl.metrics import PERCENT_NAMES, fairness_metrics
 from fairfl.strategies.aggregation import reweighted_average, weight_entropy
 
 if TYPE_CHECKING:
@@ -40,6 +42,29 @@ logger = logging.getLogger(__name__)
 
 ConfigValue = int | float | str | bool
 MetricValue = int | float | list[float] | list[int]
+MetricsAggregation = Callable[[list[RecordDict], str], MetricRecord]
+
+#: Per-client reports of the wire contract that a weighted average makes meaningless (a
+#: mean node's activation, partition id, h_k or η): left out of the app's metrics.
+CLIENT_REPORT_KEYS: tuple[str, ...] = (
+    keys.ACTIVATION,
+    keys.PARTITION_ID,
+    keys.QFFL_H,
+    keys.RCFL_ETA,
+)
+
+#: The client helper that reports every train metric a fairfl rule needs.
+FAIR_TRAIN = "fairfl.client.fair_train(message, model, trainloader, loss_fn, train_fn)"
+
+
+class MissingMetricError(AggregationError):
+    """Every reply of a round lacks a metric key the rule needs: the run cannot go on.
+
+    Raised by :meth:`FairStrategy.aggregate_train` and
+    :meth:`FairStrategy.aggregate_evaluate` unless the rule was built with
+    ``allow_missing_metrics=True``. Like Flower's own ``AggregationError`` it ends the
+    ServerApp; the message names the key, what it means and how a ClientApp reports it.
+    """
 
 
 @dataclass
@@ -92,12 +117,42 @@ class FairStrategy(FlowerFedAvg):
     Evaluation replies are kept per client and round in :attr:`evaluations`, and the
     aggregated MetricRecord carries the fairness metrics of :mod:`fairfl.metrics`.
 
+    Every rule takes all of :class:`flwr.serverapp.strategy.FedAvg`'s keyword arguments,
+    with Flower's defaults and meaning, plus the ones below.
+
     Parameters
     ----------
     fraction_train, fraction_evaluate, min_train_nodes, min_evaluate_nodes, \
 min_available_nodes
         As in :class:`flwr.serverapp.strategy.FedAvg`, but checked: fractions in
         [0, 1], counts >= 0.
+    weighted_by_key : str (default: "num-examples")
+        As in FedAvg: the reply metric holding n_k (train) or the test-sample count
+        (evaluate). fairfl requires it in every reply, as an int > 0.
+    arrayrecord_key, configrecord_key : str (default: "arrays", "config")
+        As in FedAvg: the names of the ArrayRecord and ConfigRecord in the messages
+        sent. Train replies must carry their ArrayRecord under ``arrayrecord_key``.
+    train_metrics_aggr_fn, evaluate_metrics_aggr_fn : Callable | None (default: None)
+        As in FedAvg: ``(list[RecordDict], weighted_by_key) -> MetricRecord`` over the
+        accepted replies (default: :func:`aggregate_app_metrics`, Flower's weighted
+        average of every metric but fairfl's per-client reports). The
+        round's MetricRecord holds its result *and* fairfl's metrics and diagnostics
+        (fairfl's win on a name clash). If it raises, a WARNING names the error and the
+        record holds fairfl's metrics only.
+    train_loss_key : str (default: "loss-before-training")
+        The reply metric the loss-aware rules read as F_k(w^t), the loss of the
+        received global model measured *before* local training (Flower's QFedAvg
+        parameter name; Flower's default key ``train_loss`` is the loss *during*
+        training in a stock ClientApp). ``train_loss_key="train_loss"`` is for apps
+        whose ``train_loss`` is measured before local training; it makes
+        :class:`~fairfl.strategies.QFFL` equal Flower's QFedAvg on the same replies.
+    allow_missing_metrics : bool (default: False)
+        When every reply of a round lacks a metric the rule needs (``required
+        metrics`` in :meth:`summary`), the run stops with a
+        :class:`MissingMetricError` naming the key and the client helper that reports
+        it. True drops such replies with a WARNING instead and goes on (the round
+        then keeps the previous model). Replies that lack it while others carry it
+        are always dropped.
     max_abs_weight : float | None (default: 1e6)
         Drop replies with a weight larger than this in absolute value (an absurd
         magnitude no trained network has; it would swamp every other client in a
@@ -108,12 +163,19 @@ min_available_nodes
 
     Notes
     -----
-    ``weighted_by_key``, ``arrayrecord_key`` and ``configrecord_key`` are fixed to the
-    contract's ``num-examples``, ``arrays`` and ``config``: the readers rely on them.
+    Dropped replies are logged at WARNING; the first strategy built attaches Flower's
+    console handler to the ``fairfl`` logger (:func:`fairfl.logs.attach_flower_console`),
+    so these lines show in Flower's output with no set-up.
+
+    Evaluate MetricRecord units: the app's ``eval_acc`` is a fraction; fairfl's accuracy
+    statistics are in percent and say so (``acc-mean-pct``, ``acc-worst-10-pct``,
+    ``acc-variance-pct2``; :data:`fairfl.metrics.PERCENT_NAMES`).
     """
 
-    #: Metric keys the rule needs in every train reply besides ``num-examples``.
+    #: Metric keys the rule needs in every train reply besides ``weighted_by_key``.
     required_train_metrics: ClassVar[tuple[str, ...]] = ()
+    #: True for a rule that needs F_k(w^t) (``train_loss_key``) in every train reply.
+    needs_loss: ClassVar[bool] = False
     #: True for a rule that reads every reply value in a pass of its own and checks them
     #: there (:func:`fairfl.contract.check_array_values`), saving the reader's pass.
     checks_array_values: ClassVar[bool] = False
@@ -128,6 +190,13 @@ min_available_nodes
         min_train_nodes: int = 2,
         min_evaluate_nodes: int = 2,
         min_available_nodes: int = 2,
+        weighted_by_key: str = keys.NUM_EXAMPLES,
+        arrayrecord_key: str = keys.ARRAYS,
+        configrecord_key: str = keys.CONFIG,
+        train_metrics_aggr_fn: MetricsAggregation | None = None,
+        evaluate_metrics_aggr_fn: MetricsAggregation | None = None,
+        train_loss_key: str = keys.LOSS_BEFORE_TRAINING,
+        allow_missing_metrics: bool = False,
         max_abs_weight: float | None = 1e6,
         evaluate_every: int = 1,
     ) -> None:
@@ -137,18 +206,39 @@ min_available_nodes
         check_positive_int("min_evaluate_nodes", min_evaluate_nodes, minimum=0)
         check_positive_int("min_available_nodes", min_available_nodes, minimum=0)
         check_positive_int("evaluate_every", evaluate_every)
+        for name, value in (
+            ("weighted_by_key", weighted_by_key),
+            ("arrayrecord_key", arrayrecord_key),
+            ("configrecord_key", configrecord_key),
+            ("train_loss_key", train_loss_key),
+        ):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty str, got {value!r}")
+        for name, function in (
+            ("train_metrics_aggr_fn", train_metrics_aggr_fn),
+            ("evaluate_metrics_aggr_fn", evaluate_metrics_aggr_fn),
+        ):
+            if function is not None and not callable(function):
+                raise ValueError(f"{name} must be callable or None, got {function!r}")
+        if not isinstance(allow_missing_metrics, bool):
+            raise ValueError(f"allow_missing_metrics must be a bool, got {allow_missing_metrics!r}")
         if max_abs_weight is not None and not max_abs_weight > 0:
             raise ValueError(f"max_abs_weight must be > 0 or None, got {max_abs_weight}")
+        attach_flower_console(level=None)
         super().__init__(
             fraction_train=fraction_train,
             fraction_evaluate=fraction_evaluate,
             min_train_nodes=min_train_nodes,
             min_evaluate_nodes=min_evaluate_nodes,
             min_available_nodes=min_available_nodes,
-            weighted_by_key=keys.NUM_EXAMPLES,
-            arrayrecord_key=keys.ARRAYS,
-            configrecord_key=keys.CONFIG,
+            weighted_by_key=weighted_by_key,
+            arrayrecord_key=arrayrecord_key,
+            configrecord_key=configrecord_key,
+            train_metrics_aggr_fn=train_metrics_aggr_fn or aggregate_app_metrics,
+            evaluate_metrics_aggr_fn=evaluate_metrics_aggr_fn or aggregate_app_metrics,
         )
+        self.train_loss_key = train_loss_key
+        self.allow_missing_metrics = allow_missing_metrics
         self.max_abs_weight = max_abs_weight
         self.evaluate_every = evaluate_every
         # The last round of the current start() call (with the offset): always evaluated.
@@ -166,6 +256,24 @@ min_available_nodes
         self.round_offset = 0
 
     # ------------------------------------------------------------------ settings
+    @property
+    def required_metrics(self) -> tuple[str, ...]:
+        """Metric keys every train reply must carry besides ``weighted_by_key``."""
+        loss = (self.train_loss_key,) if self.needs_loss else ()
+        return (*self.required_train_metrics, *loss)
+
+    def loss_of(self, reply: TrainReply) -> float:
+        """F_k(w^t) of a reply: its ``train_loss_key`` metric (validated, >= 0)."""
+        return float(reply.metrics[self.train_loss_key])  # type: ignore[arg-type]
+
+    def losses_of(self, replies: list[TrainReply]) -> NDArray[np.float64]:
+        """F_k(w^t) of each reply, in order."""
+        return np.array([self.loss_of(r) for r in replies], dtype=np.float64)
+
+    def has_loss(self, reply: TrainReply) -> bool:
+        """Whether the reply carries F_k(w^t) (for rules that read it when present)."""
+        return self.train_loss_key in reply.metrics
+
     def settings(self) -> dict[str, Any]:
         """The rule's own settings, for ``summary()`` and results files."""
         return {}
@@ -177,7 +285,9 @@ min_available_nodes
             logger.info("\t│\t├── %s: %s", name, value)
         logger.info("\t│\t├── max_abs_weight: %s", self.max_abs_weight)
         logger.info("\t│\t├── evaluate_every: %s", self.evaluate_every)
-        logger.info("\t│\t└── required train metrics: %s", list(self.required_train_metrics))
+        logger.info("\t│\t├── train_loss_key: '%s'", self.train_loss_key)
+        logger.info("\t│\t├── allow_missing_metrics: %s", self.allow_missing_metrics)
+        logger.info("\t│\t└── required train metrics: %s", list(self.required_metrics))
         super().summary()
 
     # --------------------------------------------------------------------- state
@@ -263,14 +373,25 @@ min_available_nodes
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
     ) -> tuple[list[TrainReply], dict[int, str]]:
-        """Validate each reply alone; return the good ones sorted by node id, and drops."""
+        """Validate each reply alone; return the good ones sorted by node id, and drops.
+
+        Raises
+        ------
+        MissingMetricError
+            If every reply that is not an error lacks a metric the rule needs, unless
+            ``allow_missing_metrics``.
+        """
         accepted: dict[int, TrainReply] = {}
         dropped: dict[int, str] = {}
+        missing: dict[int, str] = {}
+        answered: set[int] = set()
         for message in replies:
             node_id = self.reply_node(message)
+            if not message.has_error():
+                answered.add(node_id)
             if node_id in accepted or node_id in dropped:
                 reason = "duplicate reply from the same node in one round"
-                logger.info("aggregate_train: dropped reply from node %d: %s", node_id, reason)
+                logger.warning("aggregate_train: dropped reply from node %d: %s", node_id, reason)
                 accepted.pop(node_id, None)
                 dropped[node_id] = reason
                 continue
@@ -278,19 +399,107 @@ min_available_nodes
                 accepted[node_id] = read_train_reply(
                     message,
                     layout,
-                    self.required_train_metrics,
+                    self.required_metrics,
                     self.max_abs_weight,
                     check_values=not self.checks_array_values,
+                    loss_key=self.train_loss_key,
+                    weight_key=self.weighted_by_key,
+                    arrays_key=self.arrayrecord_key,
                 )
             except ReplyError as error:
-                logger.info(
+                logger.warning(
                     "aggregate_train: dropped reply from node %d: %s %s",
                     node_id,
                     error.field,
                     error.reason,
                 )
                 dropped[node_id] = f"{error.field} {error.reason}"
+                if error.missing_key is not None:
+                    missing[node_id] = error.missing_key
+        self.check_missing_metrics("aggregate_train", server_round, answered, missing)
         return [accepted[node] for node in sorted(accepted)], dropped
+
+    def check_missing_metrics(
+        self, hook: str, server_round: int, answered: set[int], missing: dict[int, str]
+    ) -> None:
+        """Stop the run if every answering node's reply lacked a metric the rule needs.
+
+        Parameters
+        ----------
+        hook : str
+            ``"aggregate_train"`` or ``"aggregate_evaluate"``, for the message.
+        server_round : int
+            The round (with the offset).
+        answered : set[int]
+            Nodes that sent a reply that is not an error.
+        missing : dict[int, str]
+            The missing key of each reply dropped for lacking one.
+
+        Raises
+        ------
+        MissingMetricError
+            Unless ``allow_missing_metrics`` or some answering node's reply had them.
+        """
+        if self.allow_missing_metrics or not missing or set(missing) != answered:
+            return
+        names = sorted(set(missing.values()))
+        helps = " ".join(self.missing_metric_help(key, hook) for key in names)
+        raise MissingMetricError(
+            f"{hook}: round {server_round}: every reply ({len(missing)}) lacks "
+            f"{', '.join(f'metrics[{key!r}]' for key in names)}, which {self.rule_name} "
+            f"needs. {helps} To drop such replies and go on instead, build the strategy "
+            "with allow_missing_metrics=True."
+        )
+
+    def missing_metric_help(self, key: str, hook: str) -> str:
+        """What ``key`` means and how a ClientApp reports it (for MissingMetricError)."""
+        if key == self.weighted_by_key:
+            examples = "training" if hook == "aggregate_train" else "test"
+            return (
+                f"'{key}' is the client's number of local {examples} examples, the "
+                "aggregation weight (Flower's weighted_by_key); Flower's ClientApp "
+                "templates report it as 'num-examples', and weighted_by_key='<key>' "
+                "names another key."
+            )
+        if key == self.train_loss_key:
+            text = (
+                f"'{key}' is F_k(w^t), the mean loss of the received global model on the "
+                "client's local training split, measured before local training (a stock "
+                f"ClientApp's train_loss is measured during training). {FAIR_TRAIN} "
+                f"reports it as '{keys.LOSS_BEFORE_TRAINING}'"
+            )
+            if key == keys.TRAIN_LOSS:
+                return f"{text}; train_loss_key='{keys.LOSS_BEFORE_TRAINING}' reads that."
+            return (
+                f"{text}; or pass train_loss_key='train_loss' if your ClientApp's "
+                "train_loss is measured before local training."
+            )
+        known = {
+            keys.ACTIVATION: (
+                f"'{key}' is the mean penultimate-layer activation of the received global "
+                "model over the client's local data, by which Equitable FL clusters "
+                f"clients. {FAIR_TRAIN} reports it when the round's config asks for it "
+                f"('{keys.WANT_ACTIVATION}'); fairfl.client.activation_for_config "
+                "computes it in a ClientApp of your own."
+            ),
+            keys.RCFL_ETA: (
+                f"'{key}' is the client's dual variable eta after RC-FL's joint local "
+                f"steps on (w, eta). {FAIR_TRAIN} runs those steps when the round's config "
+                f"carries '{keys.RCFL_ALPHA}' and reports it."
+            ),
+            keys.EVAL_LOSS: (
+                f"'{key}' is the loss of the received global model on the client's local "
+                "test split (fairfl.client.evaluate computes it), reported by the "
+                "ClientApp's evaluate function."
+            ),
+            keys.EVAL_ACC: (
+                f"'{key}' is the accuracy, a fraction in [0, 1], of the received global "
+                "model on the client's local test split, from which the fairness metrics "
+                "are computed (fairfl.client.evaluate computes it), reported by the "
+                "ClientApp's evaluate function."
+            ),
+        }
+        return known.get(key, f"'{key}' is a metric {self.rule_name} reads from every reply.")
 
     def aggregate_train(
         self,
@@ -305,7 +514,8 @@ min_available_nodes
                 "w^t that the replies are checked against is unknown."
             )
         layout = ModelLayout.of(self.current_arrays)
-        accepted, dropped = self.read_train_replies(server_round, replies, layout)
+        messages = list(replies)
+        accepted, dropped = self.read_train_replies(server_round, messages, layout)
         record = TrainRoundRecord(
             accepted=[r.node_id for r in accepted],
             partition_ids={
@@ -341,21 +551,40 @@ min_available_nodes
                 for key, value, dtype in zip(layout.keys, new_arrays, layout.dtypes, strict=True)
             }
         )
-        return arrays, MetricRecord(self.train_metrics(accepted, record))
+        contents = _contents_of(messages, [r.node_id for r in accepted])
+        metrics = self.app_metrics("aggregate_train", self.train_metrics_aggr_fn, contents)
+        metrics.update(self.train_metrics(accepted, record))
+        return arrays, MetricRecord(metrics)
+
+    def app_metrics(
+        self, hook: str, aggregate: MetricsAggregation, contents: list[RecordDict]
+    ) -> dict[str, Any]:
+        """The app's own metrics of the accepted replies, as Flower's FedAvg returns them.
+
+        ``aggregate`` is ``train_metrics_aggr_fn`` or ``evaluate_metrics_aggr_fn``. If it
+        raises (e.g. an app metric that is a float in one reply and a list in another),
+        a WARNING names the error and no app metric is reported.
+        """
+        try:
+            return dict(aggregate(contents, self.weighted_by_key))
+        except (ArithmeticError, KeyError, TypeError, ValueError) as error:
+            logger.warning(
+                "%s: the replies' own metrics could not be aggregated (%s: %s); "
+                "reporting fairfl's metrics only",
+                hook,
+                type(error).__name__,
+                error,
+            )
+            return {}
 
     def train_metrics(
         self, accepted: list[TrainReply], record: TrainRoundRecord
     ) -> dict[str, MetricValue]:
-        """The round's MetricRecord: counts, mean pre-training loss and diagnostics."""
+        """The rule's part of the round's MetricRecord: reply counts and diagnostics."""
         metrics: dict[str, MetricValue] = {
             "num-replies": len(accepted),
             "dropped-replies": len(record.dropped),
         }
-        losses = [r.metrics[keys.TRAIN_LOSS] for r in accepted if keys.TRAIN_LOSS in r.metrics]
-        if len(losses) == len(accepted):
-            counts = np.array([r.num_examples for r in accepted], dtype=np.float64)
-            loss_values = np.array(losses, dtype=np.float64)
-            metrics[keys.TRAIN_LOSS] = float(np.dot(counts, loss_values) / counts.sum())
         for name, value in record.diagnostics.items():
             if isinstance(value, bool):
                 metrics[name] = int(value)
@@ -378,49 +607,74 @@ min_available_nodes
         server_round: int,
         replies: Iterable[Message],
     ) -> MetricRecord | None:
-        """Keep every client's test result; return weighted means and fairness metrics."""
+        """Keep every client's test result; return the app's metrics and fairness metrics.
+
+        The record holds what Flower's FedAvg returns (``evaluate_metrics_aggr_fn`` over
+        the accepted replies), fairfl's weighted ``eval_loss`` and ``eval_acc`` (a
+        fraction), and the fairness metrics of :func:`fairfl.metrics.fairness_metrics`
+        with their accuracy statistics named in percent (``acc-mean-pct``).
+
+        Raises
+        ------
+        MissingMetricError
+            If every reply that is not an error lacks ``eval_loss``, ``eval_acc`` or
+            ``weighted_by_key``, unless ``allow_missing_metrics``.
+        """
         server_round += self.round_offset
         if not self.evaluates_in(server_round):
             return None
+        messages = list(replies)
         kept: dict[int, EvaluateReply] = {}
         dropped: dict[int, str] = {}
-        for message in replies:
+        missing: dict[int, str] = {}
+        answered: set[int] = set()
+        for message in messages:
             node_id = self.reply_node(message)
+            if not message.has_error():
+                answered.add(node_id)
             try:
-                reply = read_evaluate_reply(message)
+                reply = read_evaluate_reply(message, weight_key=self.weighted_by_key)
             except ReplyError as error:
-                logger.info(
+                logger.warning(
                     "aggregate_evaluate: dropped reply from node %d: %s %s",
                     node_id,
                     error.field,
                     error.reason,
                 )
                 dropped[node_id] = f"{error.field} {error.reason}"
+                if error.missing_key is not None:
+                    missing[node_id] = error.missing_key
                 continue
             if node_id in kept:
-                dropped[node_id] = "duplicate reply from the same node in one round"
+                reason = "duplicate reply from the same node in one round"
+                logger.warning(
+                    "aggregate_evaluate: dropped reply from node %d: %s", node_id, reason
+                )
+                dropped[node_id] = reason
                 kept.pop(node_id)
                 continue
             kept[node_id] = reply
+        self.check_missing_metrics("aggregate_evaluate", server_round, answered, missing)
         results = [kept[node] for node in sorted(kept) if node not in dropped]
         self.evaluations[server_round] = results
         self.evaluation_drops[server_round] = dropped
         if not results:
             logger.warning("aggregate_evaluate: round %d has no usable reply", server_round)
             return None
+        contents = _contents_of(messages, [r.node_id for r in results])
+        metrics = self.app_metrics("aggregate_evaluate", self.evaluate_metrics_aggr_fn, contents)
         counts = np.array([r.num_examples for r in results], dtype=np.float64)
-        metrics: dict[str, MetricValue] = {
-            keys.EVAL_LOSS: float(np.dot(counts, [r.eval_loss for r in results]) / counts.sum()),
-            keys.EVAL_ACC: float(np.dot(counts, [r.eval_acc for r in results]) / counts.sum()),
-            "dropped-replies": len(dropped),
-        }
-        metrics.update(
-            fairness_metrics(
-                [r.eval_acc for r in results],
-                [r.num_examples for r in results],
-                [r.eval_loss for r in results],
-            )
+        metrics[keys.EVAL_LOSS] = float(
+            np.dot(counts, [r.eval_loss for r in results]) / counts.sum()
         )
+        metrics[keys.EVAL_ACC] = float(np.dot(counts, [r.eval_acc for r in results]) / counts.sum())
+        metrics["dropped-replies"] = len(dropped)
+        fairness = fairness_metrics(
+            [r.eval_acc for r in results],
+            [r.num_examples for r in results],
+            [r.eval_loss for r in results],
+        )
+        metrics.update({PERCENT_NAMES.get(name, name): value for name, value in fairness.items()})
         return MetricRecord(metrics)
 
 
@@ -464,6 +718,34 @@ class ReweightedStrategy(FairStrategy):
         rounding.
         """
         return reweighted_average(global_arrays, [r.arrays for r in replies], weights)
+
+
+def aggregate_app_metrics(records: list[RecordDict], weighted_by_key: str) -> MetricRecord:
+    """Flower's weighted average of the replies' metrics, less fairfl's per-client reports.
+
+    :func:`flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords` (FedAvg's
+    default) over copies of the replies without :data:`CLIENT_REPORT_KEYS`: every app
+    metric (``train_loss``, ``eval_acc``, ``my-metric``), weighted by
+    ``weighted_by_key``, which is left out.
+    """
+    stripped = [
+        RecordDict(
+            {
+                name: MetricRecord(
+                    {k: v for k, v in metrics.items() if k not in CLIENT_REPORT_KEYS}
+                )
+                for name, metrics in record.metric_records.items()
+            }
+        )
+        for record in records
+    ]
+    return aggregate_metricrecords(stripped, weighted_by_key)
+
+
+def _contents_of(messages: list[Message], nodes: list[int]) -> list[RecordDict]:
+    """The contents of the replies of ``nodes`` (accepted, so one each), in that order."""
+    by_node = {int(m.metadata.src_node_id): m.content for m in messages if not m.has_error()}
+    return [by_node[node] for node in nodes]
 
 
 def _all_finite(array: NDArray) -> bool:

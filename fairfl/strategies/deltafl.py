@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply, keys
+from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 class DeltaFL(ReweightedStrategy):
     """Average of the worst α-fraction (by data share) of the participants.
 
-    Each client reports ``train_loss`` = f_i(θ^t), measured before local training. The
+    Each client reports f_i(θ^t), measured before local training, under ``train_loss_key``
+    (default ``loss-before-training``). The
     round's diagnostics carry the CVaR value (``deltafl-cvar``) and the number of
     clients with a non-zero weight (``deltafl-active-clients``).
 
@@ -69,7 +70,7 @@ class DeltaFL(ReweightedStrategy):
     filtering" of Simplicial-FL would need a second message per round.
     """
 
-    required_train_metrics = (keys.TRAIN_LOSS,)
+    needs_loss = True
     rule_name = "Delta-FL"
 
     def __init__(self, *, alpha: float = 0.5, **kwargs: Any) -> None:
@@ -83,7 +84,7 @@ class DeltaFL(ReweightedStrategy):
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """Compute the CVaR weights of the participants' losses."""
         p = sample_weights([r.num_examples for r in replies])
-        losses = np.array([r.train_loss for r in replies], dtype=np.float64)
+        losses = self.losses_of(replies)
         weights = cvar_weights(p, losses, self.alpha)
         record = self.train_records.setdefault(server_round, TrainRoundRecord())
         record.diagnostics.update(

@@ -24,9 +24,6 @@ from typing import Any, ClassVar, Literal, get_args
 import numpy as np
 from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
-from scipy.cluster.vq import kmeans2
-from scipy.linalg import eigh
-from scipy.sparse.csgraph import laplacian as csgraph_laplacian
 
 from fairfl.contract import ModelLayout, TrainReply, keys
 from fairfl.contract.activation import ActivationOptions
@@ -435,6 +432,10 @@ def spectral_embedding(affinity: NDArray[np.float64], dimensions: int) -> NDArra
     kept, as spectral clustering does. Each eigenvector's sign is fixed so that its
     entry of largest magnitude is positive.
     """
+    # Imported here: SciPy's submodules cost ~0.2 s, paid only by a run that clusters.
+    from scipy.linalg import eigh
+    from scipy.sparse.csgraph import laplacian as csgraph_laplacian
+
     laplacian, sqrt_degree = csgraph_laplacian(affinity, normed=True, return_diag=True)
     _, vectors = eigh(laplacian, subset_by_index=[0, dimensions - 1])
     embedding = vectors.T / sqrt_degree
@@ -446,6 +447,8 @@ def kmeans_labels(
     points: NDArray[np.float64], num_clusters: int, *, random_state: int, restarts: int = 10
 ) -> NDArray[np.int64]:
     """K-means labels, the best of ``restarts`` k-means++ starts by inertia."""
+    from scipy.cluster.vq import kmeans2
+
     rng = np.random.default_rng(random_state)
     best: tuple[float, NDArray[np.int64]] | None = None
     for _ in range(restarts):

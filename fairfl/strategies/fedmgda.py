@@ -25,7 +25,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import qpsolvers
 from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
@@ -443,6 +442,8 @@ class MGDAProx(FedMGDAPlus):
 
 def check_qp_solver(name: str) -> None:
     """Raise ``ValueError`` unless ``name`` is an installed qpsolvers backend."""
+    import qpsolvers  # here: it costs ~0.1 s, paid only by the rules that solve QPs
+
     if name not in qpsolvers.available_solvers:
         raise ValueError(
             f"qp_solver must be one of the installed qpsolvers backends "
@@ -732,6 +733,8 @@ def min_norm_weights(
     free = upper - lower > FIXED_WIDTH
     if np.count_nonzero(free) < 2:
         return lam0.copy(), QP_PRIOR
+    import qpsolvers
+
     lam = lam0.copy()
     p = (k + k.T) / (2 * scale)
     p_free = p[np.ix_(free, free)]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply, keys
+from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 class GiFair(ReweightedStrategy):
     """Rank-shifted averaging: each client's weight moves by λ per client it out-loses.
 
-    Each client reports ``train_loss`` = f_i(θ^t), measured before local training. The
+    Each client reports f_i(θ^t), measured before local training, under ``train_loss_key``
+    (default ``loss-before-training``). The
     absolute λ of each round goes into the round's diagnostics (``gifair-lambda``).
 
     Parameters
@@ -62,7 +63,7 @@ class GiFair(ReweightedStrategy):
     forms agree: ``r_i = 2·rank_i - (n - 1)``.
     """
 
-    required_train_metrics = (keys.TRAIN_LOSS,)
+    needs_loss = True
     rule_name = "GiFair"
 
     def __init__(self, *, coeff: float = 1.0, **kwargs: Any) -> None:
@@ -76,7 +77,7 @@ class GiFair(ReweightedStrategy):
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """``p_i + λ r_i`` with ``λ = coeff · min p / (n - 1)`` over the participants."""
         p = sample_weights([r.num_examples for r in replies])
-        losses = np.array([r.train_loss for r in replies], dtype=np.float64)
+        losses = self.losses_of(replies)
         penalty = gifair_lambda(p, self.coeff)
         record = self.train_records.setdefault(server_round, TrainRoundRecord())
         record.diagnostics["gifair-lambda"] = penalty

@@ -30,7 +30,7 @@ class PropFair(FedAvg):
     ``propfair-m`` (float), ``propfair-epsilon`` (float) and ``propfair-huber`` (bool);
     fairfl's ClientApp applies them through
     :func:`fairfl.client.objectives.local_objective`. A ClientApp that ignores these
-    keys trains plain FedAvg. Clients need not send ``train_loss``.
+    keys trains plain FedAvg. Clients need not send a loss.
 
     Parameters
     ----------

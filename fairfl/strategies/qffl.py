@@ -26,7 +26,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from flwr.app import Message
+from flwr.app import ArrayRecord, ConfigRecord, Message
+from flwr.serverapp import Grid
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import (
@@ -55,7 +56,8 @@ _VECDOT = getattr(np, "vecdot", None)  # numpy >= 2.0
 class QFFL(ReweightedStrategy):
     """q-FedAvg (paper 002, Algorithm 2) on fairfl's validated replies.
 
-    Every reply must carry ``train_loss`` = F_k(w^t), the loss of the received model
+    Every reply must carry F_k(w^t) under ``train_loss_key`` (default
+    ``loss-before-training``), the loss of the received model
     on the client's whole training split before local training. The server computes
     Δ_k and h_k from the reply's local model. A reply may also carry the client's own
     h_k as ``qffl-h`` (the paper's client protocol; see
@@ -64,10 +66,14 @@ class QFFL(ReweightedStrategy):
 
     Parameters
     ----------
-    client_learning_rate : float
+    client_learning_rate : float | None (default: None)
         η, the clients' local SGD learning rate (> 0). The Lipschitz estimate is
         ``L = 1/η`` (paper 002: "L is used as 1/η"), so it must equal the ``lr`` the
         clients train with; the registry reads it from the run config's ``lr``.
+        ``None``: each round's η is the ``lr`` of the train config the round sends
+        (fairfl's ServerApp and Flower's quickstarts send one). Flower's QFedAvg has no
+        default (the argument is required there); a round whose config has no ``lr``
+        then stops the run with a ``ValueError`` asking for one of the two.
     q : float (default: 0.1)
         q of eq. (2), >= 0. q = 0 gives the mean of the local models. The default is
         Flower's and the spec's recommendation for mean cross-entropy losses (paper 000
@@ -83,7 +89,8 @@ class QFFL(ReweightedStrategy):
         Relative tolerance of the check of a client-sent ``qffl-h`` against the
         server's h_k, > 0.
     **kwargs
-        Sampling and validation settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Flower's FedAvg arguments and fairfl's settings
+        (:class:`fairfl.strategies.base.FairStrategy`), among them ``train_loss_key``.
 
     Raises
     ------
@@ -92,9 +99,10 @@ class QFFL(ReweightedStrategy):
 
     Notes
     -----
-    On identical replies without ``qffl-h`` the new model equals that of Flower's
-    :class:`flwr.serverapp.strategy.QFedAvg` (tested): same Δ_k, h_k, ε and unweighted
-    sums, computed here in float64 as the unified form (Δ_k is never materialised).
+    With ``train_loss_key="train_loss"``, on identical replies without ``qffl-h``, the
+    new model equals that of Flower's :class:`flwr.serverapp.strategy.QFedAvg` (tested):
+    same Δ_k, h_k, ε and unweighted sums, computed here in float64 as the unified form
+    (Δ_k is never materialised). By default F_k is read from ``loss-before-training``.
 
     A reply whose ``qffl-h`` differs from the server's h_k by more than ``h_rtol``
     (relative) is dropped with the reason ``metrics['qffl-h'] is <client> but the
@@ -110,20 +118,20 @@ class QFFL(ReweightedStrategy):
     weights by size instead.
     """
 
-    required_train_metrics: ClassVar[tuple[str, ...]] = (keys.TRAIN_LOSS,)
+    needs_loss: ClassVar[bool] = True
     checks_array_values: ClassVar[bool] = True
     rule_name = "q-FFL"
 
     def __init__(
         self,
         *,
-        client_learning_rate: float,
+        client_learning_rate: float | None = None,
         q: float = 0.1,
         weighting: Weighting = "uniform",
         h_rtol: float = 1e-3,
         **kwargs: Any,
     ) -> None:
-        if not (_is_real(client_learning_rate) and 0 < client_learning_rate < math.inf):
+        if client_learning_rate is not None and not _is_learning_rate(client_learning_rate):
             raise ValueError(f"client_learning_rate must be > 0, got {client_learning_rate!r}")
         if not (_is_real(q) and 0 <= q < math.inf):
             raise ValueError(f"q must be >= 0, got {q!r}")
@@ -132,7 +140,11 @@ class QFFL(ReweightedStrategy):
         if not (_is_real(h_rtol) and 0 < h_rtol < math.inf):
             raise ValueError(f"h_rtol must be > 0, got {h_rtol!r}")
         super().__init__(**kwargs)
-        self.client_learning_rate = float(client_learning_rate)
+        self.client_learning_rate = (
+            None if client_learning_rate is None else float(client_learning_rate)
+        )
+        # η of the round being aggregated: client_learning_rate, else the config's lr.
+        self.learning_rate = self.client_learning_rate
         self.q = float(q)
         self.weighting: Weighting = weighting
         self.h_rtol = float(h_rtol)
@@ -147,15 +159,27 @@ class QFFL(ReweightedStrategy):
 
     @property
     def lipschitz(self) -> float:
-        """L = 1/η."""
-        return 1.0 / self.client_learning_rate
+        """L = 1/η of the current round.
+
+        Raises
+        ------
+        ValueError
+            If η is not known yet (no ``client_learning_rate``, and no round configured).
+        """
+        if self.learning_rate is None:
+            raise ValueError(
+                "q-FFL's L = 1/eta is unknown: pass client_learning_rate=eta or send "
+                f"'{keys.LR}' in the train config"
+            )
+        return 1.0 / self.learning_rate
 
     def settings(self) -> dict[str, Any]:
         """q, η, L and the weighting."""
         return {
             "q": self.q,
-            "client_learning_rate": self.client_learning_rate,
-            "lipschitz": self.lipschitz,
+            "client_learning_rate": self.client_learning_rate
+            if self.client_learning_rate is not None
+            else f"each round's config '{keys.LR}'",
             "weighting": self.weighting,
             "h_rtol": self.h_rtol,
         }
@@ -163,6 +187,27 @@ class QFFL(ReweightedStrategy):
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Send q, so that clients can report ``qffl-h``."""
         return {keys.QFFL_Q: self.q}
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Set this round's η (``client_learning_rate``, else the config's ``lr``), then send.
+
+        Raises
+        ------
+        ValueError
+            If no ``client_learning_rate`` was given and ``config`` has no valid ``lr``.
+        """
+        if self.client_learning_rate is None:
+            lr = config.get(keys.LR)
+            if not _is_learning_rate(lr):
+                raise ValueError(
+                    "QFFL needs the clients' learning rate eta for L = 1/eta: pass "
+                    f"client_learning_rate=eta, or send '{keys.LR}' (> 0) in the train "
+                    f"config; the round's config has {keys.LR}={lr!r}"
+                )
+            self.learning_rate = float(lr)  # type: ignore[arg-type]
+        return super().configure_train(server_round, arrays, config, grid)
 
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
@@ -188,7 +233,7 @@ class QFFL(ReweightedStrategy):
         # pass, and divide by Σ_j h_j once it is known (apply_lambdas).
         with np.errstate(all="ignore"):  # a bad loss fails in lambdas(), with its name
             numerators = qfedavg_numerators(
-                [reply.train_loss for reply in accepted],
+                self.losses_of(accepted),
                 q=self.q,
                 lipschitz=self.lipschitz,
                 weights=self._sample_weights(accepted),
@@ -204,7 +249,7 @@ class QFFL(ReweightedStrategy):
             distance = float(reply_parts.sum())
             sent = reply.metrics.get(keys.QFFL_H)
             if reason is None and sent is not None:
-                own = h_term(reply.train_loss, distance, q=self.q, lipschitz=self.lipschitz)
+                own = h_term(self.loss_of(reply), distance, q=self.q, lipschitz=self.lipschitz)
                 if not math.isclose(float(sent), own, rel_tol=self.h_rtol):  # type: ignore[arg-type]
                     reason = (
                         f"metrics['{keys.QFFL_H}'] is {float(sent):.6g} but the server "  # type: ignore[arg-type]
@@ -248,7 +293,7 @@ class QFFL(ReweightedStrategy):
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """λ_k = s_k L (F_k + ε)^q / Σ_j s_j h_j (s = 1, or p with ``weighting="p"``)."""
-        losses = np.array([r.train_loss for r in replies], dtype=np.float64)
+        losses = self.losses_of(replies)
         distances = np.array([self._distances[r.node_id] for r in replies], dtype=np.float64)
         client_h = np.array(
             [self._client_h.get(r.node_id, np.nan) for r in replies], dtype=np.float64
@@ -531,6 +576,11 @@ def qfedavg_numerators(
 
 def _is_real(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_learning_rate(value: object) -> bool:
+    """Whether ``value`` is a real number in (0, inf)."""
+    return _is_real(value) and 0 < value < math.inf  # type: ignore[operator]
 
 
 def _sum_of_squares(values: NDArray) -> float:

@@ -15,8 +15,8 @@ draws with replacement ∝ p_i (partial participation, Theorem 2).
 
 The fairness weighting is implicit in the client gradient,
 ``q_i = σ((f̂ⁱ − η)/μ)/α_i``; the server reports the q_i it infers from each client's
-``train_loss`` as diagnostics. α_i = 1 for all clients is FedAvg, α_i = p_i is AFL and a
-shared α = χ is CVaR_{1−χ} of the client losses (§3.1).
+loss before training (``train_loss_key``) as diagnostics. α_i = 1 for all clients is
+FedAvg, α_i = p_i is AFL and a shared α = χ is CVaR_{1−χ} of the client losses (§3.1).
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy.strategy_utils import sample_nodes
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
-from scipy.special import expit
 
 from fairfl.contract import TrainReply, keys
 from fairfl.strategies._checks import check_real
@@ -68,7 +66,8 @@ class RCFL(ReweightedStrategy):
         fallback of Remark 2).
     eta_probe : bool (default: True)
         After the first round, replace η by the smoothed optimum η*_μ of the clients'
-        reported ``train_loss`` values (spec-rcfl §4.6, not in the paper).
+        reported losses before training (``train_loss_key``; spec-rcfl §4.6, not in
+        the paper).
     local_steps : int (default: 5)
         κ >= 1, local gradient steps per round (κ = 5 in all the paper's runs).
     batch_size : int (default: 0)
@@ -113,7 +112,7 @@ class RCFL(ReweightedStrategy):
     scheme (Theorem 2). Dropped replies are left out and the weights renormalised over
     the rest (spec-rcfl §9.19).
 
-    The q_i in the diagnostics are computed by the server from ``train_loss`` (f̂ⁱ at
+    The q_i in the diagnostics are computed by the server from the ``train_loss_key`` loss (f̂ⁱ at
     ω^t on the whole local split) and η^t: the gate of the client's first full-batch
     step. The output model is the last iterate (spec-rcfl §9.10).
     """
@@ -260,7 +259,7 @@ class RCFL(ReweightedStrategy):
         messages = []
         for node_id in node_ids:
             node_config = ConfigRecord({**base, keys.RCFL_ALPHA: alphas[node_id]})
-            content = RecordDict({keys.ARRAYS: arrays, keys.CONFIG: node_config})
+            content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: node_config})
             messages.append(
                 Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node_id)
             )
@@ -355,8 +354,8 @@ class RCFL(ReweightedStrategy):
             [self._sent_alphas.get(r.node_id, self.alpha) for r in replies], dtype=np.float64
         )
         diagnostics["rcfl-eta-sent"] = self.eta
-        if all(keys.TRAIN_LOSS in r.metrics for r in replies):
-            losses = np.array([r.train_loss for r in replies], dtype=np.float64)
+        if all(self.has_loss(r) for r in replies):
+            losses = self.losses_of(replies)
             q = effective_weights(losses, self.eta, alphas, self.mu)
             diagnostics["rcfl-q"] = {r.node_id: float(v) for r, v in zip(replies, q, strict=True)}
             diagnostics["rcfl-sum-pq"] = float(np.dot(weights, q))
@@ -383,8 +382,8 @@ class RCFL(ReweightedStrategy):
                     )
         elif not self.probe_done:
             logger.warning(
-                "aggregate_train: eta probe needs train_loss in every reply; "
-                "keeping the averaged eta"
+                "aggregate_train: eta probe needs %s in every reply; keeping the averaged eta",
+                self.train_loss_key,
             )
         diagnostics["rcfl-eta"] = new_eta
         self._pending_eta = new_eta
@@ -441,6 +440,8 @@ def effective_weights(
 
     Spec-rcfl §3 [D]: ``∇_ω f^{μ,i} = q_i ∇f̂ⁱ``; at the η-optimum ``Σ_i p_i q_i = 1``.
     """
+    from scipy.special import expit  # here: keeps `import fairfl.strategies` light
+
     f = np.asarray(losses, dtype=np.float64)
     return expit((f - eta) / mu) / np.asarray(alphas, dtype=np.float64)
 
@@ -521,6 +522,9 @@ def smoothed_optimal_eta(
     float | None
         η*_μ, or ``None`` when ``τ_α <= 1`` (every α_i = 1: η drifts to −∞).
     """
+    from scipy.optimize import brentq  # here: keeps `import fairfl.strategies` light
+    from scipy.special import expit
+
     f, shares, a = _check_inputs(losses, p, alphas)
     check_real("mu", mu, lower=0.0, lower_open=True)
     caps = shares / a

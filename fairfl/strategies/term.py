@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply, keys
+from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
@@ -27,7 +27,8 @@ logger = logging.getLogger(__name__)
 class TERM(ReweightedStrategy):
     """Tilted averaging: a softmax of the clients' losses, tilted by α.
 
-    Each client reports ``train_loss`` = f_i(θ^t), measured before local training.
+    Each client reports f_i(θ^t), measured before local training, under ``train_loss_key``
+    (default ``loss-before-training``).
 
     Parameters
     ----------
@@ -53,7 +54,7 @@ class TERM(ReweightedStrategy):
     fairness baseline.
     """
 
-    required_train_metrics = (keys.TRAIN_LOSS,)
+    needs_loss = True
     rule_name = "TERM"
 
     def __init__(self, *, alpha: float = 0.5, **kwargs: Any) -> None:
@@ -67,7 +68,7 @@ class TERM(ReweightedStrategy):
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """``softmax_i(α f_i + log p_i)`` over the round's participants."""
         p = sample_weights([r.num_examples for r in replies])
-        losses = np.array([r.train_loss for r in replies], dtype=np.float64)
+        losses = self.losses_of(replies)
         record = self.train_records.setdefault(server_round, TrainRoundRecord())
         record.diagnostics["term-tilted-loss"] = tilted_loss(p, losses, self.alpha)
         return term_weights(p, losses, self.alpha)

@@ -45,7 +45,8 @@ class LossDeviationStrategy(ReweightedStrategy):
     """Shared plumbing of VRed and Semi-VRed: weights from ``(p, f(θ^t), β)``.
 
     Subclasses set :attr:`rule_name` and pass their rule's pure functions. The losses
-    are ``train_loss`` of each reply, F_i(θ^t) measured on the client's training split
+    are each reply's ``train_loss_key`` metric (default ``loss-before-training``),
+    F_i(θ^t) measured on the client's training split
     before local training (Algorithm 1, line 9).
 
     Parameters
@@ -71,7 +72,7 @@ class LossDeviationStrategy(ReweightedStrategy):
         If ``beta`` is negative or not finite.
     """
 
-    required_train_metrics: ClassVar[tuple[str, ...]] = ("train_loss",)
+    needs_loss: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -100,7 +101,7 @@ class LossDeviationStrategy(ReweightedStrategy):
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """Return this round's weights; record ``beta-max`` and ``negative-weights``."""
         p = sample_weights([r.num_examples for r in replies])
-        losses = np.array([r.train_loss for r in replies], dtype=np.float64)
+        losses = self.losses_of(replies)
         weights = self.weight_rule(p, losses, self.beta)
         bound = self.bound_rule(p, losses)
         negative = int(np.count_nonzero(weights < 0))

@@ -128,7 +128,7 @@ def train(msg: Message, context: Context) -> Message:
     content = write_train_reply(  # fairfl: the wire-contract reply
         ArrayRecord(state),
         num_examples=len(y),
-        train_loss=loss_before,
+        loss_before_training=loss_before,
         partition_id=pid,
         activation=activation,
         qffl_h=h,

@@ -62,10 +62,10 @@ def configure(
 
 
 def loss_reply(node_id: int, count: int, loss: float | None, value: float = 0.0) -> Mock:
-    """A train reply with ``num-examples`` and, unless ``loss`` is None, ``train_loss``."""
+    """A train reply with ``num-examples`` and, unless ``loss`` is None, F_k(w^t)."""
     metrics: dict[str, object] = {keys.NUM_EXAMPLES: count}
     if loss is not None:
-        metrics[keys.TRAIN_LOSS] = loss
+        metrics[keys.LOSS_BEFORE_TRAINING] = loss
     return make_reply(node_id, local(value), metrics)
 
 
@@ -88,7 +88,7 @@ def model_replies(
         make_reply(
             i + 1,
             [np.asarray(a, np.float32) for a in arrays],
-            {keys.NUM_EXAMPLES: int(n), keys.TRAIN_LOSS: float(f)},
+            {keys.NUM_EXAMPLES: int(n), keys.LOSS_BEFORE_TRAINING: float(f)},
         )
         for i, (arrays, n, f) in enumerate(zip(locals_, counts, losses, strict=True))
     ]
@@ -185,11 +185,11 @@ def run_rule(
     def record(instruction: Message, reply: Message) -> Message:
         config = instruction.content.config_records.get(keys.CONFIG)
         metrics = reply.content.metric_records.get(keys.METRICS)
-        if config is not None and metrics is not None and keys.TRAIN_LOSS in metrics:
+        if config is not None and metrics is not None and keys.LOSS_BEFORE_TRAINING in metrics:
             server_round = int(config[keys.SERVER_ROUND])
             seen[server_round][int(instruction.metadata.dst_node_id)] = (
                 int(metrics[keys.NUM_EXAMPLES]),
-                float(metrics[keys.TRAIN_LOSS]),
+                float(metrics[keys.LOSS_BEFORE_TRAINING]),
                 dict(config),
             )
         return reply

@@ -243,7 +243,7 @@ def test_three_rounds_in_process_follow_the_lambda_recursion(tmp_path):
     stored = outcome.strategy.state_dict()["lambdas"]
     np.testing.assert_allclose([stored[str(n)] for n in rounds[-1].nodes], lam, atol=1e-12)
     assert all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())
-    assert keys.TRAIN_LOSS in outcome.strategy.required_train_metrics
+    assert keys.LOSS_BEFORE_TRAINING in outcome.strategy.required_metrics
 
 
 def test_crashed_run_resumes_with_the_same_lambdas(tmp_path):

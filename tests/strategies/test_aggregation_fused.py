@@ -146,7 +146,7 @@ def _aggregate(strategy, global_arrays, locals_, losses, counts, extra=None):
         list(strategy.configure_train(1, arrays_of(global_arrays), ConfigRecord({}), grid))
     replies = []
     for node, arrays, loss, n in zip(nodes, locals_, losses, counts, strict=True):
-        metrics = {keys.NUM_EXAMPLES: int(n), keys.TRAIN_LOSS: float(loss)}
+        metrics = {keys.NUM_EXAMPLES: int(n), keys.LOSS_BEFORE_TRAINING: float(loss)}
         metrics.update((extra or {}).get(node, {}))
         replies.append(make_reply(node, arrays, metrics))
     return strategy.aggregate_train(1, replies)

@@ -56,7 +56,7 @@ BAD_REPLIES_SEEN = []
 def honest_metrics(rng, node):
     return {
         keys.NUM_EXAMPLES: int(rng.integers(5, 50)),
-        keys.TRAIN_LOSS: float(rng.uniform(0.1, 3.0)),
+        keys.LOSS_BEFORE_TRAINING: float(rng.uniform(0.1, 3.0)),
         keys.ACTIVATION: [float(v) for v in rng.normal(size=ACTIVATION_DIM) + node % 2],
         keys.RCFL_ETA: float(rng.uniform(0.0, 1.0)),
         keys.PARTITION_ID: node,
@@ -92,13 +92,13 @@ def bad_reply(kind, node, rng):
     elif kind == "missing-count":
         del metrics[keys.NUM_EXAMPLES]
     elif kind == "nan-loss":
-        metrics[keys.TRAIN_LOSS] = float("nan")
+        metrics[keys.LOSS_BEFORE_TRAINING] = float("nan")
     elif kind == "negative-loss":
-        metrics[keys.TRAIN_LOSS] = -1.0
+        metrics[keys.LOSS_BEFORE_TRAINING] = -1.0
     elif kind == "missing-loss":
-        del metrics[keys.TRAIN_LOSS]
+        del metrics[keys.LOSS_BEFORE_TRAINING]
     elif kind == "list-loss":
-        metrics[keys.TRAIN_LOSS] = [0.5, 0.5]
+        metrics[keys.LOSS_BEFORE_TRAINING] = [0.5, 0.5]
     elif kind == "nan-activation":
         metrics[keys.ACTIVATION][0] = float("inf")
     elif kind == "short-activation":
@@ -117,10 +117,10 @@ def is_harmless_for(rule, kind):
     strategy_cls = STRATEGIES[rule].strategy
     needed = set(strategy_cls.required_train_metrics)
     reads = {
-        "nan-loss": keys.TRAIN_LOSS,
-        "negative-loss": keys.TRAIN_LOSS,
-        "missing-loss": keys.TRAIN_LOSS,
-        "list-loss": keys.TRAIN_LOSS,
+        "nan-loss": keys.LOSS_BEFORE_TRAINING,
+        "negative-loss": keys.LOSS_BEFORE_TRAINING,
+        "missing-loss": keys.LOSS_BEFORE_TRAINING,
+        "list-loss": keys.LOSS_BEFORE_TRAINING,
         "nan-activation": keys.ACTIVATION,
         "short-activation": keys.ACTIVATION,
     }

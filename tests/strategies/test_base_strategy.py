@@ -135,8 +135,8 @@ def test_evaluation_kept_per_client_with_fairness_metrics():
     assert strategy.evaluation_drops[2] == {5: "metrics['eval_acc'] must be <= 1, got 2"}
     # weighted acc (10·0.5 + 30·0.9)/40 = 0.8; unweighted mean 70 %.
     assert metrics[keys.EVAL_ACC] == pytest.approx(0.8)
-    assert metrics["acc-mean"] == pytest.approx(70.0)
-    assert metrics["acc-worst"] == pytest.approx(50.0)
+    assert metrics["acc-mean-pct"] == pytest.approx(70.0)
+    assert metrics["acc-worst-pct"] == pytest.approx(50.0)
 
 
 @settings(max_examples=30, deadline=None)

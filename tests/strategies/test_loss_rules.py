@@ -68,7 +68,7 @@ def test_replies_without_train_loss_are_dropped_by_name(rule, hyperparameters, c
     strategy = rule(**data.draw(st.fixed_dictionaries(hyperparameters)))
     aggregate_round(strategy, numbered_replies(*case, missing=missing))
     record = strategy.train_records[1]
-    assert record.dropped == {i + 1: "metrics['train_loss'] is missing" for i in missing}
+    assert record.dropped == {i + 1: "metrics['loss-before-training'] is missing" for i in missing}
     assert sorted(record.weights) == [i + 1 for i in range(size) if i not in missing]
     assert round_weights(strategy).sum() == pytest.approx(1.0)
     if isinstance(strategy, AFL):  # λ is kept for exactly the weighted nodes

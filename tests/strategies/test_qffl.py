@@ -52,11 +52,11 @@ def configured(strategy, arrays, nodes, config=None):
         )
 
 
-def replies_for(locals_, losses, counts=None, extra=None):
+def replies_for(locals_, losses, counts=None, extra=None, loss_key=keys.LOSS_BEFORE_TRAINING):
     counts = counts or [10] * len(locals_)
     replies = []
     for i, (arrays, loss, n) in enumerate(zip(locals_, losses, counts, strict=True)):
-        metrics = {keys.NUM_EXAMPLES: int(n), keys.TRAIN_LOSS: float(loss)}
+        metrics = {keys.NUM_EXAMPLES: int(n), loss_key: float(loss)}
         metrics.update((extra or {}).get(i + 1, {}))
         replies.append(make_reply(i + 1, [np.array(a, copy=True) for a in arrays], metrics))
     return replies
@@ -64,7 +64,8 @@ def replies_for(locals_, losses, counts=None, extra=None):
 
 def aggregate(strategy, global_arrays, locals_, losses, counts=None, extra=None):
     configured(strategy, global_arrays, range(1, len(locals_) + 1))
-    return strategy.aggregate_train(1, replies_for(locals_, losses, counts, extra))
+    replies = replies_for(locals_, losses, counts, extra, strategy.train_loss_key)
+    return strategy.aggregate_train(1, replies)
 
 
 def flower_aggregate(lr, q, global_arrays, locals_, losses, counts=None):
@@ -73,7 +74,8 @@ def flower_aggregate(lr, q, global_arrays, locals_, losses, counts=None):
     # Flower's to_numpy_ndarrays(keep_input=False) runs gc.collect() per reply (~0.5 s in
     # a process holding torch); skipping it changes nothing but the test's run time.
     with patch.object(gc, "collect", return_value=0):
-        arrays, _ = flower.aggregate_train(1, replies_for(locals_, losses, counts))
+        replies = replies_for(locals_, losses, counts, loss_key=keys.TRAIN_LOSS)
+        arrays, _ = flower.aggregate_train(1, replies)
     return arrays
 
 
@@ -194,7 +196,9 @@ def test_matches_flower_qfedavg_on_identical_replies(num_clients, q, lr, seed):
     ]
     losses = rng.uniform(0.05, 4.0, size=num_clients).tolist()
     counts = rng.integers(1, 100, size=num_clients).tolist()
-    ours, _ = aggregate(QFFL(client_learning_rate=lr, q=q), global_arrays, locals_, losses, counts)
+    # Flower's QFedAvg reads train_loss; so does QFFL with train_loss_key="train_loss".
+    strategy = QFFL(client_learning_rate=lr, q=q, train_loss_key="train_loss")
+    ours, _ = aggregate(strategy, global_arrays, locals_, losses, counts)
     flower = flower_aggregate(lr, q, global_arrays, locals_, losses, counts)
     for key in ("0", "1"):
         # Flower computes Δ_k and ‖Δw_k‖² in float32; fairfl in float64.
@@ -207,7 +211,11 @@ def test_q_zero_is_flowers_q_zero_and_the_unweighted_mean():
     locals_ = [[rng.normal(size=6).astype(np.float32)] for _ in range(4)]
     losses, counts = [0.3, 1.0, 2.0, 0.01], [1, 5, 20, 3]
     ours, metrics = aggregate(
-        QFFL(client_learning_rate=0.1, q=0.0), global_arrays, locals_, losses, counts
+        QFFL(client_learning_rate=0.1, q=0.0, train_loss_key="train_loss"),
+        global_arrays,
+        locals_,
+        losses,
+        counts,
     )
     flower = flower_aggregate(0.1, 0.0, global_arrays, locals_, losses, counts)
     mean = np.mean([c[0] for c in locals_], axis=0)
@@ -256,15 +264,15 @@ def test_client_h_within_tolerance_is_the_one_summed():
     assert not strategy.train_records[1].dropped
 
 
-def test_reply_missing_train_loss_is_dropped_by_name():
+def test_reply_missing_the_loss_is_dropped_by_name():
     strategy = QFFL(client_learning_rate=LR, q=1.0)
     configured(strategy, GLOBAL, [1, 2])
     replies = [
-        make_reply(1, LOCALS[0], {keys.NUM_EXAMPLES: 5, keys.TRAIN_LOSS: 1.0}),
-        make_reply(2, LOCALS[1], {keys.NUM_EXAMPLES: 5}),
+        make_reply(1, LOCALS[0], {keys.NUM_EXAMPLES: 5, keys.LOSS_BEFORE_TRAINING: 1.0}),
+        make_reply(2, LOCALS[1], {keys.NUM_EXAMPLES: 5, keys.TRAIN_LOSS: 1.0}),
     ]
     arrays, _ = strategy.aggregate_train(1, replies)
-    assert strategy.train_records[1].dropped == {2: "metrics['train_loss'] is missing"}
+    assert strategy.train_records[1].dropped == {2: "metrics['loss-before-training'] is missing"}
     np.testing.assert_allclose(arrays["0"].numpy(), [-1 / 3, 0.0], rtol=1e-6)
 
 
@@ -282,8 +290,12 @@ def test_bad_values_are_dropped_with_the_readers_reason(local, reason):
     strategy = QFFL(client_learning_rate=LR, q=1.0)
     configured(strategy, GLOBAL, [1, 2])
     replies = [
-        make_reply(1, LOCALS[0], {keys.NUM_EXAMPLES: 5, keys.TRAIN_LOSS: 1.0}),
-        make_reply(2, [np.array(local, np.float32)], {keys.NUM_EXAMPLES: 5, keys.TRAIN_LOSS: 1.0}),
+        make_reply(1, LOCALS[0], {keys.NUM_EXAMPLES: 5, keys.LOSS_BEFORE_TRAINING: 1.0}),
+        make_reply(
+            2,
+            [np.array(local, np.float32)],
+            {keys.NUM_EXAMPLES: 5, keys.LOSS_BEFORE_TRAINING: 1.0},
+        ),
     ]
     arrays, _ = strategy.aggregate_train(1, replies)
     assert strategy.train_records[1].dropped == {2: reason}
@@ -333,10 +345,8 @@ def test_squared_distance_matches_float64_across_rows_and_blocks(size, monkeypat
 def test_all_replies_dropped_keeps_the_model():
     strategy = QFFL(client_learning_rate=LR)
     configured(strategy, GLOBAL, [1])
-    assert strategy.aggregate_train(1, [make_reply(1, LOCALS[0], {keys.NUM_EXAMPLES: 5})]) == (
-        None,
-        None,
-    )
+    bad = {keys.NUM_EXAMPLES: 5, keys.LOSS_BEFORE_TRAINING: float("nan")}
+    assert strategy.aggregate_train(1, [make_reply(1, LOCALS[0], bad)]) == (None, None)
 
 
 @settings(max_examples=25, deadline=None)
@@ -389,14 +399,14 @@ def test_defaults_and_registry():
     assert strategy.settings() == {
         "q": 0.1,
         "client_learning_rate": 0.05,
-        "lipschitz": 20.0,
         "weighting": "uniform",
         "h_rtol": 0.001,
     }
+    assert strategy.lipschitz == pytest.approx(20.0)
     spec = STRATEGIES["qffl"]
     assert spec.strategy is QFFL
     assert spec.parameters["lr"] == "client_learning_rate"
-    assert spec.defaults() == {"qffl-q": 0.1, "qffl-weighting": "uniform"}
+    assert spec.defaults() == {"qffl-q": 0.1, "qffl-weighting": "uniform", "lr": None}
 
 
 # ---------------------------------------------------------------- end to end

@@ -42,7 +42,7 @@ L = np.array([0.2, 0.5, 0.9])
 def reply(node, count, eta, value=0.0, loss=None):
     metrics = {keys.NUM_EXAMPLES: count, keys.RCFL_ETA: eta}
     if loss is not None:
-        metrics[keys.TRAIN_LOSS] = loss
+        metrics[keys.LOSS_BEFORE_TRAINING] = loss
     return make_reply(node, local(value), metrics)
 
 
@@ -335,7 +335,7 @@ def test_probe_without_losses_keeps_the_average_and_warns(caplog):
     with caplog.at_level(logging.WARNING, logger="fairfl"):
         strategy.aggregate_train(1, [reply(1, 10, 0.2), reply(2, 10, 0.4)])
     assert strategy.eta == pytest.approx(0.3)
-    assert "eta probe needs train_loss" in caplog.text
+    assert "eta probe needs loss-before-training in every reply" in caplog.text
 
 
 def test_probe_with_all_alphas_one_keeps_the_average(caplog):

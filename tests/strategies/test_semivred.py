@@ -139,10 +139,12 @@ def test_reply_missing_train_loss_is_dropped_by_name():
     strategy = SemiVRed()
     replies = [
         make_reply(1, [np.ones(2, np.float32)], {keys.NUM_EXAMPLES: 3}),
-        make_reply(2, [np.full(2, 3.0, np.float32)], {keys.NUM_EXAMPLES: 3, keys.TRAIN_LOSS: 0.5}),
+        make_reply(
+            2, [np.full(2, 3.0, np.float32)], {keys.NUM_EXAMPLES: 3, keys.LOSS_BEFORE_TRAINING: 0.5}
+        ),
     ]
     arrays, _ = aggregate_round(strategy, replies, arrays=[np.zeros(2, np.float32)])
-    assert strategy.train_records[1].dropped == {1: "metrics['train_loss'] is missing"}
+    assert strategy.train_records[1].dropped == {1: "metrics['loss-before-training'] is missing"}
     np.testing.assert_allclose(arrays["0"].numpy(), 3.0)
 
 

@@ -50,7 +50,7 @@ def unavailable(instruction_id: str) -> Mock:
 def test_unreachable_nodes_train_replies_are_dropped_under_their_own_ids():
     strategy = AFL()
     ids = pushed(strategy, "train")
-    good = make_reply(11, local(2.0), {keys.NUM_EXAMPLES: 10, keys.TRAIN_LOSS: 1.0})
+    good = make_reply(11, local(2.0), {keys.NUM_EXAMPLES: 10, keys.LOSS_BEFORE_TRAINING: 1.0})
     arrays, metrics = strategy.aggregate_train(
         1, [good, unavailable(ids[12]), unavailable(ids[13])]
     )

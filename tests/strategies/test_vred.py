@@ -169,13 +169,15 @@ def test_equal_losses_are_fedavg():
 def test_reply_missing_train_loss_is_dropped_by_name(caplog):
     strategy = VRed()
     replies = [
-        make_reply(1, [np.ones(2, np.float32)], {keys.NUM_EXAMPLES: 3, keys.TRAIN_LOSS: 1.0}),
+        make_reply(
+            1, [np.ones(2, np.float32)], {keys.NUM_EXAMPLES: 3, keys.LOSS_BEFORE_TRAINING: 1.0}
+        ),
         make_reply(2, [np.ones(2, np.float32)], {keys.NUM_EXAMPLES: 3}),
     ]
     with caplog.at_level(logging.INFO, logger="fairfl"):
         arrays, metrics = aggregate_round(strategy, replies, arrays=[np.zeros(2, np.float32)])
-    assert strategy.train_records[1].dropped == {2: "metrics['train_loss'] is missing"}
-    assert "dropped reply from node 2: metrics['train_loss'] is missing" in caplog.text
+    assert strategy.train_records[1].dropped == {2: "metrics['loss-before-training'] is missing"}
+    assert "dropped reply from node 2: metrics['loss-before-training'] is missing" in caplog.text
     assert metrics["num-replies"] == 1
     np.testing.assert_allclose(arrays["0"].numpy(), 1.0)
 

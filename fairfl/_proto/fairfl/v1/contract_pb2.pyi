@@ -61,20 +61,22 @@ class TrainReply(_message.Message):
     def __init__(self, arrays: _Optional[_Mapping[str, Tensor]] = ..., metrics: _Optional[_Union[TrainMetrics, _Mapping]] = ...) -> None: ...
 
 class TrainMetrics(_message.Message):
-    __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id")
+    __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id", "loss_before_training")
     NUM_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     TRAIN_LOSS_FIELD_NUMBER: _ClassVar[int]
     QFFL_H_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_FIELD_NUMBER: _ClassVar[int]
     RCFL_ETA_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    LOSS_BEFORE_TRAINING_FIELD_NUMBER: _ClassVar[int]
     num_examples: int
     train_loss: float
     qffl_h: float
     activation: _containers.RepeatedScalarFieldContainer[float]
     rcfl_eta: float
     partition_id: int
-    def __init__(self, num_examples: _Optional[int] = ..., train_loss: _Optional[float] = ..., qffl_h: _Optional[float] = ..., activation: _Optional[_Iterable[float]] = ..., rcfl_eta: _Optional[float] = ..., partition_id: _Optional[int] = ...) -> None: ...
+    loss_before_training: float
+    def __init__(self, num_examples: _Optional[int] = ..., train_loss: _Optional[float] = ..., qffl_h: _Optional[float] = ..., activation: _Optional[_Iterable[float]] = ..., rcfl_eta: _Optional[float] = ..., partition_id: _Optional[int] = ..., loss_before_training: _Optional[float] = ...) -> None: ...
 
 class EvaluateReply(_message.Message):
     __slots__ = ("metrics",)

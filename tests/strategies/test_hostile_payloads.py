@@ -1,0 +1,274 @@
+"""One hostile device never ends a run, under any registered rule (issue 21, item 1).
+
+Hypothesis builds rounds in which honest replies sit beside hostile ones: array payloads
+that are random bytes, truncated or oversized ``.npy`` headers, object (pickled) and
+structured dtypes, shapes that are zero-size, huge or not what the header says, unknown
+serialisation types, and metrics of every type in the wrong place. For each round:
+
+- no exception escapes ``aggregate_train``;
+- every hostile reply is dropped, with a reason that names the field;
+- the new global model is bit-identical to the one the honest replies alone give;
+- a pickled payload is never unpickled (its ``__reduce__`` would create a file).
+
+Each rule sees at least ``PAYLOADS_PER_RULE`` hostile payloads (counted, then checked).
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import tempfile
+from collections import Counter
+from io import BytesIO
+from pathlib import Path
+from unittest.mock import Mock
+
+import numpy as np
+import pytest
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fairfl._compat import server_task_identity
+from fairfl.contract import keys
+from fairfl.strategies.registry import STRATEGIES, build_strategy
+from tests.conftest import make_reply
+from tests.strategies.test_bad_replies_all_rules import RUN_CONFIG
+
+SHAPES = {"w": (3, 4), "b": (4,)}
+HONEST_NODES = (11, 12, 13, 14)
+PAYLOADS_PER_RULE = 2000
+PAYLOADS_SEEN: Counter[str] = Counter()
+PICKLE_MARKER = Path(tempfile.gettempdir()) / f"fairfl-unpickled-{id(SHAPES)}"
+
+
+class Exploit:
+    """Unpickling this creates ``PICKLE_MARKER``: proof that a payload was unpickled."""
+
+    def __reduce__(self):
+        return (Path.touch, (PICKLE_MARKER,))
+
+
+def npy_bytes(value: np.ndarray, *, allow_pickle: bool = False) -> bytes:
+    buffer = BytesIO()
+    np.save(buffer, value, allow_pickle=allow_pickle)
+    return buffer.getvalue()
+
+
+def npy_with_header(header: str, body: bytes = b"") -> bytes:
+    """A ``.npy`` v1.0 file whose header says anything we like."""
+    text = header.encode("latin1")
+    padding = 64 - (10 + len(text) + 1) % 64
+    text += b" " * padding + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + body
+
+
+def raw_array(data: bytes, *, dtype: str = "float32", shape=(3, 4), stype="numpy.ndarray"):
+    return Array(dtype=dtype, shape=tuple(shape), stype=stype, data=data)
+
+
+@st.composite
+def hostile_array(draw):
+    """One hostile ``Array`` for key ``w`` (declared float32 (3, 4) unless said)."""
+    honest = npy_bytes(np.ones((3, 4), np.float32))
+    kind = draw(
+        st.sampled_from(
+            [
+                "random-bytes",
+                "truncated",
+                "huge-header-shape",
+                "header-shape-mismatch",
+                "zero-size",
+                "object-dtype",
+                "pickled-exploit",
+                "structured-dtype",
+                "header-dtype-mismatch",
+                "big-endian",
+                "declared-huge-shape",
+                "unknown-stype",
+                "bad-magic",
+                "npy-v3-header",
+                "trailing-bytes",
+            ]
+        )
+    )
+    if kind == "random-bytes":
+        array = raw_array(draw(st.binary(max_size=200)))
+    elif kind == "truncated":
+        array = raw_array(honest[: draw(st.integers(0, len(honest) - 1))])
+    elif kind == "huge-header-shape":
+        dim = draw(st.sampled_from([10**6, 2**31, 2**62, 10**18]))
+        header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({dim}, {dim}), }}"
+        array = raw_array(npy_with_header(header, b"\0" * 48))
+    elif kind == "header-shape-mismatch":
+        shape = draw(st.sampled_from([(4, 3), (12,), (3, 4, 1), ()]))
+        array = raw_array(npy_bytes(np.ones(shape, np.float32)))
+    elif kind == "zero-size":
+        array = raw_array(npy_bytes(np.ones((0, 4), np.float32)), shape=(0, 4))
+    elif kind == "object-dtype":
+        array = raw_array(npy_bytes(np.array([1.0, "x", None], dtype=object), allow_pickle=True))
+    elif kind == "pickled-exploit":
+        value = np.empty((3, 4), dtype=object)
+        value[0, 0] = Exploit()
+        array = raw_array(npy_bytes(value, allow_pickle=True))
+    elif kind == "structured-dtype":
+        value = np.zeros((3, 4), dtype=[("a", "<f2"), ("b", "<f2")])
+        array = raw_array(npy_bytes(value))
+    elif kind == "header-dtype-mismatch":
+        dtype = draw(st.sampled_from(["<f8", "<f2", "<i4", "|u1", "<c8", "|b1"]))
+        array = raw_array(npy_bytes(np.ones((3, 4), dtype)))
+    elif kind == "big-endian":
+        array = raw_array(npy_bytes(np.ones((3, 4), ">f4")))
+    elif kind == "declared-huge-shape":
+        array = raw_array(honest, shape=(2**40, 2**40))
+    elif kind == "unknown-stype":
+        array = raw_array(honest, stype=draw(st.sampled_from(["torch.Tensor", "", "pickle"])))
+    elif kind == "bad-magic":
+        array = raw_array(b"\x93NUMPX" + honest[6:])
+    elif kind == "npy-v3-header":
+        array = raw_array(honest[:6] + b"\x03\x00" + honest[8:])
+    else:  # trailing-bytes
+        array = raw_array(honest + draw(st.binary(min_size=1, max_size=16)))
+    return kind, array
+
+
+WRONG_METRIC_VALUES = st.one_of(
+    st.just(float("nan")),
+    st.just(float("inf")),
+    st.just(-float("inf")),
+    st.floats(max_value=-1e-9, allow_nan=False, allow_infinity=False),
+    st.lists(st.floats(allow_nan=False), min_size=0, max_size=3),
+    st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=3),
+)
+
+
+@st.composite
+def hostile_reply(draw, node: int, rng_seed: int):
+    """A reply with one hostile part; returns (kind, reply)."""
+    rng = np.random.default_rng(rng_seed)
+    arrays = honest_arrays(rng)
+    metrics = honest_metrics(rng, node)
+    where = draw(st.sampled_from(["array"] * 4 + ["metric", "records"]))
+    if where == "array":
+        kind, array = draw(hostile_array())
+        record = ArrayRecord({"w": array, "b": Array(arrays["b"])})
+        return kind, make_reply(node, record, metrics)
+    if where == "metric":
+        key = draw(st.sampled_from([keys.NUM_EXAMPLES, keys.LOSS_BEFORE_TRAINING]))
+        value = draw(WRONG_METRIC_VALUES | st.just(0) | st.integers(max_value=-1))
+        if key == keys.LOSS_BEFORE_TRAINING and isinstance(value, int):
+            value = [value]  # an int loss is a valid float; a list of ints is not
+        metrics[key] = value
+        record = ArrayRecord({k: Array(v) for k, v in arrays.items()})
+        return f"metric-{key}", make_reply(node, record, metrics)
+    # Records of the wrong type under Flower's names.
+    content = RecordDict()
+    swap = draw(st.sampled_from(["metrics-as-config", "arrays-as-metrics"]))
+    if swap == "metrics-as-config":
+        content["arrays"] = ArrayRecord({k: Array(v) for k, v in arrays.items()})
+        content["metrics"] = ConfigRecord({k: str(v) for k, v in metrics.items()})
+    else:
+        content["arrays"] = MetricRecord({"w": 1.0, "b": 2.0})
+        content["metrics"] = MetricRecord(metrics)
+    return swap, make_reply(node, content=content)
+
+
+def honest_metrics(rng, node):
+    loss = float(rng.uniform(0.1, 3.0))
+    return {
+        keys.NUM_EXAMPLES: int(rng.integers(5, 50)),
+        keys.LOSS_BEFORE_TRAINING: loss,
+        keys.TRAIN_LOSS: loss,
+        keys.ACTIVATION: [float(v) for v in rng.normal(size=5) + node % 2],
+        keys.RCFL_ETA: float(rng.uniform(0.0, 1.0)),
+        keys.PARTITION_ID: node,
+    }
+
+
+def honest_arrays(rng):
+    return {k: (rng.normal(size=s) * 0.1).astype(np.float32) for k, s in SHAPES.items()}
+
+
+def run_round(rule, replies, nodes):
+    strategy = build_strategy(rule, RUN_CONFIG, min_available_nodes=1, min_train_nodes=1)
+    grid = Mock(spec=Grid)
+    grid.get_node_ids.return_value = list(nodes)
+    global_record = ArrayRecord({k: Array(np.zeros(s, np.float32)) for k, s in SHAPES.items()})
+    with server_task_identity(1):
+        list(strategy.configure_train(1, global_record, ConfigRecord({"lr": 0.1}), grid))
+        arrays, _ = strategy.aggregate_train(1, replies)
+    return strategy, arrays
+
+
+def as_bytes(arrays):
+    return {k: v.numpy().tobytes() for k, v in arrays.items()}
+
+
+@pytest.mark.parametrize("rule", sorted(STRATEGIES))
+@settings(
+    max_examples=PAYLOADS_PER_RULE // 20 + 5,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1), count=st.integers(20, 24))
+def test_hostile_payloads_are_dropped_and_change_nothing(rule, data, seed, count):
+    rng = np.random.default_rng(seed)
+    honest = [
+        make_reply(
+            n,
+            ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()}),
+            honest_metrics(rng, n),
+        )
+        for n in HONEST_NODES
+    ]
+    hostile_nodes = range(100, 100 + count)
+    hostile = {n: data.draw(hostile_reply(n, seed + n)) for n in hostile_nodes}
+    nodes = [*HONEST_NODES, *hostile_nodes]
+    # Same sampling in both rounds: the same nodes are asked, only the replies differ.
+    _, baseline = run_round(rule, honest, nodes)
+    mixed = honest + [reply for _, reply in hostile.values()]
+    order = rng.permutation(len(mixed))
+
+    strategy, arrays = run_round(rule, [mixed[i] for i in order], nodes)
+
+    record = strategy.train_records[1]
+    for node, (kind, _) in hostile.items():
+        assert node in record.dropped, f"{rule}: {kind} reply from node {node} was accepted"
+        reason = record.dropped[node]
+        assert any(part in reason for part in ("arrays", "metrics", "content")), (kind, reason)
+        PAYLOADS_SEEN[rule] += 1
+    assert set(HONEST_NODES) <= set(record.accepted), record.dropped
+    assert baseline is not None and arrays is not None
+    assert as_bytes(arrays) == as_bytes(baseline), f"{rule}: hostile replies changed the model"
+    assert not PICKLE_MARKER.exists(), "a pickled payload was unpickled"
+
+
+def test_every_rule_saw_enough_hostile_payloads():
+    # Runs after the property tests in file order.
+    assert set(PAYLOADS_SEEN) == set(STRATEGIES)
+    assert min(PAYLOADS_SEEN.values()) >= PAYLOADS_PER_RULE, PAYLOADS_SEEN
+
+
+def test_a_fortran_order_payload_is_read_as_the_same_values():
+    # A transposed tensor is saved in Fortran order by np.save: an honest client may
+    # send one. It is decoded to the same values as the C-order payload.
+    value = np.arange(12, dtype=np.float32).reshape(3, 4)
+    fortran = raw_array(npy_bytes(np.asfortranarray(value)))
+    c_order = raw_array(npy_bytes(value))
+    metrics = {keys.NUM_EXAMPLES: 5, keys.LOSS_BEFORE_TRAINING: 1.0}
+    bias = Array(np.zeros(4, np.float32))
+    _, from_fortran = run_round(
+        "fedavg", [make_reply(1, ArrayRecord({"w": fortran, "b": bias}), metrics)], [1]
+    )
+    _, from_c = run_round(
+        "fedavg", [make_reply(1, ArrayRecord({"w": c_order, "b": bias}), metrics)], [1]
+    )
+    assert as_bytes(from_fortran) == as_bytes(from_c)
+
+
+def test_pickle_marker_works():
+    # The exploit really does create the marker when unpickled: the check above can fail.
+    pickle.loads(pickle.dumps(Exploit()))
+    assert PICKLE_MARKER.exists()
+    PICKLE_MARKER.unlink()
