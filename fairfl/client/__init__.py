@@ -1,11 +1,77 @@
-"""Client side: the fairfl ClientApp and helpers other ClientApps can call."""
+"""Client side: the fairfl ClientApp and what other ClientApps call.
 
+Most apps need one function: :func:`fair_train` (and :func:`fair_evaluate`), which
+takes the app's model, DataLoader, loss and training loop and does what the round's
+rule asks for. The pieces it is made of are exported too, for apps that assemble the
+reply themselves. Importing this package needs torch and flwr, not fairfl's data sets,
+models or strategies (``fairfl.client.app``, fairfl's own ClientApp, does).
+"""
+
+from fairfl.client.activation import (
+    activation_for_config,
+    client_activation,
+    loader_activation,
+    penultimate_layer,
+)
+from fairfl.client.adapter import (
+    TrainFn,
+    fair_evaluate,
+    fair_train,
+    loader_evaluate,
+    loader_mean_loss,
+)
+from fairfl.client.objectives import (
+    LocalObjective,
+    local_objective,
+    objective_loss,
+    propfair_loss,
+)
+from fairfl.client.rcfl import (
+    RCFLLocalResult,
+    RCFLSettings,
+    rcfl_settings,
+    train_rcfl,
+    train_rcfl_loader,
+)
 from fairfl.client.training import (
+    LossFn,
     activation_vector,
     evaluate,
     mean_loss,
     pick_device,
     train_local,
 )
+from fairfl.contract import write_evaluate_reply, write_train_reply
+from fairfl.contract.activation import ActivationOptions
+from fairfl.contract.qffl import qffl_h
 
-__all__ = ["activation_vector", "evaluate", "mean_loss", "pick_device", "train_local"]
+__all__ = [
+    "ActivationOptions",
+    "LocalObjective",
+    "LossFn",
+    "RCFLLocalResult",
+    "RCFLSettings",
+    "TrainFn",
+    "activation_for_config",
+    "activation_vector",
+    "client_activation",
+    "evaluate",
+    "fair_evaluate",
+    "fair_train",
+    "loader_activation",
+    "loader_evaluate",
+    "loader_mean_loss",
+    "local_objective",
+    "mean_loss",
+    "objective_loss",
+    "penultimate_layer",
+    "pick_device",
+    "propfair_loss",
+    "qffl_h",
+    "rcfl_settings",
+    "train_local",
+    "train_rcfl",
+    "train_rcfl_loader",
+    "write_evaluate_reply",
+    "write_train_reply",
+]

@@ -136,7 +136,8 @@ def train(message: Message, context: Context) -> Message:
     content = write_train_reply(
         ArrayRecord(state),
         num_examples=len(data.y_train),
-        train_loss=loss_before,
+        loss_before_training=loss_before,
+        train_loss=loss_before,  # also for a stock Flower QFedAvg server
         partition_id=node.partition_id,
         activation=activation,
         qffl_h=h,

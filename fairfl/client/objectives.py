@@ -2,7 +2,8 @@
 
 A rule that changes the *client's* loss (PropFair's log transform, FedProx's proximal
 term) sends its settings in the train ConfigRecord; :func:`local_objective` turns them
-into the arguments of :func:`fairfl.client.training.train_local`.
+into the arguments of :func:`fairfl.client.training.train_local`, and
+:func:`objective_loss` wraps any ``loss_fn(outputs, targets)`` with them.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from functools import partial
 
 import torch
 from flwr.app import ConfigRecord
-from torch import Tensor
+from torch import Tensor, nn
 
-from fairfl.client.training import BatchObjective
+from fairfl.client.training import BatchObjective, LossFn, proximal_term
 from fairfl.contract import keys
 from fairfl.contract.config import get_config_value
 
@@ -40,6 +41,52 @@ def local_objective(config: ConfigRecord) -> LocalObjective:
     if mu < 0:
         raise ValueError(f"config key {keys.PROXIMAL_MU!r} must be >= 0, got {mu}")
     return LocalObjective(batch_objective=_propfair_objective(config), proximal_mu=mu)
+
+
+def objective_loss(loss_fn: LossFn, config: ConfigRecord, model: nn.Module) -> LossFn:
+    """Wrap ``loss_fn`` with the round's objective: PropFair's transform, then FedProx.
+
+    The wrapped loss is ``T(loss_fn(outputs, targets)) + μ/2 ||w - w^t||²``, with T
+    PropFair's :func:`propfair_loss` when the config has ``propfair-m`` (else the
+    identity), μ the config's ``proximal-mu`` (absent: 0, no term), w the parameters of
+    ``model`` when the loss is called and w^t a copy of them taken now. It is the
+    objective :func:`fairfl.client.training.train_local` minimises, for any loss.
+
+    Parameters
+    ----------
+    loss_fn : Callable[[Tensor, Tensor], Tensor]
+        ``loss_fn(outputs, targets)``: the mean loss of a batch (a scalar tensor).
+    config : ConfigRecord
+        The round's train config.
+    model : nn.Module
+        Loaded with the received global model w^t; train this very object (in place)
+        for the proximal term to see its parameters.
+
+    Returns
+    -------
+    Callable[[Tensor, Tensor], Tensor]
+        ``loss_fn`` itself when the config asks for neither.
+
+    Raises
+    ------
+    ValueError
+        If an objective key has the wrong type or value (see :func:`local_objective`).
+    """
+    objective = local_objective(config)
+    transform, mu = objective.batch_objective, objective.proximal_mu
+    if transform is None and mu == 0:
+        return loss_fn
+    anchor = [p.detach().clone() for p in model.parameters()] if mu > 0 else []
+
+    def loss(outputs: Tensor, targets: Tensor) -> Tensor:
+        value = loss_fn(outputs, targets)
+        if transform is not None:
+            value = transform(value)
+        if mu > 0:
+            value = value + proximal_term(model, anchor, mu)
+        return value
+
+    return loss
 
 
 def _propfair_objective(config: ConfigRecord) -> BatchObjective | None:

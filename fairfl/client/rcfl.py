@@ -20,14 +20,19 @@ them (``None`` when the config is not an RC-FL one).
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from flwr.app import ConfigRecord
 from torch import Tensor, nn
 
+from fairfl.client.activation import split_batch
+from fairfl.client.training import LossFn
 from fairfl.contract import keys
 from fairfl.contract.config import get_config_value
 
@@ -214,10 +219,117 @@ def train_rcfl(
     σ((L_batch − η)/μ) is a biased estimate of the full-data gate (spec-rcfl §9.4).
     Minibatches walk through one random permutation, reshuffled when it runs out.
     """
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
     if len(x) == 0:
         raise ValueError("cannot train on an empty split")
+    inputs_all = torch.from_numpy(x).to(device)
+    labels_all = torch.from_numpy(y).to(device)
+
+    def steps() -> Iterator[Iterable[tuple[Tensor, Tensor]]]:
+        if settings.batch_size == 0 or settings.batch_size >= len(x):
+            while True:
+                yield [(inputs_all, labels_all)]
+        generator = torch.Generator().manual_seed(seed)
+        order = torch.empty(0, dtype=torch.long)
+        cursor = 0
+        while True:
+            if cursor + settings.batch_size > len(order):
+                order = torch.randperm(len(x), generator=generator)
+                cursor = 0
+            index = order[cursor : cursor + settings.batch_size].to(device)
+            cursor += settings.batch_size
+            yield [(inputs_all[index], labels_all[index])]
+
+    return rcfl_steps(
+        model,
+        steps(),
+        nn.functional.cross_entropy,
+        settings=settings,
+        lr=lr,
+        device=device,
+    )
+
+
+def train_rcfl_loader(
+    model: nn.Module,
+    trainloader: Iterable[Any],
+    loss_fn: LossFn,
+    *,
+    settings: RCFLSettings,
+    lr: float,
+    device: torch.device,
+) -> RCFLLocalResult:
+    """:func:`train_rcfl` with the user's loss over the batches of a DataLoader.
+
+    Parameters
+    ----------
+    model : nn.Module
+        ω, loaded with the received global model; trained in place.
+    trainloader : Iterable
+        ``(inputs, targets)`` batches, iterated again whenever a pass ends (a
+        ``torch.utils.data.DataLoader``, a list; not a one-shot generator).
+    loss_fn : Callable[[Tensor, Tensor], Tensor]
+        ``loss_fn(outputs, targets)``: the **mean** loss of a batch.
+    settings : RCFLSettings
+        η^t, α_i, μ, κ and β_η. ``batch_size = 0`` (the default): each of the κ steps
+        takes a full pass over the loader, so the gate uses the whole-split loss f̂ⁱ(ω)
+        as the theory assumes; ``batch_size > 0``: each step takes the loader's next
+        batch (the loader's own batch size), cycling through it.
+    lr : float
+        β > 0, the model step size.
+    device : torch.device
+        Where the model is; batches are moved there.
+
+    Returns
+    -------
+    RCFLLocalResult
+        The client's new η and gate diagnostics.
+
+    Raises
+    ------
+    ValueError
+        If ``lr`` is not > 0 or the loader yields no batch.
+    """
+
+    def batches() -> Iterator[tuple[Tensor, Tensor]]:
+        for batch in trainloader:
+            inputs, targets = split_batch(batch)
+            yield torch.as_tensor(inputs).to(device), torch.as_tensor(targets).to(device)
+
+    def steps() -> Iterator[Iterable[tuple[Tensor, Tensor]]]:
+        while True:
+            if settings.batch_size == 0:
+                yield batches()  # one lazy pass: never every batch on the device at once
+                continue
+            for batch in batches():
+                yield [batch]
+
+    return rcfl_steps(model, steps(), loss_fn, settings=settings, lr=lr, device=device)
+
+
+def rcfl_steps(
+    model: nn.Module,
+    steps: Iterator[Iterable[tuple[Tensor, Tensor]]],
+    loss_fn: LossFn,
+    *,
+    settings: RCFLSettings,
+    lr: float,
+    device: torch.device,
+) -> RCFLLocalResult:
+    """Take κ joint SGD steps in (ω, η); step t uses the batches ``next(steps)``.
+
+    A step of one batch backpropagates :func:`smoothed_objective` of its loss. A step of
+    several batches (a full pass over a loader) accumulates ∇f̂ⁱ batch by batch, with
+    f̂ⁱ the sample-weighted mean of the batch losses, then applies the closed-form
+    gradients ``∇_ω = q_i ∇f̂ⁱ`` and ``∂_η = 1 − q_i``: the same step, without holding
+    every batch's graph in memory.
+
+    Raises
+    ------
+    ValueError
+        If ``lr`` is not > 0 or a step has no batch.
+    """
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
     lr_eta = lr if settings.lr_eta is None else settings.lr_eta
     model.train()
     dtype = next(model.parameters()).dtype
@@ -226,31 +338,41 @@ def train_rcfl(
     optimizer = torch.optim.SGD(
         [{"params": list(model.parameters()), "lr": lr}, {"params": [eta], "lr": lr_eta}]
     )
-    inputs_all = torch.from_numpy(x).to(device)
-    labels_all = torch.from_numpy(y).to(device)
-    full_batch = settings.batch_size == 0 or settings.batch_size >= len(x)
-    generator = torch.Generator().manual_seed(seed)
-    order = torch.empty(0, dtype=torch.long)
-    cursor = 0
     weights: list[float] = []
     loss_value = float("nan")
     for _ in range(settings.local_steps):
-        if full_batch:
-            inputs, labels = inputs_all, labels_all
-        else:
-            if cursor + settings.batch_size > len(order):
-                order = torch.randperm(len(x), generator=generator)
-                cursor = 0
-            index = order[cursor : cursor + settings.batch_size].to(device)
-            cursor += settings.batch_size
-            inputs, labels = inputs_all[index], labels_all[index]
+        step = iter(next(steps))
+        first, second = next(step, None), next(step, None)
+        if first is None:
+            raise ValueError("cannot train on an empty loader")
         optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(model(inputs), labels)
-        loss_value = float(loss.detach())
-        weights.append(
-            effective_weight(loss_value, float(eta.detach()), alpha=settings.alpha, mu=settings.mu)
-        )
-        smoothed_objective(loss, eta, alpha=settings.alpha, mu=settings.mu).backward()
+        if second is None:
+            inputs, labels = first
+            loss = loss_fn(model(inputs), labels)
+            loss_value = float(loss.detach())
+            weights.append(
+                effective_weight(
+                    loss_value, float(eta.detach()), alpha=settings.alpha, mu=settings.mu
+                )
+            )
+            smoothed_objective(loss, eta, alpha=settings.alpha, mu=settings.mu).backward()
+        else:
+            # Σ_b n_b ∇ℓ_b, then scaled by q_i / n once n and f̂ⁱ = Σ_b n_b ℓ_b / n are known.
+            total, loss_sum = 0, 0.0
+            for inputs, labels in itertools.chain([first, second], step):
+                loss = loss_fn(model(inputs), labels) * len(labels)
+                loss.backward()
+                total += len(labels)
+                loss_sum += float(loss.detach())
+            loss_value = loss_sum / total
+            q = effective_weight(
+                loss_value, float(eta.detach()), alpha=settings.alpha, mu=settings.mu
+            )
+            weights.append(q)
+            for parameter in model.parameters():
+                if parameter.grad is not None:
+                    parameter.grad.mul_(q / total)
+            eta.grad = torch.full_like(eta, 1.0 - q)
         optimizer.step()
     return RCFLLocalResult(
         eta=float(eta.detach()),

@@ -14,6 +14,8 @@ import torch
 from torch import Tensor, nn
 
 BatchObjective = Callable[[Tensor], Tensor]
+#: ``loss_fn(outputs, targets)``: the mean loss of a batch, a scalar tensor.
+LossFn = Callable[[Tensor, Tensor], Tensor]
 
 _EVAL_BATCH = 1024
 
@@ -141,10 +143,13 @@ def train_local(
             if batch_objective is not None:
                 loss = batch_objective(loss)
             if proximal_mu > 0:
-                drift = sum(
-                    torch.sum((p - a) ** 2) for p, a in zip(model.parameters(), anchor, strict=True)
-                )
-                loss = loss + 0.5 * proximal_mu * drift
+                loss = loss + proximal_term(model, anchor, proximal_mu)
             loss.backward()
             optimizer.step()
     return float(np.mean(losses))
+
+
+def proximal_term(model: nn.Module, anchor: list[Tensor], mu: float) -> Tensor:
+    """FedProx's ``μ/2 ||w - w^t||²`` with ``anchor`` = w^t, one tensor per parameter."""
+    drift = sum(torch.sum((p - a) ** 2) for p, a in zip(model.parameters(), anchor, strict=True))
+    return 0.5 * mu * drift  # type: ignore[return-value]

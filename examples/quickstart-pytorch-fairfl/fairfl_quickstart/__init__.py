@@ -1,0 +1,1 @@
+"""quickstart-pytorch-fairfl: Flower's PyTorch quickstart with a fairfl rule."""

@@ -1,0 +1,274 @@
+"""One call that makes any PyTorch ClientApp speak every fairfl rule: :func:`fair_train`.
+
+A Flower ClientApp with its own model, DataLoader, loss and training loop calls::
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        content = fair_train(msg, Net(), trainloader, nn.CrossEntropyLoss(), my_train)
+        return Message(content=content, reply_to=msg)
+
+:func:`fair_train` loads the received global model, measures what the round's rule
+needs (the train config says which rule it is), calls the app's own training function
+with the loss the rule wants minimised, and writes the reply of wire contract v1.
+:func:`fair_evaluate` does the same for evaluate messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+from torch import Tensor, nn
+
+from fairfl.client.activation import loader_activation, split_batch
+from fairfl.client.objectives import objective_loss
+from fairfl.client.rcfl import rcfl_settings, train_rcfl_loader
+from fairfl.client.training import LossFn
+from fairfl.contract import keys, write_evaluate_reply, write_train_reply
+from fairfl.contract.activation import ActivationOptions
+from fairfl.contract.config import get_config_value
+from fairfl.contract.qffl import qffl_h
+
+#: ``train_fn(model, trainloader, loss_fn, config) -> train loss or None``.
+TrainFn = Callable[[nn.Module, Any, LossFn, ConfigRecord], float | Tensor | None]
+
+
+def fair_train(
+    message: Message,
+    model: nn.Module,
+    trainloader: Iterable[Any],
+    loss_fn: LossFn,
+    train_fn: TrainFn,
+    *,
+    device: torch.device | str | None = None,
+    activation_layer: str | None = None,
+    partition_id: int | None = None,
+) -> RecordDict:
+    """Train ``model`` for one round of a fairfl rule and return the train reply.
+
+    In order: load the received weights w^t (``message.content["arrays"]``) into
+    ``model``; measure the mean loss F_k(w^t) of the received model over the whole
+    ``trainloader`` (eval mode, no gradients) and count its samples; if the config has
+    ``want-activation`` (Equitable FL), compute the activation vector of the received
+    model; then train, and reply per wire contract v1.
+
+    Training is the app's own ``train_fn(model, trainloader, wrapped_loss, config)``,
+    except in an RC-FL round (config key ``rcfl-alpha``), where fair_train itself takes
+    the rule's κ joint steps in (ω, η) with ``loss_fn`` over the loader
+    (:func:`fairfl.client.rcfl.train_rcfl_loader`, plain SGD at the config's ``lr``)
+    and ``train_fn`` is not called. ``wrapped_loss`` is ``loss_fn`` with the round's
+    objective (:func:`fairfl.client.objectives.objective_loss`): PropFair's transform
+    (``propfair-m``) and FedProx's ``μ/2 ||w - w^t||²`` (``proximal-mu``); ``loss_fn``
+    itself when the rule asks for neither.
+
+    Parameters
+    ----------
+    message : Message
+        The train message: ``arrays`` (w^t) and ``config`` (``lr``, ``local-epochs``,
+        ``batch-size`` and the rule's keys).
+    model : nn.Module
+        The app's model; fair_train loads the received weights into it (strict: the
+        same keys as the server's model) and it is trained in place.
+    trainloader : Iterable
+        ``(inputs, targets)`` batches: a ``torch.utils.data.DataLoader`` or any
+        iterable that can be iterated several times. Inputs go to ``model(inputs)``.
+    loss_fn : Callable[[Tensor, Tensor], Tensor]
+        ``loss_fn(outputs, targets)``: the **mean** loss of a batch as a scalar tensor
+        (e.g. ``nn.CrossEntropyLoss()``); F_k is the sample-weighted mean of these.
+    train_fn : Callable[[nn.Module, Iterable, LossFn, ConfigRecord], float | None]
+        ``train_fn(model, trainloader, loss_fn, config)``: the app's training loop. It
+        gets ``model`` (in train mode, on ``device``), the same ``trainloader``, the
+        loss to minimise (use it, not the app's own, so that the rule's objective
+        applies) and the round's ConfigRecord (read ``lr``, ``local-epochs`` from it).
+        It trains ``model`` in place and may return its mean training loss, which is
+        sent as Flower's usual ``train_loss``.
+    device : torch.device | str | None
+        Where to run: the model is moved there and every batch is moved to it.
+        ``None``: where the model's parameters are.
+    activation_layer : str | None
+        Where the penultimate activation h is read for Equitable FL. ``None``: from
+        ``model.features(x)`` when the model has that method (fairfl's models), else
+        the input of the model's last ``nn.Linear`` (a forward pre-hook). A name from
+        ``model.named_modules()``: that submodule's output (a forward hook).
+    partition_id : int | None
+        Sent as ``partition-id`` when given (for per-client results).
+
+    Returns
+    -------
+    RecordDict
+        ``arrays``: the trained model's ``state_dict`` (CPU, in the received key
+        order); ``metrics``: ``num-examples``, ``loss-before-training`` (F_k(w^t)),
+        ``train_loss`` when ``train_fn`` returns one (RC-FL: the loss of its last
+        step), ``activation`` (Equitable FL), ``rcfl-eta`` (RC-FL) and ``qffl-h``
+        (q-FFL, config key ``qffl-q``).
+
+    Raises
+    ------
+    ValueError
+        If the loader yields no sample, a config key is missing or malformed (the
+        message names it), or the activation vector cannot be read (the message names
+        ``activation_layer``).
+    TypeError
+        If a batch is not an ``(inputs, targets)`` pair.
+    """
+    config = message.content[keys.CONFIG]
+    sent = message.content[keys.ARRAYS]
+    run_on = _load(model, sent, device)
+    loss_before, num_examples = loader_mean_loss(model, trainloader, loss_fn, run_on)
+    activation = None
+    if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable FL, before local steps
+        vector = loader_activation(
+            model,
+            trainloader,
+            run_on,
+            ActivationOptions.from_config(config),
+            activation_layer=activation_layer,
+        )
+        activation = None if vector is None else vector.tolist()
+    rcfl, rcfl_eta, train_loss = rcfl_settings(config), None, None
+    if rcfl is not None:  # RC-FL: κ joint steps in (ω, η) on the smoothed objective
+        result = train_rcfl_loader(
+            model,
+            trainloader,
+            loss_fn,
+            settings=rcfl,
+            lr=get_config_value(config, keys.LR, float),
+            device=run_on,
+        )
+        rcfl_eta, train_loss = result.eta, result.loss_last
+    else:
+        wrapped = objective_loss(loss_fn, config, model)
+        model.train()
+        returned = train_fn(model, trainloader, wrapped, config)
+        if isinstance(returned, Tensor):
+            returned = returned.detach()
+        train_loss = None if returned is None else float(returned)
+    state = {key: value.detach().cpu() for key, value in model.state_dict().items()}
+    state = {key: state[key] for key in sent}  # the received order
+    h = None
+    if keys.QFFL_Q in config:  # q-FFL: also report h_k, as in the paper's client protocol
+        h = qffl_h(
+            loss_before,
+            sent.to_numpy_ndarrays(),
+            [state[key].numpy() for key in sent],
+            get_config_value(config, keys.QFFL_Q, float),
+            get_config_value(config, keys.LR, float),
+        )
+    return write_train_reply(
+        ArrayRecord(state),
+        num_examples=num_examples,
+        train_loss=train_loss,
+        loss_before_training=loss_before,
+        partition_id=partition_id,
+        activation=activation,
+        qffl_h=h,
+        rcfl_eta=rcfl_eta,
+    )
+
+
+def fair_evaluate(
+    message: Message,
+    model: nn.Module,
+    testloader: Iterable[Any],
+    loss_fn: LossFn,
+    *,
+    device: torch.device | str | None = None,
+    partition_id: int | None = None,
+) -> RecordDict:
+    """Evaluate the received model on ``testloader`` and return the evaluate reply.
+
+    Loads ``message.content["arrays"]`` into ``model`` and replies ``num-examples``,
+    ``eval_loss`` (sample-weighted mean of ``loss_fn`` over the batches) and
+    ``eval_acc`` (fraction of samples whose ``outputs.argmax(dim=1)`` equals the
+    target), the metrics fairfl's fairness report reads.
+
+    Parameters
+    ----------
+    message : Message
+        The evaluate message (``arrays``).
+    model, testloader, loss_fn, device, partition_id
+        As in :func:`fair_train`.
+
+    Returns
+    -------
+    RecordDict
+        ``metrics`` with ``num-examples``, ``eval_loss``, ``eval_acc``.
+
+    Raises
+    ------
+    ValueError
+        If the loader yields no sample.
+    """
+    run_on = _load(model, message.content[keys.ARRAYS], device)
+    loss, accuracy, num_examples = loader_evaluate(model, testloader, loss_fn, run_on)
+    return write_evaluate_reply(
+        num_examples=num_examples, eval_loss=loss, eval_acc=accuracy, partition_id=partition_id
+    )
+
+
+def loader_mean_loss(
+    model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, device: torch.device
+) -> tuple[float, int]:
+    """Mean of ``loss_fn`` over all samples of ``batches`` and their number.
+
+    Eval mode, no gradients; a batch of n_b samples counts with weight n_b (``loss_fn``
+    returns batch means).
+
+    Raises
+    ------
+    ValueError
+        If ``batches`` yields no sample.
+    """
+    loss, _, count = _loader_pass(model, batches, loss_fn, device, accuracy=False)
+    return loss, count
+
+
+def loader_evaluate(
+    model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, device: torch.device
+) -> tuple[float, float, int]:
+    """Mean loss, accuracy (fraction, argmax over dim 1) and sample count of ``batches``.
+
+    Raises
+    ------
+    ValueError
+        If ``batches`` yields no sample.
+    """
+    return _loader_pass(model, batches, loss_fn, device, accuracy=True)
+
+
+@torch.no_grad()
+def _loader_pass(
+    model: nn.Module,
+    batches: Iterable[Any],
+    loss_fn: LossFn,
+    device: torch.device,
+    *,
+    accuracy: bool,
+) -> tuple[float, float, int]:
+    model.eval()
+    total_loss, correct, count = 0.0, 0, 0
+    for batch in batches:
+        inputs, targets = split_batch(batch)
+        inputs = torch.as_tensor(inputs).to(device)
+        targets = torch.as_tensor(targets).to(device)
+        outputs = model(inputs)
+        total_loss += float(loss_fn(outputs, targets)) * len(targets)
+        count += len(targets)
+        if accuracy:
+            correct += int((outputs.argmax(dim=1) == targets).sum())
+    if count == 0:
+        raise ValueError("the loader yielded no sample")
+    return total_loss / count, correct / count, count
+
+
+def _load(model: nn.Module, arrays: ArrayRecord, device: torch.device | str | None) -> torch.device:
+    """Load the received weights into ``model``, move it to ``device``; return that."""
+    model.load_state_dict(arrays.to_torch_state_dict(), strict=True)
+    if device is None:
+        parameter = next(model.parameters(), None)
+        return parameter.device if parameter is not None else torch.device("cpu")
+    run_on = torch.device(device)
+    model.to(run_on)
+    return run_on
