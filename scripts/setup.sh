@@ -9,5 +9,5 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 # torch first, pinned to the wheels this project is tested with (CPU and CUDA builds alike).
 .venv/bin/python -m pip install --quiet "torch==2.14.1" "torchvision==0.29.1"
-.venv/bin/python -m pip install --quiet -e ".[dev]"
+.venv/bin/python -m pip install --quiet -e ".[all,dev]"
 .venv/bin/python -c "import fairfl.strategies, fairfl.server, fairfl.client; print('fairfl ready')"

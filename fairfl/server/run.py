@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,10 @@ logger = logging.getLogger(__name__)
 
 
 FINAL_MODEL_FILE = "final_model.npz"
+#: Seconds between two looks at the connected SuperNodes while waiting for them.
+NODE_POLL_INTERVAL = 0.5
+#: Seconds between two "waiting for SuperNodes" log lines.
+NODE_WAIT_LOG_INTERVAL = 5.0
 
 
 def save_model(arrays: ArrayRecord, path: Path) -> None:
@@ -48,9 +53,13 @@ def initial_arrays(settings: RunSettings) -> ArrayRecord:
     return ArrayRecord(model.state_dict())
 
 
+def required_nodes(settings: RunSettings) -> int:
+    """SuperNodes a run waits for: ``min-available-nodes``, or all ``num-partitions`` if 0."""
+    return settings.min_available_nodes or settings.num_partitions
+
+
 def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairStrategy:
     """Build the configured rule, waiting for all ``num-partitions`` nodes by default."""
-    min_available = settings.min_available_nodes or settings.num_partitions
     return build_strategy(
         settings.strategy,
         # The lr the clients are sent (q-FFL's L = 1/lr), also when the key is defaulted.
@@ -60,20 +69,204 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
         evaluate_every=settings.evaluate_every,
         min_train_nodes=1,
         min_evaluate_nodes=1 if settings.fraction_evaluate > 0 else 0,
-        min_available_nodes=min_available,
+        min_available_nodes=required_nodes(settings),
     )
+
+
+def is_flower_simulation(grid: Grid) -> bool:
+    """Whether ``grid`` is the Grid of Flower's simulation engine.
+
+    ``flwr run`` on a simulation SuperLink, like ``flwr.simulation.run_simulation``, runs
+    the ServerApp on flwr's ``InMemoryGrid``. The class moved between releases
+    (``flwr.server.grid`` in older releases, ``flwr.superlink.grid`` in 1.42), so it is
+    recognised by its name and top-level package rather than imported.
+    """
+    cls = type(grid)
+    return cls.__name__ == "InMemoryGrid" and cls.__module__.split(".")[0] == "flwr"
+
+
+def _connected(grid: Grid) -> int:
+    return len(list(grid.get_node_ids()))
+
+
+def simulated_federation_size(grid: Grid, deadline: float, timeout: float) -> int:
+    """The number of SuperNodes Flower's simulation engine runs.
+
+    The engine registers all of them in one go right after it starts the ServerApp:
+    this waits until some are there and two looks ``NODE_POLL_INTERVAL`` apart agree.
+
+    Parameters
+    ----------
+    grid : Grid
+        The simulation engine's Grid.
+    deadline : float
+        ``time.monotonic()`` value after which it stops waiting.
+    timeout : float
+        The ``node-wait-timeout`` the deadline came from (for the error message).
+
+    Raises
+    ------
+    TimeoutError
+        If no SuperNode is registered by ``deadline``.
+    """
+    previous = -1
+    while True:
+        count = _connected(grid)
+        if count and (count == previous or time.monotonic() >= deadline):
+            return count
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                "Flower's simulation engine registered no SuperNode within "
+                f"node-wait-timeout={timeout:g} s"
+            )
+        previous = count
+        time.sleep(NODE_POLL_INTERVAL)
+
+
+def _too_few_nodes_hint(
+    settings: RunSettings, connected: int, required: int, simulation: bool
+) -> str:
+    """How to get past a run that lacks SuperNodes: the keys and options to change."""
+    if simulation:
+        return (
+            f"Flower's simulation engine runs {connected} SuperNodes: pass "
+            f"--federation-config 'num-supernodes={required}' to flwr run, "
+            "or lower min-available-nodes."
+        )
+    needed = (
+        f"min-available-nodes={settings.min_available_nodes}"
+        if settings.min_available_nodes
+        else f"min-available-nodes=0 waits for all num-partitions={settings.num_partitions}"
+    )
+    return (
+        f"The run needs them because {needed}. Start the missing SuperNodes (one per "
+        f"partition: --node-config 'partition-id=<i> num-partitions={settings.num_partitions}'"
+        "), or start with fewer via -c 'min-available-nodes=<k>', or cut the data into as "
+        "many partitions as there are SuperNodes via -c 'num-partitions=<k>' (their "
+        "--node-config num-partitions must match); -c 'node-wait-timeout=<seconds>' waits "
+        "longer."
+    )
+
+
+def wait_for_nodes(
+    grid: Grid, required: int, settings: RunSettings, deadline: float, *, simulation: bool
+) -> None:
+    """Wait until ``required`` SuperNodes are connected, at most until ``deadline``.
+
+    Logs how many are connected every ``NODE_WAIT_LOG_INTERVAL`` seconds, the first
+    time with what to change.
+
+    Parameters
+    ----------
+    grid : Grid
+        The Grid the run uses.
+    required : int
+        How many SuperNodes must be connected.
+    settings : RunSettings
+        The run's settings (named in the log and the error).
+    deadline : float
+        ``time.monotonic()`` value after which it gives up.
+    simulation : bool
+        Whether ``grid`` is Flower's simulation engine (changes the advice given).
+
+    Raises
+    ------
+    TimeoutError
+        If fewer are connected at ``deadline``; the message names the run-config keys and
+        the federation option that fix it.
+    """
+    next_log = time.monotonic()
+    first_log = True
+    while (connected := _connected(grid)) < required:
+        now = time.monotonic()
+        hint = _too_few_nodes_hint(settings, connected, required, simulation)
+        if now >= deadline:
+            raise TimeoutError(
+                f"only {connected} of the {required} SuperNodes this run needs connected "
+                f"within node-wait-timeout={settings.node_wait_timeout:g} s. {hint}"
+            )
+        if now >= next_log:
+            logger.info(
+                "waiting for SuperNodes: %d of %d connected; giving up in %.0f s "
+                "(node-wait-timeout).%s",
+                connected,
+                required,
+                deadline - now,
+                f" {hint}" if first_log else "",
+            )
+            first_log = False
+            next_log = now + NODE_WAIT_LOG_INTERVAL
+        time.sleep(min(NODE_POLL_INTERVAL, deadline - now))
+
+
+def await_federation(
+    grid: Grid, settings: RunSettings, run_config: Mapping[str, Any]
+) -> tuple[RunSettings, Mapping[str, Any]]:
+    """Wait, at most ``node-wait-timeout`` seconds, for the SuperNodes the run needs.
+
+    That is ``min-available-nodes`` of them, or all ``num-partitions`` when it is 0.
+    In Flower's simulation engine the simulated SuperNodes define the partitions: node
+    i gets ``partition-id=i`` and ``num-partitions=N`` (the number of SuperNodes,
+    ``--federation-config num-supernodes``, 2 by default) in its node config, which
+    the ClientApp follows. There ``num-partitions`` becomes N, with a warning when the
+    run config says otherwise, so plain ``flwr run .`` runs on the nodes it has.
+
+    Parameters
+    ----------
+    grid : Grid
+        The Grid the run uses.
+    settings : RunSettings
+        The run's settings.
+    run_config : Mapping[str, Any]
+        The run config (recorded in the results files).
+
+    Returns
+    -------
+    tuple[RunSettings, Mapping[str, Any]]
+        ``settings`` and ``run_config`` with ``num-partitions`` as the SuperNodes see it.
+
+    Raises
+    ------
+    TimeoutError
+        If too few SuperNodes connect in time (the message says what to change).
+    """
+    deadline = time.monotonic() + settings.node_wait_timeout
+    simulation = is_flower_simulation(grid)
+    if simulation:
+        nodes = simulated_federation_size(grid, deadline, settings.node_wait_timeout)
+        if nodes != settings.num_partitions:
+            logger.warning(
+                "Flower's simulation engine runs %d SuperNodes, so the data is cut into %d "
+                "partitions, one per SuperNode, instead of num-partitions=%d. For %d clients "
+                "pass --federation-config 'num-supernodes=%d' to flwr run.",
+                nodes,
+                nodes,
+                settings.num_partitions,
+                settings.num_partitions,
+                settings.num_partitions,
+            )
+            settings = replace(settings, num_partitions=nodes)
+            run_config = {**run_config, "num-partitions": nodes}
+    wait_for_nodes(grid, required_nodes(settings), settings, deadline, simulation=simulation)
+    return settings, run_config
 
 
 def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
     """Run the configured rule for ``num-server-rounds`` on ``grid`` and write results.
 
+    Before round 1 it waits for the SuperNodes the run needs (:func:`await_federation`).
+
     Raises
     ------
     ValueError
         If a run-config value is invalid (the message names the key and the choices).
+    TimeoutError
+        If too few SuperNodes connect within ``node-wait-timeout`` seconds.
     """
     settings = RunSettings.from_run_config(run_config)
-    strategy = make_strategy(settings, run_config)
+    strategy = make_strategy(settings, run_config)  # a bad rule fails before any wait
+    settings, run_config = await_federation(grid, settings, run_config)
+    strategy.min_available_nodes = required_nodes(settings)
     arrays = initial_arrays(settings)
     previous_rounds: list[dict[str, Any]] = []
     # Flower samples nodes with the global `random`: seed it so a run is reproducible.
