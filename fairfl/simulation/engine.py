@@ -142,23 +142,62 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Stop a process we started and all its descendants, by PID: SIGTERM, then SIGKILL.
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
-    The SuperLink starts its SuperExec detached (own session), and that one starts the
-    simulation and Ray, so killing the process group alone would leave them running.
+
+def processes_naming(path: Path) -> list[int]:
+    """PIDs of live processes (not this one) whose command line or environment names ``path``.
+
+    A run's FLWR_HOME is named by every process Flower starts for it (``flwr run``'s
+    managed local SuperLink, its SuperExecs, Ray), which finds them without a name match.
     """
-    family = [*descendants(process.pid), process.pid]
+    needle = str(path).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            text = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
+        except OSError:  # gone, or not ours to read
+            continue
+        if needle in text and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_pids(pids: list[int], grace: float = 15.0) -> None:
+    """Stop ``pids`` and all their descendants: SIGTERM, then SIGKILL after ``grace`` s.
+
+    A pid that leads its own process group (a detached SuperLink) gets its group signalled
+    too. The SuperLink starts its SuperExec detached (own session), and that one starts
+    the simulation and Ray, so the group alone would leave them running: descendants are
+    found via /proc.
+    """
+    family = sorted({*pids, *(child for pid in pids for child in descendants(pid))})
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGTERM)
     for pid in family:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in family):
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=0.2)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(alive(pid) for pid in family):
+        time.sleep(0.2)
     for pid in family:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a process we started and all its descendants, by PID, and reap it."""
+    stop_pids([process.pid])
     process.wait(timeout=15)
 
 

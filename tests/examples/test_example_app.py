@@ -17,7 +17,6 @@ and checks that no process naming this FLWR_HOME is left.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -27,27 +26,16 @@ from pathlib import Path
 
 import pytest
 
-from fairfl.simulation.engine import flower_env, free_port, stop, wait_for_port
+from fairfl.simulation.engine import (
+    flower_env,
+    free_port,
+    processes_naming,
+    stop,
+    wait_for_port,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quickstart-pytorch-fairfl"
 BIN = Path(sys.executable).parent
-
-
-def naming(path: Path) -> list[int]:
-    """PIDs of live, non-zombie processes whose command line or environment names ``path``."""
-    needle = str(path).encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            text = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and needle in text:
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +78,9 @@ def flower(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     finally:
         stop(superlink)
         deadline = time.monotonic() + 10
-        while naming(home) and time.monotonic() < deadline:
+        while processes_naming(home) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not naming(home), "processes left behind"
+        assert not processes_naming(home), "processes left behind"
 
 
 @pytest.mark.integration

@@ -14,65 +14,18 @@ reuses a local SuperLink someone else started on the default 39091.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fairfl.simulation.engine import descendants, flower_env, free_port
+from fairfl.simulation.engine import flower_env, free_port, processes_naming, stop_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 FLWR = Path(sys.executable).parent / "flwr"
-
-
-def referring_to(path: Path) -> list[int]:
-    """PIDs of live processes (not this one) whose command line or environment names ``path``."""
-    needle = str(path).encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if needle in (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:  # gone, or not ours to read
-            continue
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def stop_pids(pids: list[int]) -> None:
-    """SIGTERM ``pids``, their process groups (where they lead one) and descendants, then
-    SIGKILL what is left after 15 s."""
-    family = sorted({*pids, *(child for pid in pids for child in descendants(pid))})
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            if os.getpgid(pid) == pid:  # the detached SuperLink leads its own group
-                os.killpg(pid, signal.SIGTERM)
-    for pid in family:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(alive(pid) for pid in family):
-        time.sleep(0.2)
-    for pid in family:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +36,8 @@ def flower(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dic
     env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(free_port())
     env["FLWR_LOCAL_CONTROL_API_PORT"] = str(free_port())
     yield home, env
-    stop_pids(referring_to(home))
-    assert not [pid for pid in referring_to(home) if alive(pid)], "processes left behind"
+    stop_pids(processes_naming(home))
+    assert not processes_naming(home), "processes left behind"
 
 
 def flwr_run(env: dict[str, str], run_config: str, log: Path) -> subprocess.CompletedProcess[bytes]:
