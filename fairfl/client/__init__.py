@@ -19,6 +19,7 @@ from fairfl.client.adapter import (
     fair_train,
     loader_evaluate,
     loader_mean_loss,
+    qffl_h_for_config,
 )
 from fairfl.client.objectives import (
     LocalObjective,
@@ -68,6 +69,7 @@ __all__ = [
     "pick_device",
     "propfair_loss",
     "qffl_h",
+    "qffl_h_for_config",
     "rcfl_settings",
     "train_local",
     "train_rcfl",

@@ -15,7 +15,7 @@ with the loss the rule wants minimised, and writes the reply of wire contract v1
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -147,15 +147,7 @@ def fair_train(
         train_loss = None if returned is None else float(returned)
     state = {key: value.detach().cpu() for key, value in model.state_dict().items()}
     state = {key: state[key] for key in sent}  # the received order
-    h = None
-    if keys.QFFL_Q in config:  # q-FFL: also report h_k, as in the paper's client protocol
-        h = qffl_h(
-            loss_before,
-            sent.to_numpy_ndarrays(),
-            [state[key].numpy() for key in sent],
-            get_config_value(config, keys.QFFL_Q, float),
-            get_config_value(config, keys.LR, float),
-        )
+    h = qffl_h_for_config(config, loss_before, sent, state)
     return write_train_reply(
         ArrayRecord(state),
         num_examples=num_examples,
@@ -272,3 +264,22 @@ def _load(model: nn.Module, arrays: ArrayRecord, device: torch.device | str | No
     run_on = torch.device(device)
     model.to(run_on)
     return run_on
+
+
+def qffl_h_for_config(
+    config: ConfigRecord, loss_before: float, sent: ArrayRecord, state: Mapping[str, Tensor]
+) -> float | None:
+    """h_k for the reply's ``qffl-h`` when the round is a q-FFL one, else ``None``.
+
+    The paper's client protocol (002, Algorithm 2): q-FFL sends ``qffl-q`` every round.
+    ``sent`` is the received global model, ``state`` the trained one (CPU tensors).
+    """
+    if keys.QFFL_Q not in config:
+        return None
+    return qffl_h(
+        loss_before,
+        sent.to_numpy_ndarrays(),
+        [state[key].numpy() for key in sent],
+        get_config_value(config, keys.QFFL_Q, float),
+        get_config_value(config, keys.LR, float),
+    )

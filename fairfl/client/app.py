@@ -18,6 +18,7 @@ from flwr.app import ArrayRecord, Context, Message
 from flwr.clientapp import ClientApp
 
 from fairfl.client.activation import activation_for_config
+from fairfl.client.adapter import qffl_h_for_config
 from fairfl.client.objectives import local_objective
 from fairfl.client.rcfl import rcfl_settings, train_rcfl
 from fairfl.client.training import (
@@ -28,7 +29,6 @@ from fairfl.client.training import (
 )
 from fairfl.contract import keys, write_evaluate_reply, write_train_reply
 from fairfl.contract.config import get_config_value
-from fairfl.contract.qffl import qffl_h
 from fairfl.data import ClientData, dataset_info, load_client_data
 from fairfl.logs import attach_flower_console
 from fairfl.models import FairModel, build_model
@@ -123,16 +123,7 @@ def train(message: Message, context: Context) -> Message:
             proximal_mu=objective.proximal_mu,
         )
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    h = None
-    if keys.QFFL_Q in config:  # q-FFL: also report h_k, as in the paper's client protocol
-        sent = message.content[keys.ARRAYS]
-        h = qffl_h(
-            loss_before,
-            sent.to_numpy_ndarrays(),
-            [state[k].numpy() for k in sent],
-            get_config_value(config, keys.QFFL_Q, float),
-            get_config_value(config, keys.LR, float),
-        )
+    h = qffl_h_for_config(config, loss_before, message.content[keys.ARRAYS], state)
     content = write_train_reply(
         ArrayRecord(state),
         num_examples=len(data.y_train),
