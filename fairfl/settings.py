@@ -7,6 +7,7 @@ both need (data, model, training), :class:`NodeSettings` what one SuperNode adds
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -95,10 +96,23 @@ class RunSettings:
             "round-timeout": "> 0",
             "node-wait-timeout": "> 0",
         }
+        for item in fields(self):
+            value = getattr(self, item.name)
+            # inf passes every "> 0" check: an infinite lr or an unbounded wait is refused.
+            if isinstance(value, float) and not math.isfinite(value):
+                key = item.name.replace("_", "-")
+                raise ValueError(f"run config {key} must be a finite number, got {value!r}")
         for key, ok in checks.items():
             if not ok:
                 value = getattr(self, key.replace("-", "_"))
                 raise ValueError(f"run config {key} must be {bounds[key]}, got {value!r}")
+        if self.min_available_nodes > self.num_partitions:
+            raise ValueError(
+                f"run config min-available-nodes ({self.min_available_nodes}) is larger than "
+                f"num-partitions ({self.num_partitions}): each SuperNode serves one partition, "
+                f"so the run would wait for nodes that cannot exist; lower "
+                f"min-available-nodes or raise num-partitions"
+            )
         if self.partitioner == "groups":  # group-sizes must add up to num-partitions
             from fairfl.data import dataset_info
             from fairfl.data.groups import group_layout

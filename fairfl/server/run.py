@@ -234,7 +234,10 @@ def await_federation(
     simulation = is_flower_simulation(grid)
     if simulation:
         nodes = simulated_federation_size(grid, deadline, settings.node_wait_timeout)
-        if nodes != settings.num_partitions:
+        if settings.min_available_nodes > nodes:
+            # A simulation's SuperNodes are all there: waiting cannot help, fail now.
+            deadline = time.monotonic()
+        elif nodes != settings.num_partitions:
             logger.warning(
                 "Flower's simulation engine runs %d SuperNodes, so the data is cut into %d "
                 "partitions, one per SuperNode, instead of num-partitions=%d. For %d clients "

@@ -1,0 +1,33 @@
+"""Run settings refuse values that would make a run misbehave, naming the key (issue 21)."""
+
+import pytest
+
+from fairfl.settings import RunSettings
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("lr", float("inf")),
+        ("round-timeout", float("inf")),
+        ("node-wait-timeout", float("inf")),
+        ("dirichlet-alpha", float("inf")),
+        ("fraction-train", float("nan")),
+    ],
+)
+def test_non_finite_numbers_are_refused(key, value):
+    with pytest.raises(ValueError, match=rf"run config {key} must be a finite number, got {value}"):
+        RunSettings.from_run_config({key: value})
+
+
+def test_more_required_nodes_than_partitions_fails_at_start_naming_both_keys():
+    with pytest.raises(
+        ValueError,
+        match=r"run config min-available-nodes \(5\) is larger than num-partitions \(4\)",
+    ):
+        RunSettings.from_run_config({"min-available-nodes": 5, "num-partitions": 4})
+
+
+def test_as_many_required_nodes_as_partitions_is_fine():
+    settings = RunSettings.from_run_config({"min-available-nodes": 4, "num-partitions": 4})
+    assert settings.min_available_nodes == 4
