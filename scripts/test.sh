@@ -26,24 +26,28 @@ export FLWR_HOME="$PWD/.flwr-home"
 run_phase() {
   local name=$1; shift
   echo "=== $name ==="
+  local start=$SECONDS
   set +e
   .venv/bin/python -m pytest "$@"
   local code=$?
   set -e
+  echo "=== $name: $((SECONDS - start)) s ==="
   # 5 = no test selected in this phase: not a failure of the suite.
   if [ "$code" -ne 0 ] && [ "$code" -ne 5 ]; then
     exit "$code"
   fi
 }
-.venv/bin/ruff check fairfl tests scripts benchmarks
+.venv/bin/ruff check fairfl tests scripts benchmarks examples
 run_phase "unit and property tests" -q -m "not integration and not deployment"
 run_phase "integration tests" -q -m "integration and not deployment"
 run_phase "deployment tests" -q -m "deployment" -rs
 echo "=== oldest supported flwr (Fleet API over gRPC) ==="
+start=$SECONDS
 bash scripts/setup_oldest_flwr.sh
 set +e
 .venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs \
   tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat
 code=$?
 set -e
+echo "=== oldest supported flwr: $((SECONDS - start)) s (whole suite: $SECONDS s) ==="
 [ "$code" -eq 0 ] || exit "$code"
