@@ -131,10 +131,21 @@ def is_harmless_for(rule, kind):
     return kind in reads and reads[kind] not in needed
 
 
-def run_round(rule, replies):
-    strategy = build_strategy(rule, RUN_CONFIG, min_available_nodes=1)
+def honest_replies(rng):
+    return [
+        make_reply(
+            n,
+            ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()}),
+            honest_metrics(rng, n),
+        )
+        for n in HONEST_NODES
+    ]
+
+
+def run_round(rule, replies, nodes=(*HONEST_NODES, *range(100, 140))):
+    strategy = build_strategy(rule, RUN_CONFIG, min_available_nodes=1, min_train_nodes=1)
     grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = [*HONEST_NODES, *range(100, 140)]
+    grid.get_node_ids.return_value = list(nodes)
     global_record = ArrayRecord({k: Array(np.zeros(s, np.float32)) for k, s in SHAPES.items()})
     with server_task_identity(1):
         list(strategy.configure_train(1, global_record, ConfigRecord({"lr": 0.1}), grid))
@@ -150,14 +161,7 @@ def run_round(rule, replies):
 )
 def test_bad_replies_never_corrupt_the_model(rule, kinds, seed):
     rng = np.random.default_rng(seed)
-    honest = [
-        make_reply(
-            n,
-            ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()}),
-            honest_metrics(rng, n),
-        )
-        for n in HONEST_NODES
-    ]
+    honest = honest_replies(rng)
     bad = {100 + i: kind for i, kind in enumerate(kinds)}
     replies = honest + [bad_reply(kind, node, rng) for node, kind in bad.items()]
     order = rng.permutation(len(replies))

@@ -15,32 +15,34 @@ Each rule sees at least ``PAYLOADS_PER_RULE`` hostile payloads (counted, then ch
 
 from __future__ import annotations
 
+import os
 import pickle
 import struct
 import tempfile
 from collections import Counter
 from io import BytesIO
 from pathlib import Path
-from unittest.mock import Mock
 
 import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
-from flwr.serverapp import Grid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairfl._compat import server_task_identity
 from fairfl.contract import keys
-from fairfl.strategies.registry import STRATEGIES, build_strategy
+from fairfl.strategies.registry import STRATEGIES
 from tests.conftest import make_reply
-from tests.strategies.test_bad_replies_all_rules import RUN_CONFIG
+from tests.strategies.test_bad_replies_all_rules import (
+    HONEST_NODES,
+    honest_arrays,
+    honest_metrics,
+    honest_replies,
+    run_round,
+)
 
-SHAPES = {"w": (3, 4), "b": (4,)}
-HONEST_NODES = (11, 12, 13, 14)
 PAYLOADS_PER_RULE = 2000
 PAYLOADS_SEEN: Counter[str] = Counter()
-PICKLE_MARKER = Path(tempfile.gettempdir()) / f"fairfl-unpickled-{id(SHAPES)}"
+PICKLE_MARKER = Path(tempfile.gettempdir()) / f"fairfl-unpickled-{os.getpid()}"
 
 
 class Exploit:
@@ -174,33 +176,6 @@ def hostile_reply(draw, node: int, rng_seed: int):
     return swap, make_reply(node, content=content)
 
 
-def honest_metrics(rng, node):
-    loss = float(rng.uniform(0.1, 3.0))
-    return {
-        keys.NUM_EXAMPLES: int(rng.integers(5, 50)),
-        keys.LOSS_BEFORE_TRAINING: loss,
-        keys.TRAIN_LOSS: loss,
-        keys.ACTIVATION: [float(v) for v in rng.normal(size=5) + node % 2],
-        keys.RCFL_ETA: float(rng.uniform(0.0, 1.0)),
-        keys.PARTITION_ID: node,
-    }
-
-
-def honest_arrays(rng):
-    return {k: (rng.normal(size=s) * 0.1).astype(np.float32) for k, s in SHAPES.items()}
-
-
-def run_round(rule, replies, nodes):
-    strategy = build_strategy(rule, RUN_CONFIG, min_available_nodes=1, min_train_nodes=1)
-    grid = Mock(spec=Grid)
-    grid.get_node_ids.return_value = list(nodes)
-    global_record = ArrayRecord({k: Array(np.zeros(s, np.float32)) for k, s in SHAPES.items()})
-    with server_task_identity(1):
-        list(strategy.configure_train(1, global_record, ConfigRecord({"lr": 0.1}), grid))
-        arrays, _ = strategy.aggregate_train(1, replies)
-    return strategy, arrays
-
-
 def as_bytes(arrays):
     return {k: v.numpy().tobytes() for k, v in arrays.items()}
 
@@ -214,14 +189,7 @@ def as_bytes(arrays):
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1), count=st.integers(20, 24))
 def test_hostile_payloads_are_dropped_and_change_nothing(rule, data, seed, count):
     rng = np.random.default_rng(seed)
-    honest = [
-        make_reply(
-            n,
-            ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()}),
-            honest_metrics(rng, n),
-        )
-        for n in HONEST_NODES
-    ]
+    honest = honest_replies(rng)
     hostile_nodes = range(100, 100 + count)
     hostile = {n: data.draw(hostile_reply(n, seed + n)) for n in hostile_nodes}
     nodes = [*HONEST_NODES, *hostile_nodes]
