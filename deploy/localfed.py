@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
 """A real Flower federation on one machine, TLS and SuperNode authentication on.
 
-SuperLink and SuperNodes run on separate network addresses, started with the scripts
-in ``deploy/scripts/`` exactly as an operator would start them on separate hosts.
+SuperLink, its Fleet proxy and SuperNodes run on separate network addresses, started
+with the scripts in ``deploy/scripts/`` exactly as an operator would start them on
+separate hosts, in the locked layout of deploy/README.md ("Security model"):
 
-Network namespaces (the default when they can be made, i.e. as root with iproute2):
-
-    netns <tag>-br    bridge br0, no address: the only link between the namespaces,
-                      and it leads nowhere else (no route out, nothing in the host's
-                      own network namespace is touched)
-    netns <tag>-link  SuperLink        10.203.0.1:8000   (server host)
-    netns <tag>-ctl   the flwr CLI     10.203.0.2        (operator's laptop)
-    netns <tag>-n<i>  SuperNode i      10.203.0.(10+i)   (device i; Runtime API on
-                      its own 127.0.0.1:9094, since each namespace has its own loopback)
+    netns <tag>-br     bridge br0, no address: the only link between the namespaces,
+                       and it leads nowhere else (no route out, nothing in the host's
+                       own network namespace is touched)
+    netns <tag>-link   server host, 10.203.0.1: the SuperLink on its loopback
+                       127.0.0.1:8000 (Fleet, Control and Runtime APIs); the Fleet
+                       proxy (nginx) on 10.203.0.1:9092, the only port devices reach;
+                       the operator's flwr CLI, which talks to 127.0.0.1:8000
+    netns <tag>-n<i>   SuperNode i      10.203.0.(10+i)   (device i; Runtime API on
+                       its own 127.0.0.1:9094, since each namespace has its own loopback)
+    netns <tag>-rogue  a device whose key is never registered, 10.203.0.99
 
 Without namespaces everything runs on 127.0.0.1 with free ports instead (``mode`` then
-says "loopback" and ``fallback_reason`` why).
+says "loopback" and ``fallback_reason`` why); SuperNodes still go through the proxy,
+but nothing then keeps a local process from the SuperLink's own port.
 
 Used by ``tests/deploy/test_netns_federation.py``,
 ``tests/deploy/test_supernode_dropout.py`` (``kill_supernode``, ``restart_supernode``)
@@ -51,9 +54,28 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO_ROOT / "deploy" / "scripts"
 
 SUBNET_PREFIX = "10.203.0"  # private, unusual; only ever inside our own namespaces
-SUPERLINK_IP = f"{SUBNET_PREFIX}.1"
-CTL_IP = f"{SUBNET_PREFIX}.2"
+SERVER_IP = f"{SUBNET_PREFIX}.1"
 ROGUE_IP = f"{SUBNET_PREFIX}.99"
+#: The server host's namespace: SuperLink, Fleet proxy and the operator's flwr CLI.
+SERVER = "link"
+#: Port of the SuperLink (loopback only) and of the Fleet proxy (devices) in netns mode.
+SUPERLINK_PORT = 8000
+FLEET_PROXY_PORT = 9092
+
+#: Requests a device sends to the Fleet proxy in ``probe_apis_from_device``: name ->
+#: (method, path). Flower's SuperLink serves /v1/fleet/, /v1/control/ and /v1/runtime/.
+PROBE_REQUESTS: dict[str, tuple[str, str]] = {
+    "fleet-get-run": ("POST", "/v1/fleet/get-run"),
+    "fleet-get-run-as-get": ("GET", "/v1/fleet/get-run"),
+    "control-start-run": ("POST", "/v1/control/start-run"),
+    "control-register-node": ("POST", "/v1/control/register-node"),
+    "control-unregister-node": ("POST", "/v1/control/unregister-node"),
+    "control-list-nodes": ("POST", "/v1/control/list-nodes"),
+    "runtime-get-run": ("POST", "/v1/runtime/get-run"),
+    "dot-segments": ("POST", "/v1/fleet/../control/start-run"),
+    "escaped-dot-segments": ("POST", "/v1/fleet/%2e%2e/control/start-run"),
+    "api-docs": ("GET", "/docs"),
+}
 
 #: Flower's exit code (logged as "Exit Code: 305"; the process itself exits with 1)
 #: for a SuperNode the SuperLink refuses: its key is not registered.
@@ -81,6 +103,14 @@ def app_run_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]
         raise KeyError(f"not run-config keys of this app: {sorted(unknown)}")
     config.update(overrides or {})
     return config
+
+
+def why_no_proxy() -> str | None:
+    """Why the Fleet proxy (nginx) cannot run on this machine, or None if it can."""
+    path = f"{os.environ.get('PATH', '')}{os.pathsep}/usr/sbin"
+    if shutil.which("nginx", path=path) is None:
+        return "nginx is not installed (apt-get install nginx-light)"
+    return None
 
 
 def free_port() -> int:
@@ -134,7 +164,10 @@ class Proc:
 
 @dataclass
 class LocalFederation:
-    """Start and stop one SuperLink and ``supernodes`` SuperNodes (TLS + auth on).
+    """Start and stop one SuperLink, its Fleet proxy and ``supernodes`` SuperNodes.
+
+    TLS and SuperNode authentication are on; devices reach only the proxy
+    (``fleet_addr``), the operator the SuperLink itself (``superlink_addr``).
 
     Parameters
     ----------
@@ -184,13 +217,16 @@ class LocalFederation:
         self.out_root = self.workdir / "out"
         self._choose_network()
         if self.mode == "netns":
-            self.superlink_addr = f"{SUPERLINK_IP}:8000"
-            sans = ["--san", SUPERLINK_IP]
+            self.superlink_addr = f"127.0.0.1:{SUPERLINK_PORT}"
+            self.fleet_addr = f"{SERVER_IP}:{FLEET_PROXY_PORT}"
+            sans = ["--san", SERVER_IP]
         else:
             self.superlink_addr = f"127.0.0.1:{free_port()}"
+            self.fleet_addr = f"127.0.0.1:{free_port()}"
             sans = []
-        # (a) keys: CA, SuperLink certificate for the address the others use, one key
-        # pair per SuperNode, and one for a SuperNode that is never registered.
+        # (a) keys: CA, a certificate for the names the proxy and the SuperLink are
+        # reached by, one key pair (and SuperExec secret) per SuperNode, and one for a
+        # SuperNode that is never registered.
         names = [f"supernode-{i + 1}" for i in range(self.supernodes)] + ["unregistered"]
         self._script(
             "gen-certs.sh",
@@ -198,7 +234,7 @@ class LocalFederation:
             str(self.pki),
             *sans,
             *(a for n in names for a in ("--supernode", n)),
-            host="ctl",
+            host=SERVER,
         )
         self._script(
             "flwr-home.sh",
@@ -206,9 +242,10 @@ class LocalFederation:
             self.superlink_addr,
             "--ca",
             str(self.pki / "ca.crt"),
-            host="ctl",
+            host=SERVER,
         )
-        # (b) SuperLink, then registration of the SuperNodes' public keys.
+        # (b) SuperLink on the server's loopback, its Fleet proxy, then registration
+        # of the SuperNodes' public keys by the operator on the server host.
         host, port = self.superlink_addr.rsplit(":", 1)
         link_args = [
             "--pki",
@@ -222,18 +259,37 @@ class LocalFederation:
             "--isolation",
             self.isolation,
         ]
-        self._spawn("superlink", "link", [str(SCRIPTS / "start-superlink.sh"), *link_args])
-        self._wait_tcp("ctl", host, int(port), self.procs[-1])
+        self._spawn("superlink", SERVER, [str(SCRIPTS / "start-superlink.sh"), *link_args])
+        self._wait_tcp(SERVER, host, int(port), self.procs[-1])
+        proxy_host, proxy_port = self.fleet_addr.rsplit(":", 1)
+        self._spawn(
+            "proxy",
+            SERVER,
+            [
+                str(SCRIPTS / "start-proxy.sh"),
+                "--listen",
+                self.fleet_addr,
+                "--superlink",
+                self.superlink_addr,
+                "--pki",
+                str(self.pki),
+                "--run-dir",
+                str(self.workdir / "proxy"),
+            ],
+        )
+        self._wait_tcp(SERVER, proxy_host, int(proxy_port), self.procs[-1])
         if self.isolation == "process":
             self._spawn(
                 "superexec-serverapp",
-                "link",
+                SERVER,
                 [
                     str(SCRIPTS / "start-superexec.sh"),
                     "--runtime-api",
                     self.superlink_addr,
                     "--ca",
                     str(self.pki / "ca.crt"),
+                    "--secret",
+                    str(self.pki / "superexec.secret"),
                 ],
             )
         self._script(
@@ -244,7 +300,7 @@ class LocalFederation:
                 str(self.pki / "supernodes" / f"supernode-{i + 1}.pub")
                 for i in range(self.supernodes)
             ),
-            host="ctl",
+            host=SERVER,
         )
         # (c) SuperNodes, each with its own partition.
         for i in range(self.supernodes):
@@ -276,7 +332,7 @@ class LocalFederation:
     def submit_run(
         self, run_config: Mapping[str, Any], *, timeout: float = 900, name: str = "run"
     ) -> subprocess.CompletedProcess:
-        """(d) ``flwr run . tls --stream`` from the operator host; waits for the end.
+        """(d) ``flwr run . tls --stream`` on the server host; waits for the end.
 
         ``out-dir`` defaults to ``<workdir>/out/<name>`` (on the SuperLink host).
         """
@@ -288,10 +344,10 @@ class LocalFederation:
         log = self.workdir / "logs" / f"flwr-run-{name}.log"
         with open(log, "w") as out:
             return subprocess.run(
-                self._wrap("ctl", ["bash", *args]),
+                self._wrap(SERVER, ["bash", *args]),
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=self._env("ctl"),
+                env=self._env(SERVER),
                 timeout=timeout,
                 cwd=REPO_ROOT,
                 start_new_session=True,
@@ -353,12 +409,12 @@ class LocalFederation:
         return proc.popen.poll(), proc.tail(60)
 
     def flwr_cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        """Run ``flwr ARGS`` as the operator (connection profiles in its FLWR_HOME)."""
+        """Run ``flwr ARGS`` as the operator on the server host (profiles in its FLWR_HOME)."""
         return subprocess.run(
-            self._wrap("ctl", ["flwr", *args]),
+            self._wrap(SERVER, ["flwr", *args]),
             capture_output=True,
             text=True,
-            env=self._env("ctl"),
+            env=self._env(SERVER),
             timeout=timeout,
             cwd=self.workdir,
         )
@@ -371,14 +427,14 @@ class LocalFederation:
         except (ValueError, KeyError):
             return []
 
-    def probe_tls(self) -> dict[str, str]:
-        """Probe the SuperLink's port from the operator host.
+    def probe_tls(self, device: int = 0) -> dict[str, str]:
+        """Probe the Fleet proxy's port from SuperNode ``device``'s host.
 
         Returns the outcome of a TLS handshake trusting only our CA (must succeed,
         hostname checked against the certificate's SANs), of one trusting only the
         system CAs (must fail), and what plain HTTP gets back (must not be HTTP).
         """
-        host, port = self.superlink_addr.rsplit(":", 1)
+        host, port = self.fleet_addr.rsplit(":", 1)
         code = (
             "import socket, ssl, sys, json\n"
             "host, port, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
@@ -403,7 +459,10 @@ class LocalFederation:
             "print(json.dumps(out))\n"
         )
         res = subprocess.run(
-            self._wrap("ctl", [sys.executable, "-c", code, host, port, str(self.pki / "ca.crt")]),
+            self._wrap(
+                f"n{device + 1}",
+                [sys.executable, "-c", code, host, port, str(self.pki / "ca.crt")],
+            ),
             capture_output=True,
             text=True,
             timeout=60,
@@ -411,6 +470,82 @@ class LocalFederation:
         if res.returncode != 0:
             raise RuntimeError(res.stderr)
         return json.loads(res.stdout)
+
+    def probe_apis_from_device(self, device: int = 0) -> dict[str, int | str]:
+        """What SuperNode ``device``'s host gets from the server, request by request.
+
+        Raw HTTPS requests (trusting our CA, as a device does) to the Fleet proxy: the
+        HTTP status of each of ``PROBE_REQUESTS`` (name -> status). Plus
+        ``"superlink-port"``: whether a TCP connection to the SuperLink's own port on
+        the server's device-facing address is ``"refused"`` or ``"open"`` (``"n/a"`` on
+        loopback, where the server has no separate address).
+        """
+        host, port = self.fleet_addr.rsplit(":", 1)
+        direct = f"{SERVER_IP}:{self.superlink_addr.rsplit(':', 1)[1]}"
+        code = (
+            "import http.client, json, socket, ssl, sys\n"
+            "host, port, ca, direct = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]\n"
+            "probes = json.loads(sys.argv[5])\n"
+            "ctx = ssl.create_default_context(cafile=ca)\n"
+            "out = {}\n"
+            "for name, (method, path) in probes.items():\n"
+            "    conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=10)\n"
+            "    conn.request(method, path, body=b'' if method == 'POST' else None,\n"
+            "                 headers={'content-type': 'application/protobuf'})\n"
+            "    out[name] = conn.getresponse().status\n"
+            "    conn.close()\n"
+            "if direct == 'n/a':\n"
+            "    out['superlink-port'] = 'n/a'\n"
+            "else:\n"
+            "    h, p = direct.rsplit(':', 1)\n"
+            "    try:\n"
+            "        socket.create_connection((h, int(p)), 5).close()\n"
+            "        out['superlink-port'] = 'open'\n"
+            "    except ConnectionRefusedError:\n"
+            "        out['superlink-port'] = 'refused'\n"
+            "print(json.dumps(out))\n"
+        )
+        args = [
+            host,
+            port,
+            str(self.pki / "ca.crt"),
+            direct if self.mode == "netns" else "n/a",
+            json.dumps(PROBE_REQUESTS),
+        ]
+        res = subprocess.run(
+            self._wrap(f"n{device + 1}", [sys.executable, "-c", code, *args]),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if res.returncode != 0:
+            raise RuntimeError(res.stderr)
+        return json.loads(res.stdout)
+
+    def device_flwr_cli(
+        self, *args: str, device: int = 0, timeout: float = 120
+    ) -> subprocess.CompletedProcess:
+        """Run ``flwr ARGS`` on SuperNode ``device``'s host, profile ``tls`` = the proxy.
+
+        What an operator's commands do when a device (holding ``ca.crt``) tries them.
+        """
+        host = f"n{device + 1}"
+        self._script(
+            "flwr-home.sh",
+            "--superlink",
+            self.fleet_addr,
+            "--ca",
+            str(self.pki / "ca.crt"),
+            host=host,
+        )
+        return subprocess.run(
+            self._wrap(host, ["flwr", *args]),
+            capture_output=True,
+            text=True,
+            env=self._env(host),
+            timeout=timeout,
+            cwd=self.workdir,
+        )
 
     def out_dir(self, name: str = "run") -> Path:
         """Where run ``name`` writes its results (on the SuperLink host)."""
@@ -438,7 +573,7 @@ class LocalFederation:
         """Create the namespaces and their bridge; return why not, or None on success."""
         if shutil.which("ip") is None:
             return "iproute2 ('ip') is not installed"
-        hosts = {"link": SUPERLINK_IP, "ctl": CTL_IP, "rogue": ROGUE_IP}
+        hosts = {SERVER: SERVER_IP, "rogue": ROGUE_IP}
         hosts |= {f"n{i + 1}": f"{SUBNET_PREFIX}.{10 + i + 1}" for i in range(self.supernodes)}
         bridge_ns = f"{self.tag}-br"
         try:
@@ -536,7 +671,7 @@ class LocalFederation:
         args = [
             str(SCRIPTS / "start-supernode.sh"),
             "--superlink",
-            self.superlink_addr,
+            self.fleet_addr,
             "--partition-id",
             str(index),
             "--num-partitions",
@@ -566,6 +701,8 @@ class LocalFederation:
                     "--runtime-api",
                     f"127.0.0.1:{runtime_port}",
                     "--insecure",
+                    "--secret",
+                    str(self.pki / "supernodes" / f"{key}.superexec.secret"),
                 ],
             )
         return proc
@@ -644,7 +781,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as fed:
         where = "network namespaces" if fed.mode == "netns" else f"loopback ({fed.fallback_reason})"
         up = time.monotonic() - t0
-        print(f"federation up on {where} in {up:.1f}s; SuperLink {fed.superlink_addr}")
+        print(
+            f"federation up on {where} in {up:.1f}s; SuperLink {fed.superlink_addr} "
+            f"(server host only), Fleet proxy {fed.fleet_addr}"
+        )
         app_run_config(overrides)  # fail early on unknown keys
         res = fed.submit_run(overrides)
         print(f"flwr run exited {res.returncode}; log {workdir}/logs/flwr-run-run.log")

@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Deployment tests need a Docker engine, debootstrap (offline base image), iproute2
-# (network namespaces) and openssl/ssh-keygen (TLS, SuperNode keys); as root, install them.
+# (network namespaces), openssl/ssh-keygen (TLS, SuperNode keys) and nginx (the Fleet
+# proxy in front of the SuperLink); as root, install them.
 missing_tools() {
-  for tool in dockerd docker-compose debootstrap ip openssl ssh-keygen; do
+  for tool in dockerd docker-compose debootstrap ip openssl ssh-keygen nginx; do
     command -v "$tool" >/dev/null || return 0
   done
   return 1
@@ -16,7 +17,7 @@ missing_tools() {
 if [ "$(id -u)" = 0 ] && missing_tools; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    docker.io docker-compose debootstrap iproute2 openssl openssh-client >/dev/null
+    docker.io docker-compose debootstrap iproute2 openssl openssh-client nginx-light >/dev/null
 fi
 # Built Docker base images are cached outside the checkout, so a fresh clone reuses them.
 export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"

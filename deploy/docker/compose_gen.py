@@ -13,14 +13,20 @@ N = 3 (``tests/deploy/test_compose_file.py`` checks that they agree).
 
 Topology (all TLS + SuperNode authentication; ``--isolation process`` everywhere):
 
-    superlink              Fleet/Control/Runtime API on :8000, state in a volume
+    superlink              Fleet/Control/Runtime API on :8000, state in a volume; on
+                           network ``link`` only (published on the host's loopback for
+                           the operator)
+    fleet-proxy            nginx: the Fleet API alone, on :9092, for the SuperNodes
+                           (networks ``fleet`` and ``link``); 403 for everything else
     supernode-register     one-shot: registers supernode-*.pub, then exits
     superexec-serverapp    runs the ServerApp; results -> ./outputs/docker (bind mount)
-    supernode-<i>          partition i-1 of N; talks to the SuperLink; serves its
+    supernode-<i>          partition i-1 of N; talks to fleet-proxy; serves its
                            Runtime API only on node-<i> (as supernode-<i>-runtime)
     superexec-clientapp-<i>  runs supernode-<i>'s ClientApps; on network node-<i>, shared
                            with supernode-<i> alone (GPU reservation in the override)
 
+SuperNodes are on ``fleet`` and their own ``node-<i>``, never on ``link``: they reach
+the SuperLink's Fleet API through the proxy and its Control and Runtime APIs not at all.
 Every service is hardened (deploy/README.md, "Hardening"): uid 49999, no capabilities,
 no-new-privileges, read-only root filesystem with a tmpfs /tmp, memory/CPU/PID limits.
 Secrets for SuperExec authentication are per verifier: the SuperLink and the ServerApp's
@@ -56,7 +62,29 @@ LIMITS = {
     "supernode": ("FAIRFL_SUPERNODE", "1g", "1", "64m"),
     "serverapp": ("FAIRFL_SERVERAPP", "4g", "2", "512m"),
     "clientapp": ("FAIRFL_CLIENTAPP", "4g", "2", "512m"),
+    "proxy": ("FAIRFL_PROXY", "256m", "0.5", "64m"),
 }
+#: Where SuperNodes reach the SuperLink's Fleet API: the proxy, by its service name
+#: (the server certificate must name it: gen-certs.sh --san DNS:fleet-proxy).
+FLEET_PROXY = "fleet-proxy:9092"
+#: Arguments of deploy/scripts/start-proxy.sh in fleet-proxy: devices' TLS on :9092, the
+#: SuperLink's certificate checked for its in-network name.
+PROXY_COMMAND = [
+    "--listen",
+    "0.0.0.0:9092",
+    "--superlink",
+    "superlink:8000",
+    "--superlink-name",
+    "superlink",
+    "--pki",
+    "/run/secrets",
+    "--run-dir",
+    "/tmp/proxy",
+    "--access-log",
+    "/dev/stdout",
+]
+#: Base image of the proxy when none is given: Debian, whose nginx-light it installs.
+PROXY_BASE_IMAGE = "debian:bookworm-slim"
 # The one-shot registration runs only the flwr CLI: fixed, small limits.
 REGISTER_LIMITS = ("512m", "0.5", "64m")
 
@@ -75,10 +103,16 @@ HEADER = """\
 #   FAIRFL_RESULTS_DIR        where the ServerApp's out-dir lands (./outputs/docker),
 #                             writable by uid 49999
 #   FAIRFL_SUPERLINK_BIND / FAIRFL_SUPERLINK_PORT   host address/port of the SuperLink
-#                             (127.0.0.1:8000; 0.0.0.0 to let remote SuperNodes in)
+#                             (127.0.0.1:8000): the operator's `flwr`; it carries the
+#                             Control API, so keep it on loopback
+#   FAIRFL_FLEET_BIND / FAIRFL_FLEET_PORT   host address/port of fleet-proxy, the Fleet
+#                             API alone (127.0.0.1:9092; 0.0.0.0 to let remote SuperNodes
+#                             in, with the host's public name in the certificate)
 #   FAIRFL_IMAGE_TAG          tag of the images built here ({tag})
 #   FAIRFL_SUPERLINK_BASE_IMAGE / FAIRFL_SUPERNODE_BASE_IMAGE / FAIRFL_SUPEREXEC_BASE_IMAGE
 #                             base images (official flwr/*:{flwr} by default)
+#   FAIRFL_PROXY_BASE_IMAGE   base image of fleet-proxy ({proxy_base}; nginx-light is
+#                             installed unless the image has nginx)
 #   FAIRFL_PIP_INSTALL_ARGS   extra pip arguments for installing fairfl into the
 #                             SuperExec image (e.g. an extra index for CPU-only torch)
 #   Resource limits (memory: Docker units b/k/m/g; CPUs: at most the host's cores):
@@ -87,6 +121,7 @@ HEADER = """\
 #     FAIRFL_SERVERAPP_MEM_LIMIT / FAIRFL_SERVERAPP_CPUS   ServerApp SuperExec ({serverapp})
 #     FAIRFL_CLIENTAPP_MEM_LIMIT / FAIRFL_CLIENTAPP_CPUS   each ClientApp SuperExec
 #                                                          ({clientapp})
+#     FAIRFL_PROXY_MEM_LIMIT / FAIRFL_PROXY_CPUS           fleet-proxy      ({proxy})
 """
 
 GPU_HEADER = """\
@@ -129,7 +164,7 @@ def supernode_command(index: int, n: int, device: str) -> list[str]:
     """Arguments of ``flower-supernode`` for SuperNode ``index`` (0-based) of ``n``."""
     return [
         "--superlink",
-        "superlink:8000",
+        FLEET_PROXY,
         "--root-certificates",
         "/run/secrets/ca.crt",
         "--auth-supernode-private-key",
@@ -183,7 +218,11 @@ def compose(n: int, tag: str = "0.1.0") -> str:
     pki = "${FAIRFL_PKI_DIR:-./.flwr-home/pki}"
     image = "fairfl/{}:${{FAIRFL_IMAGE_TAG:-" + tag + "}}"
     pubkeys = [f"/run/secrets/supernode-{i + 1}.pub" for i in range(n)]
-    out: list[str] = [HEADER.format(n=n, tag=tag, flwr=FLWR_VERSION, **limit_defaults())]
+    out: list[str] = [
+        HEADER.format(
+            n=n, tag=tag, flwr=FLWR_VERSION, proxy_base=PROXY_BASE_IMAGE, **limit_defaults()
+        )
+    ]
     out.append(f"""\
 x-flower-env: &flower-env
   FLWR_TELEMETRY_ENABLED: "0"
@@ -234,12 +273,33 @@ services:
     volumes:
       - superlink-state:/app/state
     secrets: [ca.crt, superlink.crt, superlink.key, superexec.secret]
-    networks: [fleet]
+    networks: [link]
     healthcheck:
       test: {flow(HEALTHCHECK)}
       interval: 5s
       timeout: 5s
       retries: 24
+    restart: unless-stopped
+
+  # The SuperNodes' only way to the SuperLink: TLS, POST /v1/fleet/<method> forwarded,
+  # the Control and Runtime APIs refused (deploy/README.md, "Security model").
+  fleet-proxy:
+    build:
+      context: .
+      dockerfile: deploy/docker/proxy.Dockerfile
+      args:
+        BASE_IMAGE: ${{FAIRFL_PROXY_BASE_IMAGE:-{PROXY_BASE_IMAGE}}}
+    image: {image.format("proxy")}
+{hardening("proxy")}
+    command: {flow(PROXY_COMMAND)}
+    environment: *flower-env
+    ports:
+      - "${{FAIRFL_FLEET_BIND:-127.0.0.1}}:${{FAIRFL_FLEET_PORT:-9092}}:9092"
+    secrets: [ca.crt, superlink.crt, superlink.key]
+    networks: [fleet, link]
+    depends_on:
+      superlink:
+        condition: service_healthy
     restart: unless-stopped
 
   # Registers every SuperNode's public key, then exits; SuperNodes start after it.
@@ -250,7 +310,7 @@ services:
     command: {flow(["superlink:8000", "/run/secrets/ca.crt", *pubkeys])}
     environment: *flower-env
     secrets: {flow(["ca.crt"] + [f"supernode-{i + 1}.pub" for i in range(n)])}
-    networks: [fleet]
+    networks: [link]
     depends_on:
       superlink:
         condition: service_healthy
@@ -269,7 +329,7 @@ services:
       # The ServerApp runs in /app: run-config out-dir "outputs/<name>" lands here.
       - ${{FAIRFL_RESULTS_DIR:-./outputs/docker}}:/app/outputs
     secrets: [ca.crt, superexec.secret]
-    networks: [fleet]
+    networks: [link]
     depends_on:
       superlink:
         condition: service_healthy
@@ -296,6 +356,8 @@ services:
     depends_on:
       supernode-register:
         condition: service_completed_successfully
+      fleet-proxy:
+        condition: service_started
     restart: unless-stopped
 
   superexec-clientapp-{k}:
@@ -317,7 +379,9 @@ services:
 """)
     out.append("""
 networks:
-  # SuperLink, the ServerApp's SuperExec and the SuperNodes.
+  # The server side: SuperLink, its ServerApp SuperExec, the registration, fleet-proxy.
+  link: {}
+  # fleet-proxy and the SuperNodes.
   fleet: {}""")
     for i in range(n):
         out.append(f"""

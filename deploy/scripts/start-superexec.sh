@@ -9,20 +9,24 @@
 #   --ca PATH                verify the Runtime API's TLS certificate with this CA
 #                            (the SuperLink's API is TLS when the SuperLink is)
 #   --insecure               plain HTTP (a SuperNode's local Runtime API, by default)
-#   --secret FILE            SuperExec shared secret (when the SuperLink/SuperNode was
-#                            started with one)
+#   --secret FILE            the secret its SuperLink/SuperNode verifies (required:
+#                            superexec.secret for the ServerApp's, the SuperNode's
+#                            KEY.superexec.secret for ClientApps')
+#   --no-secret              the SuperLink/SuperNode runs without SuperExec
+#                            authentication (--no-superexec-secret)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 fairfl_need flower-superexec "install flwr, or set FAIRFL_VENV"
 
-API=""; CA=""; INSECURE=0; SECRET=""
+API=""; CA=""; INSECURE=0; SECRET=""; USE_SECRET=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runtime-api) API="$2"; shift 2 ;;
     --ca) CA="$2"; shift 2 ;;
     --insecure) INSECURE=1; shift ;;
     --secret) SECRET="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --no-secret) USE_SECRET=0; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) fairfl_die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -31,6 +35,10 @@ ARGS=(--runtime-api-address "$API")
 if [[ "$INSECURE" == 1 ]]; then ARGS+=(--insecure)
 elif [[ -n "$CA" ]]; then ARGS+=(--root-certificates "$CA")
 else fairfl_die "give --ca PATH or --insecure"; fi
-[[ -n "$SECRET" ]] && ARGS+=(--superexec-auth-secret-file "$SECRET")
+if [[ "$USE_SECRET" == 1 ]]; then
+  [[ -n "$SECRET" ]] || fairfl_die "give --secret FILE (or --no-secret)"
+  [[ -s "$SECRET" ]] || fairfl_die "SuperExec secret $SECRET missing or empty"
+  ARGS+=(--superexec-auth-secret-file "$SECRET")
+fi
 echo "+ flower-superexec ${ARGS[*]}" >&2
 exec flower-superexec "${ARGS[@]}"

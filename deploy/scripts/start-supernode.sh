@@ -5,7 +5,8 @@
 #
 # Usage: deploy/scripts/start-supernode.sh --superlink HOST:PORT --partition-id I
 #            --num-partitions N [options] [-- extra flower-supernode args]
-#   --superlink HOST:PORT  the SuperLink (must match a name/IP in its certificate)
+#   --superlink HOST:PORT  the SuperLink's Fleet proxy (start-proxy.sh, port 9092 by
+#                          default; HOST must match a name/IP in its certificate)
 #   --partition-id I       this device's partition, 0 <= I < N
 #   --num-partitions N     how many partitions the data set is cut into
 #   --data-root DIR        where this device keeps data sets (node-config data-root)
@@ -18,13 +19,17 @@
 #   --host ADDR            address of that Runtime API (default 127.0.0.1)
 #   --isolation MODE       subprocess (default) or process (start-superexec.sh runs
 #                          the ClientApps, e.g. in another container)
+#   --superexec-secret FILE  with process isolation, the secret this SuperNode's own
+#                          SuperExec must present (default KEY.superexec.secret, made
+#                          with the key by gen-supernode-key.sh)
+#   --no-superexec-secret  process isolation without SuperExec authentication
 #   --insecure             no TLS, no authentication (development only)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 fairfl_need flower-supernode "install flwr, or set FAIRFL_VENV"
 
 SUPERLINK=""; PID=""; NPART=""; DATA_ROOT=""; DEVICE=""; KEY=""; CA="$FAIRFL_PKI_DIR/ca.crt"
-PORT=9094; HOST=127.0.0.1; ISOLATION=subprocess; INSECURE=0; EXTRA=()
+PORT=9094; HOST=127.0.0.1; ISOLATION=subprocess; INSECURE=0; SECRET=""; USE_SECRET=1; EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --superlink) SUPERLINK="$2"; shift 2 ;;
@@ -38,8 +43,10 @@ while [[ $# -gt 0 ]]; do
     --host) HOST="$2"; shift 2 ;;
     --isolation) ISOLATION="$2"; shift 2 ;;
     --insecure) INSECURE=1; shift ;;
+    --superexec-secret) SECRET="$2"; shift 2 ;;
+    --no-superexec-secret) USE_SECRET=0; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) fairfl_die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -55,13 +62,18 @@ NODE_CONFIG="partition-id=$PID num-partitions=$NPART"
 
 ARGS=(--superlink "$SUPERLINK" --node-config "$NODE_CONFIG" --isolation "$ISOLATION"
       --host "$HOST" --port "$PORT")
+KEY="${KEY:-$FAIRFL_PKI_DIR/supernodes/supernode-$((PID + 1))}"
 if [[ "$INSECURE" == 1 ]]; then
   ARGS+=(--insecure)
 else
-  KEY="${KEY:-$FAIRFL_PKI_DIR/supernodes/supernode-$((PID + 1))}"
   [[ -r "$CA" ]] || fairfl_die "CA certificate $CA not readable"
   [[ -r "$KEY" ]] || fairfl_die "private key $KEY not readable (gen-supernode-key.sh)"
   ARGS+=(--root-certificates "$CA" --auth-supernode-private-key "$KEY")
+fi
+if [[ "$ISOLATION" == process && "$USE_SECRET" == 1 ]]; then
+  SECRET="${SECRET:-$KEY.superexec.secret}"
+  [[ -s "$SECRET" ]] || fairfl_die "SuperExec secret $SECRET missing: run deploy/scripts/gen-supernode-key.sh (or give --no-superexec-secret)"
+  ARGS+=(--superexec-auth-secret-file "$SECRET")
 fi
 echo "+ flower-supernode ${ARGS[*]} ${EXTRA[*]}" >&2
 exec flower-supernode "${ARGS[@]}" "${EXTRA[@]}"

@@ -3,8 +3,9 @@ with its generator, wired as issue 7 asks (TLS, authentication, one partition an
 key per SuperNode, results on a volume, GPU override) and hardened as issue 21 asks
 (non-root, no capabilities, no-new-privileges, read-only root with a tmpfs /tmp,
 memory/CPU/PID limits, Runtime APIs off the shared network, one SuperExec secret per
-SuperLink/SuperNode). Static checks of the files: no Docker engine needed (the
-``docker-compose config`` test needs only the docker-compose program)."""
+SuperLink/SuperNode, SuperNodes reaching only the Fleet proxy). Static checks of the
+files: no Docker engine needed (the ``docker-compose config`` test needs only the
+docker-compose program)."""
 
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def _assert_hardened(name: str, service: dict[str, Any]) -> None:
 @pytest.mark.parametrize("n", SIZES)
 def test_every_service_is_hardened(n: int) -> None:
     services = yaml.safe_load(_gen().compose(n))["services"]
-    assert len(services) == 3 + 2 * n
+    assert len(services) == 4 + 2 * n
     for name, service in services.items():
         _assert_hardened(name, service)
         # Limits are variables with defaults (header of docker-compose.yml), except for
@@ -136,10 +137,12 @@ def test_every_service_is_hardened(n: int) -> None:
 def test_runtime_apis_stay_off_the_shared_network(n: int) -> None:
     doc = yaml.safe_load(_gen().compose(n))
     services = doc["services"]
-    # Only the SuperLink publishes a port, on loopback unless told otherwise.
+    # The SuperLink (for the operator) and the Fleet proxy publish a port, on loopback
+    # unless told otherwise.
     published = {name: s["ports"] for name, s in services.items() if "ports" in s}
     assert published == {
-        "superlink": ["${FAIRFL_SUPERLINK_BIND:-127.0.0.1}:${FAIRFL_SUPERLINK_PORT:-8000}:8000"]
+        "superlink": ["${FAIRFL_SUPERLINK_BIND:-127.0.0.1}:${FAIRFL_SUPERLINK_PORT:-8000}:8000"],
+        "fleet-proxy": ["${FAIRFL_FLEET_BIND:-127.0.0.1}:${FAIRFL_FLEET_PORT:-9092}:9092"],
     }
     for k in range(1, n + 1):
         node = services[f"supernode-{k}"]
@@ -153,6 +156,31 @@ def test_runtime_apis_stay_off_the_shared_network(n: int) -> None:
         assert sorted(members) == sorted([f"supernode-{k}", f"superexec-clientapp-{k}"])
         clientapp = services[f"superexec-clientapp-{k}"]["command"]
         assert _flag(clientapp, "--runtime-api-address") == f"{alias}:9094"
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_supernodes_reach_only_the_fleet_proxy(n: int) -> None:
+    """The SuperLink (Fleet, Control and Runtime API on one port) is on network ``link``
+    alone; SuperNodes are on ``fleet`` and their own node network, and reach it only
+    through fleet-proxy, which forwards the Fleet API."""
+    doc = yaml.safe_load(_gen().compose(n))
+    services = doc["services"]
+    assert services["superlink"]["networks"] == ["link"]
+    on_link = sorted(name for name, s in services.items() if "link" in s["networks"])
+    assert on_link == ["fleet-proxy", "superexec-serverapp", "superlink", "supernode-register"]
+    on_fleet = sorted(name for name, s in services.items() if "fleet" in s["networks"])
+    assert on_fleet == ["fleet-proxy", *sorted(f"supernode-{k}" for k in range(1, n + 1))]
+    for k in range(1, n + 1):
+        assert _flag(services[f"supernode-{k}"]["command"], "--superlink") == "fleet-proxy:9092"
+    proxy = services["fleet-proxy"]
+    assert proxy["build"]["dockerfile"] == "deploy/docker/proxy.Dockerfile"
+    assert _flag(proxy["command"], "--superlink") == "superlink:8000"
+    # The SuperLink's certificate is checked for its in-network name.
+    assert _flag(proxy["command"], "--superlink-name") == "superlink"
+    assert _flag(proxy["command"], "--listen") == "0.0.0.0:9092"
+    assert sorted(proxy["secrets"]) == ["ca.crt", "superlink.crt", "superlink.key"]
+    # The proxy's config, pid and logs go to its tmpfs (read-only root filesystem).
+    assert _flag(proxy["command"], "--run-dir").startswith("/tmp/")
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -215,6 +243,7 @@ def test_docker_compose_applies_hardening_and_limits(tmp_path: Path) -> None:
         "supernode": "supernode-1",
         "serverapp": "superexec-serverapp",
         "clientapp": "superexec-clientapp-1",
+        "proxy": "fleet-proxy",
     }
     for kind, (prefix, mem, cpus, _) in gen.LIMITS.items():
         name = one_of_kind[kind]

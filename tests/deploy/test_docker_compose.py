@@ -1,4 +1,6 @@
-"""docker-compose.yml brought up for real: 2 rounds across containers, TLS + auth on.
+"""docker-compose.yml brought up for real: 2 rounds across containers, TLS + auth on,
+the SuperNodes behind the Fleet proxy (a SuperNode's container gets 403 for the Control
+API and cannot resolve the SuperLink).
 
 No image registry is reachable here, so the base images are stand-ins for the official
 flwr images, built by ``deploy/docker/offline/build-offline-base.sh`` (Debian rootfs
@@ -34,6 +36,23 @@ N_SUPERNODES = 3  # docker-compose.yml as committed
 APP_UID = "49999:49999"  # the `app` user of the flwr images
 CONTEXT_FILES = ["docker-compose.yml", "pyproject.toml", "README.md", "LICENSE"]
 CONTEXT_DIRS = ["fairfl", "deploy"]
+
+
+# Run in supernode-1's container: what it gets from the Control API through the proxy,
+# and whether it can find the SuperLink itself.
+DEVICE_PROBE = """
+import http.client, json, socket, ssl
+ctx = ssl.create_default_context(cafile="/run/secrets/ca.crt")
+conn = http.client.HTTPSConnection("fleet-proxy", 9092, context=ctx, timeout=10)
+conn.request("POST", "/v1/control/start-run", body=b"")
+out = {"start-run": conn.getresponse().status}
+try:
+    socket.getaddrinfo("superlink", 8000)
+    out["superlink"] = "resolved"
+except socket.gaierror:
+    out["superlink"] = "unresolved"
+print(json.dumps(out))
+"""
 
 
 def _free_port() -> int:
@@ -106,6 +125,8 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
             str(pki),
             "--san",
             "DNS:superlink",
+            "--san",
+            "DNS:fleet-proxy",
             "--supernodes",
             str(N_SUPERNODES),
             "--owner",
@@ -132,9 +153,11 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
         **engine.env,
         "FAIRFL_IMAGE_TAG": tag,
         "FAIRFL_SUPERLINK_PORT": str(port),
+        "FAIRFL_FLEET_PORT": str(_free_port()),
         "FAIRFL_SUPERLINK_BASE_IMAGE": base,
         "FAIRFL_SUPERNODE_BASE_IMAGE": base,
         "FAIRFL_SUPEREXEC_BASE_IMAGE": base,
+        "FAIRFL_PROXY_BASE_IMAGE": base,  # has nginx-light (no apt in the build here)
         # Every dependency is in the base image: pip may not look anywhere else.
         "FAIRFL_PIP_INSTALL_ARGS": "--no-index --no-build-isolation",
     }
@@ -179,6 +202,12 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
         assert online >= N_SUPERNODES, run_dc("logs", "--tail=40").stdout[-6000:]
         timings["compose up"] = time.monotonic() - t0 - sum(timings.values())
 
+        # A SuperNode's container reaches the Fleet API only: the proxy refuses the
+        # Control API, and the SuperLink's own name does not resolve on its networks.
+        res = run_dc("exec", "-T", "supernode-1", "python", "-c", DEVICE_PROBE, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert json.loads(res.stdout) == {"start-run": 403, "superlink": "unresolved"}
+
         # (d) submit 2 rounds from the host through the published, TLS-only port.
         run = subprocess.run(
             [
@@ -208,7 +237,9 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
         rounds_file = results / "run1" / "rounds.jsonl"
         assert rounds_file.exists(), run.stdout[-4000:] + run_dc("logs", "--tail=60").stdout[-6000:]
         rounds = [json.loads(line) for line in rounds_file.read_text().splitlines() if line.strip()]
-        assert [r["round"] for r in rounds] == [1, 2]
+        assert [r["round"] for r in rounds] == [1, 2], (
+            run.stdout[-4000:] + run_dc("logs", "--tail=60").stdout[-6000:]
+        )
         for r in rounds:
             assert sorted(c["partition_id"] for c in r["clients"]) == list(range(N_SUPERNODES))
         assert (results / "run1" / "summary.json").exists()

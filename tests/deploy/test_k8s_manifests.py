@@ -2,7 +2,8 @@
 hardened as issue 21 asks: every container non-root with no capabilities, no privilege
 escalation, a read-only root filesystem (emptyDir /tmp), RuntimeDefault seccomp and
 resource requests and limits; network policies that deny everything but the
-SuperLink's port to its clients (and DNS). Static checks of the files; the rendering
+SuperLink's port to its server-side clients, the Fleet proxy's port to the SuperNodes
+(and DNS). Static checks of the files; the rendering
 checks run ``kubectl kustomize`` (offline) where kubectl is installed."""
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ def test_same_topology_as_compose() -> None:
         ("Deployment", "superexec-serverapp"),
         ("StatefulSet", "supernode"),
         ("Job", "supernode-register"),
+        ("Deployment", "fleet-proxy"),
     } <= kinds
     link = _find("Deployment", "superlink")
     args = link["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -95,6 +97,17 @@ def test_same_topology_as_compose() -> None:
     assert set(containers) == {"supernode", "superexec"}
     script = containers["supernode"]["args"][0]
     assert "partition-id=$k" in script and "--auth-supernode-private-key" in script
+    # SuperNodes talk to the Fleet proxy, which talks to the SuperLink.
+    assert "--superlink fleet-proxy.fairfl.svc:9092 " in script
+    proxy = _find("Deployment", "fleet-proxy")["spec"]["template"]["spec"]
+    args = proxy["containers"][0]["args"]
+    assert args[args.index("--superlink") + 1] == "superlink.fairfl.svc:8000"
+    assert args[args.index("--superlink-name") + 1] == "superlink.fairfl.svc"
+    # The proxy gets the CA and the server pair from the SuperLink's Secret, not its
+    # SuperExec secret.
+    items = next(v for v in proxy["volumes"] if "secret" in v)["secret"]["items"]
+    assert sorted(i["key"] for i in items) == ["ca.crt", "superlink.crt", "superlink.key"]
+    assert _find("Service", "fleet-proxy")["spec"]["ports"][0]["port"] == 9092
 
 
 def test_namespace_enforces_the_restricted_pod_security_standard() -> None:
@@ -109,6 +122,7 @@ def test_every_container_is_hardened() -> None:
         "supernode-register",
         "superexec-serverapp",
         "supernode",
+        "fleet-proxy",
     }
     for workload, pod in pods:
         pod_sc = pod.get("securityContext", {})
@@ -202,16 +216,21 @@ def _allowed(app: str, direction: str) -> set[tuple[str, str, int]]:
     return allowed
 
 
-def test_network_policies_deny_all_but_the_superlink_port() -> None:
+def test_network_policies_give_devices_only_the_fleet_proxy() -> None:
     deny = _find("NetworkPolicy", "default-deny")["spec"]
     assert deny["podSelector"] == {} and sorted(deny["policyTypes"]) == ["Egress", "Ingress"]
     assert "ingress" not in deny and "egress" not in deny
     dns = {("kube-dns", "UDP", 53), ("kube-dns", "TCP", 53)}
-    clients = ["supernode", "superexec-serverapp", "supernode-register"]
+    # Devices reach the Fleet proxy's port, nothing else, and accept nothing.
+    assert _allowed("supernode", "egress") == dns | {("fleet-proxy", "TCP", 9092)}
+    assert _allowed("supernode", "ingress") == set()
+    assert _allowed("fleet-proxy", "ingress") == {("supernode", "TCP", 9092)}
+    clients = ["fleet-proxy", "superexec-serverapp", "supernode-register"]
     for app in clients:
-        # Devices and the ServerApp's SuperExec reach the SuperLink's port, nothing else.
+        # The server side reaches the SuperLink's port (all three APIs), nothing else.
         assert _allowed(app, "egress") == dns | {("superlink", "TCP", 8000)}, app
-        assert _allowed(app, "ingress") == set(), app
+        if app != "fleet-proxy":
+            assert _allowed(app, "ingress") == set(), app
     assert _allowed("superlink", "ingress") == {(app, "TCP", 8000) for app in clients}
     assert _allowed("superlink", "egress") == dns
 

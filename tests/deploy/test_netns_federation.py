@@ -1,12 +1,15 @@
 """A real federation across network addresses: TLS, SuperNode authentication, flwr run.
 
-The SuperLink runs in one network namespace, three SuperNodes in three others and the
-flwr CLI in a fifth, joined by a bridge in a namespace of its own (``deploy/localfed.py``
-has the layout); every process is started with the ``deploy/scripts`` an operator would
-use on real hosts. Two rounds run with ``flwr run``; then a SuperNode whose key was never
+The server host (SuperLink on its loopback, the nginx Fleet proxy on its one address,
+the operator's flwr CLI) runs in one network namespace, three SuperNodes in three
+others, joined by a bridge in a namespace of its own (``deploy/localfed.py`` has the
+layout); every process is started with the ``deploy/scripts`` an operator would use on
+real hosts. One federation serves both tests (module fixture): first a device, holding
+the CA certificate and a registered key, tries the Control and Runtime APIs and is
+refused; then two rounds run with ``flwr run``, a SuperNode whose key was never
 registered must be refused, and the result must match the in-process runner's for the
-same seed. Where namespaces cannot be made (no root, no iproute2) the same test runs on
-loopback and says so (set FAIRFL_DEPLOY_NETWORK=loopback to force that).
+same seed. Where namespaces cannot be made (no root, no iproute2) the same tests run on
+loopback and say so (set FAIRFL_DEPLOY_NETWORK=loopback to force that).
 """
 
 from __future__ import annotations
@@ -15,11 +18,19 @@ import json
 import os
 import subprocess
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from localfed import EXIT_SUPERNODE_NOT_REGISTERED, LocalFederation, app_run_config
+from localfed import (
+    EXIT_SUPERNODE_NOT_REGISTERED,
+    PROBE_REQUESTS,
+    REPO_ROOT,
+    LocalFederation,
+    app_run_config,
+    why_no_proxy,
+)
 
 pytestmark = pytest.mark.deployment
 
@@ -43,7 +54,73 @@ def _by_partition(record: dict) -> dict[int, dict]:
     return {c["partition_id"]: c for c in record["clients"]}
 
 
-def test_federation_across_namespaces(tmp_path: Path, record_property) -> None:
+def _node_ids(fed: LocalFederation) -> dict[str, str]:
+    """Node id -> status of every SuperNode the SuperLink knows, asked by the operator."""
+    res = fed.flwr_cli("supernode", "list", "tls", "--format", "json")
+    return {n["node-id"]: n["status"] for n in json.loads(res.stdout)["nodes"]}
+
+
+def _run_ids(fed: LocalFederation) -> list[str]:
+    """Ids of every run the SuperLink knows, asked by the operator."""
+    res = fed.flwr_cli("ls", "tls", "--format", "json")
+    return [r["run-id"] for r in json.loads(res.stdout)["runs"]]
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFederation]:
+    """One federation for this module's tests; stopped (again) at the end."""
+    reason = why_no_proxy()
+    if reason is not None:
+        pytest.skip(reason)
+    # FAIRFL_DEPLOY_NETWORK=loopback forces the fallback (netns: no fallback allowed).
+    network = os.environ.get("FAIRFL_DEPLOY_NETWORK", "auto")
+    workdir = tmp_path_factory.mktemp("netns") / "fed"
+    with LocalFederation(workdir, supernodes=N_SUPERNODES, network=network) as federation:
+        if federation.mode != "netns":
+            msg = f"ran on loopback, not in network namespaces: {federation.fallback_reason}"
+            warnings.warn(msg, stacklevel=1)
+            print(msg)
+        yield federation
+
+
+def test_device_cannot_reach_control_api(fed: LocalFederation, record_property) -> None:
+    """A device gets the Fleet API only: no run, no key (un)registered through it."""
+    record_property("network", fed.mode)
+    nodes_before = _node_ids(fed)
+    assert list(nodes_before.values()) == ["online"] * N_SUPERNODES, nodes_before
+
+    got = fed.probe_apis_from_device(0)
+    # Fleet requests reach the SuperLink, which wants a signature (401); everything
+    # else is the proxy's 403, dot segments and escapes included.
+    want: dict[str, int | str] = {name: 403 for name in PROBE_REQUESTS}
+    want["fleet-get-run"] = 401
+    # In namespaces the SuperLink's own port is not open on the server's address.
+    want["superlink-port"] = "refused" if fed.mode == "netns" else "n/a"
+    assert got == want
+
+    # The operator's commands, from the device, with a profile for the proxy.
+    victim = next(iter(nodes_before))
+    attempts = {
+        "run": ("run", str(REPO_ROOT), "tls", "--run-config", "num-server-rounds=1"),
+        "register": (
+            "supernode",
+            "register",
+            str(fed.pki / "supernodes" / "unregistered.pub"),
+            "tls",
+        ),
+        "unregister": ("supernode", "unregister", victim, "tls"),
+    }
+    for what, args in attempts.items():
+        res = fed.device_flwr_cli(*args, device=0)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0, (what, out)
+        assert "403 Forbidden" in out, (what, out)
+    # Nothing changed on the SuperLink: same nodes, all online, and no run.
+    assert _node_ids(fed) == nodes_before
+    assert _run_ids(fed) == []
+
+
+def test_federation_across_namespaces(fed: LocalFederation, tmp_path: Path) -> None:
     overrides = {
         "strategy": _strategy(),
         "num-server-rounds": ROUNDS,
@@ -51,44 +128,35 @@ def test_federation_across_namespaces(tmp_path: Path, record_property) -> None:
         "min-available-nodes": N_SUPERNODES,
         "seed": 7,
     }
-    # FAIRFL_DEPLOY_NETWORK=loopback forces the fallback (netns: no fallback allowed).
-    network = os.environ.get("FAIRFL_DEPLOY_NETWORK", "auto")
-    fed = LocalFederation(tmp_path / "fed", supernodes=N_SUPERNODES, network=network)
-    with fed:
-        record_property("network", fed.mode)
-        if fed.mode != "netns":
-            msg = f"ran on loopback, not in network namespaces: {fed.fallback_reason}"
-            warnings.warn(msg, stacklevel=1)
-            print(msg)
-        else:
-            print(f"SuperLink at {fed.superlink_addr} in namespace {fed.tag}-link")
+    # TLS on the devices' side: our CA verifies the proxy (hostname/IP checked),
+    # nothing else does, and plain HTTP is refused (nginx's 400).
+    tls = fed.probe_tls()
+    assert tls["with_ca"].startswith("TLS"), tls
+    assert tls["system_cas"].startswith("refused"), tls
+    assert tls["plain_http"].startswith("HTTP/1.1 400 "), tls
 
-        # TLS: our CA verifies the SuperLink (hostname/IP checked), nothing else does,
-        # and plain HTTP gets no HTTP answer.
-        tls = fed.probe_tls()
-        assert tls["with_ca"].startswith("TLS"), tls
-        assert tls["system_cas"].startswith("refused"), tls
-        assert not tls["plain_http"].startswith("HTTP/"), tls
+    # (d) two rounds through `flwr run`, by the operator on the server host.
+    run = fed.submit_run(overrides, name="deploy", timeout=900)
+    log = (fed.workdir / "logs" / "flwr-run-deploy.log").read_text(errors="replace")
+    assert run.returncode == 0, log[-5000:]
+    rounds = _rounds(fed.out_dir("deploy"))
+    assert [r["round"] for r in rounds] == list(range(1, ROUNDS + 1)), log[-3000:]
+    for record in rounds:
+        assert sorted(_by_partition(record)) == list(range(N_SUPERNODES))
+    summary = json.loads((fed.out_dir("deploy") / "summary.json").read_text())
+    assert summary["final_metrics"]["num-clients"] == N_SUPERNODES
 
-        # (d) two rounds through `flwr run` from the operator's namespace.
-        run = fed.submit_run(overrides, name="deploy", timeout=900)
-        log = (fed.workdir / "logs" / "flwr-run-deploy.log").read_text(errors="replace")
-        assert run.returncode == 0, log[-5000:]
-        rounds = _rounds(fed.out_dir("deploy"))
-        assert [r["round"] for r in rounds] == list(range(1, ROUNDS + 1)), log[-3000:]
-        for record in rounds:
-            assert sorted(_by_partition(record)) == list(range(N_SUPERNODES))
-        summary = json.loads((fed.out_dir("deploy") / "summary.json").read_text())
-        assert summary["final_metrics"]["num-clients"] == N_SUPERNODES
-
-        # A SuperNode with an unregistered key is refused and never joins.
-        code, node_log = fed.try_unregistered_supernode()
-        assert code is not None and code != 0, node_log
-        assert f"Exit Code: {EXIT_SUPERNODE_NOT_REGISTERED}" in node_log, node_log
-        status = fed.node_status()
-        assert len(status) == N_SUPERNODES and status.count("online") == N_SUPERNODES, status
-        namespaces = list(fed.namespaces)
-        pids = [p.popen.pid for p in fed.procs]
+    # A SuperNode with an unregistered key is refused and never joins.
+    code, node_log = fed.try_unregistered_supernode()
+    assert code is not None and code != 0, node_log
+    assert f"Exit Code: {EXIT_SUPERNODE_NOT_REGISTERED}" in node_log, node_log
+    status = fed.node_status()
+    assert len(status) == N_SUPERNODES and status.count("online") == N_SUPERNODES, status
+    # The operator's run is the only one (the device's attempts added none).
+    assert len(_run_ids(fed)) == 1
+    namespaces = list(fed.namespaces)
+    pids = [p.popen.pid for p in fed.procs]
+    fed.stop()  # the fixture stops it again: a no-op
 
     # Everything we made is gone.
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -23,6 +24,9 @@ pytestmark = pytest.mark.deployment
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "deploy" / "scripts"
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
+needs_nginx = pytest.mark.skipif(
+    shutil.which("nginx") is None, reason="nginx not installed (apt-get install nginx-light)"
+)
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -175,13 +179,15 @@ def test_start_scripts_pass_tls_auth_and_node_config(tmp_path: Path) -> None:
         ("--ssl-keyfile", pki / "superlink.key"),
         ("--ssl-ca-certfile", pki / "ca.crt"),
         ("--port", "18300"),
-        ("--host", "0.0.0.0"),
+        ("--host", "127.0.0.1"),
         ("--isolation", "subprocess"),
         ("--database", tmp_path / "home" / "superlink" / "state.db"),
     ]:
         assert link[link.index(flag) + 1] == str(value), flag
     assert "--enable-supernode-auth" in link and "--insecure" not in link
     assert "--disable-runtime-dependency-installation" in link
+    # flwr ignores a SuperExec secret in subprocess isolation: none is passed there.
+    assert "--superexec-auth-secret-file" not in link
     insecure = json.loads(_run("start-superlink.sh", "--insecure", env=env).stdout)
     assert "--insecure" in insecure and "--enable-supernode-auth" not in insecure
 
@@ -248,3 +254,76 @@ def test_start_scripts_pass_tls_auth_and_node_config(tmp_path: Path) -> None:
     assert run[run.index("--run-config") + 1] == (
         "strategy='semivred' num-server-rounds=5 out-dir='/srv/r1' seed=3"
     )
+
+
+@needs_openssl
+def test_superexec_secret_is_on_by_default_one_per_process(tmp_path: Path) -> None:
+    venv = _stub_venv(tmp_path, "flower-superlink", "flower-supernode", "flower-superexec")
+    env = _env(tmp_path, FAIRFL_VENV=str(venv))
+    pki = tmp_path / "home" / "pki"
+    _run("gen-certs.sh", "--supernodes", "2", env=env)
+
+    def flag(argv: list[str], name: str) -> str | None:
+        return argv[argv.index(name) + 1] if name in argv else None
+
+    secret = "--superexec-auth-secret-file"
+    link = json.loads(_run("start-superlink.sh", "--isolation", "process", env=env).stdout)
+    assert flag(link, secret) == str(pki / "superexec.secret")
+    node_args = ["--superlink", "x:9092", "--num-partitions", "2", "--isolation", "process"]
+    nodes = [
+        json.loads(_run("start-supernode.sh", *node_args, "--partition-id", p, env=env).stdout)
+        for p in ("0", "1")
+    ]
+    assert [flag(n, secret) for n in nodes] == [
+        str(pki / "supernodes" / f"supernode-{k}.superexec.secret") for k in (1, 2)
+    ]
+    off = json.loads(
+        _run(
+            "start-superlink.sh", "--isolation", "process", "--no-superexec-secret", env=env
+        ).stdout
+    )
+    assert secret not in off
+    # A SuperExec must be given its verifier's secret, or be told there is none.
+    exe = ["--runtime-api", "127.0.0.1:8000", "--ca", str(pki / "ca.crt")]
+    missing = _run("start-superexec.sh", *exe, env=env, check=False)
+    assert missing.returncode == 2 and "--secret" in missing.stderr
+    given = json.loads(
+        _run("start-superexec.sh", *exe, "--secret", str(pki / "superexec.secret"), env=env).stdout
+    )
+    assert flag(given, secret) == str(pki / "superexec.secret")
+    assert secret not in json.loads(_run("start-superexec.sh", *exe, "--no-secret", env=env).stdout)
+    # A SuperLink in process isolation without its secret file refuses to start.
+    (pki / "superexec.secret").unlink()
+    refused = _run("start-superlink.sh", "--isolation", "process", env=env, check=False)
+    assert refused.returncode == 2 and "superexec.secret" in refused.stderr
+
+
+@needs_openssl
+@needs_nginx
+def test_proxy_config_forwards_only_fleet_methods(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    pki = tmp_path / "home" / "pki"
+    _run("gen-certs.sh", env=env)
+    run_dir = tmp_path / "proxy"
+    # `nginx -t` binds the listen address: a free loopback port.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        listen = f"127.0.0.1:{sock.getsockname()[1]}"
+    args = ["--listen", listen, "--superlink", "127.0.0.1:18000", "--run-dir"]
+    checked = _run("start-proxy.sh", *args, str(run_dir), "--check", env=env, check=False)
+    assert checked.returncode == 0, checked.stderr  # `nginx -t` accepts it
+    conf = (run_dir / "nginx.conf").read_text()
+    directives = [line for line in conf.splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in directives if "@" in line]  # every placeholder filled
+    assert f"listen {listen} ssl;" in conf
+    assert "server 127.0.0.1:18000;" in conf
+    assert f"proxy_ssl_trusted_certificate {pki / 'ca.crt'};" in conf
+    assert "proxy_ssl_verify on;" in conf
+    # Exactly two locations: the Fleet methods (POST only) and a 403 for the rest.
+    locations = [line.strip() for line in conf.splitlines() if line.strip().startswith("location")]
+    assert locations == ["location ~ ^/v1/fleet/[a-z-]+$ {", "location / {"]
+    assert "return 403" in conf.split("location / {")[1]
+    assert "limit_except POST" in conf.split("location / {")[0]
+    # Values that could end an nginx directive are refused.
+    bad = _run("start-proxy.sh", "--listen", "0.0.0.0:1; include /etc/x", env=env, check=False)
+    assert bad.returncode == 2 and "unsafe" in bad.stderr

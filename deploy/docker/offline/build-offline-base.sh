@@ -3,6 +3,8 @@
 # registry: a Debian rootfs made by debootstrap and imported with `docker import`,
 # plus flwr and every fairfl dependency installed from a wheelhouse built on this
 # host (pip inside the image runs with --no-index: it trusts only the wheelhouse).
+# The rootfs also has Debian's nginx-light, so the same image is the base of the Fleet
+# proxy (deploy/docker/proxy.Dockerfile), whose build could not reach apt either.
 #
 # Usage:
 #   deploy/docker/offline/build-offline-base.sh [--cache DIR] [--tag TAG] [--no-docker]
@@ -37,7 +39,7 @@ while [[ $# -gt 0 ]]; do
     --cache) CACHE="$2"; shift 2 ;;
     --tag) TAG="$2"; shift 2 ;;
     --no-docker) DO_DOCKER=0; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -52,7 +54,11 @@ mkdir -p "$CACHE"
 log() { echo "[offline-base] $*" >&2; }
 
 # --- 1. Debian rootfs tarball (cached) -------------------------------------------
-ROOTFS_TAR="$CACHE/debian-$SUITE-minbase.tar"
+# Packages on top of minbase; the tarball's name changes with them, so a cached rootfs
+# made with another list is not reused.
+PACKAGES="python3,python3-venv,nginx-light"
+PKG_SUM="$(echo "$PACKAGES" | sha256sum | cut -c1-8)"
+ROOTFS_TAR="$CACHE/debian-$SUITE-minbase-$PKG_SUM.tar"
 if [[ ! -s "$ROOTFS_TAR" ]]; then
   if [[ -z "${DEBIAN_MIRROR:-}" ]]; then
     # Use the mirror this machine's apt already uses (deb822 .sources or one-line lists).
@@ -64,8 +70,9 @@ if [[ ! -s "$ROOTFS_TAR" ]]; then
   command -v debootstrap >/dev/null || { log "debootstrap is not installed (apt-get install debootstrap)"; exit 3; }
   ROOTFS="$(mktemp -d "$CACHE/rootfs.XXXXXX")"
   trap 'rm -rf "$ROOTFS"' EXIT
-  log "debootstrap $SUITE from $DEBIAN_MIRROR (minbase + python3, python3-venv)"
-  debootstrap --variant=minbase --include=python3,python3-venv "$SUITE" "$ROOTFS" "$DEBIAN_MIRROR" \
+  log "debootstrap $SUITE from $DEBIAN_MIRROR (minbase + $PACKAGES)"
+  # debootstrap starts no service while configuring packages (nginx stays stopped).
+  debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$DEBIAN_MIRROR" \
     > "$CACHE/debootstrap.log" 2>&1 || { tail -n 30 "$CACHE/debootstrap.log" >&2; exit 1; }
   # Slim it: apt lists and caches are of no use in the image.
   rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/cache/apt/*.bin "$ROOTFS"/var/cache/apt/archives/*.deb
@@ -146,7 +153,7 @@ if [[ -s "$IMAGE_TAR" ]]; then
   docker load -q -i "$IMAGE_TAR" >&2
   echo "$TAG"; exit 0
 fi
-DEBIAN_IMAGE="fairfl-offline/debian:$SUITE-minbase"
+DEBIAN_IMAGE="fairfl-offline/debian:$SUITE-minbase-$PKG_SUM"
 if ! docker image inspect "$DEBIAN_IMAGE" >/dev/null 2>&1; then
   log "docker import -> $DEBIAN_IMAGE"
   docker import "$ROOTFS_TAR" "$DEBIAN_IMAGE" >&2
