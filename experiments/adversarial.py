@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message
 
+from fairfl.metrics import in_percent
 from fairfl.simulation import node_configs_for, run_inprocess
 from fairfl.strategies.registry import STRATEGIES
 
@@ -71,8 +72,8 @@ def main() -> None:
         "checkpoint": False,
     }
     header = (
-        "| rule | clean mean / w10 | "
-        + " | ".join(f"{attack} ×{k} mean / w10" for attack in ATTACKS for k in (1, 2))
+        "| rule | clean mean / w10 (%) | "
+        + " | ".join(f"{attack} ×{k} mean / w10 (%)" for attack in ATTACKS for k in (1, 2))
         + " |"
     )
     rows = [header, "|" + "---|" * (2 + 2 * len(ATTACKS))]
@@ -87,7 +88,7 @@ def main() -> None:
             outcome = run_inprocess(
                 {**base, "strategy": rule, "out-dir": str(out_dir)}, reply_filter=reply_filter
             )
-            final = outcome.summary["final_metrics"]
+            final = in_percent(outcome.summary["final_metrics"])
             finite = all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())
             cell = f"{final['acc-mean']:.1f} / {final['acc-worst-10']:.1f}"
             cells.append(cell if finite else "non-finite")

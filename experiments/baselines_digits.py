@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fairfl.metrics import in_percent
 from fairfl.simulation import run_inprocess
 
 RULES = ("fedavg", "afl", "term", "gifair", "deltafl", "propfair")
@@ -49,7 +50,7 @@ def run_one(rule: str, seed: int, args: argparse.Namespace, out_root: Path) -> d
             "out-dir": str(out_root / f"{rule}-{seed}"),
         }
     )
-    final = dict(outcome.summary["final_metrics"])
+    final = in_percent(outcome.summary["final_metrics"])
     final["wall-s"] = time.perf_counter() - started
     return final
 
@@ -65,7 +66,8 @@ def main() -> None:
     torch.set_num_threads(1)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     logging.getLogger("fairfl").setLevel(logging.WARNING)
-    header = f"{'rule':<10}" + "".join(f"{c:>14}" for c in (*COLUMNS, "wall-s"))
+    titles = [f"{c} %" if c.startswith("acc-") else c for c in (*COLUMNS, "wall-s")]
+    header = f"{'rule':<10}" + "".join(f"{t:>14}" for t in titles)
     print(header)
     with tempfile.TemporaryDirectory() as tmp:
         for rule in args.rules:

@@ -34,6 +34,7 @@ import numpy as np
 
 from fairfl.data.groups import parse_group_sizes, planted_groups
 from fairfl.group_metrics import run_group_report
+from fairfl.metrics import PERCENT
 from fairfl.simulation import run_inprocess
 
 RULES: dict[str, dict[str, Any]] = {
@@ -121,9 +122,9 @@ def main() -> None:
             print(
                 f"{rule if window == 'final' else '':<19} "
                 f"{(f'{nmi:.2f}' if window == 'final' else ''):>5} {label:>7} | "
-                f"{mean([v['acc-group'][0] for v in values]):>8.1f} "
-                f"{mean([v['acc-group'][1] for v in values]):>8.1f} "
-                f"{(f'{acc_all:.1f}' if window == 'final' else ''):>6} | "
+                f"{PERCENT * mean([v['acc-group'][0] for v in values]):>8.1f} "
+                f"{PERCENT * mean([v['acc-group'][1] for v in values]):>8.1f} "
+                f"{(f'{PERCENT * acc_all:.1f}' if window == 'final' else ''):>6} | "
                 f"{mean([v['disagreement-all'] for v in values]):>6.3f} "
                 f"{mean([v.get('disagreement-participants') for v in values]):>7.3f}"
             )

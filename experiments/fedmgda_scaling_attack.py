@@ -35,6 +35,7 @@ from matplotlib.ticker import MaxNLocator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without `pip install -e .`
 
+from fairfl.metrics import PERCENT  # noqa: E402
 from fairfl.simulation import run_inprocess  # noqa: E402
 from fairfl.strategies.fedmgda import paper_decay_factor  # noqa: E402
 
@@ -64,7 +65,7 @@ def scaling_attacker(node_id: int, factor: float):
 
 
 def curves(out_dir: Path) -> dict[str, list[float]]:
-    """Mean and worst-10% client accuracy (%) per round from ``rounds.jsonl``."""
+    """Mean and worst-10% client accuracy (fractions) per round from ``rounds.jsonl``."""
     lines = [json.loads(x) for x in (out_dir / "rounds.jsonl").read_text().splitlines()]
     return {
         "acc-mean": [line["metrics"]["acc-mean"] for line in lines],
@@ -119,15 +120,19 @@ def main() -> None:
         f"{args.rounds} rounds, digits/MLP, seed {args.seed}, η_g {args.global_lr:g} "
         f"decaying to {args.decay:g}x every {args.decay_every} rounds:"
     )
-    print("| rule | clean mean / worst-10% | attacked mean / worst-10% | ‖w_att − w_clean‖ |")
+    print(
+        "| rule | clean mean / worst-10% (%) | attacked mean / worst-10% (%) | ‖w_att − w_clean‖ |"
+    )
     print("|---|---|---|---|")
     summary: dict[str, Any] = {}
     for rule, label in RULES.items():
         clean, hit = results[f"{rule}/clean"], results[f"{rule}/attacked"]
         shift = float(np.linalg.norm(hit["model"] - clean["model"]))
         print(
-            f"| {label} | {clean['acc-mean'][-1]:.1f} / {clean['acc-worst-10'][-1]:.1f} "
-            f"| {hit['acc-mean'][-1]:.1f} / {hit['acc-worst-10'][-1]:.1f} | {shift:.3g} |"
+            f"| {label} | {PERCENT * clean['acc-mean'][-1]:.1f} / "
+            f"{PERCENT * clean['acc-worst-10'][-1]:.1f} "
+            f"| {PERCENT * hit['acc-mean'][-1]:.1f} / {PERCENT * hit['acc-worst-10'][-1]:.1f} "
+            f"| {shift:.3g} |"
         )
         summary[label] = {
             "clean": {k: clean[k] for k in ("acc-mean", "acc-worst-10")},
@@ -146,13 +151,13 @@ def main() -> None:
         for rule, label in RULES.items():
             ax.plot(
                 rounds,
-                results[f"{rule}/clean"][metric],
+                PERCENT * np.asarray(results[f"{rule}/clean"][metric]),
                 color=COLOURS[rule],
                 label=f"{label}, clean",
             )
             ax.plot(
                 rounds,
-                results[f"{rule}/attacked"][metric],
+                PERCENT * np.asarray(results[f"{rule}/attacked"][metric]),
                 color=COLOURS[rule],
                 linestyle="--",
                 marker="o",

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from fairfl.logs import attach_flower_console
+from fairfl.metrics import in_percent
 from fairfl.simulation import run_inprocess
 
 RULES: dict[str, dict[str, Any]] = {
@@ -72,7 +73,7 @@ def run_one(rule: str, seed: int, args: argparse.Namespace, out_root: Path) -> d
     }
     started = time.perf_counter()
     outcome = run_inprocess(config)
-    metrics = dict(outcome.summary["final_metrics"])
+    metrics = in_percent(outcome.summary["final_metrics"])
     metrics["eta"] = getattr(outcome.strategy, "eta", float("nan"))
     metrics["min-test"] = min(outcome.summary["test_samples_per_client"].values())
     metrics["seconds"] = time.perf_counter() - started
@@ -100,7 +101,8 @@ def main() -> None:
     logging.getLogger("flwr").setLevel(logging.WARNING)
     logging.getLogger("fairfl").setLevel(logging.WARNING)
 
-    header = f"{'rule':18s} {'seed':>4s} " + " ".join(f"{c:>17s}" for c in COLUMNS)
+    titles = [f"{c} (%²)" if c == "acc-variance" else f"{c} (%)" for c in COLUMNS]
+    header = f"{'rule':18s} {'seed':>4s} " + " ".join(f"{t:>17s}" for t in titles)
     header += f" {'loss-mean':>9s} {'eta':>6s} {'min-test':>8s} {'time':>5s}"
     print(header, flush=True)
     with tempfile.TemporaryDirectory() as scratch:

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from fairfl.data import load_client_data  # noqa: E402 (after sys.path)
 from fairfl.logs import attach_flower_console  # noqa: E402
+from fairfl.metrics import PERCENT, in_percent  # noqa: E402
 from fairfl.simulation import run_inprocess  # noqa: E402
 
 # Paper 002's table (Synthetic, mean ± std over 5 partitions).
@@ -186,32 +187,35 @@ def main(argv: list[str] | None = None) -> int:
                 outcome = run_inprocess({**base, **rule, "seed": seed, "out-dir": out_dir})
             final = outcome.summary["final_metrics"]
             results[name].append({k: float(final[k]) for k in METRICS})
+            shown = in_percent(final)
             print(
-                f"seed {seed} {name:>9s}: mean {final['acc-mean']:.2f} worst-10% "
-                f"{final['acc-worst-10']:.2f} variance {final['acc-variance']:.0f} "
+                f"seed {seed} {name:>9s}: mean {shown['acc-mean']:.2f} % worst-10% "
+                f"{shown['acc-worst-10']:.2f} % variance {shown['acc-variance']:.0f} %² "
                 f"({time.monotonic() - t0:.0f} s)",
                 flush=True,
             )
     print(f"# total {time.monotonic() - started:.0f} s\n")
 
     paper = PAPER_QFFL if args.experiment == "qffl" else PAPER_SEMIVRED_CIFAR10
-    header = "| rule | " + " | ".join(METRICS) + " |"
+    titles = [f"{m} (%²)" if m == "acc-variance" else f"{m} (%)" for m in METRICS]
+    header = "| rule | " + " | ".join(titles) + " |"
     print(header)
     print("|" + "---|" * (len(METRICS) + 1))
     for name, runs in results.items():
         cells = []
         for key in METRICS:
-            values = np.array([r[key] for r in runs])
+            values = np.array([in_percent(r)[key] for r in runs])
             cell = f"{values.mean():.1f} ± {values.std():.1f}"
             if name in paper and key in paper[name]:
                 cell += f" (paper {paper[name][key]})"
             cells.append(cell)
         print(f"| {name} | " + " | ".join(cells) + " |")
     baseline = next(iter(results))
-    print(f"\nPaired by seed, difference to {baseline} (mean ± std over seeds):")
+    print(f"\nPaired by seed, difference to {baseline} (points, mean ± std over seeds):")
     for name, runs in list(results.items())[1:]:
         diffs = {
-            key: np.array([r[key] - b[key] for r, b in zip(runs, results[baseline], strict=True)])
+            key: PERCENT
+            * np.array([r[key] - b[key] for r, b in zip(runs, results[baseline], strict=True)])
             for key in ("acc-mean", "acc-worst-10", "acc-worst-20", "acc-std")
         }
         print(

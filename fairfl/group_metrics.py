@@ -3,7 +3,8 @@
 They read a round of ``rounds.jsonl`` (:mod:`fairfl.server.results`) and the planted
 group of every partition (:func:`fairfl.data.groups.planted_groups`):
 
-- accuracy per planted group and per found cluster (mean over the clients in it);
+- accuracy per planted group and per found cluster (mean over the clients in it, a
+  fraction in [0, 1] as the clients' ``eval_acc``);
 - client disagreement Δ, the mean pairwise test-loss gap (eq. 9 of [P003]), over the
   round's participants (the paper's) and over all evaluated clients;
 - NMI between the clusters a rule found (``train.diagnostics["clusters"]``) and the
@@ -67,14 +68,15 @@ def round_group_report(entry: Mapping[str, Any], planted: Sequence[int]) -> dict
     Returns
     -------
     dict[str, Any]
-        ``acc-group`` ({group: accuracy %}), ``disagreement-all``, and when the round
+        ``acc-group`` ({group: accuracy}), ``disagreement-all``, and when the round
         trained: ``disagreement-participants``, and for clustered rules ``acc-cluster``
-        ({cluster: accuracy %} over participants), ``nmi`` (or ``None``) and, in registry
-        mode, ``nmi-registry`` over every client in the registry.
+        ({cluster: accuracy} over participants), ``nmi`` (or ``None``) and, in registry
+        mode, ``nmi-registry`` over every client in the registry. Accuracies are
+        fractions in [0, 1], as the clients' ``eval_acc``.
     """
     clients = entry.get("clients", [])
     report: dict[str, Any] = {}
-    acc = {c["node_id"]: 100.0 * c["eval_acc"] for c in clients}
+    acc = {c["node_id"]: c["eval_acc"] for c in clients}
     loss = {c["node_id"]: c["eval_loss"] for c in clients}
     partition = {c["node_id"]: c["partition_id"] for c in clients}
     train = entry.get("train") or {}

@@ -1,35 +1,38 @@
 """Fairness metrics over clients' local test results (DESIGN.md, spec-vred-qffl §13).
 
-Accuracies enter as fractions in [0, 1]; every accuracy statistic is returned in percent,
-as the papers' tables report them. The variance is in %², as q-FFL reports it
-(``np.var(acc) * 1e4`` with ``acc`` in [0, 1]).
-
-Results files keep the short names (``acc-mean``: every statistic in them is in
-percent). A strategy's evaluate MetricRecord also holds the app's ``eval_acc`` (a
-fraction), so there the accuracy statistics carry their unit in the name
-(:data:`PERCENT_NAMES`: ``acc-mean-pct``, ``acc-variance-pct2``).
+One unit throughout: accuracies enter as fractions in [0, 1] (Flower's ``eval_acc``) and
+every accuracy statistic is returned as a fraction too; the variance is a fraction
+squared. Results files (``rounds.jsonl``, ``summary.json``, ``runs.csv``) and the
+strategies' MetricRecords hold these values under the same names (``acc-mean``,
+``acc-variance``). Only tables and plots for people show percent, and they say so in the
+column header or axis label (:mod:`fairfl.report`): the papers' tables are in percent,
+and q-FFL's variance in %² is ``acc-variance * 1e4``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-#: The accuracy statistics of :func:`fairness_metrics` under names that say their unit
-#: (percent; %² for the variance), as the strategies report them next to ``eval_acc``.
-PERCENT_NAMES: dict[str, str] = {
-    "acc-mean": "acc-mean-pct",
-    "acc-weighted-mean": "acc-weighted-mean-pct",
-    "acc-std": "acc-std-pct",
-    "acc-variance": "acc-variance-pct2",
-    "acc-worst": "acc-worst-pct",
-    "acc-worst-10": "acc-worst-10-pct",
-    "acc-worst-20": "acc-worst-20-pct",
-    "acc-best-10": "acc-best-10-pct",
-}
+#: Multiply an accuracy (a fraction) by this to show it in percent.
+PERCENT: float = 100.0
+
+
+def in_percent(metrics: Mapping[str, float]) -> dict[str, float]:
+    """The metrics for people: accuracy statistics in percent, ``acc-variance`` in %².
+
+    Every ``acc-*`` value of :func:`fairness_metrics` is multiplied by 100 and
+    ``acc-variance`` by 100² (q-FFL's unit); other metrics are returned unchanged. For
+    printed tables and logs only, under a header that says "%": records keep fractions.
+    """
+    shown = dict(metrics)
+    for name, value in metrics.items():
+        if name.startswith("acc-"):
+            shown[name] = value * (PERCENT**2 if name == "acc-variance" else PERCENT)
+    return shown
 
 
 def tail_count(num_clients: int, fraction: float) -> int:
@@ -102,10 +105,10 @@ def fairness_metrics(
     -------
     dict[str, float]
         ``acc-mean`` (unweighted across clients), ``acc-weighted-mean``, ``acc-std``
-        (population), ``acc-variance`` (%²), ``acc-worst``, ``acc-worst-10``,
-        ``acc-worst-20``, ``acc-best-10`` (tail means), ``jain-index`` (of accuracies),
-        ``loss-mean``, ``loss-gap`` (mean pairwise test-loss gap) and ``num-clients``.
-        Accuracy statistics are in percent.
+        (population), ``acc-variance`` (population, a fraction squared), ``acc-worst``,
+        ``acc-worst-10``, ``acc-worst-20``, ``acc-best-10`` (tail means), ``jain-index``
+        (of accuracies), ``loss-mean``, ``loss-gap`` (mean pairwise test-loss gap) and
+        ``num-clients``. Accuracy statistics are fractions in [0, 1], as the inputs.
 
     Raises
     ------
@@ -119,7 +122,7 @@ def fairness_metrics(
             "accuracies, num_examples and losses must have one entry per client, got "
             f"{len(accuracies)}, {len(num_examples)} and {len(losses)}"
         )
-    acc: NDArray[np.float64] = 100.0 * np.asarray(accuracies, dtype=np.float64)
+    acc: NDArray[np.float64] = np.asarray(accuracies, dtype=np.float64)
     counts = np.asarray(num_examples, dtype=np.float64)
     return {
         "acc-mean": float(acc.mean()),

@@ -53,14 +53,14 @@ PLANTED = [0, 0, 1, 1]
 def test_round_report_by_hand():
     e = entry({11: 0, 12: 1, 13: 1}, [0.5, 0.7, 0.9, 0.8], [1.0, 0.5, 0.25, 0.25])
     report = round_group_report(e, PLANTED)
-    assert report["acc-group"] == pytest.approx({0: 60.0, 1: 85.0})
+    assert report["acc-group"] == pytest.approx({0: 0.60, 1: 0.85})
     # All four losses: |1-.5| + |1-.25|·2 + |.5-.25|·2 + 0 = 2.5 over 6 pairs.
     assert report["disagreement-all"] == pytest.approx(2.5 / 6)
     # Participants 11, 12, 13: losses .5, .25, .25 -> (.25 + .25 + 0) / 3.
     assert report["disagreement-participants"] == pytest.approx(0.5 / 3)
     # Found {11} vs {12, 13}; planted {11} in group 0, {12, 13} in group 1: NMI 1.
     assert report["nmi"] == pytest.approx(1.0)
-    assert report["acc-cluster"] == pytest.approx({0: 70.0, 1: 85.0})
+    assert report["acc-cluster"] == pytest.approx({0: 0.70, 1: 0.85})
     assert "nmi-registry" not in report
 
 
@@ -82,9 +82,9 @@ def test_run_report_averages_over_rounds():
     assert summary["nmi-mean"] == pytest.approx((1.0 + nmi_bad) / 2)
     assert summary["nmi-rounds"] == 2
     assert summary["nmi-registry-mean"] == pytest.approx(1.0)
-    assert summary["cma"]["acc-group"] == pytest.approx({0: 35.0, 1: 87.5})
-    assert summary["final"]["acc-group"] == pytest.approx({0: 10.0, 1: 90.0})
+    assert summary["cma"]["acc-group"] == pytest.approx({0: 0.35, 1: 0.875})
+    assert summary["final"]["acc-group"] == pytest.approx({0: 0.10, 1: 0.90})
     assert summary["tail"] == summary["cma"]
     last = run_group_report([good, bad], PLANTED, tail=1)["tail"]
-    assert last["acc-group"] == pytest.approx({0: 10.0, 1: 90.0})
+    assert last["acc-group"] == pytest.approx({0: 0.10, 1: 0.90})
     assert last["disagreement-participants"] == pytest.approx(1.5 * 2 / 3)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from fairfl.metrics import (
     best_fraction_mean,
     fairness_metrics,
+    in_percent,
     jain_index,
     mean_pairwise_gap,
     tail_count,
@@ -26,22 +27,22 @@ def test_tail_count_uses_floor_with_at_least_one_client():
 
 
 def test_fairness_metrics_by_hand():
-    # Five clients, accuracies 0.2, 0.4, 0.6, 0.8, 1.0 (in %: 20..100).
-    # mean 60; population var = (40²+20²+0+20²+40²)/5 = 800 -> std 28.2843.
-    # weighted mean with counts 1,1,1,1,6: (20+40+60+80+600)/10 = 80.
-    # worst-10%/20%/best-10% over n=5 -> 1 client: 20, 20, 100.
-    # Jain: (300)² / (5 · (400+1600+3600+6400+10000)) = 90000 / 110000 = 0.818181...
+    # Five clients, accuracies 0.2, 0.4, 0.6, 0.8, 1.0: every statistic is a fraction too.
+    # mean 0.6; population var = (.4²+.2²+0+.2²+.4²)/5 = .4/5 = 0.08 -> std 0.282843.
+    # weighted mean with counts 1,1,1,1,6: (.2+.4+.6+.8+6)/10 = 0.8.
+    # worst-10%/20%/best-10% over n=5 -> 1 client: 0.2, 0.2, 1.0.
+    # Jain: 3² / (5 · (.04+.16+.36+.64+1)) = 9 / 11 = 0.818181...
     # losses 1, 2, 3, 4, 5: pairwise |diffs| sum = 4·1+3·2+2·3+1·4 = 20 over 10 pairs = 2.
     m = fairness_metrics([0.2, 0.4, 0.6, 0.8, 1.0], [1, 1, 1, 1, 6], [1, 2, 3, 4, 5])
-    assert m["acc-mean"] == pytest.approx(60.0)
-    assert m["acc-weighted-mean"] == pytest.approx(80.0)
-    assert m["acc-variance"] == pytest.approx(800.0)
-    assert m["acc-std"] == pytest.approx(math.sqrt(800.0))
-    assert m["acc-worst"] == pytest.approx(20.0)
-    assert m["acc-worst-10"] == pytest.approx(20.0)
-    assert m["acc-worst-20"] == pytest.approx(20.0)
-    assert m["acc-best-10"] == pytest.approx(100.0)
-    assert m["jain-index"] == pytest.approx(90000 / 110000)
+    assert m["acc-mean"] == pytest.approx(0.6)
+    assert m["acc-weighted-mean"] == pytest.approx(0.8)
+    assert m["acc-variance"] == pytest.approx(0.08)
+    assert m["acc-std"] == pytest.approx(math.sqrt(0.08))
+    assert m["acc-worst"] == pytest.approx(0.2)
+    assert m["acc-worst-10"] == pytest.approx(0.2)
+    assert m["acc-worst-20"] == pytest.approx(0.2)
+    assert m["acc-best-10"] == pytest.approx(1.0)
+    assert m["jain-index"] == pytest.approx(9 / 11)
     assert m["loss-mean"] == pytest.approx(3.0)
     assert m["loss-gap"] == pytest.approx(2.0)
     assert m["num-clients"] == 5
@@ -56,9 +57,35 @@ def test_worst_and_best_tails_of_twenty_clients():
     assert best_fraction_mean(values, 0.1) == pytest.approx(19.5)
 
 
-def test_qffl_variance_unit_is_percent_squared():
-    # q-FFL reports np.var(acc) * 1e4 with acc in [0, 1]: accuracies 0.5 and 0.7 -> 100.
-    assert fairness_metrics([0.5, 0.7], [1, 1], [0, 0])["acc-variance"] == pytest.approx(100.0)
+def test_variance_is_a_fraction_squared_and_percent_squared_for_people():
+    # Accuracies 0.5 and 0.7: np.var = 0.01. q-FFL's table shows np.var(acc) * 1e4 = 100 %².
+    m = fairness_metrics([0.5, 0.7], [1, 1], [0, 0])
+    assert m["acc-variance"] == pytest.approx(0.01)
+    assert in_percent(m)["acc-variance"] == pytest.approx(100.0)
+
+
+def test_in_percent_scales_accuracy_statistics_only():
+    # acc-* times 100, acc-variance times 100², everything else as it was.
+    shown = in_percent(
+        {
+            "acc-mean": 0.6,
+            "acc-worst-10": 0.25,
+            "acc-variance": 0.08,
+            "jain-index": 0.9,
+            "loss-mean": 1.5,
+            "num-clients": 5.0,
+        }
+    )
+    assert shown == pytest.approx(
+        {
+            "acc-mean": 60.0,
+            "acc-worst-10": 25.0,
+            "acc-variance": 800.0,
+            "jain-index": 0.9,
+            "loss-mean": 1.5,
+            "num-clients": 5.0,
+        }
+    )
 
 
 def test_jain_index_extremes():
@@ -92,6 +119,9 @@ def test_pairwise_gap_matches_quadratic_definition(values):
 def test_tails_bracket_the_mean(accs):
     m = fairness_metrics(accs, [1] * len(accs), [0.0] * len(accs))
     tol = 1e-9
+    for name in ("acc-mean", "acc-weighted-mean", "acc-std", "acc-worst", "acc-best-10"):
+        assert -tol <= m[name] <= 1 + tol  # fractions in, fractions out
+    assert -tol <= m["acc-variance"] <= 0.25 + tol  # a fraction squared: at most 1/4
     assert m["acc-worst"] <= m["acc-worst-10"] + tol
     assert m["acc-worst-10"] <= m["acc-worst-20"] + tol
     assert m["acc-worst-20"] <= m["acc-mean"] + tol

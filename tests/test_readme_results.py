@@ -4,6 +4,8 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -24,3 +26,146 @@ def test_import_time_figures_match_the_benchmark_result():
     assert float(fairfl_x) == round(ratio["fairfl.strategies"], 2)
     assert float(client_x) == round(ratio["fairfl.client"], 1)
     assert verdict == ("met" if result["goal_met"] else "missed")
+
+
+def markdown_rows(lines: list[str]) -> list[list[str]]:
+    """The cells of a Markdown table's lines (the ``---`` line left out)."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return [row for row in rows if set(row[0]) != {"-"}]
+
+
+def readme_table(first_header_cell_and_next: str) -> list[list[str]]:
+    """The README table whose header line starts with the given text."""
+    lines = README.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_header_cell_and_next))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return markdown_rows(lines[start:end])
+
+
+def test_digits_table_is_the_reports_table_in_percent_with_units_in_the_header():
+    # docs/results/digits-table6/table6.md (fairfl compare --recipe digits-table6 ...):
+    # the README shows its first five statistics for every rule, in the report's unit.
+    report = markdown_rows((ROOT / "docs/results/digits-table6/table6.md").read_text().splitlines())
+    readme = readme_table("| Rule | Mean (%) |")
+    assert readme[0] == report[0][:6]
+    by_label = {row[0]: row[:6] for row in report[1:]}
+    assert sorted(row[0] for row in readme[1:]) == sorted(by_label)
+    for row in readme[1:]:
+        assert row == by_label[row[0]]
+
+
+def test_qffl_table_rounds_the_fractions_of_the_results_csv():
+    # docs/results/qffl-synthetic/table_qffl.csv holds fractions (variance: a fraction
+    # squared); the README shows them in % (one decimal) and %² (integers).
+    import csv
+
+    with (ROOT / "docs/results/qffl-synthetic/table_qffl.csv").open() as handle:
+        rows = {row["label"]: row for row in csv.DictReader(handle)}
+    readme = {row[0]: row[1:] for row in readme_table("| Synthetic(1, 1) | Average (%) |")}
+    for q in ("0", "1"):
+        row = rows[f"qffl[q={q}]"]
+
+        def cell(metric: str, scale: float, digits: int, row: dict[str, str] = row) -> str:
+            mean = round(scale * float(row[f"{metric} mean"]), digits)
+            std = round(scale * float(row[f"{metric} std"]), digits)
+            return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+        assert readme[f"ours, q = {q}, round 2,000"] == [
+            cell("acc-mean", 100, 1),
+            cell("acc-worst-10", 100, 1),
+            cell("acc-variance", 1e4, 0),
+        ]
+
+
+
+def qffl_run_statistics(q: int, seed: int) -> list[tuple[float, float, float]]:
+    """(mean %, worst-10 % in %, variance in %²) of each evaluation of one q-FFL run.
+
+    Worked from the per-client ``eval_acc`` fractions in the run's ``rounds.jsonl.gz``
+    with NumPy alone: the unweighted mean, the mean of the lowest ``ceil(10 %)`` of
+    clients and the population variance (``fairfl.metrics`` definitions).
+    """
+    import gzip
+
+    path = ROOT / f"docs/results/qffl-synthetic/runs/qffl_q_{q}/seed-{seed}/rounds.jsonl.gz"
+    statistics = []
+    for line in gzip.open(path, "rt"):
+        clients = json.loads(line).get("clients")
+        if not clients:
+            continue
+        acc = np.sort([100.0 * c["eval_acc"] for c in clients])
+        worst = acc[: int(np.ceil(0.1 * acc.size))]
+        statistics.append((acc.mean(), worst.mean(), acc.var()))
+    return statistics
+
+
+def test_qffl_late_round_rows_and_per_seed_figures_come_from_the_runs():
+    # The README's "mean of rounds 1,100-2,000" rows and the per-seed figures of the
+    # paragraph under the table, from the committed runs of the qffl-synthetic command.
+    readme = {row[0]: row[1:] for row in readme_table("| Synthetic(1, 1) | Average (%) |")}
+    last_ten, final = {}, {}
+    for q in (0, 1):
+        runs = [qffl_run_statistics(q, seed) for seed in (1, 2, 3)]
+        last_ten[q] = np.array([np.mean(run[-10:], axis=0) for run in runs])
+        final[q] = np.array([run[-1] for run in runs])
+        mean, worst, variance = last_ten[q].mean(axis=0)
+        assert readme[f"ours, q = {q}, mean of rounds 1,100–2,000"] == [
+            f"{mean:.1f}",
+            f"{worst:.1f}",
+            f"{variance:.0f}",
+        ]
+    paragraph = " ".join(README.split())
+
+    def pairs(values_0: np.ndarray, values_1: np.ndarray, digits: int) -> str:
+        return ", ".join(
+            f"{a:.{digits}f} → {b:.{digits}f}" for a, b in zip(values_0, values_1, strict=True)
+        )
+
+    assert f"every seed ({pairs(final[0][:, 2], final[1][:, 2], 0)} at round 2,000)" in paragraph
+    assert f"every seed ({pairs(last_ten[0][:, 1], last_ten[1][:, 1], 1)})" in paragraph
+    assert f"every seed ({pairs(final[0][:, 1], final[1][:, 1], 1)})" in paragraph
+
+def test_adversarial_table_is_the_results_file():
+    # docs/results/adversarial.md (experiments/adversarial.py --out ...), indented in a list.
+    result = (ROOT / "docs/results/adversarial.md").read_text().splitlines()
+    lines = [line.strip() for line in README.splitlines()]
+    start = lines.index(result[0])
+    assert lines[start : start + len(result)] == result
+    assert "(%)" in result[0]  # a table for people says its unit
+
+
+def test_qfedsgd_comparison_is_the_results_file():
+    # docs/results/qfedsgd-synthetic/results.json (scripts/qfedsgd_synthetic.py): the
+    # README's table is its per-round curves at the last round (fractions shown in %, %²),
+    # and the rounds each run first reaches each worst-10% level; command and wall time.
+    result = json.loads((ROOT / "docs/results/qfedsgd-synthetic/results.json").read_text())
+    assert f"```bash\n{result['command']}\n```" in README
+    assert f"wall time {round(result['wall_time_s']['total']):,} s" in README
+    table = readme_table("| Synthetic(1, 1), q = 1, round")
+    assert table[0][0] == f"Synthetic(1, 1), q = 1, round {result['final_round']:,}"
+    assert table[0][4:] == [
+        f"rounds to worst 10 % ≥ {level * 100:g} %" for level in result["levels"]
+    ]
+    rows = {row[0]: row[1:] for row in table[1:]}
+    assert sorted(rows) == ["q-FedAvg (E = 1, batch 10)", "q-FedSGD"]
+    for rule, label in (("qfedsgd", "q-FedSGD"), ("qffl", "q-FedAvg (E = 1, batch 10)")):
+        curves = list(result["curves"][rule].values())
+        assert all(points[-1]["round"] == result["final_round"] for points in curves)
+
+        def cell(metric: str, scale: float, digits: int, curves: list = curves) -> str:
+            values = scale * np.array([points[-1][metric] for points in curves])
+            return f"{values.mean():.{digits}f} ± {values.std():.{digits}f}"
+
+        def reached(level: float, curves: list = curves) -> str:
+            firsts = [
+                next((p["round"] for p in points if p["worst-10"] >= level), None)
+                for points in curves
+            ]
+            return ", ".join("not reached" if r is None else f"{r:,}" for r in firsts)
+
+        assert rows[label] == [
+            cell("average", 100, 1),
+            cell("worst-10", 100, 1),
+            cell("variance", 1e4, 0),
+            *[reached(level) for level in result["levels"]],
+        ]

@@ -119,6 +119,8 @@ def reference_markdown(
     "rows": [{"name", "label", "values"}], "note"}``; ``label`` names our variant to
     show under the paper row (none: the paper row alone). ``summary`` columns are
     titles of ``columns`` (or Table 6's); ``table2`` ones are the three Table 2 cells.
+    The papers' values are in percent, so ours are shown in percent too (the unit of
+    each column, %² for a variance), and each column header says which.
     """
     ours = {row.label: row for row in summary}
     ours2 = {row.label: row for row in table2_rows}
@@ -126,7 +128,8 @@ def reference_markdown(
     parts = []
     for table in reference:
         titles = list(table["columns"])
-        header = ["Rule", "Source", *titles]
+        shown = [by_title[t].header if t in by_title else t for t in titles]
+        header = ["Rule", "Source", *(shown if table["kind"] == "summary" else titles)]
         body = []
         for row in table["rows"]:
             body.append([row["name"], "paper", *row["values"]])
@@ -134,26 +137,19 @@ def reference_markdown(
             if table["kind"] == "summary" and label in ours:
                 stats = ours[label].stats
                 cells = [
-                    stats[by_title[t].metric].format() if by_title[t].metric in stats else "n/a"
+                    stats[by_title[t].metric].format(scale=by_title[t].scale)
+                    if by_title[t].metric in stats
+                    else "n/a"
                     for t in titles
                 ]
                 body.append([label, "ours", *cells])
             elif table["kind"] == "table2" and label in ours2:
-                mine = ours2[label]
-                cells = [
-                    f"{mine.improved_share.format()} ({_signed(mine.improved_change.mean)})",
-                    f"{mine.degraded_share.format()} ({_signed(mine.degraded_change.mean)})",
-                    mine.overall_change.format(signed=True),
-                ]
+                cells = tables.table2_cells(ours2[label])
                 body.append([label, "ours", *cells[: len(titles)]])
         parts.append(f"### {table['title']}\n\n" + tables.markdown_table(header, body))
         if table.get("note"):
             parts.append(table["note"] + "\n")
     return "\n".join(parts)
-
-
-def _signed(value: float) -> str:
-    return "-" if not math.isfinite(value) else f"{value:+.2f}"
 
 
 def build_report(
@@ -330,7 +326,8 @@ def _report_markdown(
         "## Table 6: client accuracy statistics",
         "",
         (files["table6.md"]).read_text(encoding="utf-8"),
-        "CSV: [table6.csv](table6.csv). Per run: [runs.csv](runs.csv).",
+        "CSV (fractions in [0, 1], as every results file): [table6.csv](table6.csv). "
+        "Per run: [runs.csv](runs.csv).",
         "",
     ]
     if columns != "table6" and f"table_{columns}.md" in files:
@@ -347,8 +344,9 @@ def _report_markdown(
             "",
             "Runs paired by seed (same partition, split and initial model) and clients by "
             f"partition id. Suffering clients are below `{baseline}`'s mean accuracy on that "
-            "seed, well-performing ones above it. Share in %, mean ± std over seeds; the "
-            "mean accuracy change of the group in parentheses.",
+            "seed, well-performing ones above it. Share in % of the group, mean ± std over "
+            "seeds; the mean accuracy change of the group in parentheses, in percentage "
+            "points. [table2.csv](table2.csv) holds the same as fractions.",
             "",
             files["table2.md"].read_text(encoding="utf-8"),
             "CSV: [table2.csv](table2.csv).",

@@ -382,7 +382,7 @@ def _run_one(
         if engine == "inprocess":
             from fairfl.simulation import run_inprocess
 
-            run_inprocess(run["config"])
+            run_inprocess({**run["config"], "overwrite": True})  # compare() checked the folder
         else:
             from fairfl.simulation.engine import run_simulation, toml_overrides
 
@@ -392,7 +392,7 @@ def _run_one(
             )
             with (out / "flwr.log").open("wb") as log:
                 code = run_simulation(
-                    toml_overrides(run["config"]),
+                    toml_overrides({**run["config"], "overwrite": True}),
                     int(run["config"].get("num-partitions", RunSettings.num_partitions)),
                     home,
                     output=log,
@@ -423,7 +423,10 @@ def _already_done(run: PlannedRun) -> bool:
         saved = json.loads(summary.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return False
-    same = json.loads(json.dumps(run.config)) == saved.get("config")
+    config = saved.get("config")
+    if isinstance(config, dict):  # runs are started with overwrite=true (compare checks)
+        config = {k: v for k, v in config.items() if k != "overwrite"}
+    same = json.loads(json.dumps(run.config)) == config
     return same and saved.get("rounds") == int(run.config.get("num-server-rounds", 0))
 
 
@@ -635,6 +638,7 @@ def compare(
     torch_threads: int = 1,
     keep_models: bool = True,
     skip_existing: bool = False,
+    overwrite: bool = False,
     progress: bool = True,
     log_level: int = logging.WARNING,
     compress_runs: bool = False,
@@ -662,6 +666,10 @@ def compare(
     engine, workers, torch_threads, keep_models, skip_existing, progress, log_level
     compress_runs
         See :func:`execute`.
+    overwrite : bool (default: False)
+        Run again planned runs whose folders already hold results (``fairfl compare
+        --overwrite``). Without it, or ``skip_existing``, such a comparison is refused
+        before anything runs, as a single run into a used ``out-dir`` is.
     baseline, weights_label, columns, title
         See :func:`fairfl.report.build.build_report`; stored in the manifest.
     description, reference, command, recipe
@@ -671,8 +679,12 @@ def compare(
     ------
     ValueError
         If a rule, grid item, setting or seed is invalid (before anything runs).
+    FileExistsError
+        If planned runs already hold results and neither ``overwrite`` nor
+        ``skip_existing`` is set (before anything runs).
     """
     from fairfl.report.build import build_report
+    from fairfl.server.checkpoint import RESULT_FILES
 
     base, rule_settings = split_settings(settings)
     if "checkpoint" in shared_keys():
@@ -682,6 +694,12 @@ def compare(
     axes = [parse_assignment(item, multi=True) for item in grid]
     variants = expand_variants(rules, axes, rule_settings)
     plan = plan_runs(variants, seeds, base, out_dir)
+    used = [r.dir for r in plan if any((out_dir / r.dir / n).exists() for n in RESULT_FILES)]
+    if used and not (overwrite or skip_existing):
+        raise FileExistsError(
+            f"--out {out_dir}: {len(used)} planned runs already hold results ({used[0]}, ...): "
+            "pass --skip-existing to keep the finished ones or --overwrite to run them again"
+        )
     labels = [v.label for v in variants]
     if baseline is not None and baseline not in labels:
         raise ValueError(f"baseline must be one of {labels}, got {baseline!r}")

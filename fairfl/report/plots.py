@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from fairfl.metrics import PERCENT
 from fairfl.report.results import RunResult, metric_curve, weight_matrix
 
 #: Pixels per inch of the PNGs: small files that still read on a README.
@@ -78,7 +79,11 @@ def plot_curves(
     ),
     title: str = "",
 ) -> Path:
-    """Per-round curves of ``metrics`` for every variant, side by side; returns ``path``."""
+    """Per-round curves of ``metrics`` for every variant, side by side; returns ``path``.
+
+    ``metrics`` are ``(key, axis label)`` pairs of accuracy statistics (fractions in the
+    records), plotted in percent: the label says "%".
+    """
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics) + 1.8, 3.4), dpi=DPI)
     axes = np.atleast_1d(axes)
     colours = _colours(len(groups))
@@ -88,6 +93,7 @@ def plot_curves(
             rounds, mean, std = _seed_mean_curve(runs, metric)
             if rounds.size == 0:
                 continue
+            mean, std = PERCENT * mean, PERCENT * std
             ax.plot(rounds, mean, style, color=colour, lw=1.3, label=label)
             if len(runs) > 1 and len(groups) <= SHADE_MAX_VARIANTS:
                 ax.fill_between(rounds, mean - std, mean + std, color=colour, alpha=0.12, lw=0)
@@ -102,7 +108,7 @@ def plot_curves(
 
 
 def sorted_accuracy_curve(runs: Sequence[RunResult]) -> np.ndarray:
-    """Final client accuracies sorted ascending, averaged rank by rank over seeds.
+    """Final client accuracies (fractions) sorted ascending, averaged rank by rank over seeds.
 
     Seeds with another number of clients than the first finished seed are left out.
     """
@@ -124,8 +130,8 @@ def plot_distribution(
         curve = sorted_accuracy_curve(runs)
         if curve.size == 0:
             continue
-        ranks = (np.arange(curve.size) + 0.5) / curve.size * 100.0
-        ax.plot(ranks, curve, style, color=colour, lw=1.3, marker=".", ms=3, label=label)
+        ranks = (np.arange(curve.size) + 0.5) / curve.size * PERCENT
+        ax.plot(ranks, PERCENT * curve, style, color=colour, lw=1.3, marker=".", ms=3, label=label)
     ax.set_xlabel("client percentile (sorted by final test accuracy)")
     ax.set_ylabel("final test accuracy (%)")
     ax.grid(alpha=0.3)

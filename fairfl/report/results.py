@@ -6,6 +6,9 @@ folder per run, ``runs/<variant>/seed-<s>/`` with the run's ``rounds.jsonl`` and
 manifest it finds every ``rounds.jsonl`` below the folder and names each run by its
 folders (``<variant>/seed-<s>/rounds.jsonl``; the seed may also come from
 ``summary.json``), so hand-made or copied results can be reported too.
+
+Accuracies are read and returned as fractions in [0, 1] (``eval_acc``, as every results
+file holds them); only the Markdown tables and plots show percent.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class RunResult:
         return [entry for entry in self.rounds if entry.get("clients")]
 
     def final_accuracies(self) -> dict[int, float]:
-        """Each client's test accuracy in % in the last evaluated round, by partition id.
+        """Each client's test accuracy (a fraction) in the last evaluated round, by partition id.
 
         Clients are keyed by ``partition_id``, or by ``node_id`` when the run did not
         record partitions. A missing (non-finite, stored as null) accuracy is NaN.
@@ -88,19 +91,19 @@ class RunResult:
 
 
 def client_accuracies(entry: dict[str, Any]) -> dict[int, float]:
-    """Client accuracies (%) of one ``rounds.jsonl`` entry, keyed by partition id."""
+    """Client accuracies (fractions) of one ``rounds.jsonl`` entry, keyed by partition id."""
     accuracies: dict[int, float] = {}
     for client in entry.get("clients", []):
         key = client.get("partition_id")
         if key is None:
             key = client["node_id"]
         value = client.get("eval_acc")
-        accuracies[int(key)] = math.nan if value is None else 100.0 * float(value)
+        accuracies[int(key)] = math.nan if value is None else float(value)
     return accuracies
 
 
 def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
-    """Fairness metrics of one round, recomputed from its clients (accuracies in %).
+    """Fairness metrics of one round, recomputed from its clients (accuracies as fractions).
 
     Uses :func:`fairfl.metrics.fairness_metrics`. Recomputing (rather than reading the
     stored ``metrics``) keeps one definition for runs written by any version, and for

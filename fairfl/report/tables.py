@@ -13,6 +13,11 @@ in ``papers/``; spec ``specs/spec-vred-qffl.md`` §13, §14):
   change over S, "degraded" the share of W with ``a_i^X < a_i^FedAvg`` and the mean
   change over W, "overall" ``mean^X - mean^FedAvg``; each as mean ± std over seeds.
 
+Units: the numbers (:class:`SummaryRow`, :class:`Table2Row`) and the CSV files are
+fractions, as every results file (accuracies and client shares in [0, 1], accuracy
+changes in [-1, 1], the variance a fraction squared). The Markdown tables are for people
+and show percent, as the papers' tables do, with the unit in every column header.
+
 Notes
 -----
 The std over seeds is the population std (ddof = 0), as ``np.std`` in the paper's code
@@ -32,15 +37,31 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fairfl.metrics import PERCENT
 from fairfl.report.results import RunResult
 
 
 @dataclass(frozen=True)
 class Column:
-    """A table column: its title and the :func:`fairfl.metrics.fairness_metrics` key."""
+    """A table column: title, :func:`fairfl.metrics.fairness_metrics` key, shown unit.
+
+    The unit is the one the Markdown table shows the column in: ``"%"``, or ``"%²"`` for
+    a variance. The numbers themselves are fractions.
+    """
 
     title: str
     metric: str
+    unit: str = "%"
+
+    @property
+    def scale(self) -> float:
+        """Factor from the stored fraction to the shown unit (100, or 100² for %²)."""
+        return PERCENT**2 if self.unit == "%²" else PERCENT
+
+    @property
+    def header(self) -> str:
+        """The Markdown column header, with its unit: ``"Worst 10% (%)"``."""
+        return f"{self.title} ({self.unit})"
 
 
 #: Paper 000's Table 6 columns.
@@ -53,12 +74,12 @@ TABLE6_COLUMNS: tuple[Column, ...] = (
     Column("Best 10%", "acc-best-10"),
 )
 
-#: The q-FFL paper's (paper 002) table columns; Variance in %².
+#: The q-FFL paper's (paper 002) table columns; Variance in %² as the paper shows it.
 QFFL_COLUMNS: tuple[Column, ...] = (
     Column("Average", "acc-mean"),
     Column("Worst 10%", "acc-worst-10"),
     Column("Best 10%", "acc-best-10"),
-    Column("Variance", "acc-variance"),
+    Column("Variance", "acc-variance", unit="%²"),
 )
 
 #: Named column sets (``fairfl compare --columns``).
@@ -90,13 +111,17 @@ class Stat:
         """Summarise per-seed values (non-finite ones are left out)."""
         return cls(*mean_std(values))
 
-    def format(self, digits: int = 2, *, signed: bool = False) -> str:
-        """``"43.45 ± 0.60"`` (``"-"`` without data; no ± for a single seed)."""
+    def format(self, digits: int = 2, *, signed: bool = False, scale: float = 1.0) -> str:
+        """``"43.45 ± 0.60"`` (``"-"`` without data; no ± for a single seed).
+
+        ``scale`` multiplies mean and std first (:data:`fairfl.metrics.PERCENT` shows a
+        fraction in percent). A mean that rounds to zero shows without a minus sign
+        (a difference of fractions such as 0.45 - 0.4 - 0.05 is -1e-17, not -0).
+        """
         if self.count == 0:
             return "-"
-        sign = "+" if signed else ""
-        text = f"{self.mean:{sign}.{digits}f}"
-        return text if self.count == 1 else f"{text} ± {self.std:.{digits}f}"
+        text = _fixed(scale * self.mean, digits, signed=signed)
+        return text if self.count == 1 else f"{text} ± {scale * self.std:.{digits}f}"
 
 
 @dataclass(frozen=True)
@@ -143,7 +168,8 @@ def summarize(
 class PairedComparison:
     """Table 2 quantities of one rule against the baseline on one seed (paper 000 §5.3).
 
-    Shares are in %, changes in accuracy points; NaN where the group is empty.
+    Shares are fractions of the group in [0, 1], changes differences of accuracies
+    (fractions, in [-1, 1]); NaN where the group is empty.
     """
 
     num_suffering: int
@@ -163,9 +189,9 @@ def paired_comparison(
     Parameters
     ----------
     baseline : Mapping[int, float]
-        FedAvg's final accuracy (%) per client.
+        FedAvg's final accuracy (a fraction) per client.
     other : Mapping[int, float]
-        Rule X's final accuracy (%) per client on the same seed.
+        Rule X's final accuracy (a fraction) per client on the same seed.
 
     Raises
     ------
@@ -182,7 +208,7 @@ def paired_comparison(
     well = base > base.mean()
 
     def share(mask: np.ndarray, hits: np.ndarray) -> float:
-        return float(100.0 * hits[mask].mean()) if mask.any() else math.nan
+        return float(hits[mask].mean()) if mask.any() else math.nan
 
     def mean_of(mask: np.ndarray) -> float:
         return float(change[mask].mean()) if mask.any() else math.nan
@@ -280,20 +306,27 @@ def _seeds_cell(row: SummaryRow) -> str:
 
 
 def table6_markdown(rows: Sequence[SummaryRow], columns: Sequence[Column] = TABLE6_COLUMNS) -> str:
-    """Table 6 as Markdown: one row per variant, ``mean ± std`` cells, a seeds column."""
-    header = ["Rule", *[c.title for c in columns], "Seeds"]
+    """Table 6 as Markdown: one row per variant, ``mean ± std`` cells, a seeds column.
+
+    Cells are in each column's unit (percent), named in its header.
+    """
+    header = ["Rule", *[c.header for c in columns], "Seeds"]
     body = [
-        [row.label, *[row.stats[c.metric].format() for c in columns], _seeds_cell(row)]
+        [
+            row.label,
+            *[row.stats[c.metric].format(scale=c.scale) for c in columns],
+            _seeds_cell(row),
+        ]
         for row in rows
     ]
     return markdown_table(header, body)
 
 
 def table6_csv(rows: Sequence[SummaryRow], columns: Sequence[Column] = TABLE6_COLUMNS) -> str:
-    """Table 6 as CSV: ``<title> mean`` and ``<title> std`` per column."""
+    """Table 6 as CSV: ``<metric> mean`` and ``<metric> std`` per column, as fractions."""
     header = ["rule", "label", "seeds", "seeds_ok"]
     for column in columns:
-        header += [f"{column.title} mean", f"{column.title} std"]
+        header += [f"{column.metric} mean", f"{column.metric} std"]
     body: list[list[object]] = []
     for row in rows:
         line: list[object] = [
@@ -321,12 +354,15 @@ _TABLE2_FIELDS = (
 
 
 def table2_markdown(rows: Sequence[Table2Row], baseline: str) -> str:
-    """Table 2 as Markdown, in the paper's layout: ``share ± std (mean change)``."""
+    """Table 2 as Markdown, in the paper's layout: ``share ± std (mean change)``.
+
+    Shares in % of the group, accuracy changes in percentage points (the headers say so).
+    """
     header = [
         "Rule",
-        f"Improved suffering clients % (avg Δacc) vs {baseline}",
-        "Degraded well-performing clients % (avg Δacc)",
-        "Overall mean Δacc",
+        f"Improved suffering clients % (avg Δacc, % points) vs {baseline}",
+        "Degraded well-performing clients % (avg Δacc, % points)",
+        "Overall mean Δacc (% points)",
         "Suffering / well clients",
         "Seeds",
     ]
@@ -335,9 +371,7 @@ def table2_markdown(rows: Sequence[Table2Row], baseline: str) -> str:
         body.append(
             [
                 row.label,
-                f"{row.improved_share.format()} ({_signed(row.improved_change.mean)})",
-                f"{row.degraded_share.format()} ({_signed(row.degraded_change.mean)})",
-                row.overall_change.format(signed=True),
+                *table2_cells(row),
                 f"{_plain(row.num_suffering.mean)} / {_plain(row.num_well.mean)}",
                 str(len(row.seeds)),
             ]
@@ -345,8 +379,19 @@ def table2_markdown(rows: Sequence[Table2Row], baseline: str) -> str:
     return markdown_table(header, body)
 
 
+def table2_cells(row: Table2Row) -> list[str]:
+    """The three Table 2 cells of a row in percent: improved, degraded, overall."""
+    return [
+        f"{row.improved_share.format(scale=PERCENT)} "
+        f"({_signed(PERCENT * row.improved_change.mean)})",
+        f"{row.degraded_share.format(scale=PERCENT)} "
+        f"({_signed(PERCENT * row.degraded_change.mean)})",
+        row.overall_change.format(signed=True, scale=PERCENT),
+    ]
+
+
 def table2_csv(rows: Sequence[Table2Row]) -> str:
-    """Table 2 as CSV: mean and std over seeds of each quantity."""
+    """Table 2 as CSV: mean and std over seeds of each quantity, as fractions."""
     header = ["label", "seeds"]
     for name in _TABLE2_FIELDS:
         header += [f"{name} mean", f"{name} std"]
@@ -365,7 +410,12 @@ def _number(value: float) -> object:
 
 
 def _signed(value: float) -> str:
-    return "-" if not math.isfinite(value) else f"{value:+.2f}"
+    return "-" if not math.isfinite(value) else _fixed(value, 2, signed=True)
+
+
+def _fixed(value: float, digits: int, *, signed: bool) -> str:
+    # Adding 0.0 turns the -0.0 that round() leaves for tiny negatives into 0.0.
+    return f"{round(value, digits) + 0.0:{'+' if signed else ''}.{digits}f}"
 
 
 def _plain(value: float) -> str:

@@ -43,7 +43,7 @@ def write_run(folder: Path, accuracies_by_round, weights_by_round=None, config=N
 
 @pytest.fixture
 def results(tmp_path):
-    # FedAvg, final round 40, 60, 80, 20 % (mean 50); Semi-VRed 45, 55, 80, 15 %.
+    # FedAvg, final round 0.4, 0.6, 0.8, 0.2 (mean 0.5); Semi-VRed 0.45, 0.55, 0.8, 0.15.
     write_run(
         tmp_path / "runs" / "fedavg" / "seed-0",
         [[0.1, 0.1, 0.1, 0.1], [0.4, 0.6, 0.8, 0.2]],
@@ -64,7 +64,7 @@ def test_load_runs_finds_runs_by_folder_without_manifest(results):
         ("fedavg", "fedavg", 0),
         ("semivred", "semivred", 0),
     ]
-    assert runs[1].final_accuracies() == pytest.approx({0: 45.0, 1: 55.0, 2: 80.0, 3: 15.0})
+    assert runs[1].final_accuracies() == pytest.approx({0: 0.45, 1: 0.55, 2: 0.8, 3: 0.15})
     rounds, clients, weights = weight_matrix(runs[1])
     assert rounds.tolist() == [1, 2] and clients == [0, 1, 2, 3]
     assert weights[:, 1].tolist() == [0.5, 0.1, 0.1, 0.3]
@@ -81,10 +81,15 @@ def test_build_report_writes_tables_plots_and_report(results):
     assert "| semivred | 48.75 |" in table6
     table2 = (results / "table2.md").read_text()
     assert "| semivred | 50.00 (+0.00) | 50.00 (-2.50) | -1.25 | 2 / 2 | 1 |" in table2
-    assert (results / "table6.csv").read_text().startswith("rule,label,seeds,seeds_ok,Mean mean")
+    assert table6.startswith("| Rule | Mean (%) | Std (%) | Worst (%) |")
+    # The CSV files are records: fractions (Semi-VRed's mean 0.4875).
+    table6_csv = (results / "table6.csv").read_text().splitlines()
+    assert table6_csv[0].startswith("rule,label,seeds,seeds_ok,acc-mean mean,acc-mean std")
+    assert float(table6_csv[2].split(",")[4]) == pytest.approx(0.4875)
     runs_csv = (results / "runs.csv").read_text().splitlines()
     assert runs_csv[0].startswith("label,rule,seed,rounds,status,acc-mean")
-    assert runs_csv[2].startswith("semivred,semivred,0,2,ok,48.75")
+    assert runs_csv[2].startswith("semivred,semivred,0,2,ok,")
+    assert float(runs_csv[2].split(",")[5]) == pytest.approx(0.4875)
     for name in ("curves.png", "distribution.png", "weights.png"):
         assert (results / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (results / name).stat().st_size < 200_000
@@ -138,6 +143,6 @@ def test_gzipped_rounds_are_read_and_linked(results):
     compress_rounds(results / "runs" / "semivred" / "seed-0")
     assert not (results / "runs" / "semivred" / "seed-0" / "rounds.jsonl").exists()
     runs = load_runs(results)
-    assert runs[1].final_accuracies() == pytest.approx({0: 45.0, 1: 55.0, 2: 80.0, 3: 15.0})
+    assert runs[1].final_accuracies() == pytest.approx({0: 0.45, 1: 0.55, 2: 0.8, 3: 0.15})
     build_report(results)
     assert "[seed 0](runs/semivred/seed-0/rounds.jsonl.gz)" in (results / "report.md").read_text()

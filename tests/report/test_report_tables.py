@@ -41,29 +41,47 @@ def run_with(label, seed, accuracies, rule=None, num_examples=10):
 
 
 def test_table6_statistics_over_clients_and_seeds_by_hand():
-    # Seed 0: 10 clients at 10, 20, ..., 100 %. Mean 55; population std sqrt(825) = 28.7228;
-    # worst 10; worst 10% = floor(0.1·10) = 1 client -> 10; worst 20% = 2 clients -> 15;
-    # best 10% -> 100. Seed 1: every client at 30 % (std 0).
+    # Seed 0: 10 clients at 0.1, 0.2, ..., 1.0. Mean 0.55; population variance 0.0825
+    # (that of 1..10 is 8.25), std sqrt(0.0825) = 0.287228; worst 0.1; worst 10% =
+    # floor(0.1·10) = 1 client -> 0.1; worst 20% = 2 clients -> 0.15; best 10% -> 1.0.
+    # Seed 1: every client at 0.3 (std 0).
     seed0 = run_with("fedavg", 0, [i / 10 for i in range(1, 11)])
     seed1 = run_with("fedavg", 1, [0.3] * 10)
     (row,) = summarize({"fedavg": [seed0, seed1]})
     assert row.seeds == (0, 1) and row.ok_seeds == (0, 1)
-    # Over seeds: mean (55 + 30) / 2 = 42.5, population std |55 - 30| / 2 = 12.5.
-    assert row.stats["acc-mean"].mean == pytest.approx(42.5)
-    assert row.stats["acc-mean"].std == pytest.approx(12.5)
-    assert row.stats["acc-std"].mean == pytest.approx(math.sqrt(825) / 2)
-    assert row.stats["acc-worst"].mean == pytest.approx(20.0)  # (10 + 30) / 2
-    assert row.stats["acc-worst-10"].mean == pytest.approx(20.0)
-    assert row.stats["acc-worst-20"].mean == pytest.approx(22.5)  # (15 + 30) / 2
-    assert row.stats["acc-best-10"].mean == pytest.approx(65.0)  # (100 + 30) / 2
-    assert row.stats["acc-best-10"].std == pytest.approx(35.0)
+    # Over seeds: mean (0.55 + 0.3) / 2 = 0.425, population std |0.55 - 0.3| / 2 = 0.125.
+    assert row.stats["acc-mean"].mean == pytest.approx(0.425)
+    assert row.stats["acc-mean"].std == pytest.approx(0.125)
+    assert row.stats["acc-std"].mean == pytest.approx(math.sqrt(0.0825) / 2)
+    assert row.stats["acc-worst"].mean == pytest.approx(0.2)  # (0.1 + 0.3) / 2
+    assert row.stats["acc-worst-10"].mean == pytest.approx(0.2)
+    assert row.stats["acc-worst-20"].mean == pytest.approx(0.225)  # (0.15 + 0.3) / 2
+    assert row.stats["acc-best-10"].mean == pytest.approx(0.65)  # (1.0 + 0.3) / 2
+    assert row.stats["acc-best-10"].std == pytest.approx(0.35)
+    # The Markdown table is for people: percent, and every header says so.
+    # Std: 100·sqrt(0.0825)/2 = 14.36 over seeds, ± the same (seed 1 has 0).
+    header, _, line = table6_markdown([row]).splitlines()
+    assert header == (
+        "| Rule | Mean (%) | Std (%) | Worst (%) | Worst 10% (%) | Worst 20% (%) "
+        "| Best 10% (%) | Seeds |"
+    )
+    assert line == (
+        "| fedavg | 42.50 ± 12.50 | 14.36 ± 14.36 | 20.00 ± 10.00 | 20.00 ± 10.00 "
+        "| 22.50 ± 7.50 | 65.00 ± 35.00 | 2/2 |"
+    )
 
 
-def test_qffl_columns_variance_is_in_percent_squared():
-    # Accuracies 0.2 and 0.6: variance of (20, 60) % = 400 %²; q-FFL's np.var(acc)·1e4.
+def test_qffl_columns_variance_is_a_fraction_squared_shown_in_percent_squared():
+    # Accuracies 0.2 and 0.6: mean 0.4, variance 0.2² = 0.04; q-FFL's table shows
+    # np.var(acc)·1e4 = 400 %².
     (row,) = summarize({"q": [run_with("q", 0, [0.2, 0.6])]}, QFFL_COLUMNS)
-    assert row.stats["acc-variance"].mean == pytest.approx(400.0)
-    assert row.stats["acc-mean"].mean == pytest.approx(40.0)
+    assert row.stats["acc-variance"].mean == pytest.approx(0.04)
+    assert row.stats["acc-mean"].mean == pytest.approx(0.4)
+    header, _, line = table6_markdown([row], QFFL_COLUMNS).splitlines()
+    assert header == (
+        "| Rule | Average (%) | Worst 10% (%) | Best 10% (%) | Variance (%²) | Seeds |"
+    )
+    assert line == "| q | 40.00 | 20.00 | 60.00 | 400.00 | 1/1 |"
 
 
 def test_failed_seed_is_left_out_and_counted():
@@ -72,7 +90,8 @@ def test_failed_seed_is_left_out_and_counted():
     diverged = run_with("afl", 2, [math.nan, 0.1])
     (row,) = summarize({"afl": [good, failed, diverged]})
     assert row.ok_seeds == (0,)
-    assert row.stats["acc-mean"] == Stat(60.0, 0.0, 1)
+    assert row.stats["acc-mean"].mean == pytest.approx(0.6)
+    assert (row.stats["acc-mean"].std, row.stats["acc-mean"].count) == (0.0, 1)
     assert "| 1/3 |" in table6_markdown([row])
 
 
@@ -87,6 +106,8 @@ def test_stat_format():
     assert Stat(43.4512, 0.0, 1).format() == "43.45"
     assert Stat(0.64, 0.3, 3).format(signed=True) == "+0.64 ± 0.30"
     assert Stat(math.nan, math.nan, 0).format() == "-"
+    # A fraction shown in percent: 0.434512 -> 43.45, std 0.006 -> 0.60.
+    assert Stat(0.434512, 0.006, 3).format(scale=100.0) == "43.45 ± 0.60"
 
 
 def test_mean_std_ignores_non_finite_values():
@@ -95,30 +116,30 @@ def test_mean_std_ignores_non_finite_values():
 
 
 def test_paired_comparison_by_hand():
-    # FedAvg 40, 60, 80, 20 (mean 50): suffering {0, 3}, well-performing {1, 2}.
-    # Rule X 45, 55, 80, 15: changes +5, -5, 0, -5.
-    base = {0: 40.0, 1: 60.0, 2: 80.0, 3: 20.0}
-    other = {3: 15.0, 2: 80.0, 1: 55.0, 0: 45.0}  # order does not matter
+    # FedAvg 0.4, 0.6, 0.8, 0.2 (mean 0.5): suffering {0, 3}, well-performing {1, 2}.
+    # Rule X 0.45, 0.55, 0.8, 0.15: changes +0.05, -0.05, 0, -0.05.
+    base = {0: 0.4, 1: 0.6, 2: 0.8, 3: 0.2}
+    other = {3: 0.15, 2: 0.8, 1: 0.55, 0: 0.45}  # order does not matter
     result = paired_comparison(base, other)
     assert (result.num_suffering, result.num_well) == (2, 2)
-    assert result.improved_share == pytest.approx(50.0)  # client 0 up, client 3 down
-    assert result.improved_change == pytest.approx(0.0)  # (+5 - 5) / 2
-    assert result.degraded_share == pytest.approx(50.0)  # client 1 down, client 2 equal
-    assert result.degraded_change == pytest.approx(-2.5)  # (-5 + 0) / 2
-    assert result.overall_change == pytest.approx(-1.25)  # 48.75 - 50
+    assert result.improved_share == pytest.approx(0.5)  # client 0 up, client 3 down
+    assert result.improved_change == pytest.approx(0.0, abs=1e-12)  # (+0.05 - 0.05) / 2
+    assert result.degraded_share == pytest.approx(0.5)  # client 1 down, client 2 equal
+    assert result.degraded_change == pytest.approx(-0.025)  # (-0.05 + 0) / 2
+    assert result.overall_change == pytest.approx(-0.0125)  # 0.4875 - 0.5
 
 
 def test_paired_comparison_pairs_by_partition_id_and_ignores_unpaired():
-    base = {0: 10.0, 1: 30.0, 7: 99.0}
-    other = {0: 20.0, 1: 30.0, 5: 0.0}
-    result = paired_comparison(base, other)  # clients 0 and 1 only; mean 20
+    base = {0: 0.1, 1: 0.3, 7: 0.99}
+    other = {0: 0.2, 1: 0.3, 5: 0.0}
+    result = paired_comparison(base, other)  # clients 0 and 1 only; mean 0.2
     assert (result.num_suffering, result.num_well) == (1, 1)
-    assert result.improved_share == 100.0 and result.improved_change == 10.0
-    assert result.degraded_share == 0.0 and result.overall_change == 5.0
+    assert result.improved_share == 1.0 and result.improved_change == pytest.approx(0.1)
+    assert result.degraded_share == 0.0 and result.overall_change == pytest.approx(0.05)
 
 
 def test_paired_comparison_clients_at_the_mean_are_in_neither_group():
-    result = paired_comparison({0: 50.0, 1: 50.0}, {0: 60.0, 1: 40.0})
+    result = paired_comparison({0: 0.5, 1: 0.5}, {0: 0.75, 1: 0.25})
     assert (result.num_suffering, result.num_well) == (0, 0)
     assert math.isnan(result.improved_share) and math.isnan(result.degraded_change)
     assert result.overall_change == 0.0
@@ -137,22 +158,36 @@ def test_table2_pairs_runs_by_seed_and_averages_over_seeds():
         ],
         "semivred": [
             run_with("semivred", 0, [0.45, 0.55, 0.8, 0.15]),  # as in the test above
-            run_with("semivred", 1, [0.5, 0.6]),  # suffering client +10: 100 %, +10
+            run_with("semivred", 1, [0.5, 0.6]),  # suffering client +0.1: share 1, +0.1
             run_with("semivred", 2, [0.9, 0.9]),  # no FedAvg run on seed 2: left out
         ],
     }
     (row,) = table2(groups, "fedavg")
     assert row.label == "semivred" and row.seeds == (0, 1)
-    assert row.improved_share.mean == pytest.approx(75.0)  # (50 + 100) / 2
-    assert row.improved_share.std == pytest.approx(25.0)
-    assert row.improved_change.mean == pytest.approx(5.0)  # (0 + 10) / 2
-    assert row.degraded_share.mean == pytest.approx(25.0)  # (50 + 0) / 2
-    assert row.overall_change.mean == pytest.approx((-1.25 + 5.0) / 2)
-    markdown = table2_markdown([row], "fedavg")
-    assert "| semivred | 75.00 ± 25.00 (+5.00) | 25.00 ± 25.00 (-1.25) | +1.88 ± 3.12 |" in markdown
-    csv_lines = table2_csv([row]).splitlines()
-    assert csv_lines[0].startswith("label,seeds,improved_share mean,improved_share std")
-    assert csv_lines[1].startswith("semivred,0 1,75.0,25.0,5.0,5.0")
+    assert row.improved_share.mean == pytest.approx(0.75)  # (0.5 + 1) / 2
+    assert row.improved_share.std == pytest.approx(0.25)
+    assert row.improved_change.mean == pytest.approx(0.05)  # (0 + 0.1) / 2
+    assert row.degraded_share.mean == pytest.approx(0.25)  # (0.5 + 0) / 2
+    assert row.overall_change.mean == pytest.approx((-0.0125 + 0.05) / 2)
+    # Markdown in percent: shares 75 ± 25 %, changes in points (+5.00, -1.25);
+    # overall (-1.25 + 5) / 2 = +1.875 ± 3.125 points (in floats a hair above: .88, .13);
+    # suffering / well clients 2 / 2 on seed 0, 1 / 1 on seed 1 -> 1.5 / 1.5.
+    header, _, line = table2_markdown([row], "fedavg").splitlines()
+    assert header.startswith(
+        "| Rule | Improved suffering clients % (avg Δacc, % points) vs fedavg "
+        "| Degraded well-performing clients % (avg Δacc, % points) "
+        "| Overall mean Δacc (% points) |"
+    )
+    assert line == (
+        "| semivred | 75.00 ± 25.00 (+5.00) | 25.00 ± 25.00 (-1.25) | +1.88 ± 3.13 "
+        "| 1.5 / 1.5 | 2 |"
+    )
+    # The CSV holds the same as fractions.
+    header_csv, line_csv = table2_csv([row]).splitlines()
+    assert header_csv.startswith("label,seeds,improved_share mean,improved_share std")
+    assert line_csv.startswith("semivred,0 1,")
+    numbers = [float(x) for x in line_csv.split(",")[2:6]]
+    assert numbers == pytest.approx([0.75, 0.25, 0.05, 0.05])
 
 
 def test_table2_unknown_baseline_raises():
@@ -160,14 +195,16 @@ def test_table2_unknown_baseline_raises():
         table2({"a": [run_with("a", 0, [0.5])]}, "fedavg")
 
 
-def test_table6_csv_has_mean_and_std_columns():
+def test_table6_csv_holds_fractions_under_the_metric_names():
+    # Accuracies 0.5 and 1.0: mean 0.75, std 0.25, worst and both worst tails 0.5, best 1.
     (row,) = summarize({"fedavg": [run_with("fedavg", 0, [0.5, 1.0])]})
     header, line = table6_csv([row]).splitlines()
     assert header == (
-        "rule,label,seeds,seeds_ok,Mean mean,Mean std,Std mean,Std std,Worst mean,Worst std,"
-        "Worst 10% mean,Worst 10% std,Worst 20% mean,Worst 20% std,Best 10% mean,Best 10% std"
+        "rule,label,seeds,seeds_ok,acc-mean mean,acc-mean std,acc-std mean,acc-std std,"
+        "acc-worst mean,acc-worst std,acc-worst-10 mean,acc-worst-10 std,"
+        "acc-worst-20 mean,acc-worst-20 std,acc-best-10 mean,acc-best-10 std"
     )
-    assert line == "fedavg,fedavg,0,0,75.0,0.0,25.0,0.0,50.0,0.0,50.0,0.0,50.0,0.0,100.0,0.0"
+    assert line == "fedavg,fedavg,0,0,0.75,0.0,0.25,0.0,0.5,0.0,0.5,0.0,0.5,0.0,1.0,0.0"
 
 
 def test_markdown_table_escapes_pipes():
@@ -176,8 +213,8 @@ def test_markdown_table_escapes_pipes():
 
 @settings(max_examples=50, deadline=None)
 @given(
-    st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=30),
-    st.just(0.0) | st.floats(0.01, 20) | st.floats(-20, -0.01),
+    st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=30),
+    st.just(0.0) | st.floats(0.001, 0.2) | st.floats(-0.2, -0.001),
 )
 def test_paired_comparison_constant_shift_properties(accuracies, shift):
     base = dict(enumerate(accuracies))
@@ -186,7 +223,7 @@ def test_paired_comparison_constant_shift_properties(accuracies, shift):
     assert result.overall_change == pytest.approx(shift, abs=1e-9)
     assert result.num_suffering + result.num_well <= len(accuracies)
     if result.num_suffering:
-        assert result.improved_share == (100.0 if shift > 0 else 0.0)
+        assert result.improved_share == (1.0 if shift > 0 else 0.0)
         assert result.improved_change == pytest.approx(shift, abs=1e-9)
 
 
