@@ -21,6 +21,11 @@ r"""The ``fairfl`` command: compare rules side by side, and rebuild reports.
     List the reproduction recipes.
 
 Without ``pip install``, run it as ``python -m fairfl ...`` from the repository.
+
+Exit codes: 0 done; 1 a run of the comparison failed (each failed run's ``error.txt``
+says why; the report is still written); 2 bad arguments; 130/143 stopped by
+SIGINT/SIGTERM (every process it started, a ``--engine flwr`` run's SuperLink and
+Ray included, is stopped by PID first; each run's last checkpoint stays).
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ from pathlib import Path
 
 from fairfl.report.compare import ENGINES, MAX_WORKERS, compare, rule_keys
 from fairfl.report.recipes import RECIPES
+from fairfl.report.results import read_manifest
 from fairfl.report.tables import COLUMN_SETS
+from fairfl.simulation.engine import EXIT_FAILED, EXIT_USAGE, exit_on_signals
 from fairfl.strategies.registry import STRATEGIES
 
 logger = logging.getLogger(__name__)
@@ -92,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-models", action="store_true", help="delete final_model.npz files")
     run.add_argument("--skip-existing", action="store_true", help="keep finished runs")
     run.add_argument(
+        "--overwrite", action="store_true", help="run again runs whose folders hold results"
+    )
+    run.add_argument(
         "--compress-runs", action="store_true", help="gzip each run's rounds.jsonl (for git)"
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -141,6 +151,7 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         torch_threads=args.torch_threads,
         keep_models=not args.no_models,
         skip_existing=args.skip_existing,
+        overwrite=args.overwrite,
         progress=not args.no_progress,
         log_level=logging.INFO if args.verbose else logging.WARNING,
         compress_runs=args.compress_runs,
@@ -156,6 +167,16 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
     )
     print(report.text())
     print(f"report: {args.out / 'report.md'}")
+    runs = (read_manifest(args.out) or {}).get("runs", [])
+    failed = [run["dir"] for run in runs if run.get("status") == "failed"]
+    if failed:
+        print(
+            f"fairfl compare: {len(failed)} of {len(runs)} runs failed (see error.txt in "
+            + ", ".join(str(args.out / d) for d in failed)
+            + ")",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return 0
 
 
@@ -204,16 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:
-        if args.command == "compare":
-            return _run_compare(args, argv)
-        if args.command == "report":
-            return _run_report(args)
-        if args.command == "rules":
-            return _list_rules()
-        return _list_recipes()
-    except (ValueError, FileNotFoundError) as error:
+        with exit_on_signals(f"fairfl {args.command}"):
+            if args.command == "compare":
+                return _run_compare(args, argv)
+            if args.command == "report":
+                return _run_report(args)
+            if args.command == "rules":
+                return _list_rules()
+            return _list_recipes()
+    except (ValueError, FileNotFoundError, FileExistsError) as error:
         print(f"fairfl {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

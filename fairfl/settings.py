@@ -53,6 +53,8 @@ class RunSettings:
     download: bool = False
     checkpoint: bool = True
     resume_from: str = ""
+    resume_force: bool = False
+    overwrite: bool = False
     round_timeout: float = 3600.0
     node_wait_timeout: float = 120.0
     group_sizes: str = "4,6"

@@ -6,6 +6,10 @@ stops the SuperLink it started by PID (Flower's managed local SuperLink would ot
 stay alive in the background). The logic lives in `fairfl.simulation.engine`.
 
 Usage: python scripts/flwr_sim.py --supernodes 20 -c "num-server-rounds=20 out-dir='...'"
+
+Exit codes: 0 the run completed (its own summary is printed, with its run id); 1 it
+failed or wrote no summary of its own; 2 bad arguments; 124 --timeout passed; 130/143
+stopped by SIGINT/SIGTERM (the SuperLink, SuperNodes and Ray stopped by PID first).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_train_config_keys_match_proto():
         keys.WANT_ACTIVATION,
     }
     records = {f.json_name for f in contract_pb2.TrainReply.DESCRIPTOR.fields}
-    assert records == {keys.ARRAYS, keys.METRICS}
+    assert records == {keys.ARRAYS, keys.METRICS, keys.GRADIENT}
     assert {f.json_name for f in contract_pb2.TrainInstruction.DESCRIPTOR.fields} == {
         keys.ARRAYS,
         keys.CONFIG,

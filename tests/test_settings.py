@@ -31,3 +31,17 @@ def test_more_required_nodes_than_partitions_fails_at_start_naming_both_keys():
 def test_as_many_required_nodes_as_partitions_is_fine():
     settings = RunSettings.from_run_config({"min-available-nodes": 4, "num-partitions": 4})
     assert settings.min_available_nodes == 4
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "bound"),
+    [
+        ("lr", 0.0, "> 0"),
+        ("lr", -0.1, "> 0"),
+        ("fraction-train", 1.5, r"in \(0, 1\]"),
+        ("round-timeout", 0.0, "> 0"),
+    ],
+)
+def test_out_of_range_numbers_are_refused_naming_key_and_range(key, value, bound):
+    with pytest.raises(ValueError, match=rf"run config {key} must be {bound}, got {value}"):
+        RunSettings.from_run_config({key: value})

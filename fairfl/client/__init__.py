@@ -18,6 +18,7 @@ from fairfl.client.adapter import (
     fair_evaluate,
     fair_train,
     loader_evaluate,
+    loader_gradient,
     loader_mean_loss,
     qffl_h_for_config,
 )
@@ -44,7 +45,7 @@ from fairfl.client.training import (
 )
 from fairfl.contract import write_evaluate_reply, write_train_reply
 from fairfl.contract.activation import ActivationOptions
-from fairfl.contract.qffl import qffl_h
+from fairfl.contract.qffl import qffl_h, write_gradient_reply
 
 __all__ = [
     "ActivationOptions",
@@ -61,6 +62,7 @@ __all__ = [
     "fair_train",
     "loader_activation",
     "loader_evaluate",
+    "loader_gradient",
     "loader_mean_loss",
     "local_objective",
     "mean_loss",
@@ -75,5 +77,6 @@ __all__ = [
     "train_rcfl",
     "train_rcfl_loader",
     "write_evaluate_reply",
+    "write_gradient_reply",
     "write_train_reply",
 ]

@@ -29,7 +29,7 @@ from fairfl.client.training import LossFn
 from fairfl.contract import keys, write_evaluate_reply, write_train_reply
 from fairfl.contract.activation import ActivationOptions
 from fairfl.contract.config import get_config_value
-from fairfl.contract.qffl import qffl_h
+from fairfl.contract.qffl import qffl_h, write_gradient_reply
 
 #: ``train_fn(model, trainloader, loss_fn, config) -> train loss or None``.
 TrainFn = Callable[[nn.Module, Any, LossFn, ConfigRecord], float | Tensor | None]
@@ -53,6 +53,10 @@ def fair_train(
     ``trainloader`` (eval mode, no gradients) and count its samples; if the config has
     ``want-activation`` (Equitable FL), compute the activation vector of the received
     model; then train, and reply per wire contract v1.
+
+    In a q-FedSGD round (config key ``full-gradient``) nothing is trained and
+    ``train_fn`` is not called: the reply carries the full-batch gradient ∇F_k(w^t)
+    and F_k(w^t) of one pass over ``trainloader`` (:func:`loader_gradient`).
 
     Training is the app's own ``train_fn(model, trainloader, wrapped_loss, config)``,
     except in an RC-FL round (config key ``rcfl-alpha``), where fair_train itself takes
@@ -102,7 +106,9 @@ def fair_train(
         order); ``metrics``: ``num-examples``, ``loss-before-training`` (F_k(w^t)),
         ``train_loss`` when ``train_fn`` returns one (RC-FL: the loss of its last
         step), ``activation`` (Equitable FL), ``rcfl-eta`` (RC-FL) and ``qffl-h``
-        (q-FFL, config key ``qffl-q``).
+        (q-FFL, config key ``qffl-q``). A q-FedSGD round replies ``gradient`` (the
+        gradient, in the received key order) instead of ``arrays``, with
+        ``num-examples`` and ``loss-before-training``.
 
     Raises
     ------
@@ -116,6 +122,14 @@ def fair_train(
     config = message.content[keys.CONFIG]
     sent = message.content[keys.ARRAYS]
     run_on = _load(model, sent, device)
+    if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: no local training
+        gradient, loss, count = loader_gradient(model, trainloader, loss_fn, run_on)
+        return write_gradient_reply(
+            ArrayRecord({key: gradient[key] for key in sent}),
+            num_examples=count,
+            loss_before_training=loss,
+            partition_id=partition_id,
+        )
     loss_before, num_examples = loader_mean_loss(model, trainloader, loss_fn, run_on)
     activation = None
     if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable FL, before local steps
@@ -215,6 +229,69 @@ def loader_mean_loss(
     """
     loss, _, count = _loader_pass(model, batches, loss_fn, device, accuracy=False)
     return loss, count
+
+
+def loader_gradient(
+    model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, device: torch.device
+) -> tuple[dict[str, Tensor], float, int]:
+    """Full-batch gradient ∇F_k(w) and F_k(w) of ``model`` in one pass over ``batches``.
+
+    q-FedSGD's client step (paper 002, Algorithm 1, line 5). ``F_k`` is the mean of
+    ``loss_fn`` over all samples: each batch's mean loss is weighted by its size n_b, so
+    the gradient is that of the mean loss over the whole split however the batches are
+    cut. Eval mode (the loss F_k that the reply reports, without dropout), gradients
+    accumulated over the batches; the model's weights are not changed and its ``.grad``
+    fields are left empty.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The received model w^t, on ``device``.
+    batches : Iterable
+        ``(inputs, targets)`` pairs (tensors or arrays), iterated once.
+    loss_fn : Callable[[Tensor, Tensor], Tensor]
+        The **mean** loss of a batch.
+    device : torch.device
+        Where the batches are moved.
+
+    Returns
+    -------
+    tuple[dict[str, Tensor], float, int]
+        The gradient per ``state_dict`` key (CPU, each entry's dtype; zeros for buffers
+        and parameters without a gradient), F_k(w) and the number of samples.
+
+    Raises
+    ------
+    ValueError
+        If ``batches`` yields no sample.
+    TypeError
+        If a batch is not an ``(inputs, targets)`` pair.
+    """
+    model.eval()
+    parameters = dict(model.named_parameters())
+    model.zero_grad(set_to_none=True)
+    total_loss, count = 0.0, 0
+    with torch.enable_grad():
+        for batch in batches:
+            inputs, targets = split_batch(batch)
+            inputs = torch.as_tensor(inputs).to(device)
+            targets = torch.as_tensor(targets).to(device)
+            size = len(targets)
+            loss = loss_fn(model(inputs), targets)
+            (loss * size).backward()
+            total_loss += float(loss.detach()) * size
+            count += size
+    if count == 0:
+        raise ValueError("the loader yielded no sample")
+    gradient: dict[str, Tensor] = {}
+    for key, value in model.state_dict().items():
+        parameter = parameters.get(key)
+        if parameter is None or parameter.grad is None:
+            gradient[key] = torch.zeros_like(value, device="cpu")
+        else:
+            gradient[key] = (parameter.grad.detach() / count).to(value.dtype).cpu()
+    model.zero_grad(set_to_none=True)
+    return gradient, total_loss / count, count
 
 
 def loader_evaluate(

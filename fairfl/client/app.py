@@ -3,7 +3,8 @@
 On ``train`` it loads the received global model w^t, measures F_k(w^t) on the whole local
 training split (``train_loss``, before any local step), adds the extra reports the
 config asks for, runs local SGD and replies per wire contract v1. On ``evaluate`` it
-replies loss and accuracy of w^t on the local test split.
+replies loss and accuracy of w^t on the local test split. On a client-key ``query`` it
+replies its partition id (:mod:`fairfl.contract.clients`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from dataclasses import replace
 from functools import lru_cache
 
 import torch
-from flwr.app import ArrayRecord, Context, Message
+from flwr.app import ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fairfl.client.activation import activation_for_config
-from fairfl.client.adapter import qffl_h_for_config
+from fairfl.client.adapter import loader_gradient, qffl_h_for_config
 from fairfl.client.objectives import local_objective
 from fairfl.client.rcfl import rcfl_settings, train_rcfl
 from fairfl.client.training import (
@@ -27,8 +28,15 @@ from fairfl.client.training import (
     pick_device,
     train_local,
 )
-from fairfl.contract import keys, write_evaluate_reply, write_train_reply
+from fairfl.contract import (
+    is_client_key_query,
+    keys,
+    write_client_key_reply,
+    write_evaluate_reply,
+    write_train_reply,
+)
 from fairfl.contract.config import get_config_value
+from fairfl.contract.qffl import write_gradient_reply
 from fairfl.data import ClientData, dataset_info, load_client_data
 from fairfl.logs import attach_flower_console
 from fairfl.models import FairModel, build_model
@@ -37,6 +45,10 @@ from fairfl.settings import NodeSettings, RunSettings
 logger = logging.getLogger(__name__)
 
 app = ClientApp()
+
+#: Samples per forward pass of q-FedSGD's full-batch gradient (the sum is the same for
+#: any cut; this only bounds memory).
+_GRADIENT_BATCH = 1024
 
 
 @lru_cache(maxsize=4096)  # one entry per simulated client this process serves
@@ -86,6 +98,8 @@ def train(message: Message, context: Context) -> Message:
     device = pick_device(node.device)
     config = message.content[keys.CONFIG]
     model = load_global_model(message, settings, device)
+    if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: gradient, no training
+        return Message(content=_gradient_reply(model, data, device, node), reply_to=message)
     loss_before = mean_loss(model, data.x_train, data.y_train, device)
     server_round = get_config_value(config, keys.SERVER_ROUND, int)
     activation = None
@@ -137,6 +151,28 @@ def train(message: Message, context: Context) -> Message:
     return Message(content=content, reply_to=message)
 
 
+def _gradient_reply(
+    model: FairModel, data: ClientData, device: torch.device, node: NodeSettings
+) -> RecordDict:
+    """q-FedSGD's reply: ∇F_k(w^t) over the whole training split and F_k(w^t)."""
+    batches = (
+        (
+            data.x_train[start : start + _GRADIENT_BATCH],
+            data.y_train[start : start + _GRADIENT_BATCH],
+        )
+        for start in range(0, len(data.y_train), _GRADIENT_BATCH)
+    )
+    gradient, loss, count = loader_gradient(
+        model, batches, torch.nn.functional.cross_entropy, device
+    )
+    return write_gradient_reply(
+        ArrayRecord(gradient),
+        num_examples=count,
+        loss_before_training=loss,
+        partition_id=node.partition_id,
+    )
+
+
 @app.evaluate()
 def evaluate_global(message: Message, context: Context) -> Message:
     """Reply loss and accuracy of the received model on the local test split."""
@@ -153,3 +189,21 @@ def evaluate_global(message: Message, context: Context) -> Message:
         partition_id=node.partition_id,
     )
     return Message(content=content, reply_to=message)
+
+
+@app.query()
+def query(message: Message, context: Context) -> Message:
+    """Answer a client-key query with this node's partition id (its stable client key).
+
+    Raises
+    ------
+    ValueError
+        If the query asks for something else (Flower turns it into an error reply).
+    """
+    if not is_client_key_query(message.content):
+        raise ValueError(
+            f"fairfl's ClientApp answers only the client-key query (config "
+            f"'{keys.CLIENT_KEY_QUERY}': true), got {list(message.content.keys())}"
+        )
+    _, node = _settings(context)
+    return Message(content=write_client_key_reply(node.partition_id), reply_to=message)

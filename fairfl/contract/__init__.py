@@ -6,6 +6,8 @@ flwr's record types.
 
 Modules
 -------
+bounds
+    The documented range of every scalar a client reports (``MAX_LOSS``, ...).
 keys
     Record and config keys: Flower's own names, the reply metrics, and the train-config
     keys each rule sends.
@@ -17,9 +19,20 @@ activation
     ``ActivationOptions``: how a client computes Equitable FL's activation vector.
 qffl
     q-FFL's h_k, which both the server and a client may compute.
+clients
+    Stable client keys (the partition id) for per-client state, and the client-key query.
 """
 
-from fairfl.contract import keys
+from fairfl.contract import bounds, keys
+from fairfl.contract.clients import (
+    client_key,
+    client_key_order,
+    is_client_key_query,
+    read_client_key_reply,
+    sorted_client_keys,
+    write_client_key_query,
+    write_client_key_reply,
+)
 from fairfl.contract.replies import (
     EVALUATE_METRICS,
     REQUIRED_EVALUATE_METRICS,
@@ -50,11 +63,19 @@ __all__ = [
     "ReplyError",
     "TrainReply",
     "array_view",
+    "bounds",
     "check_array_values",
     "check_value",
+    "client_key",
+    "client_key_order",
+    "is_client_key_query",
     "keys",
+    "read_client_key_reply",
     "read_evaluate_reply",
     "read_train_reply",
+    "sorted_client_keys",
+    "write_client_key_query",
+    "write_client_key_reply",
     "write_evaluate_reply",
     "write_train_reply",
 ]

@@ -13,6 +13,9 @@ from typing import Final
 
 # Record names inside a Message's RecordDict.
 ARRAYS: Final = "arrays"
+# A q-FedSGD train reply's ArrayRecord: ∇F_k(w^t), same keys, shapes and dtypes as the
+# received model (0 for buffers and integer counters), in place of ARRAYS.
+GRADIENT: Final = "gradient"
 CONFIG: Final = "config"
 METRICS: Final = "metrics"
 
@@ -32,6 +35,11 @@ PROPFAIR_HUBER: Final = "propfair-huber"
 PROXIMAL_MU: Final = "proximal-mu"
 # q of q-FFL, sent every round by QFFL so that a client can report its own h_k.
 QFFL_Q: Final = "qffl-q"
+# q-FedSGD (paper 002, Algorithm 1), sent every round by QFedSGD: true asks the client
+# for the full-batch gradient ∇F_k(w^t) of the received model over its whole training
+# split and F_k(w^t) from the same pass, with no local training; the reply carries the
+# gradient as the ArrayRecord GRADIENT below instead of ARRAYS.
+FULL_GRADIENT: Final = "full-gradient"
 # RC-FL (paper 004): the global dual variable η^t (the reply carries the updated η under
 # the same key, RCFL_ETA below); this client's conservativeness α_i ∈ (0, 1], whose
 # presence marks an RC-FL round; the softplus temperature μ > 0; κ local gradient steps
@@ -49,6 +57,11 @@ ACTIVATION_PROJECTION_DIM: Final = "activation-projection-dim"
 ACTIVATION_PROJECTION_SEED: Final = "activation-projection-seed"
 ACTIVATION_DP_CLIP: Final = "activation-dp-clip"
 ACTIVATION_DP_NOISE: Final = "activation-dp-noise"
+
+# Client-key query (server -> client, a Flower QUERY message), ConfigRecord key: true
+# asks the client for its stable key; the reply's MetricRecord holds PARTITION_ID
+# (fairfl.contract.clients).
+CLIENT_KEY_QUERY: Final = "client-key"
 
 # Train reply (client -> server), MetricRecord keys.
 NUM_EXAMPLES: Final = "num-examples"

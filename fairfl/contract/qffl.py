@@ -1,4 +1,9 @@
-"""q-FFL's h_k (paper 002, Algorithm 2), the formula both the server and a client use.
+"""q-FFL's h_k (paper 002, eq. 3), the formula both the server and a client use.
+
+:func:`lipschitz_estimate` is the one h_k of both of the paper's solvers, q-FedSGD
+(Algorithm 1: the device's full-batch gradient) and q-FedAvg (Algorithm 2:
+``Δw_k = L (w^t - w̄_k)`` after local epochs); :func:`write_gradient_reply` writes
+q-FedSGD's train reply (the gradient as the ArrayRecord ``gradient``).
 
 In the paper's protocol each device computes and sends ``Δ_k`` and ``h_k``. fairfl's
 server computes both itself from the local model and the reported loss (spec
@@ -17,10 +22,52 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from flwr.app import ArrayRecord, RecordDict
 from numpy.typing import ArrayLike
+
+from fairfl.contract import keys
+from fairfl.contract.replies import write_train_reply
 
 #: ε added to F_k before powers, as in the reference code and Flower's QFedAvg.
 QFFL_EPSILON = 1e-10
+
+
+def lipschitz_estimate(
+    loss: float,
+    squared_norm: float,
+    *,
+    q: float,
+    lipschitz: float,
+    epsilon: float = QFFL_EPSILON,
+) -> float:
+    """h_k of q-FedSGD and q-FedAvg: ``q (F_k + ε)^{q-1} ‖g_k‖² + L (F_k + ε)^q`` (eq. 3).
+
+    The one h_k of both solvers of paper 002 (Lemma 3, eq. 3): ``g_k = ∇F_k(w^t)`` in
+    q-FedSGD (Algorithm 1, line 5), ``g_k = Δw_k = L (w^t - w̄_k)`` in q-FedAvg
+    (Algorithm 2, line 6; :func:`h_term` takes ``‖w^t - w̄_k‖²`` instead).
+
+    Parameters
+    ----------
+    loss : float
+        F_k(w^t) >= 0.
+    squared_norm : float
+        ``‖g_k‖²`` >= 0.
+    q : float
+        q >= 0.
+    lipschitz : float
+        L > 0.
+    epsilon : float
+        ε added to the loss (reference code: 1e-10).
+
+    Returns
+    -------
+    float
+        h_k, an upper bound of the local Lipschitz constant of ∇(F_k^{q+1}/(q+1)).
+    """
+    base = loss + epsilon
+    # q·x^{q-1} is 0 at q = 0 whatever x (float_power would give 0·(1/ε) = 0 too).
+    first = q * float(np.float_power(base, q - 1.0)) * squared_norm if q > 0 else 0.0
+    return first + lipschitz * float(np.float_power(base, q))
 
 
 def h_term(
@@ -31,7 +78,9 @@ def h_term(
     lipschitz: float,
     epsilon: float = QFFL_EPSILON,
 ) -> float:
-    """``h_k = q (F_k + ε)^{q-1} ‖Δw_k‖² + L (F_k + ε)^q`` (paper 002, Alg. 2, line 6).
+    """q-FedAvg's h_k from ``‖w^t - w̄_k‖²`` (paper 002, Alg. 2, line 6).
+
+    :func:`lipschitz_estimate` with ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²``.
 
     Parameters
     ----------
@@ -52,11 +101,9 @@ def h_term(
         h_k, an estimate of the local Lipschitz constant of ∇(F_k^{q+1}/(q+1))
         (Lemma 3, eq. 3).
     """
-    base = loss + epsilon
-    norm = lipschitz * lipschitz * squared_distance
-    # q·x^{q-1} is 0 at q = 0 whatever x (float_power would give 0·(1/ε) = 0 too).
-    first = q * float(np.float_power(base, q - 1.0)) * norm if q > 0 else 0.0
-    return first + lipschitz * float(np.float_power(base, q))
+    return lipschitz_estimate(
+        loss, lipschitz * lipschitz * squared_distance, q=q, lipschitz=lipschitz, epsilon=epsilon
+    )
 
 
 def qffl_h(
@@ -137,3 +184,25 @@ def squared_distance(
         diff = np.subtract(g_arr, a_arr, dtype=np.float64)
         total += float(np.dot(diff.ravel(), diff.ravel()))
     return total
+
+
+def write_gradient_reply(
+    gradient: ArrayRecord,
+    *,
+    num_examples: int,
+    loss_before_training: float,
+    partition_id: int | None = None,
+) -> RecordDict:
+    """The train reply of a q-FedSGD round (paper 002, Algorithm 1, lines 5-6).
+
+    ``gradient`` (∇F_k(w^t), keys, shapes and dtypes of the received model) goes under
+    the ArrayRecord ``gradient`` instead of ``arrays``; the metrics are ``num-examples``,
+    ``loss-before-training`` (F_k(w^t), from the same pass) and ``partition-id``.
+    """
+    content = write_train_reply(
+        gradient,
+        num_examples=num_examples,
+        loss_before_training=loss_before_training,
+        partition_id=partition_id,
+    )
+    return RecordDict({keys.GRADIENT: content[keys.ARRAYS], keys.METRICS: content[keys.METRICS]})

@@ -3,7 +3,8 @@
 Every reply a strategy aggregates goes through :func:`read_train_reply` or
 :func:`read_evaluate_reply`. A reply that breaks the contract raises
 :class:`ReplyError`, which names the client (node id), the field and the reason; the
-strategy logs it, drops that reply and goes on with the rest.
+strategy logs it, drops that reply and goes on with the rest. Every reported scalar
+must be finite and within the range :mod:`fairfl.contract.bounds` documents.
 
 The tables :data:`TRAIN_METRICS` and :data:`EVALUATE_METRICS` are the Python side of
 the ``.proto`` messages ``TrainMetrics`` and ``EvaluateMetrics``; a test checks that they
@@ -23,6 +24,7 @@ from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from numpy.typing import NDArray
 
 from fairfl.contract import keys
+from fairfl.contract.bounds import MAX_ABS_ACTIVATION, MAX_LOSS, MAX_QFFL_H
 
 ValueKind = Literal["int", "float", "float-list"]
 
@@ -41,29 +43,42 @@ class FieldSpec:
         Whether ``lower`` itself is allowed.
     upper : float | None
         Largest allowed value (inclusive); ``None``: unbounded.
+    limit : str
+        What sets ``upper`` (and ``lower`` when it is ``-upper``), named in the error
+        (``"max_loss"``); "" for none.
     """
 
     kind: ValueKind
     lower: float | None = None
     lower_inclusive: bool = True
     upper: float | None = None
+    limit: str = ""
 
 
-# Python side of message TrainMetrics in contract.proto.
+def _loss_spec(max_loss: float) -> FieldSpec:
+    return FieldSpec("float", lower=0.0, upper=max_loss, limit="max_loss")
+
+
+def _eta_spec(max_loss: float) -> FieldSpec:
+    return FieldSpec("float", lower=-max_loss, upper=max_loss, limit="max_loss")
+
+
+# Python side of message TrainMetrics in contract.proto; the ranges are documented in
+# fairfl.contract.bounds.
 TRAIN_METRICS: Mapping[str, FieldSpec] = {
     keys.NUM_EXAMPLES: FieldSpec("int", lower=0, lower_inclusive=False),
-    keys.LOSS_BEFORE_TRAINING: FieldSpec("float", lower=0.0),
-    keys.TRAIN_LOSS: FieldSpec("float", lower=0.0),
-    keys.QFFL_H: FieldSpec("float", lower=0.0, lower_inclusive=False),
-    keys.ACTIVATION: FieldSpec("float-list"),
-    keys.RCFL_ETA: FieldSpec("float"),
+    keys.LOSS_BEFORE_TRAINING: _loss_spec(MAX_LOSS),
+    keys.TRAIN_LOSS: _loss_spec(MAX_LOSS),
+    keys.QFFL_H: FieldSpec("float", lower=0.0, lower_inclusive=False, upper=MAX_QFFL_H),
+    keys.ACTIVATION: FieldSpec("float-list", lower=-MAX_ABS_ACTIVATION, upper=MAX_ABS_ACTIVATION),
+    keys.RCFL_ETA: _eta_spec(MAX_LOSS),
     keys.PARTITION_ID: FieldSpec("int", lower=0),
 }
 
 # Python side of message EvaluateMetrics in contract.proto.
 EVALUATE_METRICS: Mapping[str, FieldSpec] = {
     keys.NUM_EXAMPLES: FieldSpec("int", lower=0, lower_inclusive=False),
-    keys.EVAL_LOSS: FieldSpec("float", lower=0.0),
+    keys.EVAL_LOSS: _loss_spec(MAX_LOSS),
     keys.EVAL_ACC: FieldSpec("float", lower=0.0, upper=1.0),
     keys.PARTITION_ID: FieldSpec("int", lower=0),
 }
@@ -177,13 +192,15 @@ def check_value(node_id: int, record: str, key: str, value: object, spec: FieldS
     if not all(math.isfinite(v) for v in numbers):
         bad = next(v for v in numbers if not math.isfinite(v))
         raise ReplyError(node_id, where, f"is {bad}")
+    limit = f" ({spec.limit})" if spec.limit else ""
     if spec.lower is not None:
         low = min(numbers)
         if low < spec.lower or (not spec.lower_inclusive and low == spec.lower):
             relation = ">=" if spec.lower_inclusive else ">"
-            raise ReplyError(node_id, where, f"must be {relation} {spec.lower:g}, got {low:g}")
+            by = limit if spec.upper is not None and spec.lower == -spec.upper else ""
+            raise ReplyError(node_id, where, f"must be {relation} {spec.lower:g}{by}, got {low:g}")
     if spec.upper is not None and max(numbers) > spec.upper:
-        raise ReplyError(node_id, where, f"must be <= {spec.upper:g}, got {max(numbers):g}")
+        raise ReplyError(node_id, where, f"must be <= {spec.upper:g}{limit}, got {max(numbers):g}")
 
 
 def _metrics_of(node_id: int, message: Message) -> MetricRecord:
@@ -223,6 +240,7 @@ def read_train_reply(
     loss_key: str | None = None,
     weight_key: str = keys.NUM_EXAMPLES,
     arrays_key: str = keys.ARRAYS,
+    max_loss: float = MAX_LOSS,
 ) -> TrainReply:
     """Validate a train reply against the contract and the global model that was sent.
 
@@ -250,6 +268,10 @@ def read_train_reply(
         The key of n_k, an int > 0 (Flower's ``weighted_by_key``).
     arrays_key : str
         The name of the reply's ArrayRecord (Flower's ``arrayrecord_key``).
+    max_loss : float
+        Upper bound of every loss (``loss-before-training``, ``train_loss``,
+        ``loss_key``) and of ``|rcfl-eta|`` (:data:`fairfl.contract.bounds.MAX_LOSS`;
+        the module documents every range).
 
     Returns
     -------
@@ -263,8 +285,11 @@ def read_train_reply(
     """
     node_id = int(message.metadata.src_node_id)
     table = {weight_key: TRAIN_METRICS[keys.NUM_EXAMPLES], **TRAIN_METRICS}
+    loss_spec = _loss_spec(max_loss)
+    table.update({keys.LOSS_BEFORE_TRAINING: loss_spec, keys.TRAIN_LOSS: loss_spec})
+    table[keys.RCFL_ETA] = _eta_spec(max_loss)
     if loss_key is not None:
-        table.setdefault(loss_key, TRAIN_METRICS[keys.LOSS_BEFORE_TRAINING])
+        table.setdefault(loss_key, loss_spec)
     metrics = _read_metrics(
         node_id,
         _metrics_of(node_id, message),
@@ -365,14 +390,18 @@ def check_array_values(node_id: int, key: str, value: NDArray, max_abs: float | 
     raise ReplyError(node_id, f"arrays[{key!r}]", f"contains {bad}")
 
 
-def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES) -> EvaluateReply:
+def read_evaluate_reply(
+    message: Message, *, weight_key: str = keys.NUM_EXAMPLES, max_loss: float = MAX_LOSS
+) -> EvaluateReply:
     """Validate an evaluate reply; raise :class:`ReplyError` naming node and field.
 
-    ``weight_key`` is the key of the test-sample count (Flower's ``weighted_by_key``).
+    ``weight_key`` is the key of the test-sample count (Flower's ``weighted_by_key``);
+    ``eval_loss`` must be in ``[0, max_loss]`` (:mod:`fairfl.contract.bounds`).
     """
     node_id = int(message.metadata.src_node_id)
     required = (weight_key, *REQUIRED_EVALUATE_METRICS[1:])
     table = {weight_key: EVALUATE_METRICS[keys.NUM_EXAMPLES], **EVALUATE_METRICS}
+    table[keys.EVAL_LOSS] = _loss_spec(max_loss)
     metrics = _read_metrics(node_id, _metrics_of(node_id, message), table, required)
     partition = metrics.get(keys.PARTITION_ID)
     return EvaluateReply(

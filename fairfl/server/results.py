@@ -3,7 +3,13 @@
 ``rounds.jsonl`` holds one JSON object per round with every client's evaluation (by node
 id and partition id), the fairness metrics, and what training did (accepted and dropped
 replies, aggregation weights, rule diagnostics). ``summary.json`` holds the config, the
-final metrics, the per-client test-set sizes and the wall time.
+final metrics, the per-client test-set sizes, the wall time and the run's outcome
+(``status``: ``completed`` or ``failed``, with the ``error``).
+
+Every line and the summary carry the ``run_id`` of the run that wrote them (a fresh
+uuid4, or the ``FAIRFL_RUN_ID`` the simulation runner hands its ServerApp), so a runner
+prints only the summary its own run wrote (:func:`summary_of_run`), never one left in
+the folder by an earlier run.
 """
 
 from __future__ import annotations
@@ -11,14 +17,16 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from flwr.app import ArrayRecord, MetricRecord
 
-from fairfl.metrics import fairness_metrics
+from fairfl.metrics import PERCENT, fairness_metrics
 from fairfl.server.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,
@@ -31,6 +39,45 @@ logger = logging.getLogger(__name__)
 
 ROUNDS_FILE = "rounds.jsonl"
 SUMMARY_FILE = "summary.json"
+#: Environment variable through which a runner names the run id its ServerApp writes.
+RUN_ID_ENV = "FAIRFL_RUN_ID"
+#: ``summary.json`` ``status`` of a run that finished every round and trained.
+COMPLETED = "completed"
+#: ``summary.json`` ``status`` of a run that raised or trained nothing.
+FAILED = "failed"
+
+
+class SummaryError(RuntimeError):
+    """The out-dir holds no summary written by the run asked about."""
+
+
+def new_run_id() -> str:
+    """A run id: ``FAIRFL_RUN_ID`` if a runner set it, else a fresh uuid4 (hex)."""
+    return os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex
+
+
+def summary_of_run(out_dir: Path, run_id: str) -> dict[str, Any]:
+    """The ``summary.json`` in ``out_dir`` if run ``run_id`` wrote it.
+
+    Raises
+    ------
+    SummaryError
+        If there is no readable ``summary.json``, or it was written by another run
+        (its ``run_id`` differs: a summary left by an earlier run in the same folder).
+    """
+    path = out_dir / SUMMARY_FILE
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SummaryError(
+            f"run {run_id} wrote no summary: cannot read {path} ({error})"
+        ) from error
+    if not isinstance(summary, dict) or summary.get("run_id") != run_id:
+        found = summary.get("run_id") if isinstance(summary, dict) else None
+        raise SummaryError(
+            f"run {run_id} wrote no summary: {path} is from another run (run_id {found!r})"
+        )
+    return summary
 
 
 def _json_safe(value: Any) -> Any:
@@ -67,7 +114,12 @@ class RoundLog:
         *,
         checkpoint: bool = True,
         previous_rounds: list[dict[str, Any]] | None = None,
+        run_id: str | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
     ):
+        self.run_id = run_id or new_run_id()
+        # The run's fingerprint (fairfl.server.checkpoint.run_fingerprint), checkpointed.
+        self.fingerprint = dict(fingerprint or {})
         self.out_dir = out_dir
         self.strategy = strategy
         self.run_config = dict(run_config)
@@ -75,6 +127,8 @@ class RoundLog:
         self.rounds: list[dict[str, Any]] = list(previous_rounds or [])
         self.started = time.perf_counter()
         out_dir.mkdir(parents=True, exist_ok=True)
+        # An earlier run's summary must not pass for this run's if this one fails.
+        (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
         (out_dir / ROUNDS_FILE).write_text("".join(json.dumps(r) + "\n" for r in self.rounds))
 
     def round_entry(self, server_round: int) -> dict[str, Any]:
@@ -82,6 +136,7 @@ class RoundLog:
         evaluations = self.strategy.evaluations.get(server_round, [])
         train = self.strategy.train_records.get(server_round)
         entry: dict[str, Any] = {
+            "run_id": self.run_id,
             "round": server_round,
             "wall_time": time.perf_counter() - self.started,
             "clients": [
@@ -119,6 +174,7 @@ class RoundLog:
                     for node, weight in train.weights.items()
                 ],
                 "diagnostics": dict(train.diagnostics),
+                "skipped": train.skipped,
             }
         return _json_safe(entry)
 
@@ -142,30 +198,56 @@ class RoundLog:
                     python_random=python_random,
                     numpy_random=numpy_random,
                     rounds=self.rounds,
+                    fingerprint=self.fingerprint,
                 ),
             )
         metrics = entry["metrics"]
         if metrics:
             logger.info(
-                "round %d: acc mean %.2f | worst-10%% %.2f | std %.2f | %d of %s clients answered",
+                "round %d: accuracy (%%) mean %.2f | worst-10%% %.2f | std %.2f | %d of %s "
+                "clients answered",
                 server_round,
-                metrics["acc-mean"],
-                metrics["acc-worst-10"],
-                metrics["acc-std"],
+                PERCENT * metrics["acc-mean"],
+                PERCENT * metrics["acc-worst-10"],
+                PERCENT * metrics["acc-std"],
                 len(entry["clients"]),
                 entry["sampled"].get("evaluate", "?"),
             )
         return None
 
-    def finish(self, strategy_settings: Mapping[str, Any]) -> dict[str, Any]:
-        """Write ``summary.json`` and return it."""
+    def finish(
+        self,
+        strategy_settings: Mapping[str, Any],
+        *,
+        status: str = COMPLETED,
+        error: str | None = None,
+    ) -> dict[str, Any]:
+        """Write ``summary.json`` with the run's outcome and return it.
+
+        Parameters
+        ----------
+        strategy_settings : Mapping[str, Any]
+            The rule's settings (:meth:`FairStrategy.settings`).
+        status : str
+            :data:`COMPLETED` or :data:`FAILED`.
+        error : str | None
+            Why the run failed.
+        """
         final = self.rounds[-1] if self.rounds else {}
         summary = _json_safe(
             {
+                "run_id": self.run_id,
+                "status": status,
+                "error": error,
                 "config": self.run_config,
                 "strategy": self.strategy.rule_name,
                 "strategy_settings": dict(strategy_settings),
                 "rounds": len(self.rounds),
+                "skipped_rounds": {
+                    str(r["round"]): r["train"]["skipped"]
+                    for r in self.rounds
+                    if r.get("train", {}).get("skipped")
+                },
                 "final_metrics": final.get("metrics", {}),
                 "test_samples_per_client": {
                     str(c["partition_id"] if c["partition_id"] is not None else c["node_id"]): c[

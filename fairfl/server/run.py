@@ -16,9 +16,17 @@ from flwr.serverapp import Grid
 
 from fairfl.contract import keys
 from fairfl.data import dataset_info
+from fairfl.metrics import PERCENT
 from fairfl.models import build_model
-from fairfl.server.checkpoint import load_checkpoint, restore_random_state
-from fairfl.server.results import RoundLog
+from fairfl.server.checkpoint import (
+    check_fingerprint,
+    check_out_dir,
+    clear_results,
+    load_checkpoint,
+    restore_random_state,
+    run_fingerprint,
+)
+from fairfl.server.results import COMPLETED, FAILED, RoundLog
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy, build_strategy
 
@@ -35,6 +43,10 @@ NODE_WAIT_LOG_INTERVAL = 5.0
 def save_model(arrays: ArrayRecord, path: Path) -> None:
     """Save a global model as ``.npz`` (no pickle), keyed by state-dict name."""
     np.savez(path, **{key: array.numpy() for key, array in arrays.items()})
+
+
+class RunFailedError(RuntimeError):
+    """The run went through its rounds but trained or evaluated nothing."""
 
 
 @dataclass(frozen=True)
@@ -254,29 +266,64 @@ def await_federation(
     return settings, run_config
 
 
+def failure_reason(strategy: FairStrategy, rounds: int) -> str | None:
+    """Why a run that went through ``rounds`` rounds failed, or ``None`` if it did not.
+
+    It failed if no round of this run aggregated a reply into a new global model (every
+    reply dropped, no node answered, or every new model rejected) while it trains, or
+    if no client evaluation came back while it evaluates.
+    """
+    if rounds <= 0:
+        return None
+    mine = range(strategy.round_offset + 1, strategy.round_offset + rounds + 1)
+    if strategy.fraction_train > 0:
+        records = [strategy.train_records.get(r) for r in mine]
+        if not any(r is not None and r.accepted and r.skipped is None for r in records):
+            dropped = sum(len(r.dropped) for r in records if r is not None)
+            return (
+                f"trained nothing: none of its {rounds} rounds aggregated a reply into a new "
+                f"global model ({dropped} replies dropped; see 'train' in rounds.jsonl)"
+            )
+    if strategy.fraction_evaluate > 0 and not any(strategy.evaluations.get(r) for r in mine):
+        return f"evaluated nothing: no client evaluation came back in its {rounds} rounds"
+    return None
+
+
 def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
     """Run the configured rule for ``num-server-rounds`` on ``grid`` and write results.
 
     Before round 1 it waits for the SuperNodes the run needs (:func:`await_federation`).
+    ``summary.json`` records the outcome (``status``, ``error``) under this run's id,
+    also when a round raises.
 
     Raises
     ------
     ValueError
         If a run-config value is invalid (the message names the key and the choices).
     TimeoutError
-        If too few SuperNodes connect within ``node-wait-timeout`` seconds.
+        If too few SuperNodes connect within ``node-wait-timeout`` seconds, or fewer
+        than ``min-available-nodes`` for a round within ``round-timeout``.
+    RunFailedError
+        If the run trained or evaluated nothing (:func:`failure_reason`).
     """
     settings = RunSettings.from_run_config(run_config)
     strategy = make_strategy(settings, run_config)  # a bad rule fails before any wait
+    out_dir = Path(settings.out_dir)
+    check_out_dir(out_dir, resume_from=settings.resume_from, overwrite=settings.overwrite)
     settings, run_config = await_federation(grid, settings, run_config)
     strategy.min_available_nodes = required_nodes(settings)
+    strategy.client_key_timeout = settings.round_timeout
     arrays = initial_arrays(settings)
     previous_rounds: list[dict[str, Any]] = []
+    fingerprint = run_fingerprint(settings, run_config)
     # Flower samples nodes with the global `random`: seed it so a run is reproducible.
     random.seed(settings.seed)
     np.random.seed(settings.seed)
     if settings.resume_from:
         checkpoint = load_checkpoint(Path(settings.resume_from))
+        check_fingerprint(
+            checkpoint, fingerprint, Path(settings.resume_from), force=settings.resume_force
+        )
         strategy.load_state_dict(checkpoint.strategy_state)
         strategy.round_offset = checkpoint.server_round
         restore_random_state(checkpoint.python_random, checkpoint.numpy_random)
@@ -285,12 +332,15 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
         logger.info(
             "resuming after round %d from %s", checkpoint.server_round, settings.resume_from
         )
+    elif settings.overwrite:
+        clear_results(out_dir)
     round_log = RoundLog(
         Path(settings.out_dir),
         strategy,
         run_config,
         checkpoint=settings.checkpoint,
         previous_rounds=previous_rounds,
+        fingerprint=fingerprint,
     )
     train_config = ConfigRecord(
         {
@@ -300,25 +350,36 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
         }
     )
     remaining = settings.num_server_rounds - strategy.round_offset
-    result = strategy.start(
-        grid=grid,
-        initial_arrays=arrays,
-        num_rounds=max(remaining, 0),
-        timeout=settings.round_timeout,
-        train_config=train_config,
-        evaluate_config=ConfigRecord(),
-        evaluate_fn=round_log.on_round_end,
-    )
+    try:
+        result = strategy.start(
+            grid=grid,
+            initial_arrays=arrays,
+            num_rounds=max(remaining, 0),
+            timeout=settings.round_timeout,
+            train_config=train_config,
+            evaluate_config=ConfigRecord(),
+            evaluate_fn=round_log.on_round_end,
+        )
+    except BaseException as error:  # also a stop signal: the summary says why it ended
+        round_log.finish(
+            strategy.settings(), status=FAILED, error=f"{type(error).__name__}: {error}"
+        )
+        raise
     final_arrays = result.arrays if remaining > 0 and len(result.arrays) else arrays
     save_model(final_arrays, Path(settings.out_dir) / FINAL_MODEL_FILE)
-    summary = round_log.finish(strategy.settings())
+    failure = failure_reason(strategy, max(remaining, 0))
+    summary = round_log.finish(
+        strategy.settings(), status=FAILED if failure else COMPLETED, error=failure
+    )
+    if failure:
+        raise RunFailedError(f"the run {failure}; results in {settings.out_dir}")
     final = summary["final_metrics"]
     if final:
         logger.info(
-            "final: acc mean %.2f | worst-10%% %.2f | std %.2f over %d clients -> %s",
-            final["acc-mean"],
-            final["acc-worst-10"],
-            final["acc-std"],
+            "final: accuracy (%%) mean %.2f | worst-10%% %.2f | std %.2f over %d clients -> %s",
+            PERCENT * final["acc-mean"],
+            PERCENT * final["acc-worst-10"],
+            PERCENT * final["acc-std"],
             int(final["num-clients"]),
             settings.out_dir,
         )

@@ -1,18 +1,20 @@
 """Run fairfl through Flower's simulation engine (``flwr run``) and clean up after it.
 
-:func:`run_simulation` starts its own simulation SuperLink on a free loopback port with
-a project-local ``FLWR_HOME``, submits the app with ``flwr run <app> --stream``, waits for
-it, and stops the SuperLink it started, with all its descendants, by PID (Flower's
-managed local SuperLink would otherwise stay alive in the background).
-``scripts/flwr_sim.py`` is the command-line wrapper; ``fairfl compare --engine flwr``
-calls :func:`run_simulation` once per run.
+:func:`simulate` starts its own simulation SuperLink on a free loopback port with a
+project-local ``FLWR_HOME``, submits the app with ``flwr run <app> --stream``, waits for
+it, and stops the SuperLink it started, with all its descendants and Ray's daemons, by
+PID (Flower's managed local SuperLink would otherwise stay alive in the background).
+``flwr run`` exits 0 also when the run failed, so the outcome is read from the
+``summary.json`` this run wrote under its run id. :func:`stop_on_signals` turns SIGTERM
+and SIGINT into an exception, so a stopped runner still stops everything it started.
+``scripts/flwr_sim.py`` is the command-line wrapper (:func:`main`); ``fairfl compare
+--engine flwr`` calls :func:`run_simulation` once per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import math
 import os
@@ -21,11 +23,26 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+import tomllib
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from fairfl.metrics import PERCENT
+
 logger = logging.getLogger(__name__)
+
+#: Exit codes of the runner (``scripts/flwr_sim.py``); a stop signal gives 128 + signum.
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 124
+#: The signals :func:`stop_on_signals` turns into a clean stop.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Run ids of the :func:`simulate` calls in progress in this process (any thread).
+_ACTIVE_RUNS: set[str] = set()
 
 
 def find_app_dir(start: Path | None = None) -> Path:
@@ -201,7 +218,80 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=15)
 
 
-def run_simulation(
+@dataclass(frozen=True)
+class SimulationResult:
+    """How one :func:`simulate` call ended.
+
+    Attributes
+    ----------
+    code : int
+        Exit code: :data:`EXIT_OK` only if this run wrote a ``completed`` summary, else
+        :data:`EXIT_FAILED` or :data:`EXIT_TIMEOUT` (see the README's exit-code table).
+    run_id : str
+        The id this run's ServerApp writes into ``summary.json`` and ``rounds.jsonl``.
+    out_dir : Path
+        The run's ``out-dir``.
+    summary : dict[str, Any] | None
+        The ``summary.json`` this run wrote, or ``None`` if it wrote none.
+    message : str
+        One line on the outcome (why it failed).
+    """
+
+    code: int
+    run_id: str
+    out_dir: Path
+    summary: dict[str, Any] | None
+    message: str
+
+
+def run_out_dir(run_config: str, app: Path) -> Path:
+    """The ``out-dir`` a run writes to: the ``--run-config`` override, else the app's default.
+
+    A relative folder is relative to the app directory (where the ServerApp runs).
+
+    Raises
+    ------
+    ValueError
+        If ``run_config`` is not a valid ``--run-config`` string.
+    """
+    from flwr.common.config import parse_config_args
+
+    try:
+        overrides = parse_config_args([run_config]) if run_config.strip() else {}
+    except Exception as error:  # click's ClickException or a TOML error, by flwr version
+        raise ValueError(f"cannot parse {run_config!r}: {error}") from error
+    out_dir = overrides.get("out-dir")
+    if out_dir is None:
+        project = tomllib.loads((app / "pyproject.toml").read_text(encoding="utf-8"))
+        out_dir = project["tool"]["flwr"]["app"]["config"]["out-dir"]
+    path = Path(str(out_dir))
+    return path if path.is_absolute() else app / path
+
+
+def processes_of_run(run_id: str) -> list[int]:
+    """PIDs of live processes (not this one) started for run ``run_id``.
+
+    The runner hands every process of the run ``FAIRFL_RUN_ID=<run_id>`` in its
+    environment, and Flower and Ray pass it on, also to daemons that leave the
+    SuperLink's process tree (Ray's GCS server and raylet).
+    """
+    from fairfl.server.results import RUN_ID_ENV
+
+    needle = f"{RUN_ID_ENV}={run_id}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes() + b"\0"
+        except OSError:  # gone, or not ours to read
+            continue
+        if needle in environ and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def simulate(
     run_config: str,
     supernodes: int,
     flwr_home: Path,
@@ -211,8 +301,14 @@ def run_simulation(
     app_dir: Path | None = None,
     output: IO[bytes] | None = None,
     superlink_started: Any = None,
-) -> int:
-    """Start a simulation SuperLink, ``flwr run`` the app on it, stop the SuperLink.
+    summary_path: Path | None = None,
+) -> SimulationResult:
+    """Start a simulation SuperLink, ``flwr run`` the app on it, stop everything it started.
+
+    ``flwr run --stream`` exits 0 also when the ServerApp failed, so the outcome is read
+    from the ``summary.json`` the run wrote under its own run id. Whatever happens (also
+    a stop signal raised by :func:`stop_on_signals`), the SuperLink, its descendants and
+    every process carrying this run's id (Ray's daemons) are stopped by PID.
 
     Parameters
     ----------
@@ -232,13 +328,24 @@ def run_simulation(
         Where ``flwr run``'s output goes (default: this process's stdout and stderr).
     superlink_started : Callable[[subprocess.Popen], None] | None
         Called with the SuperLink process once it listens (benchmarks watch its tree).
+    summary_path : Path | None
+        Where the run writes ``summary.json`` (default: in :func:`run_out_dir`).
 
     Returns
     -------
-    int
-        The exit code of ``flwr run``.
+    SimulationResult
+        The exit code, the run id and, if this run wrote one, its summary.
+
+    Raises
+    ------
+    ValueError
+        If ``run_config`` cannot be parsed.
     """
+    from fairfl.server.results import RUN_ID_ENV
+
     app = app_dir if app_dir is not None else find_app_dir()
+    out_dir = summary_path.parent if summary_path is not None else run_out_dir(run_config, app)
+    run_id = uuid.uuid4().hex
     bin_dir = Path(sys.executable).parent
     flwr_home.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -249,62 +356,267 @@ def run_simulation(
         f'address = "127.0.0.1:{port}"\n'
         "insecure = true\n"
     )
-    env = flower_env(flwr_home)
-    log_file = (flwr_home / "superlink.log").open("wb")
-    superlink = subprocess.Popen(
-        [
-            str(bin_dir / "flower-superlink"),
-            "--insecure",
-            "--simulation",
-            "--isolation",
-            "subprocess",
-            "--disable-runtime-dependency-installation",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--database",
-            str(flwr_home / "state.db"),
-        ],
-        env=env,
-        cwd=app,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    env = {**flower_env(flwr_home), RUN_ID_ENV: run_id}
+    command = [
+        str(bin_dir / "flwr"),
+        "run",
+        str(app),
+        "fairfl-sim",
+        "--stream",
+        "--federation-config",
+        f"num-supernodes={supernodes} client-resources-num-cpus={cpus_per_client}",
+    ]
+    if run_config:
+        command += ["--run-config", run_config]
+    started: list[subprocess.Popen[bytes]] = []
+    _ACTIVE_RUNS.add(run_id)
+    with (flwr_home / "superlink.log").open("wb") as log_file:
+        try:
+            superlink = _start(
+                [
+                    str(bin_dir / "flower-superlink"),
+                    "--insecure",
+                    "--simulation",
+                    "--isolation",
+                    "subprocess",
+                    "--disable-runtime-dependency-installation",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--database",
+                    str(flwr_home / "state.db"),
+                ],
+                started,
+                env=env,
+                cwd=app,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            wait_for_port(port, superlink)
+            if superlink_started is not None:
+                superlink_started(superlink)
+            logger.debug("simulate: %s", " ".join(command))
+            flwr_run = _start(
+                command,
+                started,
+                env=env,
+                cwd=app,
+                stdout=output,
+                stderr=subprocess.STDOUT if output is not None else None,
+            )
+            try:
+                code = flwr_run.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return SimulationResult(
+                    EXIT_TIMEOUT, run_id, out_dir, None, f"flwr run took over {timeout:g} s"
+                )
+        finally:
+            with signals_deferred():  # a stop signal now must not cut the cleanup short
+                stop_pids([p.pid for p in started] + processes_of_run(run_id))
+                for process in started:
+                    process.wait(timeout=15)
+                _ACTIVE_RUNS.discard(run_id)
+    return run_outcome(out_dir, run_id, code)
+
+
+def run_outcome(out_dir: Path, run_id: str, code: int) -> SimulationResult:
+    """Judge a finished run by the ``summary.json`` it wrote, not by ``flwr run``'s code.
+
+    Parameters
+    ----------
+    out_dir : Path
+        The run's ``out-dir``.
+    run_id : str
+        The id the run was given (``FAIRFL_RUN_ID``).
+    code : int
+        ``flwr run``'s exit code (0 also when the ServerApp failed).
+
+    Returns
+    -------
+    SimulationResult
+        :data:`EXIT_OK` with the summary if run ``run_id`` wrote a ``completed`` one;
+        otherwise :data:`EXIT_FAILED` (or ``code`` if that is non-zero) and why. A
+        summary from another run is never returned.
+    """
+    from fairfl.server.results import COMPLETED, SummaryError, summary_of_run
+
+    failed = code or EXIT_FAILED
     try:
-        wait_for_port(port, superlink)
-        if superlink_started is not None:
-            superlink_started(superlink)
-        command = [
-            str(bin_dir / "flwr"),
-            "run",
-            str(app),
-            "fairfl-sim",
-            "--stream",
-            "--federation-config",
-            f"num-supernodes={supernodes} client-resources-num-cpus={cpus_per_client}",
-        ]
-        if run_config:
-            command += ["--run-config", run_config]
-        logger.debug("run_simulation: %s", " ".join(command))
-        completed = subprocess.run(
-            command,
-            env=env,
-            cwd=app,
-            timeout=timeout,
-            check=False,
-            stdout=output,
-            stderr=subprocess.STDOUT if output is not None else None,
-        )
-        return completed.returncode
+        summary = summary_of_run(out_dir, run_id)
+    except SummaryError as error:
+        return SimulationResult(failed, run_id, out_dir, None, str(error))
+    if summary.get("status") != COMPLETED:
+        error = summary.get("error")
+        return SimulationResult(failed, run_id, out_dir, summary, f"run {run_id} failed: {error}")
+    if code != 0:
+        return SimulationResult(code, run_id, out_dir, summary, f"flwr run exited with code {code}")
+    return SimulationResult(EXIT_OK, run_id, out_dir, summary, f"run {run_id} completed")
+
+
+def _start(
+    command: list[str], started: list[subprocess.Popen[bytes]], **options: Any
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` and record it in ``started`` at once (so it is always stopped)."""
+    process = subprocess.Popen(command, **options)
+    started.append(process)
+    return process
+
+
+def run_simulation(
+    run_config: str,
+    supernodes: int,
+    flwr_home: Path,
+    cpus_per_client: int = 1,
+    timeout: float = 1800.0,
+    *,
+    app_dir: Path | None = None,
+    output: IO[bytes] | None = None,
+    superlink_started: Any = None,
+) -> int:
+    """:func:`simulate`, returning only its exit code (0: this run completed)."""
+    return simulate(
+        run_config,
+        supernodes,
+        flwr_home,
+        cpus_per_client,
+        timeout,
+        app_dir=app_dir,
+        output=output,
+        superlink_started=superlink_started,
+    ).code
+
+
+class Stopped(BaseException):
+    """A stop signal arrived (raised by :func:`stop_on_signals`'s handler).
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that ``except Exception`` blocks
+    do not swallow it while it unwinds through the ``finally`` blocks that stop the
+    processes a run started.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def code(self) -> int:
+        """The exit code: 128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stop_on_signals(signums: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """Turn SIGTERM/SIGINT into a :class:`Stopped` exception inside the block.
+
+    The first signal raises; later ones are ignored, so that the cleanup the exception
+    runs (stopping a SuperLink and Ray by PID takes seconds) is not cut short. The
+    previous handlers are restored on exit. Main thread only.
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        for number in signums:
+            signal.signal(number, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    previous = {number: signal.signal(number, handler) for number in signums}
+    try:
+        yield
     finally:
-        stop(superlink)
-        log_file.close()
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+def stop_started_processes() -> None:
+    """Stop, by PID, every process this one started and those of its runs in progress.
+
+    That is every descendant (found via /proc), plus every process carrying the run id
+    of a :func:`simulate` call in progress in any thread (Ray's daemons leave the tree).
+    """
+    runs = [pid for run_id in list(_ACTIVE_RUNS) for pid in processes_of_run(run_id)]
+    stop_pids(descendants(os.getpid()) + runs)
+
+
+@contextlib.contextmanager
+def exit_on_signals(program: str, signums: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """On SIGTERM/SIGINT inside the block: stop what this process started, exit 128 + signum.
+
+    For programs whose runs go on in worker threads or processes (``fairfl compare``):
+    an exception in the main thread would wait for them. The handler says so on stderr,
+    runs :func:`stop_started_processes` (a run's checkpoint of its last finished round
+    stays on disk) and ends the process with ``os._exit``. Later signals are ignored
+    while it stops things. The previous handlers are restored on exit from the block.
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        for number in signums:
+            signal.signal(number, signal.SIG_IGN)
+        print(
+            f"{program}: stopped by {signal.Signals(signum).name}; stopping every process "
+            "it started",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop_started_processes()
+        sys.stdout.flush()
+        os._exit(128 + signum)
+
+    previous = {number: signal.signal(number, handler) for number in signums}
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+@contextlib.contextmanager
+def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """Hold back ``signums`` inside the block; one that arrived is delivered on exit."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def stopped_message(stop: Stopped, out_dir: Path | None) -> str:
+    """What a runner stopped by a signal says: the signal and the checkpoint to resume from."""
+    text = f"{stop}; every process the run started is stopped"
+    if out_dir is None:
+        return text
+    checkpoint = out_dir / "checkpoint.npz"
+    if not checkpoint.is_file():
+        return f"{text}; no round finished, so there is no checkpoint in {out_dir}"
+    from fairfl.server.checkpoint import load_checkpoint
+
+    finished = load_checkpoint(checkpoint).server_round
+    return (
+        f"{text}; checkpoint after round {finished}: {checkpoint} "
+        f"(continue with -c \"resume-from='{checkpoint}'\")"
+    )
+
+
+def final_line(summary: dict[str, Any]) -> str:
+    """The final client accuracies of a summary, in %, with its run id."""
+    final = summary.get("final_metrics") or {}
+    if not final:
+        return f"run {summary['run_id']}: no client evaluation in the last round"
+    return "run {}: final client accuracy: mean {:.2f} %, worst-10% {:.2f} %, std {:.2f}".format(
+        summary["run_id"],
+        PERCENT * final["acc-mean"],
+        PERCENT * final["acc-worst-10"],
+        PERCENT * final["acc-std"],
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point of ``scripts/flwr_sim.py``."""
+    """Command-line entry point of ``scripts/flwr_sim.py``; exits with the run's code.
+
+    0: this run completed and its summary is printed; 1: the run failed or wrote no
+    summary of its own; 2: bad arguments or run config; 124: ``--timeout`` passed;
+    130/143: stopped by SIGINT/SIGTERM (everything it started is stopped first).
+    """
     parser = argparse.ArgumentParser(
         description="Run fairfl through Flower's simulation engine and clean up after it."
     )
@@ -312,15 +624,48 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cpus-per-client", type=int, default=1)
     parser.add_argument("--flwr-home", type=Path, default=None, help="default: <app>/.flwr-home")
     parser.add_argument("-c", "--run-config", default="")
-    parser.add_argument("--summary", type=Path, help="print this summary.json afterwards")
+    parser.add_argument(
+        "--summary", type=Path, help="where the run writes summary.json (default: in out-dir)"
+    )
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds flwr run may take")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results in out-dir (adds overwrite=true to the run config)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="resume although the checkpoint's run had other settings (adds resume-force=true)",
+    )
     args = parser.parse_args(argv)
-    flwr_home = args.flwr_home if args.flwr_home is not None else find_app_dir() / ".flwr-home"
-    code = run_simulation(args.run_config, args.supernodes, flwr_home, args.cpus_per_client)
-    if args.summary and args.summary.exists():
-        final = json.loads(args.summary.read_text())["final_metrics"]
-        print(
-            "final client accuracy: mean {:.2f} %, worst-10% {:.2f} %, std {:.2f}".format(
-                final["acc-mean"], final["acc-worst-10"], final["acc-std"]
+    if args.overwrite:
+        args.run_config = f"{args.run_config} overwrite=true".strip()
+    if args.force:
+        args.run_config = f"{args.run_config} resume-force=true".strip()
+    app = find_app_dir()
+    flwr_home = args.flwr_home if args.flwr_home is not None else app / ".flwr-home"
+    try:
+        out_dir = args.summary.parent if args.summary else run_out_dir(args.run_config, app)
+    except ValueError as error:
+        print(f"flwr_sim: error: --run-config: {error}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    try:
+        with stop_on_signals():
+            result = simulate(
+                args.run_config,
+                args.supernodes,
+                flwr_home,
+                args.cpus_per_client,
+                args.timeout,
+                app_dir=app,
+                summary_path=out_dir / "summary.json",
             )
-        )
-    sys.exit(code)
+    except Stopped as stop:
+        print(f"flwr_sim: {stopped_message(stop, out_dir)}", file=sys.stderr)
+        sys.exit(stop.code)
+    if result.code == EXIT_OK and result.summary is not None:
+        print(final_line(result.summary))
+    else:
+        print(f"flwr_sim: error: {result.message}", file=sys.stderr)
+    sys.exit(result.code)

@@ -8,6 +8,7 @@ from fairfl.strategies.fedavg import FedAvg
 from fairfl.strategies.fedmgda import FedAvgN, FedMGDAPlain, FedMGDAPlus, MGDAProx
 from fairfl.strategies.gifair import GiFair
 from fairfl.strategies.propfair import PropFair
+from fairfl.strategies.qfedsgd import QFedSGD
 from fairfl.strategies.qffl import QFFL
 from fairfl.strategies.rcfl import RCFL
 from fairfl.strategies.registry import STRATEGIES, build_strategy
@@ -32,6 +33,7 @@ __all__ = [
     "MGDAProx",
     "MissingMetricError",
     "PropFair",
+    "QFedSGD",
     "ReweightedStrategy",
     "SemiVRed",
     "VRed",

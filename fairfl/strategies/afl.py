@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply
+from fairfl.contract import TrainReply, client_key_order, sorted_client_keys
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
@@ -58,9 +58,10 @@ class AFL(ReweightedStrategy):
     model is the last iterate (not the running average of the original AFL code), and
     the projection is the sort-based one.
 
-    λ is server state keyed by node id. It is kept for every client ever seen, so a
-    client that leaves and returns keeps its λ; :meth:`state_dict` and
-    :meth:`load_state_dict` carry it through a checkpoint.
+    λ is server state keyed by the stable client key (the partition id,
+    :mod:`fairfl.contract.clients`), not the node id. It is kept for every client ever
+    seen, so a client that leaves and returns keeps its λ, also under a new node id;
+    :meth:`state_dict` and :meth:`load_state_dict` carry it through a checkpoint.
 
     Partial participation (not in the paper, whose runs all use full participation):
     only the participants' entries are raised by ``γ_λ f_i``, then the *whole* vector
@@ -82,10 +83,10 @@ class AFL(ReweightedStrategy):
     def __init__(self, *, lambda_lr: float = 0.1, **kwargs: Any) -> None:
         self.lambda_lr = check_real("lambda_lr", lambda_lr, lower=0.0)
         super().__init__(**kwargs)
-        #: λ_i by node id, for every client seen so far (sums to 1).
-        self.client_lambdas: dict[int, float] = {}
-        #: n_i by node id, as reported on each client's first appearance.
-        self.client_counts: dict[int, int] = {}
+        #: λ_i by client key, for every client seen so far (sums to 1).
+        self.client_lambdas: dict[str, float] = {}
+        #: n_i by client key, as reported on each client's first appearance.
+        self.client_counts: dict[str, int] = {}
         self._warned_zero_mass = False
 
     def settings(self) -> dict[str, Any]:
@@ -94,10 +95,11 @@ class AFL(ReweightedStrategy):
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able server state: λ and first-seen n by node id (keys as strings)."""
+        """JSON-able server state: λ and first-seen n by client key."""
+        ordered = sorted_client_keys(self.client_lambdas)
         return {
-            "lambdas": {str(node): value for node, value in sorted(self.client_lambdas.items())},
-            "counts": {str(node): value for node, value in sorted(self.client_counts.items())},
+            "lambdas": {key: self.client_lambdas[key] for key in ordered},
+            "counts": {key: self.client_counts[key] for key in ordered},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -109,8 +111,8 @@ class AFL(ReweightedStrategy):
         Raises
         ------
         ValueError
-            If ``state`` lacks ``lambdas`` or ``counts``, their node ids differ, a node
-            id is not an integer, a λ is negative or not finite, or a count is not an
+            If ``state`` lacks ``lambdas`` or ``counts``, their client keys differ, a
+            key is not a client key, a λ is negative or not finite, or a count is not an
             int > 0. The current state is left unchanged then.
         """
         if not state:
@@ -118,17 +120,14 @@ class AFL(ReweightedStrategy):
             return
         for name in ("lambdas", "counts"):
             if not isinstance(state.get(name), Mapping):
-                raise ValueError(f"state[{name!r}] must be a mapping of node id to value")
+                raise ValueError(f"state[{name!r}] must be a mapping of client key to value")
         lambdas_in, counts_in = state["lambdas"], state["counts"]
         if set(lambdas_in) != set(counts_in):
-            raise ValueError("state['lambdas'] and state['counts'] must have the same node ids")
-        lambdas: dict[int, float] = {}
-        counts: dict[int, int] = {}
+            raise ValueError("state['lambdas'] and state['counts'] must have the same client keys")
+        lambdas: dict[str, float] = {}
+        counts: dict[str, int] = {}
         for key, value in lambdas_in.items():
-            try:
-                node = int(key)
-            except (TypeError, ValueError):
-                raise ValueError(f"state node id must be an integer, got {key!r}") from None
+            client_key_order(key)  # raises ValueError naming a key that is not one
             count = counts_in[key]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"state['lambdas'][{key!r}] must be a number, got {value!r}")
@@ -136,30 +135,31 @@ class AFL(ReweightedStrategy):
                 raise ValueError(f"state['lambdas'][{key!r}] must be finite and >= 0, got {value}")
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise ValueError(f"state['counts'][{key!r}] must be an int >= 1, got {count!r}")
-            lambdas[node] = float(value)
-            counts[node] = count
+            lambdas[key] = float(value)
+            counts[key] = count
         self.client_lambdas = lambdas
         self.client_counts = counts
 
     # ------------------------------------------------------------------ weights
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """Update λ with this round's losses, then return the participants' share of it."""
-        for reply in replies:
-            if reply.node_id not in self.client_counts:
-                self._admit(reply.node_id, reply.num_examples)
-        known = sorted(self.client_lambdas)
-        position = {node: index for index, node in enumerate(known)}
-        current = np.array([self.client_lambdas[node] for node in known], dtype=np.float64)
+        clients = [self.client_key(reply) for reply in replies]
+        for client, reply in zip(clients, replies, strict=True):
+            if client not in self.client_counts:
+                self._admit(client, reply.num_examples)
+        known = sorted_client_keys(self.client_lambdas)
+        position = {client: index for index, client in enumerate(known)}
+        current = np.array([self.client_lambdas[client] for client in known], dtype=np.float64)
         losses = np.zeros(len(known), dtype=np.float64)
-        for reply in replies:
-            losses[position[reply.node_id]] = self.loss_of(reply)
+        for client, reply in zip(clients, replies, strict=True):
+            losses[position[client]] = self.loss_of(reply)
         updated = afl_lambda_update(current, losses, self.lambda_lr)
         self.client_lambdas = {
-            node: float(value) for node, value in zip(known, updated, strict=True)
+            client: float(value) for client, value in zip(known, updated, strict=True)
         }
         logger.debug("aggregate_train: round %d AFL lambdas %s", server_round, self.client_lambdas)
 
-        mine = np.array([self.client_lambdas[r.node_id] for r in replies], dtype=np.float64)
+        mine = np.array([self.client_lambdas[client] for client in clients], dtype=np.float64)
         mass = float(mine.sum())
         if mass > 0:
             weights = mine / mass
@@ -176,17 +176,17 @@ class AFL(ReweightedStrategy):
         record.diagnostics.update({"afl-known-clients": len(known), "afl-participant-mass": mass})
         return weights
 
-    def _admit(self, node_id: int, num_examples: int) -> None:
-        known = sorted(self.client_lambdas)
+    def _admit(self, client: str, num_examples: int) -> None:
+        known = sorted_client_keys(self.client_lambdas)
         lambdas = admit_clients(
             [self.client_lambdas[n] for n in known],
             [self.client_counts[n] for n in known],
             [num_examples],
         )
         self.client_lambdas = {
-            node: float(value) for node, value in zip([*known, node_id], lambdas, strict=True)
+            key: float(value) for key, value in zip([*known, client], lambdas, strict=True)
         }
-        self.client_counts[node_id] = int(num_examples)
+        self.client_counts[client] = int(num_examples)
 
 
 def project_to_simplex(y: ArrayLike) -> NDArray[np.float64]:
@@ -212,21 +212,32 @@ def project_to_simplex(y: ArrayLike) -> NDArray[np.float64]:
     ------
     ValueError
         If ``y`` is empty, not 1-D or not finite.
+
+    Notes
+    -----
+    The projection is invariant to adding a constant to every entry, so it works on
+    ``y - max(y)``, floored at -2: an entry 1 or more below the largest gets 0 whatever
+    its value (the largest entry of the result is at most 1), so the floor changes
+    nothing but keeps every difference finite. Without the shift, ``u_1 + (1 - u_1)``
+    rounds to 0 once ``u_1 >= 2^53``, no index satisfies the condition and the
+    projection failed (an ``IndexError`` at ``train_loss`` 1e17, issue 21).
     """
-    values = np.asarray(y, dtype=np.float64)
-    if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"y must be a non-empty 1-D vector, got shape {values.shape}")
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"y must be finite, got {values.tolist()}")
+    raw = np.asarray(y, dtype=np.float64)
+    if raw.ndim != 1 or raw.size == 0:
+        raise ValueError(f"y must be a non-empty 1-D vector, got shape {raw.shape}")
+    if not np.all(np.isfinite(raw)):
+        raise ValueError(f"y must be finite, got {raw.tolist()}")
+    with np.errstate(over="ignore"):  # max - (-huge) may overflow: floored below
+        values = np.maximum(raw - raw.max(), -2.0)
     u = np.sort(values)[::-1]
     cumulative = np.cumsum(u)
     j = np.arange(1, u.size + 1)
-    # The condition holds at j = 1 (u_1 + 1 - u_1 = 1 > 0), so ρ >= 1.
+    # u_1 = 0 after the shift, so the condition holds at j = 1 (0 + 1 > 0): ρ >= 1.
     rho = int(j[u + (1.0 - cumulative) / j > 0][-1])
     tau = (1.0 - cumulative[rho - 1]) / rho
     projected = np.maximum(values + tau, 0.0)
-    # y + τ cancels digits when |y| >> 1 (Σ is then off by ~|y|·1e-16); the division
-    # removes that drift so that λ kept across rounds stays on the simplex.
+    # The division removes rounding drift, so that λ kept across rounds stays on the
+    # simplex.
     return projected / projected.sum()
 
 
@@ -250,21 +261,34 @@ def afl_lambda_update(
     Returns
     -------
     NDArray[np.float64]
-        λ^{t+1}, on the simplex.
+        λ^{t+1}, on the simplex, for any finite input: ``γ_λ f`` is never formed
+        (it overflows for ``γ_λ f > 1.8e308``); the step is taken relative to the
+        client with the largest loss, ``(λ_i - λ_M) + γ_λ (f_i - f_M) <= 1``, which
+        the projection does not tell apart from ``λ + γ_λ f``.
 
     Raises
     ------
     ValueError
-        If the shapes differ, ``lambda_lr < 0``, or an input is not finite.
+        If the shapes differ or are empty, ``lambda_lr < 0``, or an input is not finite.
     """
     current = np.asarray(lambdas, dtype=np.float64)
     f = np.asarray(losses, dtype=np.float64)
-    if current.shape != f.shape:
+    if current.shape != f.shape or current.ndim != 1 or current.size == 0:
         raise ValueError(
-            f"lambdas and losses must have the same shape, got {current.shape} and {f.shape}"
+            "lambdas and losses must be non-empty 1-D vectors of the same shape, got "
+            f"{current.shape} and {f.shape}"
         )
     check_real("lambda_lr", lambda_lr, lower=0.0)
-    return project_to_simplex(current + lambda_lr * f)
+    if not (np.all(np.isfinite(current)) and np.all(np.isfinite(f))):
+        raise ValueError(f"lambdas and losses must be finite, got {current.tolist()}, {f.tolist()}")
+    # M: the largest loss (ties: the largest λ). f_i - f_M <= 0, so it and γ (f_i - f_M)
+    # can only overflow towards -inf; floored at -2, such an entry gets 0 as it would
+    # have (it is at least 2 below entry M, see project_to_simplex).
+    top = int(np.lexsort((current, f))[-1])
+    with np.errstate(over="ignore", invalid="ignore"):
+        step = lambda_lr * (f - f[top]) if lambda_lr > 0 else np.zeros_like(f)
+        relative = np.maximum((current - current[top]) + step, -2.0)
+    return project_to_simplex(relative)
 
 
 def admit_clients(

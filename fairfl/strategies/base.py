@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.serverapp import Grid
 from flwr.serverapp.exception import AggregationError
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
@@ -27,13 +35,20 @@ from fairfl.contract import (
     ModelLayout,
     ReplyError,
     TrainReply,
+    client_key,
+    client_key_order,
     keys,
+    read_client_key_reply,
     read_evaluate_reply,
     read_train_reply,
+    write_client_key_query,
 )
+from fairfl.contract.bounds import MAX_LOSS
 from fairfl.logs import attach_flower_console
-from fairfl.metrics import PERCENT_NAMES, fairness_metrics
+from fairfl.metrics import fairness_metrics
+from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import reweighted_average, weight_entropy
+from fairfl.strategies.sampling import sampled_messages
 
 if TYPE_CHECKING:
     from flwr.serverapp.strategy import Result
@@ -83,6 +98,9 @@ class TrainRoundRecord:
         The aggregation weight λ_i of each accepted node, for rules that have one.
     diagnostics : dict[str, Any]
         Rule-specific scalars (e.g. ``beta-max``, ``negative-weights``).
+    skipped : str | None
+        Why the round kept the previous global model although replies were accepted
+        (the new one was not finite or broke ``max_abs_weight``); ``None`` otherwise.
     """
 
     accepted: list[int] = field(default_factory=list)
@@ -90,6 +108,7 @@ class TrainRoundRecord:
     dropped: dict[int, str] = field(default_factory=dict)
     weights: dict[int, float] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None
 
 
 def check_fraction(name: str, value: float) -> None:
@@ -156,7 +175,15 @@ min_available_nodes
     max_abs_weight : float | None (default: 1e6)
         Drop replies with a weight larger than this in absolute value (an absurd
         magnitude no trained network has; it would swamp every other client in a
-        weighted sum). ``None`` only rejects NaN/Inf.
+        weighted sum). ``None`` only rejects NaN/Inf. The new global model is held to
+        the same bound: a round whose aggregate breaks it (or is not finite) keeps the
+        previous model, logs a WARNING and records ``skipped`` in its
+        :class:`TrainRoundRecord` (``skipped-aggregate`` in its metrics).
+    max_loss : float (default: 1e6, :data:`fairfl.contract.bounds.MAX_LOSS`)
+        Drop replies reporting a loss (``train_loss_key``, ``train_loss``,
+        ``eval_loss``) above this, or an ``|rcfl-eta|`` above it; losses must also be
+        >= 0. A finite number > 0; raise it for a federation whose honest losses are
+        larger (:mod:`fairfl.contract.bounds` says why 1e6).
     evaluate_every : int (default: 1)
         Federated evaluation only every this many rounds, and always in the last round
         of :meth:`start` (long runs: q-FFL's Synthetic trains for thousands of rounds).
@@ -167,9 +194,9 @@ min_available_nodes
     console handler to the ``fairfl`` logger (:func:`fairfl.logs.attach_flower_console`),
     so these lines show in Flower's output with no set-up.
 
-    Evaluate MetricRecord units: the app's ``eval_acc`` is a fraction; fairfl's accuracy
-    statistics are in percent and say so (``acc-mean-pct``, ``acc-worst-10-pct``,
-    ``acc-variance-pct2``; :data:`fairfl.metrics.PERCENT_NAMES`).
+    Evaluate MetricRecord units: the app's ``eval_acc`` and fairfl's accuracy statistics
+    (``acc-mean``, ``acc-worst-10``, ...) are all fractions in [0, 1]; ``acc-variance`` is
+    a fraction squared (:mod:`fairfl.metrics`).
     """
 
     #: Metric keys the rule needs in every train reply besides ``weighted_by_key``.
@@ -198,6 +225,7 @@ min_available_nodes
         train_loss_key: str = keys.LOSS_BEFORE_TRAINING,
         allow_missing_metrics: bool = False,
         max_abs_weight: float | None = 1e6,
+        max_loss: float = MAX_LOSS,
         evaluate_every: int = 1,
     ) -> None:
         check_fraction("fraction_train", fraction_train)
@@ -224,6 +252,7 @@ min_available_nodes
             raise ValueError(f"allow_missing_metrics must be a bool, got {allow_missing_metrics!r}")
         if max_abs_weight is not None and not max_abs_weight > 0:
             raise ValueError(f"max_abs_weight must be > 0 or None, got {max_abs_weight}")
+        check_real("max_loss", max_loss, lower=0.0, lower_open=True)
         attach_flower_console(level=None)
         super().__init__(
             fraction_train=fraction_train,
@@ -240,6 +269,7 @@ min_available_nodes
         self.train_loss_key = train_loss_key
         self.allow_missing_metrics = allow_missing_metrics
         self.max_abs_weight = max_abs_weight
+        self.max_loss = float(max_loss)
         self.evaluate_every = evaluate_every
         # The last round of the current start() call (with the offset): always evaluated.
         self.last_round: int | None = None
@@ -254,6 +284,16 @@ min_available_nodes
         # Rounds already done before Strategy.start() was called (resume from a
         # checkpoint): Flower counts from 1 again, every hook adds this offset.
         self.round_offset = 0
+        # Stable client key (fairfl.contract.clients) of every node heard from: rules key
+        # per-client state by it, so a resume with new node ids finds each client again.
+        self.node_keys: dict[int, str] = {}
+        #: Seconds :meth:`learn_client_keys` waits for query replies (the ServerApp sets
+        #: it to ``round-timeout``).
+        self.client_key_timeout: float = 600.0
+        self._warned_node_keys = False
+        # Seconds configure_train/configure_evaluate wait for min_available_nodes before
+        # giving up (Flower's sampler waits forever); start() sets it to its timeout.
+        self.sample_timeout: float = 3600.0
 
     # ------------------------------------------------------------------ settings
     @property
@@ -261,6 +301,11 @@ min_available_nodes
         """Metric keys every train reply must carry besides ``weighted_by_key``."""
         loss = (self.train_loss_key,) if self.needs_loss else ()
         return (*self.required_train_metrics, *loss)
+
+    @property
+    def reply_arrays_key(self) -> str:
+        """The ArrayRecord a train reply carries: ``arrayrecord_key`` (q-FedSGD: the gradient)."""
+        return self.arrayrecord_key
 
     def loss_of(self, reply: TrainReply) -> float:
         """F_k(w^t) of a reply: its ``train_loss_key`` metric (validated, >= 0)."""
@@ -284,6 +329,7 @@ min_available_nodes
         for name, value in self.settings().items():
             logger.info("\t│\t├── %s: %s", name, value)
         logger.info("\t│\t├── max_abs_weight: %s", self.max_abs_weight)
+        logger.info("\t│\t├── max_loss: %s", self.max_loss)
         logger.info("\t│\t├── evaluate_every: %s", self.evaluate_every)
         logger.info("\t│\t├── train_loss_key: '%s'", self.train_loss_key)
         logger.info("\t│\t├── allow_missing_metrics: %s", self.allow_missing_metrics)
@@ -306,13 +352,28 @@ min_available_nodes
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Remember w^t and send it with the round's config (the caller's is not changed)."""
+        """Remember w^t and send it with the round's config (the caller's is not changed).
+
+        Sampling waits at most ``sample_timeout`` seconds for ``min_available_nodes``.
+        """
         server_round += self.round_offset
         self.current_arrays = arrays
         round_config = ConfigRecord(dict(config))
         for key, value in self.train_config(server_round).items():
             round_config[key] = value
-        messages = list(super().configure_train(server_round, arrays, round_config, grid))
+        messages = sampled_messages(
+            grid,
+            message_type=MessageType.TRAIN,
+            server_round=server_round,
+            arrays=arrays,
+            config=round_config,
+            fraction=self.fraction_train,
+            min_nodes=self.min_train_nodes,
+            min_available_nodes=self.min_available_nodes,
+            timeout=self.sample_timeout,
+            arrayrecord_key=self.arrayrecord_key,
+            configrecord_key=self.configrecord_key,
+        )
         self.sampled.setdefault(server_round, {})["train"] = len(messages)
         self.in_flight = messages
         return messages
@@ -329,6 +390,7 @@ min_available_nodes
     ) -> Result:
         """Flower's ``Strategy.start``, remembering the last round (always evaluated)."""
         self.last_round = self.round_offset + num_rounds
+        self.sample_timeout = timeout
         return super().start(
             grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate_fn
         )
@@ -346,8 +408,18 @@ min_available_nodes
             self.sampled.setdefault(server_round, {})["evaluate"] = 0
             self.in_flight = []
             return []
-        messages = list(
-            super().configure_evaluate(server_round, arrays, ConfigRecord(dict(config)), grid)
+        messages = sampled_messages(
+            grid,
+            message_type=MessageType.EVALUATE,
+            server_round=server_round,
+            arrays=arrays,
+            config=config,
+            fraction=self.fraction_evaluate,
+            min_nodes=self.min_evaluate_nodes,
+            min_available_nodes=self.min_available_nodes,
+            timeout=self.sample_timeout,
+            arrayrecord_key=self.arrayrecord_key,
+            configrecord_key=self.configrecord_key,
         )
         self.sampled.setdefault(server_round, {})["evaluate"] = len(messages)
         self.in_flight = messages
@@ -404,7 +476,8 @@ min_available_nodes
                     check_values=not self.checks_array_values,
                     loss_key=self.train_loss_key,
                     weight_key=self.weighted_by_key,
-                    arrays_key=self.arrayrecord_key,
+                    arrays_key=self.reply_arrays_key,
+                    max_loss=self.max_loss,
                 )
             except ReplyError as error:
                 logger.warning(
@@ -417,7 +490,102 @@ min_available_nodes
                 if error.missing_key is not None:
                     missing[node_id] = error.missing_key
         self.check_missing_metrics("aggregate_train", server_round, answered, missing)
-        return [accepted[node] for node in sorted(accepted)], dropped
+        return self.order_by_client_key(accepted, dropped), dropped
+
+    def client_key(self, reply: TrainReply) -> str:
+        """The stable key of a reply's client (:func:`fairfl.contract.client_key`).
+
+        Its partition id; a reply without one is keyed by node id, which is not
+        resume-safe (a WARNING says so once).
+        """
+        if reply.partition_id is None and not self._warned_node_keys:
+            self._warned_node_keys = True
+            logger.warning(
+                "node %d reports no '%s': %s keys its per-client state by node id, "
+                "which changes when a SuperNode restarts or a simulation is resumed "
+                "(report it, e.g. fairfl.client.fair_train(..., partition_id=...)); "
+                "logged once",
+                reply.node_id,
+                keys.PARTITION_ID,
+                self.rule_name,
+            )
+        return client_key(reply.node_id, reply.partition_id)
+
+    def order_by_client_key(
+        self, accepted: dict[int, TrainReply], dropped: dict[int, str]
+    ) -> list[TrainReply]:
+        """The accepted replies sorted by client key; two nodes with one key are dropped.
+
+        Sorting by the stable key, not the node id, makes every sum run in the same
+        order whatever node ids the run has (a resumed simulation gets new ones). Two
+        replies claiming the same client key in one round would share that client's
+        state: both are dropped with the reason recorded in ``dropped``.
+        """
+        by_key: dict[str, list[int]] = {}
+        for node, reply in accepted.items():
+            by_key.setdefault(self.client_key(reply), []).append(node)
+        ordered: list[TrainReply] = []
+        for key in sorted(by_key, key=client_key_order):
+            nodes = sorted(by_key[key])
+            if len(nodes) > 1:
+                for node in nodes:
+                    reason = f"client key {key!r} ({keys.PARTITION_ID}) also sent by nodes {nodes}"
+                    logger.warning("aggregate_train: dropped reply from node %d: %s", node, reason)
+                    dropped[node] = reason
+                continue
+            self.node_keys[nodes[0]] = key
+            ordered.append(accepted[nodes[0]])
+        return ordered
+
+    def learn_client_keys(self, grid: Grid, node_ids: Iterable[int]) -> dict[int, str]:
+        """The client key of each node, asking those not heard from yet.
+
+        Nodes missing from :attr:`node_keys` get a client-key QUERY message
+        (:func:`fairfl.contract.write_client_key_query`), answered by fairfl's ClientApp
+        with its partition id, within :attr:`client_key_timeout` seconds. A node that
+        does not answer, or answers an error (a ClientApp without a query handler), is
+        keyed by its node id for now, with a WARNING; its next train reply corrects it.
+
+        Parameters
+        ----------
+        grid : Grid
+            The Grid of the run.
+        node_ids : Iterable[int]
+            The nodes whose keys are needed.
+
+        Returns
+        -------
+        dict[int, str]
+            Node id -> client key, for every node in ``node_ids``.
+        """
+        wanted = sorted(set(node_ids))
+        unknown = [node for node in wanted if node not in self.node_keys]
+        if unknown:
+            queries = [
+                Message(
+                    content=write_client_key_query(),
+                    message_type=MessageType.QUERY,
+                    dst_node_id=node,
+                )
+                for node in unknown
+            ]
+            for reply in grid.send_and_receive(queries, timeout=self.client_key_timeout):
+                try:
+                    key = read_client_key_reply(reply)
+                except ReplyError as error:
+                    logger.warning(
+                        "client-key query: node %d: %s %s", error.node_id, error.field, error.reason
+                    )
+                    continue
+                self.node_keys[int(reply.metadata.src_node_id)] = key
+            for node in unknown:
+                if node not in self.node_keys:
+                    logger.warning(
+                        "client-key query: node %d gave no client key; keyed by node id "
+                        "until it replies",
+                        node,
+                    )
+        return {node: self.node_keys.get(node, client_key(node, None)) for node in wanted}
 
     def check_missing_metrics(
         self, hook: str, server_round: int, answered: set[int], missing: dict[int, str]
@@ -533,26 +701,33 @@ min_available_nodes
             )
             return None, None
         global_arrays = self.current_arrays.to_numpy_ndarrays()
+        # The rule's state before this round: restored if the round is skipped, so that a
+        # skipped round changes neither the model nor the rule's state (AFL's λ, ...).
+        state = self.state_dict()
         new_arrays, diagnostics = self.aggregate(server_round, global_arrays, accepted)
         record.diagnostics.update(diagnostics)
-        bad = [k for k, a in zip(layout.keys, new_arrays, strict=True) if not _all_finite(a)]
-        if bad:
-            logger.warning(
-                "aggregate_train: round %d aggregate is not finite in %s; "
-                "keeping the previous global model",
-                server_round,
-                bad,
-            )
-            record.diagnostics["non-finite-aggregate"] = 1
-            return None, None
-        arrays = ArrayRecord(
-            {
-                key: Array(np.ascontiguousarray(value, dtype=dtype))
-                for key, value, dtype in zip(layout.keys, new_arrays, layout.dtypes, strict=True)
-            }
-        )
+        cast = [
+            np.ascontiguousarray(value, dtype=dtype)
+            for value, dtype in zip(new_arrays, layout.dtypes, strict=True)
+        ]
         contents = _contents_of(messages, [r.node_id for r in accepted])
         metrics = self.app_metrics("aggregate_train", self.train_metrics_aggr_fn, contents)
+        problem = global_model_problem(layout.keys, cast, self.max_abs_weight)
+        if problem is not None:
+            logger.warning(
+                "aggregate_train: round %d skipped: the new global model %s; "
+                "keeping the previous global model",
+                server_round,
+                problem,
+            )
+            self.load_state_dict(state)
+            record.skipped = f"the new global model {problem}"
+            record.diagnostics["skipped-aggregate"] = 1
+            metrics.update(self.train_metrics(accepted, record))
+            return None, MetricRecord(metrics)
+        arrays = ArrayRecord(
+            {key: Array(value) for key, value in zip(layout.keys, cast, strict=True)}
+        )
         metrics.update(self.train_metrics(accepted, record))
         return arrays, MetricRecord(metrics)
 
@@ -612,7 +787,7 @@ min_available_nodes
         The record holds what Flower's FedAvg returns (``evaluate_metrics_aggr_fn`` over
         the accepted replies), fairfl's weighted ``eval_loss`` and ``eval_acc`` (a
         fraction), and the fairness metrics of :func:`fairfl.metrics.fairness_metrics`
-        with their accuracy statistics named in percent (``acc-mean-pct``).
+        (accuracy statistics as fractions too, under their plain names: ``acc-mean``).
 
         Raises
         ------
@@ -633,7 +808,9 @@ min_available_nodes
             if not message.has_error():
                 answered.add(node_id)
             try:
-                reply = read_evaluate_reply(message, weight_key=self.weighted_by_key)
+                reply = read_evaluate_reply(
+                    message, weight_key=self.weighted_by_key, max_loss=self.max_loss
+                )
             except ReplyError as error:
                 logger.warning(
                     "aggregate_evaluate: dropped reply from node %d: %s %s",
@@ -655,7 +832,11 @@ min_available_nodes
                 continue
             kept[node_id] = reply
         self.check_missing_metrics("aggregate_evaluate", server_round, answered, missing)
-        results = [kept[node] for node in sorted(kept) if node not in dropped]
+        # In client-key order, like train replies: the same sums whatever the node ids.
+        results = sorted(
+            (reply for node, reply in kept.items() if node not in dropped),
+            key=lambda r: client_key_order(client_key(r.node_id, r.partition_id)),
+        )
         self.evaluations[server_round] = results
         self.evaluation_drops[server_round] = dropped
         if not results:
@@ -674,7 +855,7 @@ min_available_nodes
             [r.num_examples for r in results],
             [r.eval_loss for r in results],
         )
-        metrics.update({PERCENT_NAMES.get(name, name): value for name, value in fairness.items()})
+        metrics.update(fairness)
         return MetricRecord(metrics)
 
 
@@ -748,7 +929,26 @@ def _contents_of(messages: list[Message], nodes: list[int]) -> list[RecordDict]:
     return [by_node[node] for node in nodes]
 
 
-def _all_finite(array: NDArray) -> bool:
-    if not np.issubdtype(array.dtype, np.floating):
-        return True
-    return bool(np.isfinite(np.sum(array, dtype=np.float64)))
+def global_model_problem(
+    array_keys: Iterable[str], arrays: Iterable[NDArray], max_abs_weight: float | None
+) -> str | None:
+    """What is wrong with a new global model, or ``None``: NaN/Inf or ``|w| > max_abs_weight``.
+
+    Checks the arrays as they would be sent (in the model's dtype, so a float64 value
+    that overflows float32 counts as Inf). The reason names the array and the largest
+    ``|w|`` (``has |w| 3.2e+07 > max_abs_weight 1e+06 in 'fc.weight'``).
+    """
+    worst: tuple[float, str] | None = None
+    for key, array in zip(array_keys, arrays, strict=True):
+        if not np.issubdtype(array.dtype, np.floating) or array.size == 0:
+            continue
+        low, high = float(array.min()), float(array.max())  # NaN if any element is
+        if not (np.isfinite(low) and np.isfinite(high)):
+            bad = "NaN" if np.isnan(array).any() else "Inf"
+            return f"is not finite ({bad} in {key!r})"
+        peak = max(-low, high)
+        if worst is None or peak > worst[0]:
+            worst = (peak, key)
+    if worst is not None and max_abs_weight is not None and worst[0] > max_abs_weight:
+        return f"has |w| {worst[0]:.6g} > max_abs_weight {max_abs_weight:g} in {worst[1]!r}"
+    return None

@@ -25,7 +25,7 @@ import numpy as np
 from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import ModelLayout, TrainReply, keys
+from fairfl.contract import ModelLayout, TrainReply, client_key_order, keys, sorted_client_keys
 from fairfl.contract.activation import ActivationOptions
 from fairfl.strategies._threads import one_thread
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy, check_positive_int
@@ -161,8 +161,9 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         self.server_lr = float(server_lr)
         self.max_client_weight = float(max_client_weight)
         self.seed = seed
-        #: Registry mode: last activation vector of every node seen, by node id.
-        self.registry: dict[int, NDArray[np.float64]] = {}
+        #: Registry mode: last activation vector of every client seen, by client key
+        #: (:mod:`fairfl.contract.clients`).
+        self.registry: dict[str, NDArray[np.float64]] = {}
         self._warned_degenerate = False
 
     def settings(self) -> dict[str, Any]:
@@ -180,8 +181,10 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able server state: the registry's last vector of each node (registry mode)."""
-        return {"registry": {str(n): v.tolist() for n, v in sorted(self.registry.items())}}
+        """JSON-able server state: the registry's last vector of each client (registry mode)."""
+        return {
+            "registry": {k: self.registry[k].tolist() for k in sorted_client_keys(self.registry)}
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the state written by :meth:`state_dict` (``{}`` empties the registry).
@@ -189,24 +192,24 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         Raises
         ------
         ValueError
-            If ``state['registry']`` is not a mapping of integer node ids to non-empty
-            lists of finite floats of one length. The current state is left unchanged.
+            If ``state['registry']`` is not a mapping of client keys to non-empty lists
+            of finite floats of one length. The current state is left unchanged.
         """
         entries = state.get("registry", {})
         if not isinstance(entries, Mapping):
-            raise ValueError("state['registry'] must be a mapping of node id to vector")
-        registry: dict[int, NDArray[np.float64]] = {}
+            raise ValueError("state['registry'] must be a mapping of client key to vector")
+        registry: dict[str, NDArray[np.float64]] = {}
         for key, value in entries.items():
             try:
-                node = int(key)
+                client_key_order(key)
                 vector = np.asarray(value, dtype=np.float64)
             except (TypeError, ValueError):
                 raise ValueError(
-                    f"state['registry'] needs integer node ids and float lists, got {key!r}"
+                    f"state['registry'] needs client keys and float lists, got {key!r}"
                 ) from None
             if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
                 raise ValueError(f"state['registry'][{key!r}] must be a finite non-empty vector")
-            registry[node] = vector
+            registry[key] = vector
         if len({v.size for v in registry.values()}) > 1:
             raise ValueError("state['registry'] vectors must all have the same length")
         self.registry = registry
@@ -252,12 +255,16 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """Cluster the clients, then ``λ_i = server_lr · p_i`` with p_i of eq. (6)."""
         nodes = [r.node_id for r in replies]
-        vectors = {r.node_id: np.asarray(r.metrics[keys.ACTIVATION], np.float64) for r in replies}
+        clients = [self.client_key(r) for r in replies]
+        vectors = {
+            c: np.asarray(r.metrics[keys.ACTIVATION], np.float64)
+            for c, r in zip(clients, replies, strict=True)
+        }
         if self.scope == "registry":
             self.registry.update(vectors)
-            clustered = sorted(self.registry)
+            clustered = sorted_client_keys(self.registry)
         else:
-            clustered = nodes
+            clustered = clients
         source = self.registry if self.scope == "registry" else vectors
         matrix = np.stack([source[n] for n in clustered])
         k = min(self.num_clusters, len(clustered))
@@ -273,7 +280,7 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
                 server_round,
             )
         label_of = dict(zip(clustered, labels.tolist(), strict=True))
-        participant_labels = np.array([label_of[n] for n in nodes], dtype=np.int64)
+        participant_labels = np.array([label_of[c] for c in clients], dtype=np.int64)
         counts = None
         if self.intra_cluster == "samples":
             counts = [r.num_examples for r in replies]
@@ -284,7 +291,7 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         sizes = np.bincount(participant_labels)
         record.diagnostics.update(
             {
-                "clusters": {n: int(label_of[n]) for n in nodes},
+                "clusters": {n: int(label_of[c]) for n, c in zip(nodes, clients, strict=True)},
                 "num-clusters": int(np.count_nonzero(sizes)),
                 "cluster-size-min": int(sizes[sizes > 0].min()),
                 "cluster-size-max": int(sizes.max()),
@@ -292,7 +299,12 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
             }
         )
         if self.scope == "registry":
-            record.diagnostics["registry-clusters"] = {n: int(label_of[n]) for n in clustered}
+            # By node id, as "clusters" (clients whose node this run has not heard from
+            # yet, e.g. right after a resume, are left out).
+            node_of = {key: node for node, key in sorted(self.node_keys.items())}
+            record.diagnostics["registry-clusters"] = {
+                node_of[c]: int(label_of[c]) for c in clustered if c in node_of
+            }
             record.diagnostics["registry-size"] = len(clustered)
         logger.debug("aggregate_train: round %d clusters %s", server_round, label_of)
         return self.server_lr * p

@@ -23,19 +23,25 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy.strategy_utils import sample_nodes
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply, keys
+from fairfl.contract import (
+    ModelLayout,
+    TrainReply,
+    client_key_order,
+    keys,
+    sorted_client_keys,
+)
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, check_positive_int
+from fairfl.strategies.sampling import sample_nodes
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +96,13 @@ class RCFL(ReweightedStrategy):
         (the paper's partial-participation scheme, Theorem 2).
     seed : int (default: 0)
         Seeds the with-replacement draws.
+    check_eta_reach : bool (default: False)
+        Not in the paper. Drop a reply whose ``rcfl-eta`` is outside what κ plain SGD
+        steps of size β_η from η^t can reach (:func:`eta_reach`): fairfl's client
+        (``fair_train``, ``train_rcfl_loader``) takes exactly those steps, so a value
+        outside is not the result of the protocol. Only when the round's config has
+        ``lr`` (β_η is then sent); off for apps that step η with another optimiser.
+        Every ``rcfl-eta`` must in any case lie in ``[-max_loss, max_loss]``.
     **kwargs
         Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
 
@@ -133,6 +146,7 @@ class RCFL(ReweightedStrategy):
         alpha_rule: AlphaRule = "shared",
         sampling: Sampling = "flower",
         seed: int = 0,
+        check_eta_reach: bool = False,
         **kwargs: Any,
     ) -> None:
         self.alpha = check_real("alpha", alpha, lower=0.0, upper=1.0, lower_open=True)
@@ -148,7 +162,12 @@ class RCFL(ReweightedStrategy):
         if sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
         check_positive_int("seed", seed, minimum=0)
+        if not isinstance(check_eta_reach, bool):
+            raise ValueError(f"check_eta_reach must be a bool, got {check_eta_reach!r}")
         super().__init__(**kwargs)
+        self.check_eta_reach = check_eta_reach
+        #: β_η sent this round (None: the config had no lr, the clients use their own).
+        self._lr_eta: float | None = None
         self.eta_probe = eta_probe
         self.local_steps = local_steps
         self.batch_size = batch_size
@@ -157,12 +176,14 @@ class RCFL(ReweightedStrategy):
         self.seed = seed
         #: η^t, the global dual variable (strategy state, see :meth:`state_dict`).
         self.eta = self.eta_init
-        #: n_i by node id, from the latest reply of each node.
-        self.client_counts: dict[int, int] = {}
+        #: n_i by client key (:mod:`fairfl.contract.clients`), from each client's latest
+        #: reply.
+        self.client_counts: dict[str, int] = {}
         self.probe_done = not eta_probe
         self._rng = np.random.default_rng(seed)
         self._sent_alphas: dict[int, float] = {}
-        self._draws: dict[int, int] | None = None
+        #: The round's draws with replacement, by client key (None: no draws).
+        self._draws: dict[str, int] | None = None
         self._pending_eta: float | None = None
 
     def settings(self) -> dict[str, Any]:
@@ -178,6 +199,7 @@ class RCFL(ReweightedStrategy):
             "eta_lr_scale": self.eta_lr_scale,
             "sampling": self.sampling,
             "seed": self.seed,
+            "check_eta_reach": self.check_eta_reach,
         }
 
     # ------------------------------------------------------------------ state
@@ -186,7 +208,9 @@ class RCFL(ReweightedStrategy):
         return {
             "eta": self.eta,
             "probe_done": self.probe_done,
-            "counts": {str(node): n for node, n in sorted(self.client_counts.items())},
+            "counts": {
+                key: self.client_counts[key] for key in sorted_client_keys(self.client_counts)
+            },
             "rng": self._rng.bit_generator.state,
         }
 
@@ -197,7 +221,7 @@ class RCFL(ReweightedStrategy):
         ------
         ValueError
             If ``eta`` is not a finite number, ``probe_done`` not a bool, ``counts`` not
-            a mapping of integer node ids to ints >= 1, or ``rng`` not a generator
+            a mapping of client keys to ints >= 1, or ``rng`` not a generator
             state. The current state is left unchanged then.
         """
         eta = check_real("state['eta']", state.get("eta"))
@@ -206,16 +230,13 @@ class RCFL(ReweightedStrategy):
             raise ValueError(f"state['probe_done'] must be a bool, got {probe_done!r}")
         counts_in = state.get("counts")
         if not isinstance(counts_in, Mapping):
-            raise ValueError("state['counts'] must be a mapping of node id to count")
-        counts: dict[int, int] = {}
+            raise ValueError("state['counts'] must be a mapping of client key to count")
+        counts: dict[str, int] = {}
         for key, value in counts_in.items():
-            try:
-                node = int(key)
-            except (TypeError, ValueError):
-                raise ValueError(f"state node id must be an integer, got {key!r}") from None
+            client_key_order(key)  # raises ValueError naming a key that is not one
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"state['counts'][{key!r}] must be an int >= 1, got {value!r}")
-            counts[node] = value
+            counts[key] = value
         rng = np.random.default_rng()
         try:
             rng.bit_generator.state = state.get("rng")
@@ -253,9 +274,10 @@ class RCFL(ReweightedStrategy):
         base[keys.SERVER_ROUND] = server_round
         base.update(self.train_config(server_round))
         lr = base.get(keys.LR)
+        self._lr_eta = None
         if isinstance(lr, int | float) and not isinstance(lr, bool):
-            base[keys.RCFL_LR_ETA] = self.eta_lr_scale * float(lr)
-        alphas = self._alphas_for(node_ids)
+            base[keys.RCFL_LR_ETA] = self._lr_eta = self.eta_lr_scale * float(lr)
+        alphas = self._alphas_for(node_ids, self._keys_of(grid, node_ids))
         messages = []
         for node_id in node_ids:
             node_config = ConfigRecord({**base, keys.RCFL_ALPHA: alphas[node_id]})
@@ -273,15 +295,27 @@ class RCFL(ReweightedStrategy):
         num_nodes = int(len(list(grid.get_node_ids())) * self.fraction_train)
         sample_size = max(num_nodes, self.min_train_nodes)
         if self.sampling == "flower":
-            node_ids, all_nodes = sample_nodes(grid, self.min_available_nodes, sample_size)
+            node_ids, all_nodes = sample_nodes(
+                grid,
+                self.min_available_nodes,
+                sample_size,
+                timeout=self.sample_timeout,
+                hook="configure_train",
+            )
             logger.info(
                 "configure_train: Sampled %s nodes (out of %s)", len(node_ids), len(all_nodes)
             )
             return sorted(node_ids)
         # Waits for min_available_nodes like Flower's sampler, then draws itself (K may
         # exceed the number of nodes: draws are with replacement).
-        _, all_nodes = sample_nodes(grid, self.min_available_nodes, 0)
-        known = sorted(n for n in all_nodes if n in self.client_counts)
+        _, all_nodes = sample_nodes(
+            grid, self.min_available_nodes, 0, timeout=self.sample_timeout, hook="configure_train"
+        )
+        # Draw over client keys in their stable order (a resumed run has new node ids).
+        node_of: dict[str, int] = {}
+        for node, key in sorted(self._keys_of(grid, all_nodes).items(), reverse=True):
+            node_of[key] = node  # two nodes with one key: the lower node id is drawn
+        known = [k for k in sorted_client_keys(node_of) if k in self.client_counts]
         if not known:
             logger.info(
                 "configure_train: n_i unknown; full participation of %d nodes to learn them",
@@ -293,39 +327,71 @@ class RCFL(ReweightedStrategy):
                 "configure_train: %d connected nodes have no known n_i and are not drawn",
                 len(all_nodes) - len(known),
             )
-        shares = sample_weights([self.client_counts[n] for n in known])
-        self._draws = draw_with_replacement(self._rng, known, shares, sample_size)
+        shares = sample_weights([self.client_counts[k] for k in known])
+        drawn = draw_with_replacement(self._rng, list(range(len(known))), shares, sample_size)
+        self._draws = {known[index]: count for index, count in drawn.items()}
         logger.info(
             "configure_train: %d draws with replacement ∝ p_i: %d distinct nodes (out of %d)",
             sample_size,
             len(self._draws),
             len(all_nodes),
         )
-        return sorted(self._draws)
+        return sorted(node_of[k] for k in self._draws)
 
-    def _alphas_for(self, node_ids: Sequence[int]) -> dict[int, float]:
+    def _keys_of(self, grid: Grid, node_ids: Iterable[int]) -> dict[int, str]:
+        """Client keys of ``node_ids``; none needed (empty) while no n_i is known."""
+        return self.learn_client_keys(grid, node_ids) if self.client_counts else {}
+
+    def _alphas_for(
+        self, node_ids: Sequence[int], node_keys: Mapping[int, str]
+    ) -> dict[int, float]:
         # A node whose n_i is not known yet (round 1) gets the shared α, unclipped
-        # (Notes); the others get the rule's α_i from p over all known nodes.
+        # (Notes); the others get the rule's α_i from p over all known clients.
         alphas = {n: self.alpha for n in node_ids}
-        known = sorted(self.client_counts)
-        asked = [n for n in node_ids if n in self.client_counts]
+        known = sorted_client_keys(self.client_counts)
+        asked = [n for n in node_ids if node_keys.get(n) in self.client_counts]
         if asked:
             shares = dict(
-                zip(known, sample_weights([self.client_counts[n] for n in known]), strict=True)
+                zip(known, sample_weights([self.client_counts[k] for k in known]), strict=True)
             )
             values = client_alphas(
-                [shares[n] for n in asked], self.alpha, self.alpha_rule, len(known)
+                [shares[node_keys[n]] for n in asked], self.alpha, self.alpha_rule, len(known)
             )
             alphas.update({n: float(a) for n, a in zip(asked, values, strict=True)})
         return alphas
 
+    def read_train_replies(
+        self, server_round: int, replies: Iterable[Message], layout: ModelLayout
+    ) -> tuple[list[TrainReply], dict[int, str]]:
+        """Validate as every rule does; with ``check_eta_reach``, also η_j's reach."""
+        accepted, dropped = super().read_train_replies(server_round, replies, layout)
+        if not self.check_eta_reach or self._lr_eta is None:
+            return accepted, dropped
+        kept = []
+        for reply in accepted:
+            alpha = self._sent_alphas.get(reply.node_id, self.alpha)
+            low, high = eta_reach(self.eta, self._lr_eta, self.local_steps, alpha)
+            eta = float(reply.metrics[keys.RCFL_ETA])  # type: ignore[arg-type]
+            if low <= eta <= high:
+                kept.append(reply)
+                continue
+            reason = (
+                f"metrics['{keys.RCFL_ETA}'] is {eta:.6g}, outside [{low:.6g}, {high:.6g}] "
+                f"that {self.local_steps} SGD steps of size {self._lr_eta:g} from eta "
+                f"{self.eta:.6g} reach (alpha {alpha:g})"
+            )
+            logger.warning("aggregate_train: dropped reply from node %d: %s", reply.node_id, reason)
+            dropped[reply.node_id] = reason
+        return kept, dropped
+
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """W_j: ``n_j / Σ n`` over the replies, or ``count_j / K`` renormalised."""
-        for reply in replies:
-            self.client_counts[reply.node_id] = reply.num_examples
+        clients = [self.client_key(reply) for reply in replies]
+        for client, reply in zip(clients, replies, strict=True):
+            self.client_counts[client] = reply.num_examples
         if self._draws is None:
             return sample_weights([r.num_examples for r in replies])
-        counts = np.array([self._draws.get(r.node_id, 0) for r in replies], dtype=np.float64)
+        counts = np.array([self._draws.get(client, 0) for client in clients], dtype=np.float64)
         if counts.sum() <= 0:
             logger.warning(
                 "aggregate_train: round %d: no reply from a drawn node; using n_i weights",
@@ -443,7 +509,8 @@ def effective_weights(
     from scipy.special import expit  # here: keeps `import fairfl.strategies` light
 
     f = np.asarray(losses, dtype=np.float64)
-    return expit((f - eta) / mu) / np.asarray(alphas, dtype=np.float64)
+    with np.errstate(over="ignore"):  # (f - η)/μ = ±inf gives q = 0 or 1/α
+        return expit((f - eta) / mu) / np.asarray(alphas, dtype=np.float64)
 
 
 def dual_objective(eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLike) -> float:
@@ -520,7 +587,14 @@ def smoothed_optimal_eta(
     Returns
     -------
     float | None
-        η*_μ, or ``None`` when ``τ_α <= 1`` (every α_i = 1: η drifts to −∞).
+        η*_μ, or ``None`` when ``τ_α <= 1`` (every α_i = 1: η drifts to −∞) or no
+        bracket of the root is found within float64.
+
+    Notes
+    -----
+    The bracket starts ``pad = max(20 μ, 1e-9 |f|)`` outside the losses: at losses of
+    1e17 and more, ``f + 20 μ`` rounds back to ``f`` and a bracket growing by μ never
+    moved (an endless loop). Both ends then move by doubling steps.
     """
     from scipy.optimize import brentq  # here: keeps `import fairfl.strategies` light
     from scipy.special import expit
@@ -532,19 +606,52 @@ def smoothed_optimal_eta(
         return None
 
     def excess(eta: float) -> float:
-        return float(np.dot(caps, expit((f - eta) / mu))) - 1.0
+        with np.errstate(over="ignore"):
+            return float(np.dot(caps, expit((f - eta) / mu))) - 1.0
 
-    low, high = float(f.min()) - 20 * mu, float(f.max()) + 40 * mu
-    step = 20 * mu
-    for _ in range(200):
-        if excess(low) > 0:
-            break
-        low, step = low - step, 2 * step
-    else:
+    pad = max(20 * mu, 1e-9 * float(np.abs(f).max()))
+    low = _move_until(excess, float(f.min()) - pad, -pad, lambda value: value > 0)
+    high = _move_until(excess, float(f.max()) + 2 * pad, pad, lambda value: value < 0)
+    if low is None or high is None:
         return None
-    while excess(high) >= 0:
-        high += step
     return float(brentq(excess, low, high, xtol=1e-12 * max(1.0, abs(high)), rtol=1e-12))
+
+
+def _move_until(
+    function: Callable[[float], float], start: float, step: float, done: Callable[[float], bool]
+) -> float | None:
+    """Move from ``start`` by doubling steps until ``done(function(x))``; None past float64."""
+    point = start
+    for _ in range(2100):  # 2^1100 > 1.8e308 / 1e-300: past float64 either way
+        if not math.isfinite(point):
+            return None
+        if done(function(point)):
+            return point
+        point, step = point + step, 2 * step
+    return None
+
+
+def eta_reach(eta: float, lr_eta: float, local_steps: int, alpha: float) -> tuple[float, float]:
+    """The interval κ SGD steps on η can reach from η^t (Algorithm 1's client update).
+
+    The η-gradient of ``(1/α) φ_μ(f − η) + η`` is ``1 − q`` with
+    ``q = σ((f − η)/μ)/α ∈ [0, 1/α]``, so one step of size β_η moves η by
+    ``−β_η (1 − q) ∈ [−β_η, β_η (1/α − 1)]``, and κ steps reach
+    ``[η − κ β_η, η + κ β_η (1/α − 1)]``. The interval is widened by ``1e-5`` of its
+    scale for a client computing in float32.
+
+    Raises
+    ------
+    ValueError
+        If ``lr_eta`` is not > 0, ``local_steps`` not >= 1 or ``alpha`` not in (0, 1].
+    """
+    check_real("lr_eta", lr_eta, lower=0.0, lower_open=True)
+    check_positive_int("local_steps", local_steps)
+    check_real("alpha", alpha, lower=0.0, upper=1.0, lower_open=True)
+    check_real("eta", eta)
+    down, up = local_steps * lr_eta, local_steps * lr_eta * (1.0 / alpha - 1.0)
+    slack = 1e-5 * (abs(eta) + down + up)
+    return eta - down - slack, eta + up + slack
 
 
 def aggregate_eta(etas: ArrayLike, weights: ArrayLike) -> float:

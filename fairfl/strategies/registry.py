@@ -20,6 +20,7 @@ from fairfl.strategies.fedavg import FedAvg
 from fairfl.strategies.fedmgda import FedAvgN, FedMGDAPlain, FedMGDAPlus, MGDAProx
 from fairfl.strategies.gifair import GiFair
 from fairfl.strategies.propfair import PropFair
+from fairfl.strategies.qfedsgd import QFedSGD
 from fairfl.strategies.qffl import QFFL
 from fairfl.strategies.rcfl import RCFL
 from fairfl.strategies.semivred import SemiVRed
@@ -110,6 +111,16 @@ STRATEGIES: dict[str, RuleSpec] = {
             {"qffl-q": "q", "qffl-weighting": "weighting", "lr": "client_learning_rate"},
         ),
         RuleSpec(
+            "qfedsgd",
+            QFedSGD,
+            {
+                "qffl-q": "q",
+                "qffl-weighting": "weighting",
+                "qfedsgd-lipschitz": "lipschitz",
+                "lr": "client_learning_rate",
+            },
+        ),
+        RuleSpec(
             "vred",
             VRed,
             {"vred-beta": "beta", "vred-clip-negative": "clip_negative_weights"},
@@ -177,7 +188,9 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
     ------
     ValueError
         If ``name`` is unknown (the message lists the valid names) or a hyperparameter
-        is invalid (the rule's constructor names it).
+        is out of range: the rule's constructor names the keyword and the bound, and
+        the message starts with the run-config key (``run config term-alpha (rule
+        term): alpha must be >= 0, got -1.0``).
     """
     if name not in STRATEGIES:
         raise ValueError(
@@ -185,4 +198,15 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
         )
     spec = STRATEGIES[name]
     kwargs = {kw: run_config[key] for key, kw in spec.parameters.items() if key in run_config}
-    return spec.strategy(**common, **kwargs)
+    try:
+        return spec.strategy(**common, **kwargs)
+    except ValueError as error:
+        # The constructor names its keyword ("alpha must be >= 0, got -1.0"), or an
+        # option object its field ("max_samples" of activation_max_samples); name the
+        # run-config key the value came from too.
+        message = str(error)
+        first = message.split(" ", 1)[0]
+        for key, keyword in spec.parameters.items():
+            if key in run_config and first in (keyword, keyword.split("_", 1)[-1]):
+                raise ValueError(f"run config {key} (rule {name}): {message}") from error
+        raise

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies.vred import LossDeviationStrategy, loss_deviations
+from fairfl.strategies.vred import LossDeviationStrategy, check_beta, loss_deviations
 
 
 class SemiVRed(LossDeviationStrategy):
@@ -87,10 +87,18 @@ def semivred_weights(p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np
     Returns
     -------
     NDArray[np.float64]
-        The weights; they sum to 1. Clients at or below the mean all get
-        ``p_i (1 - 2βA)``, negative when β > :func:`semivred_beta_max`.
+        The weights; they sum to 1 (up to rounding relative to their size). Clients at
+        or below the mean all get ``p_i (1 - 2βA)``, negative when
+        β > :func:`semivred_beta_max`. Finite for losses below 1e300.
+
+    Raises
+    ------
+    ValueError
+        If the inputs are not finite vectors of one length, or β is not in
+        ``[0, MAX_BETA]`` (:data:`fairfl.strategies.vred.MAX_BETA`).
     """
     p_arr = np.asarray(p, dtype=np.float64)
+    check_beta(beta)
     a = semi_deviations(p_arr, losses)
     big_a = float(np.dot(p_arr, a))
     return p_arr * (1.0 + 2.0 * beta * (a - big_a))

@@ -102,14 +102,21 @@ def term_weights(p: ArrayLike, losses: ArrayLike, alpha: float) -> NDArray[np.fl
     """
     shares, f = check_shares_and_losses(p, losses)
     check_real("alpha", alpha, lower=0.0)
-    logits = alpha * (f - f.max()) + np.log(shares)
-    logits -= logits.max()
-    weights = np.exp(logits)
+    # α (f_i - max f) <= 0 may overflow to -inf (weight 0); the top client's logit is
+    # log p_top, finite, so the shift below is finite.
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = (alpha * (f - f.max()) if alpha > 0 else np.zeros_like(f)) + np.log(shares)
+        logits -= logits.max()
+        weights = np.exp(logits)
     return weights / weights.sum()
 
 
 def tilted_loss(p: ArrayLike, losses: ArrayLike, alpha: float) -> float:
     """TERM's objective ``(1/α) log Σ_i p_i e^{α f_i}`` (its α → 0 limit ``Σ p_i f_i``).
+
+    Finite for any finite input: the value lies between the mean ``Σ p_i f_i`` and the
+    largest loss (Jensen), and is clipped to that interval where ``log(·)/α`` loses it
+    (tiny α, or ``α (f - max f)`` beyond float64).
 
     Raises
     ------
@@ -118,7 +125,10 @@ def tilted_loss(p: ArrayLike, losses: ArrayLike, alpha: float) -> float:
     """
     shares, f = check_shares_and_losses(p, losses)
     check_real("alpha", alpha, lower=0.0)
-    if alpha == 0:
-        return float(np.dot(shares, f))
     top = float(f.max())
-    return top + float(np.log(np.dot(shares, np.exp(alpha * (f - top))))) / alpha
+    mean = min(float(np.dot(shares / shares.sum(), f)), top)  # rounding may pass the top
+    if alpha == 0:
+        return mean
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        value = top + float(np.log(np.dot(shares, np.exp(alpha * (f - top))))) / alpha
+    return float(np.clip(np.nan_to_num(value, nan=mean), min(mean, top), top))

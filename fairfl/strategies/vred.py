@@ -40,6 +40,11 @@ from fairfl.strategies.base import ReweightedStrategy
 
 logger = logging.getLogger(__name__)
 
+#: Largest β of VRed and Semi-VRed. Paper 000's values are 0.01 to 0.5 (Table 5); up
+#: to 1e6, ``2β (f_i - f̄)`` stays finite for every loss below 1e300, so the weights
+#: are finite for every loss a reply may report (:mod:`fairfl.contract.bounds`).
+MAX_BETA = 1e6
+
 
 class LossDeviationStrategy(ReweightedStrategy):
     """Shared plumbing of VRed and Semi-VRed: weights from ``(p, f(θ^t), β)``.
@@ -69,7 +74,7 @@ class LossDeviationStrategy(ReweightedStrategy):
     Raises
     ------
     ValueError
-        If ``beta`` is negative or not finite.
+        If ``beta`` is not a finite number in ``[0, MAX_BETA]``.
     """
 
     needs_loss: ClassVar[bool] = True
@@ -85,6 +90,8 @@ class LossDeviationStrategy(ReweightedStrategy):
     ) -> None:
         if not (isinstance(beta, int | float) and np.isfinite(beta) and beta >= 0):
             raise ValueError(f"beta must be a finite float >= 0, got {beta!r}")
+        if beta > MAX_BETA:
+            raise ValueError(f"beta must be <= {MAX_BETA:g} (MAX_BETA), got {beta!r}")
         if not isinstance(clip_negative_weights, bool):
             raise ValueError(f"clip_negative_weights must be a bool, got {clip_negative_weights!r}")
         super().__init__(**kwargs)
@@ -210,10 +217,26 @@ def vred_weights(p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.flo
     Returns
     -------
     NDArray[np.float64]
-        The weights; they sum to 1 and may be negative when β > :func:`vred_beta_max`.
+        The weights; they sum to 1 (up to rounding relative to their size) and may be
+        negative when β > :func:`vred_beta_max`. Finite for losses below 1e300.
+
+    Raises
+    ------
+    ValueError
+        If the inputs are not finite vectors of one length, or β is not in
+        ``[0, MAX_BETA]``.
     """
     p_arr = np.asarray(p, dtype=np.float64)
+    check_beta(beta)
     return p_arr * (1.0 + 2.0 * beta * loss_deviations(p_arr, losses))
+
+
+def check_beta(beta: float) -> None:
+    """Raise ``ValueError`` unless ``0 <= beta <= MAX_BETA`` (a finite number)."""
+    if isinstance(beta, bool) or not isinstance(beta, int | float):
+        raise ValueError(f"beta must be a number, got {beta!r}")
+    if not 0 <= beta <= MAX_BETA:
+        raise ValueError(f"beta must be in [0, {MAX_BETA:g}], got {beta!r}")
 
 
 def vred_beta_max(p: ArrayLike, losses: ArrayLike) -> float:

@@ -4,9 +4,9 @@ client helpers trains against every fairfl rule (issue 10).
 Everything in the "stock app" below is what a Flower quickstart user already has: a
 `Net`, a data loader, a training loop. The lines marked `# fairfl` are all that is added
 so that each rule gets what it needs: F_k(w^t) (`mean_loss`), the activation vector,
-the PropFair / proximal objective, RC-FL's joint (ω, η) step, q-FFL's h_k, and the
-reply in wire-contract form. The server side is a user ServerApp loop calling
-`strategy.start` with a fairfl strategy.
+the PropFair / proximal objective, RC-FL's joint (ω, η) step, q-FFL's h_k, q-FedSGD's
+full-batch gradient, and the reply in wire-contract form. The server side is a user
+ServerApp loop calling `strategy.start` with a fairfl strategy.
 """
 
 import json
@@ -22,7 +22,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from fairfl._compat import server_task_identity
-from fairfl.client import mean_loss  # fairfl
+from fairfl.client import loader_gradient, mean_loss  # fairfl
 from fairfl.client.activation import activation_for_config  # fairfl
 from fairfl.client.objectives import local_objective  # fairfl
 from fairfl.client.rcfl import rcfl_settings, train_rcfl  # fairfl
@@ -31,7 +31,7 @@ from fairfl.contract import (
     write_train_reply,  # fairfl
 )
 from fairfl.contract.keys import QFFL_Q
-from fairfl.contract.qffl import qffl_h  # fairfl
+from fairfl.contract.qffl import qffl_h, write_gradient_reply  # fairfl
 from fairfl.simulation import InMemoryGrid, node_configs_for
 from fairfl.strategies import STRATEGIES, build_strategy
 
@@ -93,6 +93,12 @@ def train(msg: Message, context: Context) -> Message:
     x, y, _, _ = load_data(pid, parts)
     config = msg.content["config"]
     device = torch.device("cpu")
+    if config.get(keys.FULL_GRADIENT, False):  # fairfl: q-FedSGD, gradient instead of training
+        gradient, loss, count = loader_gradient(net, [(x, y)], nn.CrossEntropyLoss(), device)
+        content = write_gradient_reply(
+            ArrayRecord(gradient), num_examples=count, loss_before_training=loss, partition_id=pid
+        )
+        return Message(content=content, reply_to=msg)
     loss_before = mean_loss(net, x, y, device)  # fairfl: F_k(w^t), before training
     activation = (  # fairfl: Equitable FL's report, when asked
         activation_for_config(net, x, device, config, sample_seed=pid)

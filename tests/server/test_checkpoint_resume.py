@@ -1,6 +1,11 @@
-"""Crash and resume: a run killed after round k and resumed ends with the same model."""
+"""Crash and resume: a run killed after round k and resumed ends with the same model.
+
+Also: per-client state survives new node ids (keyed by partition id), a resume with other
+settings is refused (fingerprint), and a run into another run's out-dir is refused.
+"""
 
 import json
+import logging
 import random
 
 import numpy as np
@@ -8,10 +13,14 @@ import pytest
 
 from fairfl.server.checkpoint import (
     CHECKPOINT_FILE,
+    FingerprintMismatchError,
+    OutDirNotEmptyError,
     capture_random_state,
     load_checkpoint,
     restore_random_state,
+    run_fingerprint,
 )
+from fairfl.settings import RunSettings
 from fairfl.simulation import run_inprocess
 
 CONFIG = {"num-partitions": 4, "num-server-rounds": 4, "lr": 0.1, "fraction-train": 0.75}
@@ -73,3 +82,202 @@ def test_missing_checkpoint_is_named(tmp_path):
     np.savez(tmp_path / "other.npz", x=np.zeros(1))
     with pytest.raises(ValueError, match="is not a fairfl checkpoint"):
         load_checkpoint(tmp_path / "other.npz")
+
+
+#: Every rule with per-client or cross-round state, in a setting that exercises it.
+STATEFUL_RULES = {
+    "afl": {"afl-lambda-lr": 0.5},
+    "vred": {"vred-beta": 0.5},
+    "semivred": {"semivred-beta": 0.5},
+    "rcfl": {"rcfl-sampling": "with-replacement", "rcfl-alpha-rule": "uniform-cap"},
+    "equitable": {"equitable-scope": "registry", "equitable-num-clusters": 2},
+}
+SMALL = {"num-partitions": 4, "num-server-rounds": 4, "lr": 0.1, "local-epochs": 1, "seed": 1}
+
+
+def reversed_node_ids(num_partitions):
+    """Node ids in the opposite order of the partitions, none shared with the defaults."""
+    return {
+        9000 - 7 * p: {"partition-id": p, "num-partitions": num_partitions}
+        for p in range(num_partitions)
+    }
+
+
+@pytest.mark.parametrize("rule", sorted(STATEFUL_RULES))
+def test_resume_with_new_node_ids_is_bit_identical(tmp_path, rule):
+    # Flower's simulation engine gives every run new node ids: state keyed by node id
+    # would be lost (AFL's lambda, RC-FL's n_i and draws, Equitable FL's registry) and
+    # sums would run in another order. Keyed by partition id, nothing changes.
+    config = {**SMALL, **STATEFUL_RULES[rule], "strategy": rule}
+    whole = run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
+    crashed = tmp_path / "crashed"
+    with pytest.raises(ServerCrashError):
+        run_inprocess({**config, "out-dir": str(crashed)}, reply_filter=crash_in_round(3))
+    resumed = run_inprocess(
+        {**config, "out-dir": str(crashed), "resume-from": str(crashed / CHECKPOINT_FILE)},
+        node_configs=reversed_node_ids(4),
+    )
+    for key, array in whole.arrays.items():
+        np.testing.assert_array_equal(resumed.arrays[key].numpy(), array.numpy())
+    assert resumed.strategy.state_dict() == whole.strategy.state_dict()
+    assert [r["metrics"] for r in rounds_of(crashed)] == [
+        r["metrics"] for r in rounds_of(tmp_path / "whole")
+    ]
+
+
+def test_rcfl_asks_new_nodes_for_their_key_before_sending_alpha(tmp_path):
+    # RC-FL sends each node its own alpha_i before the node replies: after a resume with
+    # new node ids it asks them (a client-key QUERY) instead of sending the shared alpha.
+    config = {**SMALL, **STATEFUL_RULES["rcfl"], "strategy": "rcfl", "rcfl-sampling": "flower"}
+    sent: dict[int, list[float]] = {}
+
+    def record_alpha(instruction, reply):
+        if instruction.metadata.message_type == "train":
+            config_record = instruction.content["config"]
+            partition = reply.content["metrics"]["partition-id"]
+            sent.setdefault(int(config_record["server-round"]), []).append(
+                (partition, config_record["rcfl-alpha"])
+            )
+        return reply
+
+    run_inprocess({**config, "out-dir": str(tmp_path / "whole")}, reply_filter=record_alpha)
+    whole = dict(sent)
+    sent.clear()
+    crashed = tmp_path / "crashed"
+    with pytest.raises(ServerCrashError):
+        run_inprocess({**config, "out-dir": str(crashed)}, reply_filter=crash_in_round(3))
+    sent.clear()
+    run_inprocess(
+        {**config, "out-dir": str(crashed), "resume-from": str(crashed / CHECKPOINT_FILE)},
+        node_configs=reversed_node_ids(4),
+        reply_filter=record_alpha,
+    )
+    # uniform-cap: alpha_i = alpha * n * p_i differs per client once n_i is known.
+    assert len({alpha for _, alpha in whole[3]}) > 1
+    assert sorted(sent[3]) == sorted(whole[3])
+    assert sorted(sent[4]) == sorted(whole[4])
+
+
+def test_fingerprint_keeps_what_defines_the_run():
+    settings = RunSettings.from_run_config({"strategy": "afl", "lr": 0.05, "out-dir": "x"})
+    fingerprint = run_fingerprint(settings, {"afl-lambda-lr": 1})
+    config = fingerprint["config"]
+    assert (config["strategy"], config["lr"], config["model"], config["seed"]) == (
+        "afl",
+        0.05,
+        "mlp",
+        0,
+    )
+    assert config["afl-lambda-lr"] == 1.0  # an int and a float of one value are one run
+    for operational in ("out-dir", "num-server-rounds", "resume-from", "round-timeout"):
+        assert operational not in config
+    # A rule key left out takes the rule's default: the same run as one that names it.
+    assert run_fingerprint(settings, {})["config"]["afl-lambda-lr"] == 0.1
+    assert len(fingerprint["sha256"]) == 64
+
+
+@pytest.fixture(scope="module")
+def crashed_run(tmp_path_factory):
+    """A fedavg run killed in round 2 (checkpoint after round 1), shared by the tests."""
+    folder = tmp_path_factory.mktemp("crashed")
+    config = {**SMALL, "num-server-rounds": 2, "strategy": "fedavg", "out-dir": str(folder)}
+    with pytest.raises(ServerCrashError):
+        run_inprocess(config, reply_filter=crash_in_round(2))
+    return folder, config
+
+
+@pytest.mark.parametrize(
+    ("change", "listed"),
+    [
+        ({"strategy": "afl"}, "strategy: checkpoint 'fedavg', this run 'afl'"),
+        (
+            {"seed": 2, "model": "logreg"},
+            "model: checkpoint 'mlp', this run 'logreg'; seed: checkpoint 1, this run 2",
+        ),
+        ({"lr": 0.2}, "lr: checkpoint 0.1, this run 0.2"),
+    ],
+)
+def test_resume_with_other_settings_is_refused(tmp_path, crashed_run, change, listed):
+    folder, config = crashed_run
+    resume = {**config, "resume-from": str(folder / CHECKPOINT_FILE), "out-dir": str(tmp_path)}
+    with pytest.raises(FingerprintMismatchError, match="resume-force=true") as refused:
+        run_inprocess({**resume, **change})
+    assert listed in str(refused.value)
+    assert not (tmp_path / "rounds.jsonl").exists()  # refused before writing anything
+
+
+def test_resume_force_overrides_the_fingerprint_with_a_warning(tmp_path, crashed_run, caplog):
+    folder, config = crashed_run
+    resume = {**config, "resume-from": str(folder / CHECKPOINT_FILE), "out-dir": str(tmp_path)}
+    with caplog.at_level(logging.WARNING, logger="fairfl"):
+        outcome = run_inprocess({**resume, "lr": 0.2, "resume-force": True})
+    assert "lr: checkpoint 0.1, this run 0.2" in caplog.text
+    assert outcome.summary["rounds"] == 2
+
+
+def test_checkpoint_without_fingerprint_is_refused_unless_forced(tmp_path, crashed_run):
+    folder, config = crashed_run
+    data = dict(np.load(folder / CHECKPOINT_FILE, allow_pickle=False))
+    meta = json.loads(str(data["__meta__"]))
+    del meta["fingerprint"]
+    data["__meta__"] = np.array(json.dumps(meta))
+    old = tmp_path / "old.npz"
+    np.savez(old, **data)
+    resume = {**config, "resume-from": str(old), "out-dir": str(tmp_path / "out")}
+    with pytest.raises(FingerprintMismatchError, match="has no run fingerprint"):
+        run_inprocess(resume)
+    assert run_inprocess({**resume, "resume-force": True}).summary["rounds"] == 2
+
+
+def test_run_into_another_runs_out_dir_is_refused(tmp_path):
+    config = {**SMALL, "num-server-rounds": 1, "strategy": "fedavg", "out-dir": str(tmp_path)}
+    first = run_inprocess(config)
+    with pytest.raises(OutDirNotEmptyError, match="overwrite=true") as refused:
+        run_inprocess({**config, "seed": 2})
+    assert "rounds.jsonl" in str(refused.value)
+    assert json.loads((tmp_path / "summary.json").read_text())["run_id"] == first.summary["run_id"]
+    second = run_inprocess({**config, "seed": 2, "overwrite": True})
+    assert json.loads((tmp_path / "summary.json").read_text())["run_id"] == second.summary["run_id"]
+    assert [r["round"] for r in rounds_of(tmp_path)] == [1]
+
+
+def test_resume_into_another_non_empty_out_dir_is_refused(tmp_path, crashed_run):
+    folder, config = crashed_run
+    other = tmp_path / "other"
+    run_inprocess({**config, "out-dir": str(other)})
+    with pytest.raises(OutDirNotEmptyError, match=str(other)):
+        run_inprocess(
+            {**config, "resume-from": str(folder / CHECKPOINT_FILE), "out-dir": str(other)}
+        )
+
+
+def test_compare_into_a_used_folder_needs_overwrite_or_skip_existing(tmp_path, capsys):
+    from fairfl.cli import main
+
+    command = ["compare", "--rules", "fedavg", "--seeds", "0", "--no-progress"]
+    command += ["--set", "num-partitions=3", "num-server-rounds=1", "--out", str(tmp_path)]
+    assert main(command) == 0
+    first = (tmp_path / "runs" / "fedavg" / "seed-0" / "summary.json").read_text()
+    assert main(command) == 2
+    assert "pass --skip-existing to keep the finished ones or --overwrite" in (
+        capsys.readouterr().err
+    )
+    assert (tmp_path / "runs" / "fedavg" / "seed-0" / "summary.json").read_text() == first
+    assert main([*command, "--overwrite"]) == 0
+    again = json.loads((tmp_path / "runs" / "fedavg" / "seed-0" / "summary.json").read_text())
+    assert again["run_id"] != json.loads(first)["run_id"]
+
+
+def test_runner_force_adds_resume_force(monkeypatch, tmp_path):
+    from fairfl.simulation import engine
+
+    seen = []
+
+    def simulate(run_config, *args, summary_path, **kwargs):
+        seen.append(run_config)
+        return engine.SimulationResult(1, "mine", summary_path.parent, None, "stub")
+
+    monkeypatch.setattr(engine, "simulate", simulate)
+    with pytest.raises(SystemExit):
+        engine.main(["-c", f"out-dir='{tmp_path}'", "--force"])
+    assert seen == [f"out-dir='{tmp_path}' resume-force=true"]

@@ -15,7 +15,7 @@ def test_three_rounds_improve_accuracy_and_write_results(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
     assert [line["round"] for line in lines] == [1, 2, 3]
     first, last = lines[0]["metrics"]["acc-mean"], lines[-1]["metrics"]["acc-mean"]
-    assert last > first + 10.0, (first, last)
+    assert last > first + 0.10, (first, last)  # fractions: 10 accuracy points
     clients = lines[-1]["clients"]
     assert sorted(c["partition_id"] for c in clients) == [0, 1, 2, 3, 4]
     assert all(c["num_examples"] > 0 and 0 <= c["eval_acc"] <= 1 for c in clients)

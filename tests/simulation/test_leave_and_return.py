@@ -74,6 +74,11 @@ def check_counts(
         assert sum(weights) == pytest.approx(1.0)
 
 
+def partition_of(recorder: Recorder, node: int) -> str:
+    """The client key of ``node``: the partition id its round-1 train reply reported."""
+    return str(int(recorder.seen[1][node][1][keys.PARTITION_ID]))
+
+
 def test_afl_lambda_of_an_absent_client_follows_the_recursion(tmp_path):
     lr = 0.3
     outcome, lines, recorder = run(
@@ -95,8 +100,8 @@ def test_afl_lambda_of_an_absent_client_follows_the_recursion(tmp_path):
         if line["round"] in AWAY_ROUNDS:
             away = nodes.index(AWAY_NODE)
             assert 0 <= lam[away] <= previous[away]
-    stored = outcome.strategy.state_dict()["lambdas"]
-    np.testing.assert_allclose([stored[str(n)] for n in nodes], lam, atol=1e-12)
+    stored = outcome.strategy.state_dict()["lambdas"]  # by client key: the partition id
+    np.testing.assert_allclose([stored[partition_of(recorder, n)] for n in nodes], lam, atol=1e-12)
     assert sum(stored.values()) == pytest.approx(1.0)
 
 
@@ -126,7 +131,9 @@ def test_rcfl_keeps_the_count_of_an_absent_client_for_its_alpha(tmp_path):
     assert AWAY_NODE in recorder.seen[4]  # it is back, with the α of its known count
     assert expected[AWAY_NODE] != pytest.approx(alpha)
     state = outcome.strategy.state_dict()
-    assert state["counts"] == {str(n): c for n, c in zip(nodes, counts, strict=True)}
+    assert state["counts"] == {
+        partition_of(recorder, n): c for n, c in zip(nodes, counts, strict=True)
+    }
     assert np.isfinite(state["eta"])
     for line in lines:
         weights = {w["node_id"]: w["weight"] for w in line["train"]["weights"]}
@@ -154,5 +161,5 @@ def test_equitable_registry_keeps_an_absent_clients_vector(tmp_path):
     registry = outcome.strategy.state_dict()["registry"]
     assert len(registry) == 5
     latest = recorder.seen[ROUNDS][AWAY_NODE][1][keys.ACTIVATION]
-    np.testing.assert_array_equal(registry[str(AWAY_NODE)], latest)
+    np.testing.assert_array_equal(registry[partition_of(recorder, AWAY_NODE)], latest)
     assert not np.array_equal(recorder.seen[1][AWAY_NODE][1][keys.ACTIVATION], latest)

@@ -52,10 +52,12 @@ def configure(
 ) -> list[Message]:
     """Run ``configure_train`` on a mock grid holding ``nodes``; return its messages.
 
-    It sends ``arrays`` and ``config`` (default ``{"lr": 0.1}``).
+    It sends ``arrays`` and ``config`` (default ``{"lr": 0.1}``). The nodes answer no
+    query (a rule that asks them for their client key keys them by node id).
     """
     grid = Mock(spec=Grid)
     grid.get_node_ids.return_value = list(nodes)
+    grid.send_and_receive.return_value = []  # no node answers a client-key query
     record = ConfigRecord(config if config is not None else {"lr": 0.1})
     with server_task_identity(1):
         return list(strategy.configure_train(server_round, arrays_of(arrays), record, grid))

@@ -1,4 +1,7 @@
-"""AFL: simplex projection, projected λ ascent kept by node id, partial participation."""
+"""AFL: simplex projection, projected λ ascent kept by client key, partial participation.
+
+Replies made here carry no partition id, so their client key is ``node-<id>``.
+"""
 
 import json
 import logging
@@ -12,6 +15,7 @@ from hypothesis import strategies as st
 from fairfl.contract import keys
 from fairfl.server.checkpoint import CHECKPOINT_FILE
 from fairfl.simulation import run_inprocess
+from fairfl.simulation.inprocess import node_configs_for
 from fairfl.strategies import AFL
 from fairfl.strategies.afl import admit_clients, afl_lambda_update, project_to_simplex
 from tests.strategies.baseline_helpers import (
@@ -106,7 +110,7 @@ def test_two_rounds_by_hand_update_then_aggregate():
     # Round 2, same losses: y = (0.3 + 0.2, 0.7 + 0.1) = (0.5, 0.8), τ = -0.15 -> (0.35, 0.65)
     aggregate_round(strategy, replies, server_round=2)
     np.testing.assert_allclose(round_weights(strategy, 2), [0.35, 0.65])
-    assert strategy.client_lambdas == pytest.approx({1: 0.35, 2: 0.65})
+    assert strategy.client_lambdas == pytest.approx({"node-1": 0.35, "node-2": 0.65})
 
 
 def test_partial_participation_keeps_lambda_of_absent_clients():
@@ -122,7 +126,7 @@ def test_partial_participation_keeps_lambda_of_absent_clients():
     # λ^2 = (0.55/3, 0.85/3, 1.6/3); weights (0.55, 0.85)/1.4 = (11/28, 17/28)
     aggregate_round(strategy, [loss_reply(1, 10, 1.0), loss_reply(2, 10, 1.0)], 2)
     np.testing.assert_allclose(round_weights(strategy, 2), [11 / 28, 17 / 28])
-    assert strategy.client_lambdas[3] == pytest.approx(1.6 / 3)
+    assert strategy.client_lambdas["node-3"] == pytest.approx(1.6 / 3)
     # Round 3, node 3 returns and node 4 (n = 40) joins: N_old = 40, N = 80, so the known
     # λ halve to (0.55/6, 0.85/6, 1.6/6) and λ_4 = 0.5. f_3 = f_4 = 1:
     # y = (0.55/6, 0.85/6, 1.6/6 + 0.1, 0.6), Σ = 1.2, all kept, τ = -0.05
@@ -130,7 +134,7 @@ def test_partial_participation_keeps_lambda_of_absent_clients():
     # weights (1.9, 3.3)/5.2 = (19/52, 33/52)
     aggregate_round(strategy, [loss_reply(3, 20, 1.0), loss_reply(4, 40, 1.0)], 3)
     np.testing.assert_allclose(round_weights(strategy, 3), [19 / 52, 33 / 52])
-    expected = {1: 0.25 / 6, 2: 0.55 / 6, 3: 1.9 / 6, 4: 3.3 / 6}
+    expected = {"node-1": 0.25 / 6, "node-2": 0.55 / 6, "node-3": 1.9 / 6, "node-4": 3.3 / 6}
     assert strategy.client_lambdas == pytest.approx(expected)
     assert sum(strategy.client_lambdas.values()) == pytest.approx(1.0)
 
@@ -152,7 +156,10 @@ def test_lambda_lr_zero_is_fedavg(rounds):
 def test_zero_participant_mass_falls_back_to_fedavg_and_warns_once(caplog):
     strategy = AFL(lambda_lr=0.1)
     strategy.load_state_dict(
-        {"lambdas": {"1": 1.0, "2": 0.0, "3": 0.0}, "counts": {"1": 1, "2": 10, "3": 30}}
+        {
+            "lambdas": {"node-1": 1.0, "node-2": 0.0, "node-3": 0.0},
+            "counts": {"node-1": 1, "node-2": 10, "node-3": 30},
+        }
     )
     # Nodes 2, 3 report f = 0: y = (1, 0, 0) is on the simplex, their λ stay 0.
     replies = [loss_reply(2, 10, 0.0), loss_reply(3, 30, 0.0)]
@@ -171,7 +178,7 @@ def test_state_dict_is_json_and_resumes_the_same_trajectory():
     first = AFL(lambda_lr=0.3)
     aggregate_round(first, replies, 1)
     state = json.loads(json.dumps(first.state_dict()))
-    assert set(state) == {"lambdas", "counts"} and set(state["lambdas"]) == {"5", "9"}
+    assert set(state) == {"lambdas", "counts"} and set(state["lambdas"]) == {"node-5", "node-9"}
     resumed = AFL(lambda_lr=0.3)
     resumed.load_state_dict(state)
     for r in (2, 3):
@@ -183,8 +190,8 @@ def test_state_dict_is_json_and_resumes_the_same_trajectory():
     ("state", "message"),
     [
         ({"lambdas": {"1": 1.0}}, r"state\['counts'\] must be a mapping"),
-        ({"lambdas": {"1": 1.0}, "counts": {"2": 1}}, "must have the same node ids"),
-        ({"lambdas": {"x": 1.0}, "counts": {"x": 1}}, "node id must be an integer, got 'x'"),
+        ({"lambdas": {"1": 1.0}, "counts": {"2": 1}}, "must have the same client keys"),
+        ({"lambdas": {"x": 1.0}, "counts": {"x": 1}}, "partition id or 'node-<id>', got 'x'"),
         ({"lambdas": {"1": -0.5}, "counts": {"1": 1}}, r"must be finite and >= 0, got -0.5"),
         ({"lambdas": {"1": "a"}, "counts": {"1": 1}}, "must be a number, got 'a'"),
         ({"lambdas": {"1": 1.0}, "counts": {"1": 0}}, r"state\['counts'\]\['1'\] must be an int"),
@@ -195,7 +202,7 @@ def test_bad_state_rejected_and_state_unchanged(state, message):
     strategy.load_state_dict({"lambdas": {"7": 1.0}, "counts": {"7": 3}})
     with pytest.raises(ValueError, match=message):
         strategy.load_state_dict(state)
-    assert strategy.client_lambdas == {7: 1.0}
+    assert strategy.client_lambdas == {"7": 1.0}
 
 
 @pytest.mark.parametrize(
@@ -241,7 +248,11 @@ def test_three_rounds_in_process_follow_the_lambda_recursion(tmp_path):
         assert logged.diagnostics["afl-known-clients"] == 5
     assert outcome.summary["strategy_settings"]["lambda_lr"] == 0.2
     stored = outcome.strategy.state_dict()["lambdas"]
-    np.testing.assert_allclose([stored[str(n)] for n in rounds[-1].nodes], lam, atol=1e-12)
+    # Stored by partition id (the client key fairfl's ClientApp reports).
+    partition = {node: c["partition-id"] for node, c in node_configs_for(5).items()}
+    np.testing.assert_allclose(
+        [stored[str(partition[n])] for n in rounds[-1].nodes], lam, atol=1e-12
+    )
     assert all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())
     assert keys.LOSS_BEFORE_TRAINING in outcome.strategy.required_metrics
 

@@ -147,6 +147,11 @@ def run_round(rule, replies, nodes=(*HONEST_NODES, *range(100, 140))):
     grid = Mock(spec=Grid)
     grid.get_node_ids.return_value = list(nodes)
     global_record = ArrayRecord({k: Array(np.zeros(s, np.float32)) for k, s in SHAPES.items()})
+    if strategy.reply_arrays_key != keys.ARRAYS:  # q-FedSGD: the arrays are its gradient
+        for reply in replies:
+            records = [] if reply.has_error() else reply.content.array_records
+            if keys.ARRAYS in records:
+                reply.content[strategy.reply_arrays_key] = reply.content.pop(keys.ARRAYS)
     with server_task_identity(1):
         list(strategy.configure_train(1, global_record, ConfigRecord({"lr": 0.1}), grid))
         arrays, _ = strategy.aggregate_train(1, replies)

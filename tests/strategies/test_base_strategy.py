@@ -131,12 +131,13 @@ def test_evaluation_kept_per_client_with_fairness_metrics():
         make_reply(5, None, {keys.NUM_EXAMPLES: 30, keys.EVAL_LOSS: 0.5, keys.EVAL_ACC: 2.0}),
     ]
     metrics = strategy.aggregate_evaluate(2, replies)
-    assert [r.node_id for r in strategy.evaluations[2]] == [3, 7]
+    # In client-key order: partition 0 (node 7) before partition 1 (node 3).
+    assert [r.node_id for r in strategy.evaluations[2]] == [7, 3]
     assert strategy.evaluation_drops[2] == {5: "metrics['eval_acc'] must be <= 1, got 2"}
-    # weighted acc (10·0.5 + 30·0.9)/40 = 0.8; unweighted mean 70 %.
+    # weighted acc (10·0.5 + 30·0.9)/40 = 0.8; unweighted mean (0.5 + 0.9)/2 = 0.7.
     assert metrics[keys.EVAL_ACC] == pytest.approx(0.8)
-    assert metrics["acc-mean-pct"] == pytest.approx(70.0)
-    assert metrics["acc-worst-pct"] == pytest.approx(50.0)
+    assert metrics["acc-mean"] == pytest.approx(0.7)
+    assert metrics["acc-worst"] == pytest.approx(0.5)
 
 
 @settings(max_examples=30, deadline=None)

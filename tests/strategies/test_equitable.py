@@ -511,11 +511,12 @@ def test_registry_state_round_trips_through_json():
     configured(strategy)
     strategy.aggregate_train(1, [reply(1, 1.0, GROUP_A), reply(2, 1.0, GROUP_B)])
     state = json.loads(json.dumps(strategy.state_dict()))
-    assert state == {"registry": {"1": GROUP_A, "2": GROUP_B}}
+    # Replies made here carry no partition id: the client key is "node-<id>".
+    assert state == {"registry": {"node-1": GROUP_A, "node-2": GROUP_B}}
     restored = EquitableFL(scope="registry")
     restored.load_state_dict(state)
-    assert sorted(restored.registry) == [1, 2]
-    np.testing.assert_array_equal(restored.registry[2], GROUP_B)
+    assert sorted(restored.registry) == ["node-1", "node-2"]
+    np.testing.assert_array_equal(restored.registry["node-2"], GROUP_B)
     restored.load_state_dict({})
     assert restored.registry == {}
 
@@ -523,8 +524,8 @@ def test_registry_state_round_trips_through_json():
 @pytest.mark.parametrize(
     ("state", "message"),
     [
-        ({"registry": [1, 2]}, "must be a mapping of node id to vector"),
-        ({"registry": {"x": [1.0]}}, "needs integer node ids and float lists, got 'x'"),
+        ({"registry": [1, 2]}, "must be a mapping of client key to vector"),
+        ({"registry": {"x": [1.0]}}, "needs client keys and float lists, got 'x'"),
         ({"registry": {"1": []}}, r"state\['registry'\]\['1'\] must be a finite non-empty"),
         ({"registry": {"1": [float("nan")]}}, "must be a finite non-empty vector"),
         ({"registry": {"1": [1.0], "2": [1.0, 2.0]}}, "must all have the same length"),
@@ -532,7 +533,7 @@ def test_registry_state_round_trips_through_json():
 )
 def test_bad_registry_state_is_rejected_and_state_kept(state, message):
     strategy = EquitableFL(scope="registry")
-    strategy.registry = {5: np.ones(2)}
+    strategy.registry = {"5": np.ones(2)}
     with pytest.raises(ValueError, match=message):
         strategy.load_state_dict(state)
-    assert list(strategy.registry) == [5]
+    assert list(strategy.registry) == ["5"]

@@ -123,7 +123,11 @@ def test_every_rule_honours_record_keys_and_passes_the_apps_metrics_through(rule
         metrics = full_metrics(node, loss_key="my-loss")
         metrics["n"] = metrics.pop(keys.NUM_EXAMPLES)
         content = RecordDict(
-            {"weights": arrays_of(local(0.1 * node)), "metrics": MetricRecord(metrics)}
+            {
+                # "weights" (arrayrecord_key); q-FedSGD's replies carry "gradient"
+                strategy.reply_arrays_key: arrays_of(local(0.1 * node)),
+                "metrics": MetricRecord(metrics),
+            }
         )
         replies.append(make_reply(node, content=content))
     arrays, metrics = strategy.aggregate_train(1, replies)
@@ -152,7 +156,7 @@ def test_custom_metric_aggregation_is_used_next_to_fairfls():
             for n in NODES
         ],
     )
-    assert evaluation["first"] == 4.0 and evaluation["acc-mean-pct"] == pytest.approx(50.0)
+    assert evaluation["first"] == 4.0 and evaluation["acc-mean"] == pytest.approx(0.5)
 
 
 def test_an_app_metric_that_cannot_be_averaged_warns_and_keeps_fairfls(caplog):
@@ -168,7 +172,7 @@ def test_an_app_metric_that_cannot_be_averaged_warns_and_keeps_fairfls(caplog):
     assert "aggregate_train: the replies' own metrics could not be aggregated" in caplog.text
 
 
-def test_evaluate_record_has_the_apps_metrics_and_one_unit_per_name():
+def test_evaluate_record_has_the_apps_metrics_and_accuracy_in_one_unit():
     strategy = FedAvg()
     replies = [
         make_reply(
@@ -188,11 +192,13 @@ def test_evaluate_record_has_the_apps_metrics_and_one_unit_per_name():
     assert metrics["my-metric"] == pytest.approx(weighted_my_metric())
     # eval_acc is a fraction (the app's, Flower's name): weighted (2+8+18+32)/100 = 0.6.
     assert metrics[keys.EVAL_ACC] == pytest.approx(0.6)
-    # fairfl's accuracy statistics are percent and say so: unweighted mean 50 %.
-    assert metrics["acc-mean-pct"] == pytest.approx(50.0)
-    assert metrics["acc-worst-pct"] == pytest.approx(20.0)
-    assert metrics["acc-variance-pct2"] == pytest.approx(np.var([20, 40, 60, 80]))
-    assert not [k for k in metrics if k.startswith("acc-") and not k.endswith(("-pct", "-pct2"))]
+    # fairfl's accuracy statistics are fractions too, under plain names: accuracies
+    # 0.2, 0.4, 0.6, 0.8 -> unweighted mean 0.5, worst 0.2, variance
+    # (0.3² + 0.1² + 0.1² + 0.3²) / 4 = 0.05 (a fraction squared).
+    assert metrics["acc-mean"] == pytest.approx(0.5)
+    assert metrics["acc-worst"] == pytest.approx(0.2)
+    assert metrics["acc-variance"] == pytest.approx(0.05)
+    assert not [k for k in metrics if "pct" in k]
     assert keys.PARTITION_ID not in metrics
 
 
@@ -201,7 +207,7 @@ LOSS_RULES = sorted(name for name, spec in STRATEGIES.items() if spec.strategy.n
 
 
 def test_the_loss_rules_are_the_papers_loss_aware_ones():
-    assert LOSS_RULES == ["afl", "deltafl", "gifair", "qffl", "semivred", "term", "vred"]
+    assert LOSS_RULES == ["afl", "deltafl", "gifair", "qfedsgd", "qffl", "semivred", "term", "vred"]
 
 
 @pytest.mark.parametrize("rule", LOSS_RULES)

@@ -71,8 +71,8 @@ def test_replies_without_train_loss_are_dropped_by_name(rule, hyperparameters, c
     assert record.dropped == {i + 1: "metrics['loss-before-training'] is missing" for i in missing}
     assert sorted(record.weights) == [i + 1 for i in range(size) if i not in missing]
     assert round_weights(strategy).sum() == pytest.approx(1.0)
-    if isinstance(strategy, AFL):  # λ is kept for exactly the weighted nodes
-        assert set(strategy.client_lambdas) == set(record.weights)
+    if isinstance(strategy, AFL):  # λ is kept for exactly the weighted nodes (by node key)
+        assert set(strategy.client_lambdas) == {f"node-{n}" for n in record.weights}
 
 
 # Registry name, class, run-config defaults, a run config and the settings it builds.

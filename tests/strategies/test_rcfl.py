@@ -39,6 +39,11 @@ ALPHA = np.full(3, 0.5)
 L = np.array([0.2, 0.5, 0.9])
 
 
+def by_node(draws):
+    """RC-FL's draws by node id (replies made here carry no partition id: ``node-<id>``)."""
+    return {int(key.removeprefix("node-")): count for key, count in draws.items()}
+
+
 def reply(node, count, eta, value=0.0, loss=None):
     metrics = {keys.NUM_EXAMPLES: count, keys.RCFL_ETA: eta}
     if loss is not None:
@@ -365,7 +370,7 @@ class TestWithReplacementSampling:
     def test_later_rounds_draw_k_with_replacement_and_weight_count_over_k(self):
         strategy = self.first_round()
         messages = configure(strategy, list(WR_NODES), server_round=2)
-        draws = strategy._draws
+        draws = by_node(strategy._draws)
         assert sum(draws.values()) == 5  # K = 0.5 × 10 draws
         assert sorted(draws) == [m.metadata.dst_node_id for m in messages]
         replies = [reply(n, WR_COUNTS[n], float(n), value=float(n)) for n in sorted(draws)]
@@ -379,7 +384,7 @@ class TestWithReplacementSampling:
     def test_a_missing_drawn_reply_renormalises_the_rest(self, caplog):
         strategy = self.first_round()
         configure(strategy, list(WR_NODES), server_round=2)
-        draws = dict(strategy._draws)
+        draws = by_node(strategy._draws)
         assert len(draws) > 1  # seed 3: the 5 draws hit several nodes
         first = min(draws)
         kept = [reply(n, WR_COUNTS[n], 1.0) for n in sorted(draws) if n != first]
@@ -407,11 +412,11 @@ def test_state_dict_is_json_and_round_trips_eta():
     configure(strategy, [1, 2])
     strategy.aggregate_train(1, [reply(1, 10, 0.5), reply(2, 30, 0.9)])
     state = json.loads(json.dumps(strategy.state_dict()))
-    assert state["eta"] == pytest.approx(0.8) and state["counts"] == {"1": 10, "2": 30}
+    assert state["eta"] == pytest.approx(0.8) and state["counts"] == {"node-1": 10, "node-2": 30}
     fresh = RCFL()
     fresh.load_state_dict(state)
     assert fresh.eta == pytest.approx(0.8) and fresh.probe_done is True
-    assert fresh.client_counts == {1: 10, 2: 30}
+    assert fresh.client_counts == {"node-1": 10, "node-2": 30}
 
 
 @pytest.mark.parametrize(
@@ -419,8 +424,8 @@ def test_state_dict_is_json_and_round_trips_eta():
     [
         ({"eta": float("nan")}, r"state\['eta'\] must be a finite number, got nan"),
         ({"probe_done": "yes"}, r"state\['probe_done'\] must be a bool, got 'yes'"),
-        ({"counts": [1, 2]}, r"state\['counts'\] must be a mapping of node id to count"),
-        ({"counts": {"x": 3}}, r"state node id must be an integer, got 'x'"),
+        ({"counts": [1, 2]}, r"state\['counts'\] must be a mapping of client key to count"),
+        ({"counts": {"x": 3}}, r"client key must be a partition id or 'node-<id>', got 'x'"),
         ({"counts": {"1": 0}}, r"state\['counts'\]\['1'\] must be an int >= 1, got 0"),
         ({"rng": {"state": 1}}, r"state\['rng'\] must be a numpy PCG64 generator state"),
     ],

@@ -46,8 +46,15 @@ class TrainConfig(_message.Message):
     def __init__(self, server_round: _Optional[int] = ..., lr: _Optional[float] = ..., local_epochs: _Optional[int] = ..., batch_size: _Optional[int] = ..., want_activation: bool = ...) -> None: ...
 
 class TrainReply(_message.Message):
-    __slots__ = ("arrays", "metrics")
+    __slots__ = ("arrays", "metrics", "gradient")
     class ArraysEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Tensor
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+    class GradientEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -56,9 +63,11 @@ class TrainReply(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
     ARRAYS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    GRADIENT_FIELD_NUMBER: _ClassVar[int]
     arrays: _containers.MessageMap[str, Tensor]
     metrics: TrainMetrics
-    def __init__(self, arrays: _Optional[_Mapping[str, Tensor]] = ..., metrics: _Optional[_Union[TrainMetrics, _Mapping]] = ...) -> None: ...
+    gradient: _containers.MessageMap[str, Tensor]
+    def __init__(self, arrays: _Optional[_Mapping[str, Tensor]] = ..., metrics: _Optional[_Union[TrainMetrics, _Mapping]] = ..., gradient: _Optional[_Mapping[str, Tensor]] = ...) -> None: ...
 
 class TrainMetrics(_message.Message):
     __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id", "loss_before_training")
@@ -95,3 +104,15 @@ class EvaluateMetrics(_message.Message):
     eval_acc: float
     partition_id: int
     def __init__(self, num_examples: _Optional[int] = ..., eval_loss: _Optional[float] = ..., eval_acc: _Optional[float] = ..., partition_id: _Optional[int] = ...) -> None: ...
+
+class ClientKeyQuery(_message.Message):
+    __slots__ = ("client_key",)
+    CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    client_key: bool
+    def __init__(self, client_key: bool = ...) -> None: ...
+
+class ClientKeyReply(_message.Message):
+    __slots__ = ("partition_id",)
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    partition_id: int
+    def __init__(self, partition_id: _Optional[int] = ...) -> None: ...

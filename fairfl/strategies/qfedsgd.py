@@ -1,0 +1,260 @@
+"""q-FFL trained with q-FedSGD (paper 002, Algorithm 1).
+
+Li, Sanjabi, Beirami & Smith, "Fair Resource Allocation in Federated Learning", ICLR
+2020 (paper 002 in ``papers/``; spec ``specs/spec-vred-qffl.md`` §5). The same objective
+as :class:`~fairfl.strategies.QFFL` (eq. 2), solved without local epochs: each selected
+device sends the full-batch gradient of its mean loss at the received model and the
+loss itself, and the server takes one step (Algorithm 1, lines 5-7)::
+
+    Δ_k = (F_k + ε)^q ∇F_k(w^t)
+    h_k = q (F_k + ε)^{q-1} ‖∇F_k(w^t)‖² + L (F_k + ε)^q       (Lemma 3, eq. 3)
+    w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k
+
+h_k is :func:`fairfl.contract.qffl.lipschitz_estimate` and the step is
+:func:`fairfl.strategies.qffl.qffl_coefficients` with :func:`~fairfl.strategies.qffl.qffl_update`,
+the q-FFL core q-FedAvg shares: q-FedAvg whose local training is one full-batch
+gradient step of size 1/L gives the same new model (tested).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message
+from flwr.serverapp import Grid
+from numpy.typing import NDArray
+
+from fairfl.contract import ModelLayout, TrainReply, keys
+from fairfl.strategies.aggregation import sample_weights
+from fairfl.strategies.base import ConfigValue, FairStrategy, MissingMetricError
+from fairfl.strategies.qffl import Weighting, qffl_coefficients, qffl_update
+
+logger = logging.getLogger(__name__)
+
+
+class QFedSGD(FairStrategy):
+    """q-FedSGD (paper 002, Algorithm 1) on fairfl's validated replies.
+
+    Every round sends ``full-gradient`` (true) in the train config. A reply carries the
+    full-batch gradient ∇F_k(w^t) of the client's mean loss over its whole training
+    split as the ArrayRecord ``gradient`` (same keys, shapes and dtypes as the model;
+    in place of ``arrays``) and F_k(w^t) from the same pass under ``train_loss_key``
+    (default ``loss-before-training``). fairfl's ClientApp and
+    :func:`fairfl.client.fair_train` send both; :func:`fairfl.client.loader_gradient`
+    computes them in a ClientApp of your own. The server computes Δ_k and h_k.
+
+    Parameters
+    ----------
+    client_learning_rate : float | None (default: None)
+        η for ``L = 1/η`` when ``lipschitz`` is 0, as :class:`~fairfl.strategies.QFFL`
+        (paper 002 uses L = 1/η, "use 1/L as η"); the registry reads it from the run
+        config's ``lr``. ``None``: each round's ``lr`` of the train config.
+    q : float (default: 0.1)
+        q of eq. (2), >= 0; QFFL's default (paper 002 used q = 1 on Synthetic).
+    weighting : {"uniform", "p"} (default: "uniform")
+        As in :class:`~fairfl.strategies.QFFL`: ``"uniform"`` is Algorithm 1's
+        unweighted sums; ``"p"`` weighs both sums by ``p_k = n_k / Σ n_j``.
+    lipschitz : float (default: 0.0)
+        L > 0, the Lipschitz constant of ∇F_k (run-config key ``qfedsgd-lipschitz``);
+        0 means ``L = 1/η`` as above.
+    **kwargs
+        Flower's FedAvg arguments and fairfl's settings
+        (:class:`fairfl.strategies.base.FairStrategy`), among them ``train_loss_key``.
+
+    Raises
+    ------
+    ValueError
+        If a hyperparameter is out of range (the message names it).
+
+    Notes
+    -----
+    A reply without the ``gradient`` ArrayRecord (a client that trained and sent
+    weights) is dropped with the reason ``content['gradient'] is missing``; when every
+    reply of a round lacks it, the run stops with a :class:`MissingMetricError` naming
+    the record and the client helpers, unless ``allow_missing_metrics=True``. The
+    gradient's values are checked as weights are (finite, ``max_abs_weight``).
+    Sampling: Flower's uniform ``fraction_train``, as QFFL.
+
+    The reply ``weights`` recorded per round are ``L c_k`` with
+    ``w^{t+1} = w^t - Σ_k c_k ∇F_k``: the λ_k QFFL would record for the same step.
+    """
+
+    needs_loss: ClassVar[bool] = True
+    rule_name = "q-FedSGD"
+
+    def __init__(
+        self,
+        *,
+        client_learning_rate: float | None = None,
+        q: float = 0.1,
+        weighting: Weighting = "uniform",
+        lipschitz: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        if client_learning_rate is not None and not _positive(client_learning_rate):
+            raise ValueError(f"client_learning_rate must be > 0, got {client_learning_rate!r}")
+        if not (_real(q) and 0 <= q < math.inf):
+            raise ValueError(f"q must be >= 0, got {q!r}")
+        if weighting not in ("uniform", "p"):
+            raise ValueError(f"weighting must be one of ('uniform', 'p'), got {weighting!r}")
+        if not (_real(lipschitz) and 0 <= lipschitz < math.inf):
+            raise ValueError(f"lipschitz must be > 0, or 0 for 1/lr; got {lipschitz!r}")
+        super().__init__(**kwargs)
+        self.client_learning_rate = (
+            None if client_learning_rate is None else float(client_learning_rate)
+        )
+        self.learning_rate = self.client_learning_rate
+        self.q = float(q)
+        self.weighting: Weighting = weighting
+        self.fixed_lipschitz = float(lipschitz)
+
+    @property
+    def reply_arrays_key(self) -> str:
+        """Replies carry ∇F_k(w^t) as the ArrayRecord ``gradient``."""
+        return keys.GRADIENT
+
+    @property
+    def lipschitz(self) -> float:
+        """L: ``lipschitz`` if > 0, else 1/η of the current round.
+
+        Raises
+        ------
+        ValueError
+            If neither L nor η is known.
+        """
+        if self.fixed_lipschitz > 0:
+            return self.fixed_lipschitz
+        if self.learning_rate is None:
+            raise ValueError(
+                "q-FedSGD's L is unknown: pass lipschitz=L or client_learning_rate=eta "
+                f"(L = 1/eta), or send '{keys.LR}' in the train config"
+            )
+        return 1.0 / self.learning_rate
+
+    def settings(self) -> dict[str, Any]:
+        """q, L (or where it comes from) and the weighting."""
+        if self.fixed_lipschitz > 0:
+            lipschitz: Any = self.fixed_lipschitz
+        elif self.client_learning_rate is not None:
+            lipschitz = 1.0 / self.client_learning_rate
+        else:
+            lipschitz = f"1 / each round's config '{keys.LR}'"
+        return {"q": self.q, "lipschitz": lipschitz, "weighting": self.weighting}
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """Ask for the full-batch gradient instead of local training."""
+        return {keys.FULL_GRADIENT: True}
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Set this round's η when L = 1/η comes from the config's ``lr``, then send.
+
+        Raises
+        ------
+        ValueError
+            If L is neither given nor derivable (no ``client_learning_rate`` and no
+            valid ``lr`` in ``config``).
+        """
+        if self.fixed_lipschitz == 0 and self.client_learning_rate is None:
+            lr = config.get(keys.LR)
+            if not _positive(lr):
+                raise ValueError(
+                    "QFedSGD needs L: pass lipschitz=L or client_learning_rate=eta "
+                    f"(L = 1/eta), or send '{keys.LR}' (> 0) in the train config; the "
+                    f"round's config has {keys.LR}={lr!r}"
+                )
+            self.learning_rate = float(lr)  # type: ignore[arg-type]
+        return super().configure_train(server_round, arrays, config, grid)
+
+    def read_train_replies(
+        self, server_round: int, replies: Iterable[Message], layout: ModelLayout
+    ) -> tuple[list[TrainReply], dict[int, str]]:
+        """Validate as every rule does; stop the run if no reply carried a gradient.
+
+        Raises
+        ------
+        MissingMetricError
+            If every reply that is not an error lacks the ``gradient`` ArrayRecord (or a
+            metric the rule needs), unless ``allow_missing_metrics``.
+        """
+        messages = list(replies)
+        accepted, dropped = super().read_train_replies(server_round, messages, layout)
+        answered = {self.reply_node(m) for m in messages if not m.has_error()}
+        lacking = {
+            node
+            for node, reason in dropped.items()
+            if reason.startswith(f"content[{keys.GRADIENT!r}] is missing")
+        }
+        if not self.allow_missing_metrics and answered and lacking == answered:
+            raise MissingMetricError(
+                f"aggregate_train: round {server_round}: every reply ({len(lacking)}) "
+                f"lacks content[{keys.GRADIENT!r}], the ArrayRecord of the full-batch "
+                f"gradient of F_k at the received model, which {self.rule_name} needs "
+                "(the replies carry trained weights instead). fairfl's ClientApp and "
+                "fairfl.client.fair_train(message, model, trainloader, loss_fn, train_fn) "
+                f"send it when the round's config has '{keys.FULL_GRADIENT}'; "
+                "fairfl.client.loader_gradient computes it in a ClientApp of your own. "
+                "To drop such replies and go on instead, build the strategy with "
+                "allow_missing_metrics=True."
+            )
+        return accepted, dropped
+
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
+    ) -> tuple[list[NDArray], dict[str, Any]]:
+        """``w^{t+1} = w^t - Σ_k c_k ∇F_k(w^t)`` (Algorithm 1, line 7)."""
+        gradients = [reply.arrays for reply in replies]
+        norms = np.array([_squared_norm(g) for g in gradients], dtype=np.float64)
+        weights = (
+            sample_weights([r.num_examples for r in replies]) if self.weighting == "p" else None
+        )
+        lipschitz = self.lipschitz
+        coefficients, h = qffl_coefficients(
+            self.losses_of(replies),
+            norms,
+            q=self.q,
+            lipschitz=lipschitz,
+            weights=weights,
+            norms_name="squared gradient norms",
+        )
+        lam = lipschitz * coefficients
+        record = self.train_records[server_round]
+        record.weights = {r.node_id: float(w) for r, w in zip(replies, lam, strict=True)}
+        logger.info(
+            "aggregate_train: round %d q-FedSGD step scale Σλ %.4g, Σh %.4g",
+            server_round,
+            float(lam.sum()),
+            float(h.sum()),
+        )
+        diagnostics: dict[str, Any] = {
+            "qffl-h-sum": float(h.sum()),
+            "lambda-max": float(lam.max()),
+            "lambda-min": float(lam.min()),
+            "lambda-sum": float(lam.sum()),
+            "gradient-norm-max": float(np.sqrt(norms.max())),
+        }
+        return qffl_update(global_arrays, gradients, coefficients), diagnostics
+
+
+def _squared_norm(arrays: list[NDArray]) -> float:
+    """``‖g‖²`` in float64 over the floating arrays (counters are skipped)."""
+    total = 0.0
+    for array in arrays:
+        if np.issubdtype(array.dtype, np.floating):
+            flat = array.ravel().astype(np.float64)
+            total += float(np.dot(flat, flat))
+    return total
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _positive(value: object) -> bool:
+    """Whether ``value`` is a real number in (0, inf)."""
+    return _real(value) and 0 < value < math.inf  # type: ignore[operator]
