@@ -57,6 +57,8 @@ class RunSettings:
     overwrite: bool = False
     round_timeout: float = 3600.0
     node_wait_timeout: float = 120.0
+    max_abs_weight: float = 1e6
+    max_loss: float = 1e6
     group_sizes: str = "4,6"
     group_labels: str = ""
     group_samples_per_class: int = 0
@@ -81,6 +83,8 @@ class RunSettings:
             "test-fraction": 0.0 < self.test_fraction < 1.0,
             "round-timeout": self.round_timeout > 0,
             "node-wait-timeout": self.node_wait_timeout > 0,
+            "max-abs-weight": self.max_abs_weight > 0,
+            "max-loss": self.max_loss > 0,
         }
         bounds = {
             "num-server-rounds": ">= 1",
@@ -97,6 +101,8 @@ class RunSettings:
             "test-fraction": "in (0, 1)",
             "round-timeout": "> 0",
             "node-wait-timeout": "> 0",
+            "max-abs-weight": "> 0",
+            "max-loss": "> 0",
         }
         for item in fields(self):
             value = getattr(self, item.name)

@@ -88,8 +88,10 @@ def qffl_run_statistics(q: int, seed: int) -> list[tuple[float, float, float]]:
     import gzip
 
     path = ROOT / f"docs/results/qffl-synthetic/runs/qffl_q_{q}/seed-{seed}/rounds.jsonl.gz"
+    with gzip.open(path, "rt") as handle:
+        lines = handle.readlines()
     statistics = []
-    for line in gzip.open(path, "rt"):
+    for line in lines:
         clients = json.loads(line).get("clients")
         if not clients:
             continue

@@ -45,3 +45,17 @@ def test_as_many_required_nodes_as_partitions_is_fine():
 def test_out_of_range_numbers_are_refused_naming_key_and_range(key, value, bound):
     with pytest.raises(ValueError, match=rf"run config {key} must be {bound}, got {value}"):
         RunSettings.from_run_config({key: value})
+
+
+def test_bounds_on_weights_and_losses_reach_the_strategy() -> None:
+    # max-abs-weight / max-loss are run-config keys of fairfl's ServerApp: they bound the
+    # replies and the new global model (fairfl.contract.bounds), and are range-checked.
+    from fairfl.server.run import make_strategy
+
+    settings = RunSettings.from_run_config({"max-abs-weight": 50.0, "max-loss": 7.5})
+    strategy = make_strategy(settings, {"strategy": "fedavg"})
+    assert strategy.max_abs_weight == 50.0
+    assert strategy.max_loss == 7.5
+    for key in ("max-abs-weight", "max-loss"):
+        with pytest.raises(ValueError, match=f"run config {key} must be > 0, got -1.0"):
+            RunSettings.from_run_config({key: -1.0})

@@ -82,6 +82,8 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
         min_train_nodes=1,
         min_evaluate_nodes=1 if settings.fraction_evaluate > 0 else 0,
         min_available_nodes=required_nodes(settings),
+        max_abs_weight=settings.max_abs_weight,
+        max_loss=settings.max_loss,
     )
 
 
