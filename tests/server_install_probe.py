@@ -23,7 +23,7 @@ from flwr.serverapp import Grid
 
 import fairfl.strategies
 from fairfl._compat import server_task_identity
-from fairfl.contract import write_train_reply
+from fairfl.contract import keys, write_train_reply
 from fairfl.strategies.registry import STRATEGIES, build_strategy
 
 #: Packages of the ``client``, ``data`` and ``report`` extras a server must not need.
@@ -42,8 +42,14 @@ def reply(node_id: int, content: RecordDict) -> Mock:
     return message
 
 
-def replies(global_np: dict[str, np.ndarray], rng: np.random.Generator) -> list[Mock]:
-    """One reply per node: a model near ``global_np`` and every metric some rule reads."""
+def replies(
+    global_np: dict[str, np.ndarray], rng: np.random.Generator, arrays_key: str
+) -> list[Mock]:
+    """One reply per node: a model near ``global_np`` and every metric some rule reads.
+
+    The arrays go under ``arrays_key``: the rule's ``reply_arrays_key`` (q-FedSGD reads
+    them as the gradient).
+    """
     out = []
     for partition_id, node_id in enumerate(NODES):
         local = ArrayRecord(
@@ -60,6 +66,8 @@ def replies(global_np: dict[str, np.ndarray], rng: np.random.Generator) -> list[
             activation=(rng.normal(size=ACTIVATION_DIM) + partition_id % 2).tolist(),
             rcfl_eta=float(rng.uniform(0.0, 1.0)),
         )
+        if arrays_key != keys.ARRAYS:
+            content[arrays_key] = content.pop(keys.ARRAYS)
         out.append(reply(node_id, content))
     return out
 
@@ -75,7 +83,7 @@ def one_round(name: str, rng: np.random.Generator) -> None:
     with server_task_identity(1):
         sent = list(strategy.configure_train(1, global_record, ConfigRecord({"lr": 0.1}), grid))
     assert sent, f"{name}: configure_train sent nothing"
-    arrays, _ = strategy.aggregate_train(1, replies(global_np, rng))
+    arrays, _ = strategy.aggregate_train(1, replies(global_np, rng, strategy.reply_arrays_key))
     assert isinstance(arrays, ArrayRecord), f"{name}: no new model ({arrays!r})"
     new = {k: a.numpy() for k, a in arrays.items()}
     assert new.keys() == global_np.keys(), f"{name}: keys {sorted(new)}"
