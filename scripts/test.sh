@@ -40,8 +40,8 @@ run_phase() {
 }
 .venv/bin/ruff check fairfl tests scripts benchmarks examples
 run_phase "unit and property tests" -q -m "not integration and not deployment"
-run_phase "integration tests" -q -m "integration and not deployment"
-run_phase "deployment tests" -q -m "deployment" -rs
+run_phase "integration tests" -q -m "integration and not deployment" --durations=12
+run_phase "deployment tests" -q -m "deployment" -rs --durations=8
 echo "=== oldest supported flwr (Fleet API over gRPC) ==="
 start=$SECONDS
 bash scripts/setup_oldest_flwr.sh
