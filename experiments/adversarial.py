@@ -2,7 +2,9 @@
 
 Attackers train honestly, then send a manipulated model w_t + s (w_i - w_t):
 ``scaling`` uses s = 100 (model replacement), ``sign-flip`` uses s = -1 (the negated
-update). Everything else (data, seeds, rounds) is identical across rules. Prints a
+update). Against q-FedSGD, whose clients send the gradient ∇F_i(w_t) instead of a model,
+the attacker sends s ∇F_i(w_t) (its update, scaled the same way). Everything else
+(data, seeds, rounds) is identical across rules. Prints a
 Markdown table of the final mean and worst-10% client accuracy (attackers' own test
 accuracy included, as they are clients too).
 
@@ -34,6 +36,15 @@ def attacker_filter(attackers: set[int], scale: float):
         if instruction.metadata.dst_node_id not in attackers or reply.has_error():
             return reply
         if instruction.metadata.message_type != "train":
+            return reply
+        if "gradient" in reply.content.array_records:  # q-FedSGD: the update is a gradient
+            gradient = reply.content["gradient"]
+            reply.content["gradient"] = ArrayRecord(
+                {
+                    key: Array((scale * gradient[key].numpy()).astype(gradient[key].numpy().dtype))
+                    for key in gradient
+                }
+            )
             return reply
         sent = instruction.content["arrays"]
         local = reply.content["arrays"]
@@ -70,6 +81,8 @@ def main() -> None:
         "dirichlet-alpha": 0.5,
         "seed": args.seed,
         "checkpoint": False,
+        # The work dir is scratch: a rerun replaces its runs (fairfl refuses otherwise).
+        "overwrite": True,
     }
     header = (
         "| rule | clean mean / w10 (%) | "

@@ -77,7 +77,6 @@ def test_qffl_table_rounds_the_fractions_of_the_results_csv():
         ]
 
 
-
 def qffl_run_statistics(q: int, seed: int) -> list[tuple[float, float, float]]:
     """(mean %, worst-10 % in %, variance in %²) of each evaluation of one q-FFL run.
 
@@ -126,6 +125,7 @@ def test_qffl_late_round_rows_and_per_seed_figures_come_from_the_runs():
     assert f"every seed ({pairs(final[0][:, 2], final[1][:, 2], 0)} at round 2,000)" in paragraph
     assert f"every seed ({pairs(last_ten[0][:, 1], last_ten[1][:, 1], 1)})" in paragraph
     assert f"every seed ({pairs(final[0][:, 1], final[1][:, 1], 1)})" in paragraph
+
 
 def test_adversarial_table_is_the_results_file():
     # docs/results/adversarial.md (experiments/adversarial.py --out ...), indented in a list.

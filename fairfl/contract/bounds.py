@@ -11,8 +11,8 @@ Reply metric                  Range                                 Overridable 
 ============================  ====================================  =====================
 ``loss-before-training``,     ``[0, MAX_LOSS]``                     ``max_loss`` of every
 ``train_loss``, the rule's                                          strategy
-``train_loss_key``,
-``eval_loss``
+``train_loss_key``
+``eval_loss``                 ``[0, inf)``                          (none)
 ``rcfl-eta``                  ``[-MAX_LOSS, MAX_LOSS]``             ``max_loss``
 ``qffl-h``                    ``(0, MAX_QFFL_H]``                   (checked against the
                                                                     server's own h_k)
@@ -33,6 +33,10 @@ Why these numbers:
   Losses must also be >= 0: the rules take powers (q-FFL's
   ``F^q``) and treat a lower loss as better. A federation whose honest losses are
   larger (unnormalised regression) raises ``max_loss``.
+* ``eval_loss`` has no upper bound: it drives no rule's weights or state (only the
+  loss statistics of the round's record), and a global model wrecked by an attack
+  gives honest clients losses far above 1e6. Dropping those replies would hide the
+  damage (no accuracy for the round) instead of reporting it.
 * ``rcfl-eta`` is RC-FL's dual variable. Its optimum lies between the smallest and the
   largest client loss (the root of ``Σ p_i σ((f_i - η)/μ)/α_i = 1``, spec-rcfl §4.6),
   so ``|η| <= MAX_LOSS`` holds for every honest value the server can act on.
@@ -49,8 +53,8 @@ Why these numbers:
 
 from __future__ import annotations
 
-#: Largest loss a client may report (``loss-before-training``, ``train_loss``,
-#: ``eval_loss``); also the bound on ``|rcfl-eta|``. Strategies: ``max_loss``.
+#: Largest training loss a client may report (``loss-before-training``, ``train_loss``);
+#: also the bound on ``|rcfl-eta|``. Strategies: ``max_loss``.
 MAX_LOSS = 1e6
 
 #: Largest q-FFL ``qffl-h`` a client may report.

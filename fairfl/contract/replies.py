@@ -78,7 +78,8 @@ TRAIN_METRICS: Mapping[str, FieldSpec] = {
 # Python side of message EvaluateMetrics in contract.proto.
 EVALUATE_METRICS: Mapping[str, FieldSpec] = {
     keys.NUM_EXAMPLES: FieldSpec("int", lower=0, lower_inclusive=False),
-    keys.EVAL_LOSS: _loss_spec(MAX_LOSS),
+    # No upper bound: evaluation drives no rule state (fairfl.contract.bounds says why).
+    keys.EVAL_LOSS: FieldSpec("float", lower=0.0),
     keys.EVAL_ACC: FieldSpec("float", lower=0.0, upper=1.0),
     keys.PARTITION_ID: FieldSpec("int", lower=0),
 }
@@ -390,18 +391,16 @@ def check_array_values(node_id: int, key: str, value: NDArray, max_abs: float | 
     raise ReplyError(node_id, f"arrays[{key!r}]", f"contains {bad}")
 
 
-def read_evaluate_reply(
-    message: Message, *, weight_key: str = keys.NUM_EXAMPLES, max_loss: float = MAX_LOSS
-) -> EvaluateReply:
+def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES) -> EvaluateReply:
     """Validate an evaluate reply; raise :class:`ReplyError` naming node and field.
 
     ``weight_key`` is the key of the test-sample count (Flower's ``weighted_by_key``);
-    ``eval_loss`` must be in ``[0, max_loss]`` (:mod:`fairfl.contract.bounds`).
+    ``eval_loss`` must be finite and >= 0, ``eval_acc`` in [0, 1]
+    (:mod:`fairfl.contract.bounds`).
     """
     node_id = int(message.metadata.src_node_id)
     required = (weight_key, *REQUIRED_EVALUATE_METRICS[1:])
     table = {weight_key: EVALUATE_METRICS[keys.NUM_EXAMPLES], **EVALUATE_METRICS}
-    table[keys.EVAL_LOSS] = _loss_spec(max_loss)
     metrics = _read_metrics(node_id, _metrics_of(node_id, message), table, required)
     partition = metrics.get(keys.PARTITION_ID)
     return EvaluateReply(

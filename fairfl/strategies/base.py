@@ -180,8 +180,8 @@ min_available_nodes
         previous model, logs a WARNING and records ``skipped`` in its
         :class:`TrainRoundRecord` (``skipped-aggregate`` in its metrics).
     max_loss : float (default: 1e6, :data:`fairfl.contract.bounds.MAX_LOSS`)
-        Drop replies reporting a loss (``train_loss_key``, ``train_loss``,
-        ``eval_loss``) above this, or an ``|rcfl-eta|`` above it; losses must also be
+        Drop train replies reporting a loss (``train_loss_key``, ``train_loss``) above
+        this, or an ``|rcfl-eta|`` above it; losses must also be
         >= 0. A finite number > 0; raise it for a federation whose honest losses are
         larger (:mod:`fairfl.contract.bounds` says why 1e6).
     evaluate_every : int (default: 1)
@@ -808,9 +808,7 @@ min_available_nodes
             if not message.has_error():
                 answered.add(node_id)
             try:
-                reply = read_evaluate_reply(
-                    message, weight_key=self.weighted_by_key, max_loss=self.max_loss
-                )
+                reply = read_evaluate_reply(message, weight_key=self.weighted_by_key)
             except ReplyError as error:
                 logger.warning(
                     "aggregate_evaluate: dropped reply from node %d: %s %s",

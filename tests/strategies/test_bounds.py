@@ -93,11 +93,15 @@ def test_max_loss_raises_the_loss_and_eta_bounds_and_names_the_app_loss_key():
     assert MAX_LOSS == 1e6
 
 
-def test_eval_loss_above_max_loss_drops_the_evaluate_reply():
-    reply = make_reply(4, None, {keys.NUM_EXAMPLES: 3, keys.EVAL_LOSS: 2e6, keys.EVAL_ACC: 0.5})
-    with pytest.raises(ReplyError, match=r"node 4: metrics\['eval_loss'\] must be <= 1e\+06"):
-        read_evaluate_reply(reply)
-    assert read_evaluate_reply(reply, max_loss=1e7).eval_loss == 2e6
+def test_eval_loss_has_no_upper_bound_but_must_be_finite_and_non_negative():
+    # A wrecked global model gives honest clients huge losses: their evaluation is kept
+    # (it drives no rule state), so the round still reports its accuracy.
+    huge = make_reply(4, None, {keys.NUM_EXAMPLES: 3, keys.EVAL_LOSS: 5e10, keys.EVAL_ACC: 0.1})
+    assert read_evaluate_reply(huge).eval_loss == 5e10
+    for value, reason in ((-1.0, "must be >= 0"), (float("inf"), "is inf")):
+        bad = make_reply(4, None, {keys.NUM_EXAMPLES: 3, keys.EVAL_LOSS: value, keys.EVAL_ACC: 0.1})
+        with pytest.raises(ReplyError, match=rf"node 4: metrics\['eval_loss'\].*{reason}"):
+            read_evaluate_reply(bad)
 
 
 def test_a_strategy_drops_the_absurd_loss_and_aggregates_the_rest():
