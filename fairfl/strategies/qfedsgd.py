@@ -31,7 +31,14 @@ from numpy.typing import NDArray
 from fairfl.contract import ModelLayout, TrainReply, keys
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ConfigValue, FairStrategy, MissingMetricError
-from fairfl.strategies.qffl import Weighting, qffl_coefficients, qffl_update
+from fairfl.strategies.qffl import (
+    Weighting,
+    is_learning_rate,
+    is_real,
+    qffl_coefficients,
+    qffl_update,
+    round_learning_rate,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -95,13 +102,13 @@ class QFedSGD(FairStrategy):
         lipschitz: float = 0.0,
         **kwargs: Any,
     ) -> None:
-        if client_learning_rate is not None and not _positive(client_learning_rate):
+        if client_learning_rate is not None and not is_learning_rate(client_learning_rate):
             raise ValueError(f"client_learning_rate must be > 0, got {client_learning_rate!r}")
-        if not (_real(q) and 0 <= q < math.inf):
+        if not (is_real(q) and 0 <= q < math.inf):
             raise ValueError(f"q must be >= 0, got {q!r}")
         if weighting not in ("uniform", "p"):
             raise ValueError(f"weighting must be one of ('uniform', 'p'), got {weighting!r}")
-        if not (_real(lipschitz) and 0 <= lipschitz < math.inf):
+        if not (is_real(lipschitz) and 0 <= lipschitz < math.inf):
             raise ValueError(f"lipschitz must be > 0, or 0 for 1/lr; got {lipschitz!r}")
         super().__init__(**kwargs)
         self.client_learning_rate = (
@@ -161,14 +168,9 @@ class QFedSGD(FairStrategy):
             valid ``lr`` in ``config``).
         """
         if self.fixed_lipschitz == 0 and self.client_learning_rate is None:
-            lr = config.get(keys.LR)
-            if not _positive(lr):
-                raise ValueError(
-                    "QFedSGD needs L: pass lipschitz=L or client_learning_rate=eta "
-                    f"(L = 1/eta), or send '{keys.LR}' (> 0) in the train config; the "
-                    f"round's config has {keys.LR}={lr!r}"
-                )
-            self.learning_rate = float(lr)  # type: ignore[arg-type]
+            self.learning_rate = round_learning_rate(
+                config, "QFedSGD needs L: pass lipschitz=L or client_learning_rate=eta (L = 1/eta)"
+            )
         return super().configure_train(server_round, arrays, config, grid)
 
     def read_train_replies(
@@ -249,12 +251,3 @@ def _squared_norm(arrays: list[NDArray]) -> float:
             flat = array.ravel().astype(np.float64)
             total += float(np.dot(flat, flat))
     return total
-
-
-def _real(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _positive(value: object) -> bool:
-    """Whether ``value`` is a real number in (0, inf)."""
-    return _real(value) and 0 < value < math.inf  # type: ignore[operator]

@@ -131,13 +131,13 @@ class QFFL(ReweightedStrategy):
         h_rtol: float = 1e-3,
         **kwargs: Any,
     ) -> None:
-        if client_learning_rate is not None and not _is_learning_rate(client_learning_rate):
+        if client_learning_rate is not None and not is_learning_rate(client_learning_rate):
             raise ValueError(f"client_learning_rate must be > 0, got {client_learning_rate!r}")
-        if not (_is_real(q) and 0 <= q < math.inf):
+        if not (is_real(q) and 0 <= q < math.inf):
             raise ValueError(f"q must be >= 0, got {q!r}")
         if weighting not in ("uniform", "p"):
             raise ValueError(f"weighting must be one of ('uniform', 'p'), got {weighting!r}")
-        if not (_is_real(h_rtol) and 0 < h_rtol < math.inf):
+        if not (is_real(h_rtol) and 0 < h_rtol < math.inf):
             raise ValueError(f"h_rtol must be > 0, got {h_rtol!r}")
         super().__init__(**kwargs)
         self.client_learning_rate = (
@@ -199,14 +199,11 @@ class QFFL(ReweightedStrategy):
             If no ``client_learning_rate`` was given and ``config`` has no valid ``lr``.
         """
         if self.client_learning_rate is None:
-            lr = config.get(keys.LR)
-            if not _is_learning_rate(lr):
-                raise ValueError(
-                    "QFFL needs the clients' learning rate eta for L = 1/eta: pass "
-                    f"client_learning_rate=eta, or send '{keys.LR}' (> 0) in the train "
-                    f"config; the round's config has {keys.LR}={lr!r}"
-                )
-            self.learning_rate = float(lr)  # type: ignore[arg-type]
+            self.learning_rate = round_learning_rate(
+                config,
+                "QFFL needs the clients' learning rate eta for L = 1/eta: pass "
+                "client_learning_rate=eta",
+            )
         return super().configure_train(server_round, arrays, config, grid)
 
     def read_train_replies(
@@ -739,13 +736,32 @@ def qffl_update(
     return updated
 
 
-def _is_real(value: object) -> bool:
+def is_real(value: object) -> bool:
+    """Whether ``value`` is an int or float (not a bool)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _is_learning_rate(value: object) -> bool:
+def is_learning_rate(value: object) -> bool:
     """Whether ``value`` is a real number in (0, inf)."""
-    return _is_real(value) and 0 < value < math.inf  # type: ignore[operator]
+    return is_real(value) and 0 < value < math.inf  # type: ignore[operator]
+
+
+def round_learning_rate(config: ConfigRecord, needs: str) -> float:
+    """The clients' η of a round: the train config's ``lr`` (q-FFL's L = 1/η, eq. 3).
+
+    Raises
+    ------
+    ValueError
+        If ``config`` has no ``lr`` > 0; the message starts with ``needs`` (what the rule
+        needs and the constructor argument that avoids it).
+    """
+    lr = config.get(keys.LR)
+    if not is_learning_rate(lr):
+        raise ValueError(
+            f"{needs}, or send '{keys.LR}' (> 0) in the train config; the round's config "
+            f"has {keys.LR}={lr!r}"
+        )
+    return float(lr)  # type: ignore[arg-type]
 
 
 def _sum_of_squares(values: NDArray) -> float:
