@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -110,10 +111,14 @@ def main() -> None:
     table = "\n".join(rows)
     print()
     print(table)
-    print(f"\n{len(args.rules)} rules in {time.perf_counter() - started:.0f} s")
+    timing = (
+        f"{len(args.rules)} rules, {args.rounds} rounds, seed {args.seed}: "
+        f"{time.perf_counter() - started:.0f} s on {os.cpu_count()} cores"
+    )
+    print(f"\n{timing}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(table + "\n")
+        args.out.write_text(f"{table}\n\n{timing}\n")
 
 
 if __name__ == "__main__":
