@@ -13,6 +13,11 @@ Absolute times depend on the machine; only the ratios mean anything.
     nice .venv/bin/python benchmarks/bench_aggregate_all_rules.py
     nice .venv/bin/python benchmarks/bench_aggregate_all_rules.py --clients 10 50 \
         --params 100000 --rules fedavg semivred --repeats 5
+    nice .venv/bin/python benchmarks/bench_aggregate_all_rules.py --json out.json
+
+``--json PATH`` also writes the run as JSON (the dict :func:`main` returns): the
+machine, the 1-minute load before and after, the repeats, and per size and rule the
+best CPU ms and its ratio to Flower's FedAvg measured in the same run.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from unittest.mock import Mock
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
@@ -35,6 +41,9 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _report import load_1min, machine, write_json  # noqa: E402 (after sys.path)
 
 from fairfl._compat import server_task_identity  # noqa: E402 (after sys.path)
 from fairfl.contract import write_train_reply  # noqa: E402
@@ -132,17 +141,20 @@ def measure(rules, num_clients: int, num_params: int, repeats: int, seed: int):
     return total, best, errors
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; print the table and return (and with ``--json``, write) it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", nargs="+", type=int, default=[10, 50, 100])
     parser.add_argument("--params", nargs="+", type=int, default=[100_000, 2_000_000])
     parser.add_argument("--rules", nargs="+", default=None, help="default: all registered")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write the run here")
     args = parser.parse_args(argv)
     rules = args.rules or list(STRATEGIES)
     logging.getLogger("flwr").setLevel(logging.WARNING)  # Flower logs each aggregation
     logging.getLogger("fairfl").setLevel(logging.WARNING)
+    load_before = load_1min()
     print(f"load average before: {os.getloadavg()}", flush=True)
 
     results = {}
@@ -179,8 +191,36 @@ def main(argv: list[str] | None = None) -> int:
         for name, error in results[size][1].items():
             print(f"error {name} at {size[0]} clients x {size[1]:,} params: {error}")
     print(f"load average after: {os.getloadavg()}")
-    return 0
+    by_size = []
+    for clients, params in sizes:
+        best, errors = results[(clients, params)]
+        base = best["flower-fedavg"][0]
+        by_size.append(
+            {
+                "clients": clients,
+                "params": params,
+                "baseline_cpu_ms": base * 1e3,
+                "rules": {
+                    name: {"cpu_ms": cpu * 1e3, "ratio": cpu / base, "wall_ms": wall * 1e3}
+                    for name, (cpu, wall) in best.items()
+                    if name != "flower-fedavg" and name not in errors
+                },
+                "errors": errors,
+            }
+        )
+    result: dict[str, Any] = {
+        "benchmark": "aggregate_all_rules",
+        "machine": machine(),
+        "load_1min_before": load_before,
+        "load_1min_after": load_1min(),
+        "repeats": args.repeats,
+        "baseline": "flower FedAvg aggregate_train",
+        "sizes": by_size,
+    }
+    if args.json:
+        write_json(args.json, result)
+    return result
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main(sys.argv[1:])

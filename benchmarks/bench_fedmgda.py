@@ -1,28 +1,39 @@
 """FedMGDA+ server cost: aggregate_train against Flower's FedAvg, and the QP alone.
 
-Run: ``nice .venv/bin/python benchmarks/bench_fedmgda.py [--clients 50] [--repeats 5]``
+Run: ``nice .venv/bin/python benchmarks/bench_fedmgda.py [--clients 50] [--repeats 5]
+[--json PATH]``
 
 1. ``aggregate_train`` of :class:`fairfl.strategies.FedMGDAPlus` and of Flower's
    :class:`flwr.serverapp.strategy.FedAvg` on the same 50 replies of a 2M-parameter
    model (float32), timed alternately; prints the best CPU time (``time.process_time``:
    what this process computed, BLAS threads included, not what other processes on a
    shared machine took) and wall time of each, and their CPU-time ratio (target:
-   FedMGDA+ within 2.5× of FedAvg), then FedMGDA+'s stages.
-2. :func:`fairfl.strategies.fedmgda.min_norm_weights` for 10, 100 and 500 clients
+   FedMGDA+ within 2.5× of FedAvg), then FedMGDA+'s stages (float32 Gram and step).
+2. The same FedMGDA+ round with its BLAS kernels pinned to one thread (the default,
+   :func:`fairfl.strategies._threads.one_thread`) and with two threads, interleaved
+   with the runs above: CPU and wall time of each.
+3. :func:`fairfl.strategies.fedmgda.min_norm_weights` for 10, 100 and 500 clients
    (random correlated unit updates), ε = 1 and ε = 0.1 (median wall time).
 
 Only ratios measured in one run are meaningful; absolute times depend on the machine.
+``--json PATH`` also writes the run as JSON (the dict :func:`main` returns): the
+machine, the 1-minute load before and after, the repeats, the best CPU ms and ratio to
+Flower's FedAvg, the thread comparison, the stages and the QP times.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 from unittest.mock import Mock
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
@@ -34,10 +45,15 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without `pip install -e .`
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _report import load_1min, machine, write_json  # noqa: E402 (after sys.path)
+from threadpoolctl import ThreadpoolController  # noqa: E402
 
 from fairfl._compat import server_task_identity  # noqa: E402
 from fairfl.contract import ModelLayout, keys  # noqa: E402
 from fairfl.strategies import FairStrategy, FedMGDAPlus  # noqa: E402
+from fairfl.strategies import fedmgda as fedmgda_module  # noqa: E402
 from fairfl.strategies.fedmgda import (  # noqa: E402
     fedmgda_step,
     gram_matrix,
@@ -73,12 +89,18 @@ def timed(fn, *args, **kwargs) -> float:
 
 
 def cpu_and_wall(fn, *args, **kwargs) -> tuple[float, float]:
+    gc.collect()  # as the other aggregation benchmarks: no collection inside a timing
     cpu, wall = time.process_time(), time.perf_counter()
     fn(*args, **kwargs)
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def bench_aggregate(num_clients: int, repeats: int) -> None:
+def two_threads() -> AbstractContextManager:
+    """BLAS limited to two threads: the alternative to the one-thread pinning."""
+    return ThreadpoolController().limit(limits=2, user_api="blas")
+
+
+def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     global_arrays = make_model(rng)
     locals_ = [
@@ -95,15 +117,30 @@ def bench_aggregate(num_clients: int, repeats: int) -> None:
     flower = FlowerFedAvg()
     logging.getLogger("flwr").setLevel(logging.WARNING)
 
-    # Warm up both (first decodes allocate), then alternate to share machine noise.
-    ours.aggregate_train(1, replies)
-    flower.aggregate_train(1, replies)
-    t_ours, t_flower = [], []
+    def ours_two_threads() -> None:
+        pinned = fedmgda_module.one_thread
+        fedmgda_module.one_thread = two_threads  # the pinning, undone for comparison
+        try:
+            ours.aggregate_train(1, replies)
+        finally:
+            fedmgda_module.one_thread = pinned
+
+    runs: dict[str, Callable[[], object]] = {
+        "flower": lambda: flower.aggregate_train(1, replies),
+        "fedmgda": lambda: ours.aggregate_train(1, replies),
+        "fedmgda-2-threads": ours_two_threads,
+    }
+    # Warm up all (first decodes allocate), then alternate to share machine noise.
+    for run in runs.values():
+        run()
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     for _ in range(repeats):
-        t_flower.append(cpu_and_wall(flower.aggregate_train, 1, replies))
-        t_ours.append(cpu_and_wall(ours.aggregate_train, 1, replies))
-    cpu_ours, wall_ours = (min(t) for t in zip(*t_ours, strict=True))
-    cpu_flower, wall_flower = (min(t) for t in zip(*t_flower, strict=True))
+        for name, run in runs.items():
+            times[name].append(cpu_and_wall(run))
+    best = {name: tuple(min(t) for t in zip(*runs_, strict=True)) for name, runs_ in times.items()}
+    cpu_flower, wall_flower = best["flower"]
+    cpu_ours, wall_ours = best["fedmgda"]
+    cpu_two, wall_two = best["fedmgda-2-threads"]
     size = sum(int(np.prod(s)) for s in SHAPES)
     print(f"aggregate_train, {num_clients} replies, {size:,} parameters (best of {repeats}):")
     print(f"  Flower FedAvg : {cpu_flower * 1e3:8.1f} ms CPU {wall_flower * 1e3:8.1f} ms wall")
@@ -112,28 +149,54 @@ def bench_aggregate(num_clients: int, repeats: int) -> None:
         f"  ratio FedMGDA+/FedAvg = {cpu_ours / cpu_flower:.2f} CPU, "
         f"{wall_ours / wall_flower:.2f} wall  (target <= 2.5)"
     )
+    print(
+        f"  BLAS threads: 1 (pinned) {cpu_ours * 1e3:.1f} ms CPU {wall_ours * 1e3:.1f} ms wall; "
+        f"2 {cpu_two * 1e3:.1f} ms CPU {wall_two * 1e3:.1f} ms wall"
+    )
 
     # Stages of FedMGDA+: the reader without its value pass (the Gram pass checks the
     # values), the Gram, the QP and the step.
     layout = ModelLayout.of(global_record)
     stages = {
         "read (no values)": lambda: FairStrategy.read_train_replies(ours, 1, replies, layout),
-        "gram (float64)": lambda: gram_matrix(global_arrays, locals_),
+        "gram (float32)": lambda: gram_matrix(global_arrays, locals_),
     }
     gram = gram_matrix(global_arrays, locals_)
     k_bar, norms = normalize_gram(gram)
     prior = prior_weights([1] * num_clients, "uniform")
     lam, _ = min_norm_weights(k_bar, prior, 1.0)
     stages["QP"] = lambda: min_norm_weights(k_bar, prior, 1.0)
-    stages["step (float64)"] = lambda: fedmgda_step(global_arrays, locals_, lam, 1.0, norms=norms)
+    stages["step (float32)"] = lambda: fedmgda_step(global_arrays, locals_, lam, 1.0, norms=norms)
+    stage_ms = {}
     for name, fn in stages.items():
-        best = min(cpu_and_wall(fn)[0] for _ in range(3))
-        print(f"    {name:16s}: {best * 1e3:8.1f} ms CPU")
+        stage_ms[name] = min(cpu_and_wall(fn)[0] for _ in range(3)) * 1e3
+        print(f"    {name:16s}: {stage_ms[name]:8.1f} ms CPU")
+    return {
+        "replies": num_clients,
+        "params": size,
+        "baseline": "flower FedAvg aggregate_train",
+        "baseline_cpu_ms": cpu_flower * 1e3,
+        "baseline_wall_ms": wall_flower * 1e3,
+        "rules": {
+            "fedmgda": {
+                "cpu_ms": cpu_ours * 1e3,
+                "ratio": cpu_ours / cpu_flower,
+                "wall_ms": wall_ours * 1e3,
+                "wall_ratio": wall_ours / wall_flower,
+            }
+        },
+        "blas_threads": {
+            "1": {"cpu_ms": cpu_ours * 1e3, "wall_ms": wall_ours * 1e3},
+            "2": {"cpu_ms": cpu_two * 1e3, "wall_ms": wall_two * 1e3},
+        },
+        "stages_cpu_ms": stage_ms,
+    }
 
 
-def bench_qp(sizes: list[int], dim: int, repeats: int) -> None:
+def bench_qp(sizes: list[int], dim: int, repeats: int) -> dict[str, float]:
     rng = np.random.default_rng(1)
     print(f"min_norm_weights (quadprog), random correlated unit updates in R^{dim}:")
+    medians: dict[str, float] = {}
     for n in sizes:
         shared = rng.standard_normal(dim)
         g = rng.standard_normal((n, dim)) + shared
@@ -143,22 +206,39 @@ def bench_qp(sizes: list[int], dim: int, repeats: int) -> None:
         for epsilon in (1.0, 0.1):
             lam, status = min_norm_weights(gram, prior, epsilon)
             times = [timed(min_norm_weights, gram, prior, epsilon) for _ in range(repeats)]
+            medians[f"n={n},eps={epsilon:g}"] = statistics.median(times) * 1e3
             print(
                 f"  n = {n:4d}, eps = {epsilon:3.1f}: {statistics.median(times) * 1e3:8.2f} ms "
                 f"({status}, {np.count_nonzero(lam > 1e-9)} clients with λ > 0)"
             )
+    return medians
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; print the results and return (and with ``--json``, write) them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write the run here")
+    args = parser.parse_args(argv)
+    load_before = load_1min()
     print(f"load average before: {os.getloadavg()}", flush=True)
-    bench_aggregate(args.clients, args.repeats)
-    bench_qp([10, 100, 500], dim=2000, repeats=args.repeats)
+    aggregate = bench_aggregate(args.clients, args.repeats)
+    qp = bench_qp([10, 100, 500], dim=2000, repeats=args.repeats)
     print(f"load average after: {os.getloadavg()}")
+    result: dict[str, Any] = {
+        "benchmark": "fedmgda",
+        "machine": machine(),
+        "load_1min_before": load_before,
+        "load_1min_after": load_1min(),
+        "repeats": args.repeats,
+        **aggregate,
+        "qp_median_ms": qp,
+    }
+    if args.json:
+        write_json(args.json, result)
+    return result
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -13,6 +13,7 @@ agree field by field.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -355,7 +356,53 @@ def array_view(array: Array) -> NDArray:
     data = array.data
     if not isinstance(data, bytes | bytearray | memoryview):
         raise ValueError(f"has a payload of type {type(data).__name__}, expected bytes")
-    stream = BytesIO(data)
+    offset = _header_size(data)
+    if offset > _MAX_HEADER_BYTES:
+        raise ValueError(f"has a .npy header of {offset} bytes, more than {_MAX_HEADER_BYTES}")
+    shape, fortran_order, dtype = _npy_header(bytes(data[:offset]))
+    expected = math.prod(shape) * dtype.itemsize
+    if len(data) - offset != expected:
+        raise ValueError(
+            f"has {len(data) - offset} payload bytes, its header ({dtype}, "
+            f"{shape}) needs {expected}"
+        )
+    flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=offset)
+    return flat.reshape(shape, order="F" if fortran_order else "C")
+
+
+#: Longest ``.npy`` magic string and header read: numpy's own limit on the header dict
+#: (``np.load``'s ``max_header_size``) plus the 12 bytes before it.
+_MAX_HEADER_BYTES = 12 + 10_000
+
+
+def _header_size(data: bytes | bytearray | memoryview) -> int:
+    """Bytes of a ``.npy`` payload's magic string and header (as its length field says).
+
+    Only the version bytes choose the length field's width; a wrong magic string or
+    version is left to :func:`_npy_header`, which names it.
+    """
+    major = data[6] if len(data) > 6 else 0
+    if major == 1 and len(data) >= 10:
+        return 10 + int.from_bytes(data[8:10], "little")
+    if major == 2 and len(data) >= 12:
+        return 12 + int.from_bytes(data[8:12], "little")
+    return min(len(data), 12)
+
+
+@functools.lru_cache(maxsize=256)
+def _npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """Shape, Fortran order and dtype of a ``.npy`` header, parsed once per distinct header.
+
+    Every reply of a round carries the same headers (one per array of the model): the
+    parse (``ast.literal_eval`` of the header dict) is done once each, not once per
+    reply and array. Bounded, so that a client varying its headers only evicts entries.
+
+    Raises
+    ------
+    ValueError
+        If the header is not a ``.npy`` v1.0 or v2.0 header of a plain numeric dtype.
+    """
+    stream = BytesIO(header)
     version = np.lib.format.read_magic(stream)
     if version == (1, 0):
         shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
@@ -365,14 +412,7 @@ def array_view(array: Array) -> NDArray:
         raise ValueError(f"has .npy format version {version}, expected (1, 0) or (2, 0)")
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
         raise ValueError(f"has dtype {dtype}: objects and structured dtypes are refused")
-    expected = math.prod(shape) * dtype.itemsize
-    if len(data) - stream.tell() != expected:
-        raise ValueError(
-            f"has {len(data) - stream.tell()} payload bytes, its header ({dtype}, "
-            f"{shape}) needs {expected}"
-        )
-    flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=stream.tell())
-    return flat.reshape(shape, order="F" if fortran_order else "C")
+    return tuple(shape), bool(fortran_order), dtype
 
 
 def check_array_values(node_id: int, key: str, value: NDArray, max_abs: float | None) -> None:

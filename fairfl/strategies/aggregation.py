@@ -11,9 +11,12 @@ it once, in float64 (spec-vred-qffl §15.21), for all of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from fairfl.strategies._threads import one_thread
 
 # Elements per block of reweighted_average and apply_weighted_sums: two float64 buffers
 # of 1 MiB each.
@@ -66,6 +69,55 @@ def reweighted_average(
     ValueError
         If the number of weights and clients differ or a weight is not finite.
     """
+    return _reweighted_sum(global_arrays, local_arrays, lambdas, None)
+
+
+def reweighted_average_and_squared_norms(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    lambdas: ArrayLike,
+) -> tuple[list[NDArray], NDArray[np.float64]]:
+    """:func:`reweighted_average`, and the squared L2 norm of every local array.
+
+    The norms are taken in the same pass, one BLAS dot product per block of a client's
+    array while it is in cache, so that checking the replies' values costs no pass of
+    its own: ``‖w_ij‖²`` is NaN or inf if a value is (or if the squares overflow the
+    array's dtype), and ``max |w_ij| <= ‖w_ij‖``. A caller that finds a bad norm must
+    recompute the average without that client: its values are in the sum.
+
+    Parameters
+    ----------
+    global_arrays, local_arrays, lambdas
+        As :func:`reweighted_average`.
+
+    Returns
+    -------
+    tuple[list[NDArray], NDArray[np.float64]]
+        The new global model, exactly as :func:`reweighted_average` returns it, and the
+        squared norms, shape (clients, arrays): each block's squares summed in the
+        array's dtype, the blocks in float64; 0 for a non-floating or empty array (no
+        value to check). A rounded sum of non-negative terms is never below any of its
+        terms (rounded), so ``max |w_ij| <= ‖w_ij‖ (1 + ε)`` with ε the dtype's unit
+        roundoff (2^-24 for float32), whatever the summation order.
+
+    Raises
+    ------
+    ValueError
+        As :func:`reweighted_average`.
+    """
+    squared_norms = np.zeros((len(local_arrays), len(global_arrays)), dtype=np.float64)
+    return _reweighted_sum(global_arrays, local_arrays, lambdas, squared_norms), squared_norms
+
+
+def _reweighted_sum(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    lambdas: ArrayLike,
+    squared_norms: NDArray[np.float64] | None,
+) -> list[NDArray]:
+    """The blocked float64 sum of :func:`reweighted_average`; adds into ``squared_norms``."""
+    from scipy.linalg.blas import daxpy  # here: keeps `import fairfl.strategies` light
+
     weights = np.asarray(lambdas, dtype=np.float64)
     if weights.ndim != 1 or weights.size != len(local_arrays):
         raise ValueError(
@@ -78,32 +130,41 @@ def reweighted_average(
     # Σλ = 1 for most rules: skip a pass over w^t when it carries no weight.
     use_global = abs(global_weight) > 1e-15
     new_arrays: list[NDArray] = []
-    for index, global_array in enumerate(global_arrays):
-        if not np.issubdtype(global_array.dtype, np.floating):
-            new_arrays.append(global_array.copy())
-            continue
-        flat_global = np.asarray(global_array).reshape(-1)
-        flat_clients = [np.asarray(client[index]).reshape(-1) for client in local_arrays]
-        out = np.empty(flat_global.size, dtype=global_array.dtype)
-        # Accumulate block by block, so the float64 buffers stay in cache and each
-        # client array is read once (the sum per element is the same as unblocked).
-        total = np.empty(min(flat_global.size, _BLOCK), dtype=np.float64)
-        scaled = np.empty_like(total)
-        for start in range(0, flat_global.size, _BLOCK):
-            stop = min(start + _BLOCK, flat_global.size)
-            block_total, block_scaled = total[: stop - start], scaled[: stop - start]
-            block_total.fill(0.0)
-            for weight, flat in zip(weights, flat_clients, strict=True):
-                # Cast, then scale in place: faster than a mixed-dtype multiply.
-                block_scaled[...] = flat[start:stop]
-                block_scaled *= weight
-                block_total += block_scaled
-            if use_global:
-                block_scaled[...] = flat_global[start:stop]
-                block_scaled *= global_weight
-                block_total += block_scaled
-            out[start:stop] = block_total
-        new_arrays.append(out.reshape(global_array.shape))
+    # With norms, the caller rejects a client with NaN/Inf and the sum it spoiled.
+    quiet = (
+        np.errstate(invalid="ignore", over="ignore") if squared_norms is not None else nullcontext()
+    )
+    # daxpy on one thread: a block is far too small to be worth waking a pool.
+    with quiet, one_thread():
+        for index, global_array in enumerate(global_arrays):
+            if not np.issubdtype(global_array.dtype, np.floating):
+                new_arrays.append(global_array.copy())
+                continue
+            flat_global = np.asarray(global_array).reshape(-1)
+            flat_clients = [np.asarray(client[index]).reshape(-1) for client in local_arrays]
+            out = np.empty(flat_global.size, dtype=global_array.dtype)
+            # Accumulate block by block, so the float64 buffers stay in cache and each
+            # client array is read once (the sum per element is the same as unblocked).
+            total = np.empty(min(flat_global.size, _BLOCK), dtype=np.float64)
+            scaled = np.empty_like(total)
+            for start in range(0, flat_global.size, _BLOCK):
+                stop = min(start + _BLOCK, flat_global.size)
+                block_total, block_scaled = total[: stop - start], scaled[: stop - start]
+                block_total.fill(0.0)
+                for client, (weight, flat) in enumerate(zip(weights, flat_clients, strict=True)):
+                    block = flat[start:stop]
+                    if squared_norms is not None:
+                        # Read from memory by the dot, from cache by the cast below.
+                        squared_norms[client, index] += float(np.dot(block, block))
+                    # Cast, then total += weight * cast in one BLAS pass (daxpy, in place):
+                    # faster than a mixed-dtype multiply, or a multiply and an add.
+                    block_scaled[...] = block
+                    block_total = daxpy(block_scaled, block_total, a=weight)
+                if use_global:
+                    block_scaled[...] = flat_global[start:stop]
+                    block_total = daxpy(block_scaled, block_total, a=global_weight)
+                out[start:stop] = block_total
+            new_arrays.append(out.reshape(global_array.shape))
     return new_arrays
 
 

@@ -39,6 +39,7 @@ from fairfl.contract import (
     keys,
 )
 from fairfl.contract.qffl import QFFL_EPSILON, h_term
+from fairfl.strategies._threads import one_thread
 from fairfl.strategies.aggregation import apply_weighted_sums, sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 
@@ -449,8 +450,11 @@ def weighted_sums_and_squared_distances(
         scales = u.tolist()
     sums: list[NDArray[np.float64] | None] = [None] * len(globals_)
     parts = np.zeros((len(models), len(globals_)), dtype=np.float64)
-    # float32 overflow and NaN/Inf in a reply are handled below, without warnings.
-    with np.errstate(over="ignore", invalid="ignore"):
+    from scipy.linalg.blas import daxpy  # here: keeps `import fairfl.strategies` light
+
+    # float32 overflow and NaN/Inf in a reply are handled below, without warnings; BLAS
+    # on one thread, as a block is far too small to be worth waking a pool.
+    with np.errstate(over="ignore", invalid="ignore"), one_thread():
         for index, g in enumerate(globals_):
             if not np.issubdtype(g.dtype, np.floating):
                 continue
@@ -473,11 +477,10 @@ def weighted_sums_and_squared_distances(
                 for k, flat in enumerate(flats):
                     block = flat[start:stop]
                     if scales is not None:
-                        # Cast, then scale in place (faster than a mixed-dtype multiply);
-                        # the difference below then reads the block from cache.
+                        # Cast, then total += u_k * cast in one BLAS pass (daxpy, in
+                        # place); the difference below then reads the block from cache.
                         block_scaled[...] = block
-                        block_scaled *= scales[k]
-                        block_total += block_scaled
+                        daxpy(block_scaled, block_total, a=scales[k])
                     np.subtract(g_block, block, out=d_block)
                     partial = _sum_of_squares(d_block)
                     if not math.isfinite(partial):  # float32 overflow: redo in float64

@@ -108,7 +108,9 @@ def test_strategy_one_pass_equals_two_pass(weighting, q, monkeypatch):
     losses = rng.uniform(0.2, 3.0, size=6)
     counts = rng.integers(5, 50, size=6)
     with monkeypatch.context() as patched:  # the one-pass path never calls it
-        patched.setattr(base, "reweighted_average", Mock(side_effect=AssertionError))
+        patched.setattr(
+            base, "reweighted_average_and_squared_norms", Mock(side_effect=AssertionError)
+        )
         one, one_metrics = _aggregate(
             QFFL(client_learning_rate=0.1, q=q, weighting=weighting), g, locals_, losses, counts
         )
