@@ -1,15 +1,26 @@
-"""AFL: Agnostic Federated Learning, as run by the PropFair/Semi-VRed reference code.
+"""AFL: Agnostic Federated Learning, as Mohri et al. run it, or as the PropFair code does.
 
 Mohri, Sivek and Suresh, *Agnostic Federated Learning*, ICML 2019,
 https://arxiv.org/abs/1902.00146. Objective (paper 000, Table 1):
-``min_θ max_{λ∈Δ_n} Σ_i λ_i f_i(θ)``. Server rule of the PropFair code (``AFL`` in
-``huawei-noah/Federated-Learning/FairFL/algs/algorithms.py``; spec-vred-qffl §6):
+``min_θ max_{λ∈Δ_n} Σ_i λ_i f_i(θ)``, solved by projected descent in θ and projected
+ascent in λ. Every round the clients report ``f_i(θ^t)`` and train locally, and the
+server takes one ascent step on λ:
 
-    λ^{t+1} = Π_Δ( λ^t + γ_λ · [f_1(θ^t), …, f_n(θ^t)] ),   λ^0 = p      (projected ascent)
-    θ^{t+1} = Σ_i λ_i^{t+1} θ_i^{t+1}                       (update, then aggregate)
+    λ^{t} = Π_Δ( λ^{t-1} + γ_λ · [f_1(θ^t), …, f_n(θ^t)] )                (projected ascent)
 
 ``Π_Δ`` is the Euclidean projection onto the probability simplex (Wang and
-Carreira-Perpiñán, arXiv:1309.1541, Algorithm 1).
+Carreira-Perpiñán, arXiv:1309.1541, Algorithm 1). The two variants (``variant``):
+
+``"mohri"`` (default), Stochastic-AFL (Algorithm 1 of Mohri et al.): λ starts uniform,
+``λ^0 = 1/n``, and the algorithm's output weights are the running average of the
+iterates, ``λ^A = (1/t) Σ_{s=1}^{t} λ^s``; round t aggregates the local models with them:
+
+    θ^{t+1} = Σ_i λ^A_i θ_i^{t+1}
+
+``"propfair-code"``: the server rule of the PropFair/Semi-VRed reference code (``AFL`` in
+``huawei-noah/Federated-Learning/FairFL/algs/algorithms.py``; spec-vred-qffl §6),
+probably what paper 000's AFL rows ran: λ starts at the data shares, ``λ^0 = p``, and
+round t aggregates with the last iterate, ``θ^{t+1} = Σ_i λ^t_i θ_i^{t+1}``.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -29,76 +40,112 @@ from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
 
 logger = logging.getLogger(__name__)
 
+Variant = Literal["mohri", "propfair-code"]
+VARIANTS: tuple[str, ...] = ("mohri", "propfair-code")
+
 
 class AFL(ReweightedStrategy):
     """Agnostic FL: a projected-ascent weight λ per client, kept across rounds.
 
     Each client reports f_i(θ^t), measured before local training, under ``train_loss_key``
-    (default ``loss-before-training``). The
-    server raises each participant's λ_i by ``lambda_lr · f_i``, projects λ onto the
-    simplex, and averages the local models with the new λ.
+    (default ``loss-before-training``). The server raises each participant's λ_i by
+    ``lambda_lr · f_i``, projects λ onto the simplex, and averages the local models with
+    the running average of the λ iterates (``"mohri"``) or the new λ
+    (``"propfair-code"``).
 
     Parameters
     ----------
     lambda_lr : float (default: 0.1)
         γ_λ, the step size of the λ ascent (paper 000, App. B.2; ``step_size_lambda``
-        in the reference code). 0 keeps λ at its start value, which is FedAvg.
+        in the PropFair code). 0 keeps λ at its start value: the plain mean of the
+        local models (``"mohri"``) or FedAvg (``"propfair-code"``).
+    variant : {"mohri", "propfair-code"} (default: "mohri")
+        ``"mohri"``: Stochastic-AFL, Algorithm 1 of Mohri et al.: ``λ^0`` uniform, the
+        round's weights are the running average ``λ^A`` of the iterates (the
+        algorithm's output weights). ``"propfair-code"``: the PropFair reference code's
+        rule, ``λ^0 = p`` (data shares) and the last iterate as the weights.
     **kwargs
         Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
 
     Raises
     ------
     ValueError
-        If ``lambda_lr`` is not a finite number >= 0.
+        If ``lambda_lr`` is not a finite number >= 0 or ``variant`` is unknown.
 
     Notes
     -----
-    Choices where paper 000 is silent follow the reference code (spec §15.14):
-    λ^0 = p, the λ update comes *before* the aggregation of the same round, the output
-    model is the last iterate (not the running average of the original AFL code), and
-    the projection is the sort-based one.
+    ``"mohri"``. Algorithm 1 steps θ and λ from the same ``(θ^{t-1}, λ^{t-1})`` and
+    returns the averages ``θ^A`` and ``λ^A`` of the iterates; it runs one gradient step
+    per round. Here clients train locally, and round t's global model is the
+    ``λ^A``-weighted average of their models, λ^A taken after the round's λ step
+    (:func:`running_average`): the departure is that θ itself is not averaged over
+    rounds (each round's model is the one evaluated and sent).
 
-    λ is server state keyed by the stable client key (the partition id,
+    ``"propfair-code"``. Choices where paper 000 is silent follow that code (spec
+    §15.14): λ^0 = p, the λ update comes *before* the aggregation of the same round, the
+    output model is the last iterate, and the projection is the sort-based one.
+
+    λ (and λ^A) is server state keyed by the stable client key (the partition id,
     :mod:`fairfl.contract.clients`), not the node id. It is kept for every client ever
     seen, so a client that leaves and returns keeps its λ, also under a new node id;
     :meth:`state_dict` and :meth:`load_state_dict` carry it through a checkpoint.
 
-    Partial participation (not in the paper, whose runs all use full participation):
+    Partial participation (not in either paper's runs, which use full participation):
     only the participants' entries are raised by ``γ_λ f_i``, then the *whole* vector
     over all known clients is projected (spec §6, [REC]); the round's aggregation
-    weights are the participants' λ renormalised to sum 1 (``p`` is normalised over the
-    participants in the same way). Should every participant's λ be 0 after the
-    projection, the round falls back to FedAvg weights and logs a WARNING.
+    weights are the participants' entries renormalised to sum 1. Should every
+    participant's weight be 0, the round falls back to FedAvg weights and logs a
+    WARNING.
 
-    A client seen for the first time enters with ``λ_k = n_k / N`` where N sums the
-    training-set sizes of all known clients, and the existing entries are scaled by
-    ``N_before / N``: λ stays on the simplex and equals ``p`` over all known clients
-    while ``lambda_lr = 0``, so that AFL with ``lambda_lr = 0`` is FedAvg under any
-    participation pattern. Under full participation this is exactly ``λ^0 = p``.
+    A client seen for the first time enters λ (and λ^A) at its start value over the
+    grown set: ``1/N`` (``"mohri"``) or ``n_k / N`` with N the summed training-set
+    sizes of all known clients (``"propfair-code"``), the existing entries scaled by
+    ``N_before / N`` (:func:`admit_clients`). λ stays on the simplex and equals its
+    start value over all known clients while ``lambda_lr = 0``, under any participation
+    pattern; under full participation this is exactly λ^0.
     """
 
     needs_loss = True
     rule_name = "AFL"
 
-    def __init__(self, *, lambda_lr: float = 0.1, **kwargs: Any) -> None:
+    def __init__(
+        self, *, lambda_lr: float = 0.1, variant: Variant = "mohri", **kwargs: Any
+    ) -> None:
         self.lambda_lr = check_real("lambda_lr", lambda_lr, lower=0.0)
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        self.variant: Variant = variant
         super().__init__(**kwargs)
-        #: λ_i by client key, for every client seen so far (sums to 1).
+        #: λ^t by client key, for every client seen so far (sums to 1).
         self.client_lambdas: dict[str, float] = {}
+        #: λ^A, the running average of the λ iterates, by client key (``"mohri"``).
+        self.client_average: dict[str, float] = {}
+        #: λ steps taken (t of λ^A = (1/t) Σ λ^s).
+        self.steps = 0
         #: n_i by client key, as reported on each client's first appearance.
         self.client_counts: dict[str, int] = {}
         self._warned_zero_mass = False
 
     def settings(self) -> dict[str, Any]:
-        """γ_λ and the λ initialisation."""
-        return {"lambda_lr": self.lambda_lr, "lambda_init": "p (data shares)"}
+        """γ_λ, the variant, the λ initialisation and the weights used."""
+        mohri = self.variant == "mohri"
+        return {
+            "lambda_lr": self.lambda_lr,
+            "variant": self.variant,
+            "lambda_init": "uniform" if mohri else "p (data shares)",
+            "weights": "running average of lambda" if mohri else "last lambda iterate",
+        }
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able server state: λ and first-seen n by client key."""
+        """JSON-able server state: λ, λ^A, the step count and first-seen n by client key."""
         ordered = sorted_client_keys(self.client_lambdas)
         return {
             "lambdas": {key: self.client_lambdas[key] for key in ordered},
+            "average": {key: self.client_average[key] for key in ordered}
+            if self.client_average
+            else {},
+            "steps": self.steps,
             "counts": {key: self.client_counts[key] for key in ordered},
         }
 
@@ -111,38 +158,52 @@ class AFL(ReweightedStrategy):
         Raises
         ------
         ValueError
-            If ``state`` lacks ``lambdas`` or ``counts``, their client keys differ, a
-            key is not a client key, a λ is negative or not finite, or a count is not an
-            int > 0. The current state is left unchanged then.
+            If ``state`` lacks ``lambdas`` or ``counts`` (or, for ``"mohri"``,
+            ``average``), their client keys differ, a key is not a client key, a λ is
+            negative or not finite, a count is not an int > 0 or ``steps`` not an
+            int >= 0. The current state is left unchanged then.
         """
         if not state:
             self.client_lambdas, self.client_counts = {}, {}
+            self.client_average, self.steps = {}, 0
             return
         for name in ("lambdas", "counts"):
             if not isinstance(state.get(name), Mapping):
                 raise ValueError(f"state[{name!r}] must be a mapping of client key to value")
         lambdas_in, counts_in = state["lambdas"], state["counts"]
-        if set(lambdas_in) != set(counts_in):
-            raise ValueError("state['lambdas'] and state['counts'] must have the same client keys")
-        lambdas: dict[str, float] = {}
+        average_in = state.get("average", {})
+        steps = state.get("steps", 0)
+        if not isinstance(average_in, Mapping):
+            raise ValueError("state['average'] must be a mapping of client key to value")
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"state['steps'] must be an int >= 0, got {steps!r}")
+        if self.variant == "mohri" and lambdas_in and not average_in:
+            raise ValueError(
+                "state['average'] must hold the running average of lambda for variant "
+                "'mohri' (a state saved by variant 'propfair-code' has none)"
+            )
+        if set(lambdas_in) != set(counts_in) or (average_in and set(average_in) != set(counts_in)):
+            raise ValueError(
+                "state['lambdas'], state['counts'] (and state['average']) must have the same "
+                "client keys"
+            )
         counts: dict[str, int] = {}
-        for key, value in lambdas_in.items():
+        for key, count in counts_in.items():
             client_key_order(key)  # raises ValueError naming a key that is not one
-            count = counts_in[key]
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"state['lambdas'][{key!r}] must be a number, got {value!r}")
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"state['lambdas'][{key!r}] must be finite and >= 0, got {value}")
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise ValueError(f"state['counts'][{key!r}] must be an int >= 1, got {count!r}")
-            lambdas[key] = float(value)
             counts[key] = count
-        self.client_lambdas = lambdas
-        self.client_counts = counts
+        lambdas = _weights_from_state("lambdas", lambdas_in)
+        average = _weights_from_state("average", average_in)
+        self.client_lambdas, self.client_counts = lambdas, counts
+        self.client_average, self.steps = average, steps
 
     # ------------------------------------------------------------------ weights
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
-        """Update λ with this round's losses, then return the participants' share of it."""
+        """Take the λ step with this round's losses; return the participants' share.
+
+        The share is of λ^A (``"mohri"``) or of the new λ (``"propfair-code"``).
+        """
         clients = [self.client_key(reply) for reply in replies]
         for client, reply in zip(clients, replies, strict=True):
             if client not in self.client_counts:
@@ -157,9 +218,18 @@ class AFL(ReweightedStrategy):
         self.client_lambdas = {
             client: float(value) for client, value in zip(known, updated, strict=True)
         }
-        logger.debug("aggregate_train: round %d AFL lambdas %s", server_round, self.client_lambdas)
+        self.steps += 1
+        used = self.client_lambdas
+        if self.variant == "mohri":
+            before = np.array([self.client_average[client] for client in known], np.float64)
+            average = running_average(before, updated, self.steps)
+            self.client_average = {
+                client: float(value) for client, value in zip(known, average, strict=True)
+            }
+            used = self.client_average
+        logger.debug("aggregate_train: round %d AFL lambdas %s", server_round, used)
 
-        mine = np.array([self.client_lambdas[client] for client in clients], dtype=np.float64)
+        mine = np.array([used[client] for client in clients], dtype=np.float64)
         mass = float(mine.sum())
         if mass > 0:
             weights = mine / mass
@@ -178,15 +248,55 @@ class AFL(ReweightedStrategy):
 
     def _admit(self, client: str, num_examples: int) -> None:
         known = sorted_client_keys(self.client_lambdas)
-        lambdas = admit_clients(
-            [self.client_lambdas[n] for n in known],
-            [self.client_counts[n] for n in known],
-            [num_examples],
+        # λ^0 = 1/n (Mohri et al.) counts every client once; λ^0 = p counts its n_k.
+        sizes = (
+            [1] * len(known) if self.variant == "mohri" else [self.client_counts[n] for n in known]
         )
+        size = 1 if self.variant == "mohri" else num_examples
+        lambdas = admit_clients([self.client_lambdas[n] for n in known], sizes, [size])
         self.client_lambdas = {
             key: float(value) for key, value in zip([*known, client], lambdas, strict=True)
         }
+        if self.variant == "mohri":
+            average = admit_clients([self.client_average[n] for n in known], sizes, [size])
+            self.client_average = {
+                key: float(value) for key, value in zip([*known, client], average, strict=True)
+            }
         self.client_counts[client] = int(num_examples)
+
+
+def _weights_from_state(name: str, values: Mapping[str, Any]) -> dict[str, float]:
+    """Check a state's λ mapping (numbers >= 0, finite); the error names ``name`` and key."""
+    checked: dict[str, float] = {}
+    for key, value in values.items():
+        client_key_order(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"state[{name!r}][{key!r}] must be a number, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"state[{name!r}][{key!r}] must be finite and >= 0, got {value}")
+        checked[key] = float(value)
+    return checked
+
+
+def running_average(average: ArrayLike, latest: ArrayLike, steps: int) -> NDArray[np.float64]:
+    """``λ^A_t = λ^A_{t-1} + (λ^t − λ^A_{t-1}) / t = (1/t) Σ_{s=1}^{t} λ^s``.
+
+    The output weights of Mohri et al.'s Stochastic-AFL (Algorithm 1, ``λ^A``) after
+    ``steps = t`` steps, updated in place of a sum; at t = 1 it is λ^1 whatever
+    ``average`` holds.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ or ``steps`` is not an int >= 1.
+    """
+    before = np.asarray(average, dtype=np.float64)
+    new = np.asarray(latest, dtype=np.float64)
+    if before.shape != new.shape:
+        raise ValueError(f"average and latest must have one shape, got {before.shape}, {new.shape}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    return before + (new - before) / steps
 
 
 def project_to_simplex(y: ArrayLike) -> NDArray[np.float64]:

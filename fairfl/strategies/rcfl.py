@@ -70,10 +70,12 @@ class RCFL(ReweightedStrategy):
     eta_init : float (default: 0.0)
         η₀, Algorithm 1's initial dual variable (value not given in the paper; 0 is the
         fallback of Remark 2).
-    eta_probe : bool (default: True)
-        After the first round, replace η by the smoothed optimum η*_μ of the clients'
-        reported losses before training (``train_loss_key``; spec-rcfl §4.6, not in
-        the paper).
+    eta_probe : bool (default: False)
+        Not in the paper (spec-rcfl §4.6), off by default. ``True``: after the first
+        round that updates the model, replace η by the smoothed optimum η*_μ of the
+        clients' reported losses before training (``train_loss_key``) instead of
+        Algorithm 1's average of the local η_j; later rounds average as the paper.
+        It spares the rounds η needs to climb from η₀ to the loss scale.
     local_steps : int (default: 5)
         κ >= 1, local gradient steps per round (κ = 5 in all the paper's runs).
     batch_size : int (default: 0)
@@ -104,15 +106,21 @@ class RCFL(ReweightedStrategy):
         ``lr`` (β_η is then sent); off for apps that step η with another optimiser.
         Every ``rcfl-eta`` must in any case lie in ``[-max_loss, max_loss]``.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`, except
+        ``client_sampling``, which must stay ``"uniform"``: RC-FL samples by its own
+        ``sampling`` (``"with-replacement"`` is the paper's draw ∝ p_i).
 
     Raises
     ------
     ValueError
-        If a hyperparameter is out of range (the message names it).
+        If a hyperparameter is out of range (the message names it), or
+        ``client_sampling`` is not ``"uniform"``.
 
     Notes
     -----
+    η^{t+1} is Algorithm 1's average ``Σ_j W_j η_j`` of the clients' η_j, with the
+    weights W_j of ω (:func:`aggregate_eta`), unless ``eta_probe``.
+
     p_i needs every n_i before the first draw (spec-rcfl §9.9). The counts are learnt
     from the replies: with ``sampling="with-replacement"`` a round in which no count is
     known yet (the first) is a full-participation round weighted by ``n_i / Σ n``, and
@@ -139,7 +147,7 @@ class RCFL(ReweightedStrategy):
         alpha: float = 0.5,
         mu: float = 0.05,
         eta_init: float = 0.0,
-        eta_probe: bool = True,
+        eta_probe: bool = False,
         local_steps: int = 5,
         batch_size: int = 0,
         eta_lr_scale: float = 1.0,
@@ -165,6 +173,12 @@ class RCFL(ReweightedStrategy):
         if not isinstance(check_eta_reach, bool):
             raise ValueError(f"check_eta_reach must be a bool, got {check_eta_reach!r}")
         super().__init__(**kwargs)
+        if self.client_sampling != "uniform":
+            raise ValueError(
+                f"client_sampling must be 'uniform' for RC-FL, got {self.client_sampling!r}: "
+                "RC-FL draws clients itself; sampling='with-replacement' (run config "
+                "rcfl-sampling) is the paper's draw with probability p_i"
+            )
         self.check_eta_reach = check_eta_reach
         #: β_η sent this round (None: the config had no lr, the clients use their own).
         self._lr_eta: float | None = None

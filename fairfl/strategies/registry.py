@@ -27,6 +27,9 @@ from fairfl.strategies.semivred import SemiVRed
 from fairfl.strategies.term import TERM
 from fairfl.strategies.vred import VRed
 
+#: The run-config key of every rule's ``client_sampling`` (uniform or ∝ n_k).
+SAMPLING_KEY = "sampling"
+
 
 @dataclass(frozen=True)
 class RuleSpec:
@@ -76,7 +79,7 @@ STRATEGIES: dict[str, RuleSpec] = {
                 "rcfl-seed": "seed",
             },
         ),
-        RuleSpec("afl", AFL, {"afl-lambda-lr": "lambda_lr"}),
+        RuleSpec("afl", AFL, {"afl-lambda-lr": "lambda_lr", "afl-variant": "variant"}),
         RuleSpec("term", TERM, {"term-alpha": "alpha"}),
         RuleSpec("gifair", GiFair, {"gifair-coeff": "coeff"}),
         RuleSpec("deltafl", DeltaFL, {"deltafl-alpha": "alpha"}),
@@ -180,7 +183,9 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
     name : str
         A key of :data:`STRATEGIES`.
     run_config : Mapping[str, Any]
-        The run config; keys the rule does not use are ignored.
+        The run config; keys the rule does not use are ignored. Its ``sampling``
+        (``"uniform"`` or ``"size-proportional"``) is every rule's ``client_sampling``
+        (:class:`~fairfl.strategies.base.FairStrategy`).
     **common
         Keyword arguments every rule takes (``fraction_train``, ``min_available_nodes``).
 
@@ -198,6 +203,8 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
         )
     spec = STRATEGIES[name]
     kwargs = {kw: run_config[key] for key, kw in spec.parameters.items() if key in run_config}
+    if SAMPLING_KEY in run_config:
+        kwargs["client_sampling"] = run_config[SAMPLING_KEY]
     try:
         return spec.strategy(**common, **kwargs)
     except ValueError as error:
@@ -206,6 +213,8 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
         # run-config key the value came from too.
         message = str(error)
         first = message.split(" ", 1)[0]
+        if first == "client_sampling" and SAMPLING_KEY in run_config:
+            raise ValueError(f"run config {SAMPLING_KEY} (rule {name}): {message}") from error
         for key, keyword in spec.parameters.items():
             if key in run_config and first in (keyword, keyword.split("_", 1)[-1]):
                 raise ValueError(f"run config {key} (rule {name}): {message}") from error

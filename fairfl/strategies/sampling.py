@@ -8,6 +8,15 @@ but gives up at a deadline with a :class:`SamplingTimeoutError` that names
 ``min-available-nodes``, how many nodes are connected and ``round-timeout``.
 :func:`sampled_messages` is FedAvg's ``configure_train`` / ``configure_evaluate`` body on
 top of it.
+
+Size-proportional sampling (:func:`draw_size_proportional`, :class:`SizeSampler`) is
+the device sampling of q-FFL's experiments (paper 002; ``select_clients`` with
+``sampling=2`` in its reference code ``litian96/fair_flearn``): each round draws the
+devices with probability ∝ n_k, without replacement, and the server then sums the
+sampled devices' updates *uniformly* (the reference ``aggregate`` sets every weight to
+1 under ``sampling=2``): a device's expected weight grows with n_k, roughly as
+p_k = n_k / n while the sample is small next to the federation (exactly so for draws
+with replacement).
 """
 
 from __future__ import annotations
@@ -15,16 +24,28 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable, Mapping
+from typing import Literal
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
+from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import keys
+from fairfl.contract import keys, sorted_client_keys
 
 logger = logging.getLogger(__name__)
 
 #: Seconds between two looks at the connected nodes while waiting for them.
 POLL_INTERVAL = 1.0
+
+#: How a rule picks the round's training nodes (run-config key ``sampling``).
+Sampling = Literal["uniform", "size-proportional"]
+SAMPLINGS: tuple[str, ...] = ("uniform", "size-proportional")
+
+#: ``draw(connected node ids, sample size) -> sampled node ids``: replaces Flower's
+#: ``random.sample`` in :func:`sample_nodes`.
+NodeDraw = Callable[[list[int], int], list[int]]
 
 
 class SamplingTimeoutError(TimeoutError):
@@ -38,6 +59,7 @@ def sample_nodes(
     *,
     timeout: float,
     hook: str = "sample_nodes",
+    draw: NodeDraw | None = None,
 ) -> tuple[list[int], list[int]]:
     """Flower's ``sample_nodes``, giving up after ``timeout`` seconds.
 
@@ -55,6 +77,9 @@ def sample_nodes(
         ``sample_timeout``, which ``FairStrategy.start`` sets to ``round-timeout``.
     hook : str
         The strategy hook that samples (prefixes the log lines and the error).
+    draw : NodeDraw | None
+        Picks the nodes once enough are connected (:meth:`SizeSampler.draw`);
+        ``None`` is Flower's ``random.sample(all_nodes, sample_size)``.
 
     Returns
     -------
@@ -87,6 +112,8 @@ def sample_nodes(
             left,
         )
         time.sleep(min(POLL_INTERVAL, left))
+    if draw is not None:
+        return draw(all_nodes, sample_size), all_nodes
     return random.sample(all_nodes, sample_size), all_nodes
 
 
@@ -103,12 +130,14 @@ def sampled_messages(
     timeout: float,
     arrayrecord_key: str = keys.ARRAYS,
     configrecord_key: str = keys.CONFIG,
+    draw: NodeDraw | None = None,
 ) -> list[Message]:
     """FedAvg's ``configure_train`` / ``configure_evaluate`` with a bounded wait.
 
     Samples ``max(int(connected * fraction), min_nodes)`` nodes with :func:`sample_nodes`
-    and sends each one message carrying ``arrays`` and ``config`` plus ``server-round``
-    (``config`` itself is not changed). ``fraction == 0`` sends nothing.
+    (with ``draw``, if given) and sends each one message carrying ``arrays`` and
+    ``config`` plus ``server-round`` (``config`` itself is not changed). ``fraction ==
+    0`` sends nothing.
 
     Raises
     ------
@@ -120,7 +149,7 @@ def sampled_messages(
     hook = f"configure_{message_type}"
     sample_size = max(int(len(list(grid.get_node_ids())) * fraction), min_nodes)
     node_ids, all_nodes = sample_nodes(
-        grid, min_available_nodes, sample_size, timeout=timeout, hook=hook
+        grid, min_available_nodes, sample_size, timeout=timeout, hook=hook, draw=draw
     )
     logger.info("%s: Sampled %s nodes (out of %s)", hook, len(node_ids), len(all_nodes))
     content = RecordDict(
@@ -133,3 +162,124 @@ def sampled_messages(
         Message(content=content, message_type=message_type, dst_node_id=node_id)
         for node_id in node_ids
     ]
+
+
+def draw_size_proportional(
+    counts: ArrayLike,
+    sample_size: int,
+    rng: np.random.Generator | np.random.RandomState | None = None,
+) -> NDArray[np.intp]:
+    """Indices of ``sample_size`` devices drawn ∝ n_k without replacement.
+
+    q-FFL's device sampling (paper 002, Algorithms 1 and 2, line 3: "Server selects a
+    subset S_t of K devices at random (each device k is chosen with prob. p_k)";
+    ``select_clients`` with ``sampling=2`` in ``fair_flearn/flearn/trainers/fedbase.py``,
+    p_k = n_k / n): NumPy's ``choice(len(counts),
+    sample_size, replace=False, p=counts / Σ counts)``, the reference code's call.
+    NumPy draws one index at a time ∝ p among those not drawn yet (successive
+    sampling), so device k is in the sample with a probability that grows with n_k
+    but is not ``sample_size · p_k`` (that can exceed 1).
+
+    Parameters
+    ----------
+    counts : ArrayLike
+        n_k of each device, all > 0.
+    sample_size : int
+        Devices to draw, ``<= len(counts)``.
+    rng : numpy.random.Generator | numpy.random.RandomState | None
+        The random source; ``None`` is NumPy's global one (``np.random.choice``, as the
+        reference code), which fairfl's ServerApp seeds with the run seed and its
+        checkpoints save and restore.
+
+    Returns
+    -------
+    NDArray[np.intp]
+        The drawn indices, in the order drawn.
+
+    Raises
+    ------
+    ValueError
+        If a count is not > 0 or ``sample_size`` is not in ``[0, len(counts)]``.
+    """
+    n = np.asarray(counts, dtype=np.float64)
+    if n.ndim != 1 or n.size == 0 or not np.all(n > 0) or not np.all(np.isfinite(n)):
+        raise ValueError(f"counts must be a non-empty vector of numbers > 0, got {n.tolist()}")
+    if isinstance(sample_size, bool) or not isinstance(sample_size, int | np.integer):
+        raise ValueError(f"sample_size must be an int, got {sample_size!r}")
+    if not 0 <= sample_size <= n.size:
+        raise ValueError(f"sample_size must be in [0, {n.size}], got {sample_size}")
+    choice = np.random.choice if rng is None else rng.choice
+    return np.asarray(choice(n.size, size=sample_size, replace=False, p=n / n.sum()), np.intp)
+
+
+class SizeSampler:
+    """A rule's ``sampling="size-proportional"``: draws ∝ n_k, learning n_k from replies.
+
+    The server knows n_k only from train replies (``num-examples``); before the first
+    round it knows none. A round in which some connected node's n_k is unknown (round
+    1, or a node that never replied) is therefore a *census*: every connected node
+    trains, and the rule weighs the replies as it weighs a uniformly sampled round.
+    Once every connected node's n_k is known, each round draws the sample ∝ n_k
+    without replacement (:func:`draw_size_proportional`, over the nodes' stable client
+    keys in their sorted order, so a resumed run with new node ids draws alike) and
+    the rule sums the drawn replies uniformly (:meth:`FairStrategy.aggregate_train
+    <fairfl.strategies.base.FairStrategy.aggregate_train>` hands the rule n_k = 1 for
+    each). Paper 002 and its code know every n_k before round 1; the census round is
+    the departure (one round in all, for a fixed federation). The counts are not part
+    of a checkpoint: the first round of a resumed run is a census again, so a resumed
+    size-proportional run does not repeat an uninterrupted one.
+
+    The stable client key of each node comes from the strategy's
+    ``learn_client_keys`` (passed to :meth:`draw`).
+    """
+
+    def __init__(self) -> None:
+        #: n_k by client key, from each client's latest train reply.
+        self.counts: dict[str, int] = {}
+        #: Whether the round being configured was drawn ∝ n_k (False: a census round).
+        self.drawn = False
+
+    def record(self, client_key: str, num_examples: int) -> None:
+        """Remember a client's n_k (from its train reply)."""
+        self.counts[client_key] = int(num_examples)
+
+    def draw(
+        self,
+        all_nodes: list[int],
+        sample_size: int,
+        *,
+        client_keys: Callable[[list[int]], Mapping[int, str]],
+    ) -> list[int]:
+        """The round's nodes: all of them (census), or ``sample_size`` drawn ∝ n_k.
+
+        Parameters
+        ----------
+        all_nodes : list[int]
+            The connected nodes.
+        sample_size : int
+            Nodes to draw (at most the number of distinct clients connected).
+        client_keys : Callable[[list[int]], Mapping[int, str]]
+            Node id -> stable client key (``FairStrategy.learn_client_keys``); asked
+            only once some n_k is known.
+        """
+        nodes = sorted(all_nodes)
+        node_keys = client_keys(nodes) if self.counts else {}
+        node_of: dict[str, int] = {}
+        for node in reversed(nodes):
+            node_of[node_keys.get(node, "")] = node  # one key, two nodes: the lower id
+        unknown = [n for n in nodes if node_keys.get(n) not in self.counts]
+        if unknown:
+            self.drawn = False
+            logger.info(
+                "configure_train: n_k unknown for %d of %d nodes; every node trains this "
+                "round (census for size-proportional sampling)",
+                len(unknown),
+                len(nodes),
+            )
+            return nodes
+        ordered = sorted_client_keys(node_of)
+        picks = draw_size_proportional(
+            [self.counts[key] for key in ordered], min(sample_size, len(ordered))
+        )
+        self.drawn = True
+        return sorted(node_of[ordered[i]] for i in picks)

@@ -65,6 +65,17 @@ def test_raw_source_agrees_with_training_activation_vector(model, x):
     np.testing.assert_allclose(got, activation_vector(model, x, CPU), rtol=1e-6)
 
 
+def test_training_activation_vector_is_not_the_papers_vector(model, x):
+    # Its docstring says so: paper 003's vector is the mean of h - LSE(h)·1, the raw
+    # mean minus the mean log-sum-exp on every coordinate.
+    raw = activation_vector(model, x, CPU)
+    with torch.no_grad():
+        h = model.features(torch.from_numpy(x)).double()
+    shift = float(torch.logsumexp(h, dim=1).mean())
+    np.testing.assert_allclose(client_activation(model, x, CPU), raw - shift, rtol=1e-6)
+    assert not np.allclose(client_activation(model, x, CPU), raw)
+
+
 def test_model_is_used_in_eval_mode():
     dropout = build_model("mlp", (1, 8, 8), 10, seed=0)
     dropout.body.append(nn.Dropout(p=0.9))

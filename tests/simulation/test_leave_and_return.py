@@ -82,7 +82,9 @@ def partition_of(recorder: Recorder, node: int) -> str:
 def test_afl_lambda_of_an_absent_client_follows_the_recursion(tmp_path):
     lr = 0.3
     outcome, lines, recorder = run(
-        tmp_path, strategy="afl", **{"num-partitions": 4, "afl-lambda-lr": lr}
+        tmp_path,
+        strategy="afl",
+        **{"num-partitions": 4, "afl-lambda-lr": lr, "afl-variant": "propfair-code"},
     )
     check_counts(lines, 4)
     nodes = sorted(recorder.seen[1])

@@ -49,11 +49,14 @@ def test_rcfl_trains_eta_and_writes_it_with_the_client_weights(tmp_path):
         assert len(diagnostics["rcfl-q"]) == 4
         assert all(0 < q < 2 for q in diagnostics["rcfl-q"].values())
         assert math.isfinite(diagnostics["rcfl-eta"])
-    # Round 1 sends η₀ = 0 and the probe then sets η to η*_μ of the first losses;
-    # round 2 sends that η to every client, and the clients move it.
+    # Round 1 sends η₀ = 0; by default (no probe) η^1 is Algorithm 1's average of the
+    # clients' η with the weights of ω; round 2 sends it to every client, which move it.
     assert {c[RCFL_ETA] for c, _ in seen[1].values()} == {0.0}
-    assert lines[0]["train"]["diagnostics"]["rcfl-probe"] == 1
+    assert "rcfl-probe" not in lines[0]["train"]["diagnostics"]
     eta_1 = lines[0]["train"]["diagnostics"]["rcfl-eta"]
+    weights_1 = {w["node_id"]: w["weight"] for w in lines[0]["train"]["weights"]}
+    average = sum(weights_1[node] * m[keys.RCFL_ETA] for node, (_, m) in seen[1].items())
+    assert eta_1 == pytest.approx(average, rel=1e-12)
     assert {c[RCFL_ETA] for c, _ in seen[2].values()} == {eta_1}  # exact through JSON
     assert {c[RCFL_ALPHA] for c, _ in seen[2].values()} == {0.5}
     replied = [m[keys.RCFL_ETA] for _, m in seen[2].values()]

@@ -1,5 +1,9 @@
 """AFL: simplex projection, projected λ ascent kept by client key, partial participation.
 
+Two variants: Mohri et al.'s (the default: uniform λ^0, the running average of λ as
+the weights) and the PropFair reference code's (``variant="propfair-code"``: λ^0 = p,
+the last iterate).
+
 Replies made here carry no partition id, so their client key is ``node-<id>``.
 """
 
@@ -17,7 +21,12 @@ from fairfl.server.checkpoint import CHECKPOINT_FILE
 from fairfl.simulation import run_inprocess
 from fairfl.simulation.inprocess import node_configs_for
 from fairfl.strategies import AFL
-from fairfl.strategies.afl import admit_clients, afl_lambda_update, project_to_simplex
+from fairfl.strategies.afl import (
+    admit_clients,
+    afl_lambda_update,
+    project_to_simplex,
+    running_average,
+)
 from tests.strategies.baseline_helpers import (
     aggregate_round,
     assert_matches_fedavg,
@@ -98,8 +107,62 @@ def test_lambda_update_and_admission_by_hand():
 
 
 # ---------------------------------------------------------------- the strategy
-def test_two_rounds_by_hand_update_then_aggregate():
+def test_running_average_by_hand():
+    # λ^A_1 = (0.4, 0.6), λ^2 = (0.5, 0.5): λ^A_2 = (0.4 + 0.5, 0.6 + 0.5) / 2
+    np.testing.assert_allclose(running_average([0.4, 0.6], [0.5, 0.5], 2), [0.45, 0.55])
+    # t = 1: the first iterate, whatever the average held
+    np.testing.assert_allclose(running_average([0.5, 0.5], [0.4, 0.6], 1), [0.4, 0.6])
+    with pytest.raises(ValueError, match=r"steps must be an int >= 1, got 0"):
+        running_average([1.0], [1.0], 0)
+    with pytest.raises(ValueError, match=r"average and latest must have one shape"):
+        running_average([1.0], [0.5, 0.5], 1)
+
+
+def test_mohri_two_rounds_by_hand_uniform_start_and_averaged_lambda():
     strategy = AFL(lambda_lr=0.1)
+    assert strategy.variant == "mohri"
+    # n = (10, 30) plays no part: λ^0 = (0.5, 0.5). f = (1, 3): y = (0.6, 0.8),
+    # τ = (1 - 1.4)/2 = -0.2, λ^1 = (0.4, 0.6) = λ^A_1: w = 0.4·0 + 0.6·10 = 6
+    replies = [loss_reply(1, 10, 1.0, value=0.0), loss_reply(2, 30, 3.0, value=10.0)]
+    arrays, _ = aggregate_round(strategy, replies, server_round=1)
+    np.testing.assert_allclose(round_weights(strategy, 1), [0.4, 0.6])
+    np.testing.assert_allclose(arrays["0"].numpy(), 6.0, rtol=1e-6)
+    # f = (2, 0): y = (0.6, 0.6), λ^2 = (0.5, 0.5); λ^A_2 = (0.45, 0.55): w = 5.5
+    replies = [loss_reply(1, 10, 2.0, value=0.0), loss_reply(2, 30, 0.0, value=10.0)]
+    arrays, _ = aggregate_round(strategy, replies, server_round=2)
+    np.testing.assert_allclose(round_weights(strategy, 2), [0.45, 0.55])
+    np.testing.assert_allclose(arrays["0"].numpy(), 5.5, rtol=1e-6)
+    assert strategy.client_lambdas == pytest.approx({"node-1": 0.5, "node-2": 0.5})
+    assert strategy.client_average == pytest.approx({"node-1": 0.45, "node-2": 0.55})
+    assert strategy.steps == 2
+
+
+def test_mohri_admits_a_new_client_at_the_uniform_start():
+    strategy = AFL(lambda_lr=0.1)
+    aggregate_round(strategy, [loss_reply(1, 10, 1.0), loss_reply(2, 30, 3.0)], 1)
+    # λ = λ^A = (0.4, 0.6). Node 3 joins alone: both become (0.4, 0.6)·2/3 and 1/3,
+    # i.e. (8, 12, 10)/30. f_3 = 1: y = (8, 12, 13)/30, Σ = 1.1, τ = -0.1/3:
+    # λ^2 = (7, 11, 12)/30; λ^A_2 = ((8, 12, 10) + (7, 11, 12))/60 = (7.5, 11.5, 11)/30
+    aggregate_round(strategy, [loss_reply(3, 5, 1.0)], 2)
+    np.testing.assert_allclose(round_weights(strategy, 2), [1.0])
+    expected = {"node-1": 7 / 30, "node-2": 11 / 30, "node-3": 12 / 30}
+    assert strategy.client_lambdas == pytest.approx(expected)
+    expected = {"node-1": 7.5 / 30, "node-2": 11.5 / 30, "node-3": 11 / 30}
+    assert strategy.client_average == pytest.approx(expected)
+
+
+def test_mohri_lambda_lr_zero_is_the_plain_mean():
+    # λ stays at 1/n whatever the losses and sizes: (1 + 4)/2 every round.
+    strategy = AFL(lambda_lr=0.0)
+    replies = [loss_reply(1, 10, 5.0, value=1.0), loss_reply(2, 30, 1.0, value=4.0)]
+    for server_round in (1, 2, 3):
+        arrays, _ = aggregate_round(strategy, replies, server_round)
+        np.testing.assert_allclose(round_weights(strategy, server_round), [0.5, 0.5])
+        np.testing.assert_allclose(arrays["0"].numpy(), 2.5, rtol=1e-6)
+
+
+def test_propfair_code_two_rounds_by_hand_update_then_aggregate():
+    strategy = AFL(lambda_lr=0.1, variant="propfair-code")
     replies = [loss_reply(1, 10, 2.0, value=1.0), loss_reply(2, 30, 1.0, value=4.0)]
     arrays, metrics = aggregate_round(strategy, replies, server_round=1)
     # λ^0 = p = (0.25, 0.75); λ^1 = Π(0.45, 0.85) = (0.3, 0.7), used in the same round:
@@ -114,7 +177,7 @@ def test_two_rounds_by_hand_update_then_aggregate():
 
 
 def test_partial_participation_keeps_lambda_of_absent_clients():
-    strategy = AFL(lambda_lr=0.1)
+    strategy = AFL(lambda_lr=0.1, variant="propfair-code")
     # Round 1, nodes 1-3, n = (10, 10, 20): λ^0 = (0.25, 0.25, 0.5); f = (1, 2, 3)
     # y = (0.35, 0.45, 0.8), Σ = 1.6, all kept (0.35 - 0.6/3 > 0), τ = -0.2
     # λ^1 = (0.15, 0.25, 0.6)
@@ -146,15 +209,15 @@ def test_partial_participation_keeps_lambda_of_absent_clients():
         [[(1, 10), (2, 30), (3, 5)], [(2, 30)], [(1, 10), (3, 5), (4, 55)]],  # churn
     ],
 )
-def test_lambda_lr_zero_is_fedavg(rounds):
-    afl = AFL(lambda_lr=0.0)
+def test_propfair_code_lambda_lr_zero_is_fedavg(rounds):
+    afl = AFL(lambda_lr=0.0, variant="propfair-code")
     for server_round, participants in enumerate(rounds, start=1):
         replies = [loss_reply(n, c, float(n), value=float(n)) for n, c in participants]
         assert_matches_fedavg(afl, replies, server_round, atol=1e-12, rtol=1e-6)
 
 
 def test_zero_participant_mass_falls_back_to_fedavg_and_warns_once(caplog):
-    strategy = AFL(lambda_lr=0.1)
+    strategy = AFL(lambda_lr=0.1, variant="propfair-code")
     strategy.load_state_dict(
         {
             "lambdas": {"node-1": 1.0, "node-2": 0.0, "node-3": 0.0},
@@ -170,16 +233,19 @@ def test_zero_participant_mass_falls_back_to_fedavg_and_warns_once(caplog):
     assert caplog.text.count("using FedAvg weights") == 1
 
 
-def test_state_dict_is_json_and_resumes_the_same_trajectory():
+@pytest.mark.parametrize("variant", ["mohri", "propfair-code"])
+def test_state_dict_is_json_and_resumes_the_same_trajectory(variant):
     replies = [loss_reply(5, 10, 2.0), loss_reply(9, 30, 0.5)]
-    straight = AFL(lambda_lr=0.3)
+    straight = AFL(lambda_lr=0.3, variant=variant)
     for r in (1, 2, 3):
         aggregate_round(straight, replies, r)
-    first = AFL(lambda_lr=0.3)
+    first = AFL(lambda_lr=0.3, variant=variant)
     aggregate_round(first, replies, 1)
     state = json.loads(json.dumps(first.state_dict()))
-    assert set(state) == {"lambdas", "counts"} and set(state["lambdas"]) == {"node-5", "node-9"}
-    resumed = AFL(lambda_lr=0.3)
+    assert set(state) == {"lambdas", "average", "steps", "counts"}
+    assert set(state["lambdas"]) == {"node-5", "node-9"} and state["steps"] == 1
+    assert bool(state["average"]) == (variant == "mohri")
+    resumed = AFL(lambda_lr=0.3, variant=variant)
     resumed.load_state_dict(state)
     for r in (2, 3):
         aggregate_round(resumed, replies, r)
@@ -195,10 +261,14 @@ def test_state_dict_is_json_and_resumes_the_same_trajectory():
         ({"lambdas": {"1": -0.5}, "counts": {"1": 1}}, r"must be finite and >= 0, got -0.5"),
         ({"lambdas": {"1": "a"}, "counts": {"1": 1}}, "must be a number, got 'a'"),
         ({"lambdas": {"1": 1.0}, "counts": {"1": 0}}, r"state\['counts'\]\['1'\] must be an int"),
+        (
+            {"lambdas": {"1": 1.0}, "counts": {"1": 1}, "steps": -1},
+            r"state\['steps'\] must be an int >= 0, got -1",
+        ),
     ],
 )
 def test_bad_state_rejected_and_state_unchanged(state, message):
-    strategy = AFL()
+    strategy = AFL(variant="propfair-code")
     strategy.load_state_dict({"lambdas": {"7": 1.0}, "counts": {"7": 3}})
     with pytest.raises(ValueError, match=message):
         strategy.load_state_dict(state)
@@ -219,11 +289,24 @@ def test_invalid_lambda_lr_rejected(value, message):
         AFL(lambda_lr=value)
 
 
+def test_invalid_variant_and_a_mohri_state_without_average_are_rejected():
+    with pytest.raises(
+        ValueError, match=r"variant must be one of \('mohri', 'propfair-code'\), got 'pf'"
+    ):
+        AFL(variant="pf")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"state\['average'\] must hold the running average"):
+        AFL().load_state_dict({"lambdas": {"7": 1.0}, "counts": {"7": 3}})
+
+
 # ---------------------------------------------------------------- properties
 @settings(max_examples=40, deadline=None)
-@given(st.lists(client_rounds(), min_size=1, max_size=4), st.floats(0.0, 10.0))
-def test_weights_are_a_distribution_and_lambda_stays_on_the_simplex(rounds, lambda_lr):
-    strategy = AFL(lambda_lr=lambda_lr)
+@given(
+    st.lists(client_rounds(), min_size=1, max_size=4),
+    st.floats(0.0, 10.0),
+    st.sampled_from(["mohri", "propfair-code"]),
+)
+def test_weights_are_a_distribution_and_lambda_stays_on_the_simplex(rounds, lambda_lr, variant):
+    strategy = AFL(lambda_lr=lambda_lr, variant=variant)
     for server_round, (counts, losses) in enumerate(rounds, start=1):
         # Node ids overlap between rounds: clients leave, return and join.
         replies = [
@@ -235,11 +318,15 @@ def test_weights_are_a_distribution_and_lambda_stays_on_the_simplex(rounds, lamb
         assert np.all(weights >= 0) and weights.sum() == pytest.approx(1.0, abs=1e-12)
         assert np.all(np.isfinite(arrays["0"].numpy()))
         assert sum(strategy.client_lambdas.values()) == pytest.approx(1.0, abs=1e-12)
+        if variant == "mohri":
+            assert sum(strategy.client_average.values()) == pytest.approx(1.0, abs=1e-12)
 
 
 # ---------------------------------------------------------------- end to end
 def test_three_rounds_in_process_follow_the_lambda_recursion(tmp_path):
-    outcome, rounds = run_rule(tmp_path, "afl", **{"afl-lambda-lr": 0.2})
+    outcome, rounds = run_rule(
+        tmp_path, "afl", **{"afl-lambda-lr": 0.2, "afl-variant": "propfair-code"}
+    )
     assert len(rounds) == 3
     lam = shares(rounds[0].counts)
     for logged in rounds:
@@ -285,6 +372,6 @@ def test_crashed_run_resumes_with_the_same_lambdas(tmp_path):
 
 def test_empty_state_resets():
     strategy = AFL()
-    strategy.load_state_dict({"lambdas": {"7": 1.0}, "counts": {"7": 3}})
+    strategy.load_state_dict({"lambdas": {"7": 1.0}, "average": {"7": 1.0}, "counts": {"7": 3}})
     strategy.load_state_dict({})
-    assert strategy.state_dict() == {"lambdas": {}, "counts": {}}
+    assert strategy.state_dict() == {"lambdas": {}, "average": {}, "steps": 0, "counts": {}}

@@ -80,9 +80,14 @@ REGISTRY = [
     (
         "afl",
         AFL,
-        {"afl-lambda-lr": 0.1},
+        {"afl-lambda-lr": 0.1, "afl-variant": "mohri"},
         {"afl-lambda-lr": 0.5},
-        {"lambda_lr": 0.5, "lambda_init": "p (data shares)"},
+        {
+            "lambda_lr": 0.5,
+            "variant": "mohri",
+            "lambda_init": "uniform",
+            "weights": "running average of lambda",
+        },
     ),
     ("term", TERM, {"term-alpha": 0.5}, {"term-alpha": 0.01}, {"alpha": 0.01}),
     ("gifair", GiFair, {"gifair-coeff": 1.0}, {"gifair-coeff": 0.25}, {"coeff": 0.25}),

@@ -316,8 +316,25 @@ def test_eta_is_kept_when_the_round_keeps_the_old_model():
     assert strategy.eta == 0.3
 
 
+def test_default_eta_update_is_algorithm_1s_average_also_with_losses():
+    # Defaults: no eta probe (not in the paper). Every reply carries its loss, which the
+    # probe would read; η^{t+1} = Σ_j p_j η_j all the same (Algorithm 1, "Average"):
+    # round 1: 0.5·0.2 + 0.3·0.6 + 0.2·1.0 = 0.48; round 2: 0.5·0.1 + 0.3·0.3 + 0.2·0.5 = 0.24
+    strategy = RCFL()
+    assert strategy.eta_probe is False
+    for server_round, etas, expected in ((1, (0.2, 0.6, 1.0), 0.48), (2, (0.1, 0.3, 0.5), 0.24)):
+        configure(strategy, [1, 2, 3], server_round=server_round)
+        replies = [
+            reply(n, c, eta, loss=loss)
+            for n, c, eta, loss in zip([1, 2, 3], [50, 30, 20], etas, L, strict=True)
+        ]
+        strategy.aggregate_train(server_round, replies)
+        assert strategy.eta == pytest.approx(expected)
+        assert "rcfl-probe" not in strategy.train_records[server_round].diagnostics
+
+
 def test_probe_sets_eta_to_the_smoothed_optimum_of_the_first_losses(caplog):
-    strategy = RCFL(alpha=0.5, mu=0.1, eta_init=0.0)
+    strategy = RCFL(alpha=0.5, mu=0.1, eta_init=0.0, eta_probe=True)
     configure(strategy, [1, 2, 3])
     replies = [
         reply(n, c, 0.01, loss=loss) for n, c, loss in zip([1, 2, 3], [50, 30, 20], L, strict=True)
@@ -335,7 +352,7 @@ def test_probe_sets_eta_to_the_smoothed_optimum_of_the_first_losses(caplog):
 
 
 def test_probe_without_losses_keeps_the_average_and_warns(caplog):
-    strategy = RCFL(alpha=0.5)
+    strategy = RCFL(alpha=0.5, eta_probe=True)
     configure(strategy, [1, 2])
     with caplog.at_level(logging.WARNING, logger="fairfl"):
         strategy.aggregate_train(1, [reply(1, 10, 0.2), reply(2, 10, 0.4)])
@@ -344,7 +361,7 @@ def test_probe_without_losses_keeps_the_average_and_warns(caplog):
 
 
 def test_probe_with_all_alphas_one_keeps_the_average(caplog):
-    strategy = RCFL(alpha=1.0)
+    strategy = RCFL(alpha=1.0, eta_probe=True)
     configure(strategy, [1, 2])
     with caplog.at_level(logging.WARNING, logger="fairfl"):
         strategy.aggregate_train(1, [reply(1, 10, 0.2, loss=1.0), reply(2, 10, 0.4, loss=2.0)])
