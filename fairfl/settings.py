@@ -8,13 +8,14 @@ both need (data, model, training), :class:`NodeSettings` what one SuperNode adds
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from fairfl.contract.config import get_config_value
+from fairfl.contract.config import check_known_keys, get_config_value
 from fairfl.data import DATASETS, PARTITIONERS
 from fairfl.models import MODELS
+from fairfl.telemetry.config import TelemetrySettings
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -34,6 +35,7 @@ class RunSettings:
     strategy: str = "fedavg"
     num_server_rounds: int = 20
     fraction_train: float = 1.0
+    sampling: str = "uniform"
     fraction_evaluate: float = 1.0
     evaluate_every: int = 1
     min_available_nodes: int = 0
@@ -59,15 +61,29 @@ class RunSettings:
     node_wait_timeout: float = 120.0
     max_abs_weight: float = 1e6
     max_loss: float = 1e6
+    loss_clip_mad: float = 0.0
+    max_client_share: float = 1.0
     group_sizes: str = "4,6"
     group_labels: str = ""
     group_samples_per_class: int = 0
+    # Telemetry sinks (fairfl.telemetry.config.TelemetrySettings, which checks them).
+    telemetry: str = TelemetrySettings.telemetry
+    telemetry_dir: str = TelemetrySettings.telemetry_dir
+    telemetry_host: str = TelemetrySettings.telemetry_host
+    telemetry_port: int = TelemetrySettings.telemetry_port
+    telemetry_max_clients: int = TelemetrySettings.telemetry_max_clients
+    telemetry_wandb_online: bool = TelemetrySettings.telemetry_wandb_online
+    telemetry_key: str = TelemetrySettings.telemetry_key
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""
+        TelemetrySettings(
+            **{item.name: getattr(self, item.name) for item in fields(TelemetrySettings)}
+        )
         _check_choice("dataset", self.dataset.split("-")[0], DATASETS)
         _check_choice("partitioner", self.partitioner, PARTITIONERS)
         _check_choice("model", self.model, MODELS)
+        _check_choice("sampling", self.sampling, ("uniform", "size-proportional"))
         checks = {
             "num-server-rounds": self.num_server_rounds >= 1,
             "fraction-train": 0.0 < self.fraction_train <= 1.0,
@@ -85,6 +101,8 @@ class RunSettings:
             "node-wait-timeout": self.node_wait_timeout > 0,
             "max-abs-weight": self.max_abs_weight > 0,
             "max-loss": self.max_loss > 0,
+            "loss-clip-mad": self.loss_clip_mad >= 0,
+            "max-client-share": 0.0 < self.max_client_share <= 1.0,
         }
         bounds = {
             "num-server-rounds": ">= 1",
@@ -103,6 +121,8 @@ class RunSettings:
             "node-wait-timeout": "> 0",
             "max-abs-weight": "> 0",
             "max-loss": "> 0",
+            "loss-clip-mad": ">= 0 (0: off)",
+            "max-client-share": "in (0, 1] (1: off)",
         }
         for item in fields(self):
             value = getattr(self, item.name)
@@ -134,6 +154,11 @@ class RunSettings:
             )
 
     @classmethod
+    def run_config_keys(cls) -> tuple[str, ...]:
+        """The run-config keys of these settings (field names, hyphenated)."""
+        return tuple(item.name.replace("_", "-") for item in fields(cls))
+
+    @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
         """Parse the keys this dataclass knows; others (rule hyperparameters) are ignored."""
         values: dict[str, Any] = {}
@@ -159,6 +184,44 @@ class RunSettings:
             "group_labels": self.group_labels,
             "group_samples_per_class": self.group_samples_per_class,
         }
+
+
+def check_run_config_keys(
+    run_config: Mapping[str, Any], rule_keys: Mapping[str, Collection[str]]
+) -> None:
+    """Refuse a run-config key that neither the run settings nor any rule reads.
+
+    A deployed run's config holds every key of ``[tool.flwr.app.config]``, so any
+    rule's keys are accepted whatever ``strategy`` is; a typo (``qfl-q``) or a key
+    that nothing reads (``bogus-key``) is an error instead of a run on defaults.
+
+    Parameters
+    ----------
+    run_config : Mapping[str, Any]
+        The run config.
+    rule_keys : Mapping[str, Collection[str]]
+        Each registered rule's run-config keys, by rule name (the registry sits
+        above this module, so the server passes them).
+
+    Raises
+    ------
+    fairfl.contract.config.UnknownKeyError
+        A ``ValueError`` naming each unknown key, the closest valid keys (``did you
+        mean 'qffl-q'?``) and the chosen rule's own keys.
+    """
+    known = set(RunSettings.run_config_keys()).union(*rule_keys.values())
+    strategy = run_config.get("strategy", RunSettings.strategy)
+    own = rule_keys.get(strategy, ()) if isinstance(strategy, str) else ()
+    hint = (
+        f"Rule {strategy} reads " + ", ".join(own)
+        if own
+        else f"Rule {strategy} reads no key of its own"
+    )
+    check_known_keys(
+        run_config,
+        known,
+        hint=f"{hint}; every run reads the keys of [tool.flwr.app.config] in pyproject.toml.",
+    )
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,14 @@ ARG BASE_IMAGE=flwr/superexec:${FLWR_VERSION}
 FROM ${BASE_IMAGE}
 ARG PIP_INSTALL_ARGS=""
 
-# The flwr images run as user `app` (uid 49999), which owns the venv: build as app too.
-RUN mkdir -p /tmp/fairfl-src
+# The image runs as the unprivileged user `app` (uid 49999), whatever the base image's
+# default user: the flwr images and the offline stand-in have it (and it owns their
+# venv: fairfl is installed as app too), another base gets it here.
+USER 0
+RUN id -u app >/dev/null 2>&1 \
+    || useradd --no-create-home --home-dir /app --uid 49999 --user-group --shell /bin/sh app \
+    && mkdir -p /tmp/fairfl-src && chown app:app /tmp/fairfl-src
+USER 49999:49999
 WORKDIR /tmp/fairfl-src
 # 1) Dependencies, in a layer that only changes with pyproject.toml: the core ones and
 #    the client and data extras (both apps train or evaluate models on local data). The

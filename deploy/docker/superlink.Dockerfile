@@ -10,10 +10,16 @@ ARG FLWR_VERSION=1.41.0
 ARG BASE_IMAGE=flwr/superlink:${FLWR_VERSION}
 FROM ${BASE_IMAGE}
 
+# The image runs as the unprivileged user `app` (uid 49999), whatever the base image's
+# default user: the flwr images and the offline stand-in have it, another base gets it.
 # SQLite state (`--database /app/state/state.db`); a named volume is mounted here and
-# takes this directory's owner (the image's `app` user).
-RUN mkdir -p /app/state
+# takes this directory's owner (`app`).
+USER 0
+RUN id -u app >/dev/null 2>&1 \
+    || useradd --no-create-home --home-dir /app --uid 49999 --user-group --shell /bin/sh app \
+    && mkdir -p /app/state && chown app:app /app/state
 COPY deploy/docker/register-supernodes.sh /app/register-supernodes.sh
+USER 49999:49999
 RUN flower-superlink --version && flwr --version
 
 ENV FLWR_TELEMETRY_ENABLED=0 \

@@ -9,6 +9,12 @@ ARG FLWR_VERSION=1.41.0
 ARG BASE_IMAGE=flwr/supernode:${FLWR_VERSION}
 FROM ${BASE_IMAGE}
 
+# The image runs as the unprivileged user `app` (uid 49999), whatever the base image's
+# default user: the flwr images and the offline stand-in have it, another base gets it.
+USER 0
+RUN id -u app >/dev/null 2>&1 \
+    || useradd --no-create-home --home-dir /app --uid 49999 --user-group --shell /bin/sh app
+USER 49999:49999
 RUN flower-supernode --version
 
 ENV FLWR_TELEMETRY_ENABLED=0 \

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T", int, float, str, bool)
@@ -28,3 +29,59 @@ def get_config_value(config: Mapping[str, Any], key: str, type_: type[T]) -> T:
             f"config key {key!r} must be {type_.__name__}, got {type(value).__name__} ({value!r})"
         )
     return value
+
+
+class UnknownKeyError(ValueError):
+    """A config holds a key that nothing reads (a typo would otherwise run on defaults)."""
+
+
+def closest_keys(key: str, known: Collection[str], n: int = 3) -> list[str]:
+    """Up to ``n`` keys of ``known`` closest to ``key`` (:func:`difflib.get_close_matches`).
+
+    Closest first; ties in sorted order, so the answer does not depend on the
+    collection's order. Only keys with a similarity ratio of at least 0.6 are returned.
+    """
+    return difflib.get_close_matches(key, sorted(known), n=n, cutoff=0.6)
+
+
+def check_known_keys(
+    config: Mapping[str, Any],
+    known: Collection[str],
+    *,
+    name: str = "run config",
+    hint: str = "",
+) -> None:
+    """Refuse every key of ``config`` that is not in ``known``, suggesting the closest.
+
+    Parameters
+    ----------
+    config : Mapping[str, Any]
+        The keys to check.
+    known : Collection[str]
+        Every key that something reads.
+    name : str (default: "run config")
+        What ``config`` is, to start the message with.
+    hint : str (default: "")
+        Appended to the message (e.g. the keys of the chosen rule).
+
+    Raises
+    ------
+    UnknownKeyError
+        Naming each unknown key, in sorted order, with ``did you mean`` and the closest
+        known keys, or ``no known key is close`` when none is.
+    """
+    unknown = sorted(key for key in config if key not in known)
+    if not unknown:
+        return
+    parts = []
+    for key in unknown:
+        close = closest_keys(key, known)
+        guess = (
+            "did you mean " + " or ".join(repr(c) for c in close) + "?"
+            if close
+            else "no known key is close"
+        )
+        parts.append(f"{key!r} ({guess})")
+    noun = "key" if len(unknown) == 1 else "keys"
+    message = f"{name}: unknown {noun} " + ", ".join(parts)
+    raise UnknownKeyError(f"{message}. {hint}".rstrip() if hint else message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -27,8 +28,9 @@ from fairfl.server.checkpoint import (
     run_fingerprint,
 )
 from fairfl.server.results import COMPLETED, FAILED, RoundLog
-from fairfl.settings import RunSettings
+from fairfl.settings import RunSettings, check_run_config_keys
 from fairfl.strategies import FairStrategy, build_strategy
+from fairfl.strategies.registry import STRATEGIES
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,35 @@ def save_model(arrays: ArrayRecord, path: Path) -> None:
 
 class RunFailedError(RuntimeError):
     """The run went through its rounds but trained or evaluated nothing."""
+
+
+class OutDirError(ValueError):
+    """The run config's out-dir cannot be created or written."""
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """Create ``out_dir`` (and its parents) and check that a file can be written there.
+
+    Called before the run waits for SuperNodes, so that an out-dir the ServerApp cannot
+    write fails the run at once instead of after set-up (or after training).
+
+    Raises
+    ------
+    OutDirError
+        Naming the run-config key, the folder and the operating system's reason.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".fairfl-write-check-"):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        if error.filename is not None and str(error.filename) != str(out_dir):
+            reason = f"{reason} ({error.filename})"  # a parent, or the probe file
+        raise OutDirError(
+            f"run config out-dir: cannot create or write {out_dir}: {reason}. "
+            "Choose a folder the ServerApp's user can write (-c 'out-dir=\"<folder>\"')."
+        ) from error
 
 
 @dataclass(frozen=True)
@@ -84,6 +115,8 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
         min_available_nodes=required_nodes(settings),
         max_abs_weight=settings.max_abs_weight,
         max_loss=settings.max_loss,
+        loss_clip_mad=settings.loss_clip_mad,
+        max_client_share=settings.max_client_share,
     )
 
 
@@ -301,17 +334,21 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
     Raises
     ------
     ValueError
-        If a run-config value is invalid (the message names the key and the choices).
+        If a run-config key is unknown (the message suggests the closest ones), a value
+        is invalid (the message names the key and the choices), or the out-dir cannot be
+        created or written (:class:`OutDirError`).
     TimeoutError
         If too few SuperNodes connect within ``node-wait-timeout`` seconds, or fewer
         than ``min-available-nodes`` for a round within ``round-timeout``.
     RunFailedError
         If the run trained or evaluated nothing (:func:`failure_reason`).
     """
+    check_run_config_keys(run_config, {name: spec.parameters for name, spec in STRATEGIES.items()})
     settings = RunSettings.from_run_config(run_config)
     strategy = make_strategy(settings, run_config)  # a bad rule fails before any wait
     out_dir = Path(settings.out_dir)
     check_out_dir(out_dir, resume_from=settings.resume_from, overwrite=settings.overwrite)
+    prepare_out_dir(out_dir)
     settings, run_config = await_federation(grid, settings, run_config)
     strategy.min_available_nodes = required_nodes(settings)
     strategy.client_key_timeout = settings.round_timeout
@@ -343,6 +380,7 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
         checkpoint=settings.checkpoint,
         previous_rounds=previous_rounds,
         fingerprint=fingerprint,
+        grid=grid,
     )
     train_config = ConfigRecord(
         {

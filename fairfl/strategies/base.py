@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -35,6 +36,8 @@ from fairfl.contract import (
     ModelLayout,
     ReplyError,
     TrainReply,
+    array_view,
+    check_array_values,
     client_key,
     client_key_order,
     keys,
@@ -47,8 +50,9 @@ from fairfl.contract.bounds import MAX_LOSS
 from fairfl.logs import attach_flower_console
 from fairfl.metrics import fairness_metrics
 from fairfl.strategies._checks import check_real
-from fairfl.strategies.aggregation import reweighted_average, weight_entropy
-from fairfl.strategies.sampling import sampled_messages
+from fairfl.strategies.aggregation import reweighted_average_and_squared_norms, weight_entropy
+from fairfl.strategies.defences import LossClip, clip_reported_losses, share_capped
+from fairfl.strategies.sampling import SAMPLINGS, Sampling, SizeSampler, sampled_messages
 
 if TYPE_CHECKING:
     from flwr.serverapp.strategy import Result
@@ -70,6 +74,26 @@ CLIENT_REPORT_KEYS: tuple[str, ...] = (
 
 #: The client helper that reports every train metric a fairfl rule needs.
 FAIR_TRAIN = "fairfl.client.fair_train(message, model, trainloader, loss_fn, train_fn)"
+
+
+class RejectedRepliesError(Exception):
+    """Replies whose array values a rule's aggregation pass found bad (internal signal).
+
+    A rule that checks the reply values in its own pass over them instead of the reader
+    (:attr:`FairStrategy.checks_array_values`) raises it from ``aggregate``;
+    :meth:`FairStrategy.aggregate_train` catches it, drops these replies with the
+    reader's reasons, restores the rule's state and aggregates the rest again, so a bad
+    reply never changes the model. It never leaves ``aggregate_train``.
+
+    Parameters
+    ----------
+    errors : list[ReplyError]
+        One error per rejected reply, as the reader would have raised it.
+    """
+
+    def __init__(self, errors: list[ReplyError]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(str(error) for error in errors))
 
 
 class MissingMetricError(AggregationError):
@@ -187,6 +211,25 @@ min_available_nodes
     evaluate_every : int (default: 1)
         Federated evaluation only every this many rounds, and always in the last round
         of :meth:`start` (long runs: q-FFL's Synthetic trains for thousands of rounds).
+    loss_clip_mad : float (default: 0.0, off)
+        Not in any paper; a defence against clients inflating ``train_loss_key``
+        (:mod:`fairfl.strategies.defences`). k > 0 clips each round's reported losses to
+        ``[max(0, m - k·MAD), m + k·MAD]`` (m, MAD: their median and median absolute
+        deviation) before the rule reads them. A finite number >= 0.
+    max_client_share : float (default: 1.0, off)
+        Not in any paper; the other defence of :mod:`fairfl.strategies.defences`. Below
+        1, no reply's aggregation weight λ_i may exceed this share of the round's
+        ``Σ_j λ_j``; the excess goes to the others. Only for
+        :class:`ReweightedStrategy` rules. In (0, 1].
+    client_sampling : {"uniform", "size-proportional"} (default: "uniform")
+        How the round's training nodes are picked (run-config key ``sampling``).
+        ``"uniform"``: Flower's FedAvg sampling, ``fraction_train`` of the connected
+        nodes uniformly without replacement. ``"size-proportional"``: the same number
+        drawn with probability ∝ n_k without replacement, as q-FFL's experiments
+        (paper 002; :class:`fairfl.strategies.sampling.SizeSampler`), the drawn
+        replies then counting as n_k = 1 each for the rule (a uniform sum, as the
+        reference code's aggregation). Round 1, where no n_k is known yet, trains
+        every node. Evaluation always samples uniformly (``fraction_evaluate``).
 
     Notes
     -----
@@ -227,6 +270,9 @@ min_available_nodes
         max_abs_weight: float | None = 1e6,
         max_loss: float = MAX_LOSS,
         evaluate_every: int = 1,
+        client_sampling: Sampling = "uniform",
+        loss_clip_mad: float = 0.0,
+        max_client_share: float = 1.0,
     ) -> None:
         check_fraction("fraction_train", fraction_train)
         check_fraction("fraction_evaluate", fraction_evaluate)
@@ -234,6 +280,8 @@ min_available_nodes
         check_positive_int("min_evaluate_nodes", min_evaluate_nodes, minimum=0)
         check_positive_int("min_available_nodes", min_available_nodes, minimum=0)
         check_positive_int("evaluate_every", evaluate_every)
+        if client_sampling not in SAMPLINGS:
+            raise ValueError(f"client_sampling must be one of {SAMPLINGS}, got {client_sampling!r}")
         for name, value in (
             ("weighted_by_key", weighted_by_key),
             ("arrayrecord_key", arrayrecord_key),
@@ -253,6 +301,13 @@ min_available_nodes
         if max_abs_weight is not None and not max_abs_weight > 0:
             raise ValueError(f"max_abs_weight must be > 0 or None, got {max_abs_weight}")
         check_real("max_loss", max_loss, lower=0.0, lower_open=True)
+        check_real("loss_clip_mad", loss_clip_mad, lower=0.0)
+        check_real("max_client_share", max_client_share, lower=0.0, upper=1.0, lower_open=True)
+        if max_client_share < 1 and not isinstance(self, ReweightedStrategy):
+            raise ValueError(
+                f"max_client_share < 1 caps the weights λ_i of the rules of the form "
+                f"w - Σ λ_i (w - w_i); {self.rule_name} is not one, got {max_client_share!r}"
+            )
         attach_flower_console(level=None)
         super().__init__(
             fraction_train=fraction_train,
@@ -270,6 +325,10 @@ min_available_nodes
         self.allow_missing_metrics = allow_missing_metrics
         self.max_abs_weight = max_abs_weight
         self.max_loss = float(max_loss)
+        self.loss_clip_mad = float(loss_clip_mad)
+        self.max_client_share = float(max_client_share)
+        #: The clipping of the round being read (``None``: off, or no loss reported).
+        self.loss_clip: LossClip | None = None
         self.evaluate_every = evaluate_every
         # The last round of the current start() call (with the offset): always evaluated.
         self.last_round: int | None = None
@@ -294,6 +353,11 @@ min_available_nodes
         # Seconds configure_train/configure_evaluate wait for min_available_nodes before
         # giving up (Flower's sampler waits forever); start() sets it to its timeout.
         self.sample_timeout: float = 3600.0
+        self.client_sampling: Sampling = client_sampling
+        #: Size-proportional sampling's draws and known n_k (None: uniform sampling).
+        self.size_sampler: SizeSampler | None = (
+            SizeSampler() if client_sampling == "size-proportional" else None
+        )
 
     # ------------------------------------------------------------------ settings
     @property
@@ -330,6 +394,8 @@ min_available_nodes
             logger.info("\t│\t├── %s: %s", name, value)
         logger.info("\t│\t├── max_abs_weight: %s", self.max_abs_weight)
         logger.info("\t│\t├── max_loss: %s", self.max_loss)
+        logger.info("\t│\t├── loss_clip_mad: %s", self.loss_clip_mad)
+        logger.info("\t│\t├── max_client_share: %s", self.max_client_share)
         logger.info("\t│\t├── evaluate_every: %s", self.evaluate_every)
         logger.info("\t│\t├── train_loss_key: '%s'", self.train_loss_key)
         logger.info("\t│\t├── allow_missing_metrics: %s", self.allow_missing_metrics)
@@ -361,6 +427,11 @@ min_available_nodes
         round_config = ConfigRecord(dict(config))
         for key, value in self.train_config(server_round).items():
             round_config[key] = value
+        draw = None
+        if self.size_sampler is not None:
+            draw = partial(
+                self.size_sampler.draw, client_keys=partial(self.learn_client_keys, grid)
+            )
         messages = sampled_messages(
             grid,
             message_type=MessageType.TRAIN,
@@ -373,6 +444,7 @@ min_available_nodes
             timeout=self.sample_timeout,
             arrayrecord_key=self.arrayrecord_key,
             configrecord_key=self.configrecord_key,
+            draw=draw,
         )
         self.sampled.setdefault(server_round, {})["train"] = len(messages)
         self.in_flight = messages
@@ -490,7 +562,11 @@ min_available_nodes
                 if error.missing_key is not None:
                     missing[node_id] = error.missing_key
         self.check_missing_metrics("aggregate_train", server_round, answered, missing)
-        return self.order_by_client_key(accepted, dropped), dropped
+        ordered = self.order_by_client_key(accepted, dropped)
+        ordered, self.loss_clip = clip_reported_losses(
+            ordered, self.train_loss_key, self.loss_clip_mad
+        )
+        return ordered, dropped
 
     def client_key(self, reply: TrainReply) -> str:
         """The stable key of a reply's client (:func:`fairfl.contract.client_key`).
@@ -684,6 +760,7 @@ min_available_nodes
         layout = ModelLayout.of(self.current_arrays)
         messages = list(replies)
         accepted, dropped = self.read_train_replies(server_round, messages, layout)
+        accepted = self.sampled_replies(accepted)
         record = TrainRoundRecord(
             accepted=[r.node_id for r in accepted],
             partition_ids={
@@ -692,6 +769,8 @@ min_available_nodes
             dropped=dropped,
         )
         self.train_records[server_round] = record
+        if self.loss_clip is not None:
+            record.diagnostics.update(self.loss_clip.diagnostics())
         if not accepted:
             logger.warning(
                 "aggregate_train: round %d has no usable reply (%d dropped); "
@@ -700,11 +779,23 @@ min_available_nodes
                 len(dropped),
             )
             return None, None
-        global_arrays = self.current_arrays.to_numpy_ndarrays()
+        # Read-only views of w^t's payloads, no copy: rules never write into inputs.
+        global_arrays = [array_view(array) for array in self.current_arrays.values()]
         # The rule's state before this round: restored if the round is skipped, so that a
         # skipped round changes neither the model nor the rule's state (AFL's λ, ...).
         state = self.state_dict()
-        new_arrays, diagnostics = self.aggregate(server_round, global_arrays, accepted)
+        accepted, aggregated = self.aggregate_without_rejected(
+            server_round, global_arrays, accepted, state
+        )
+        if aggregated is None:
+            logger.warning(
+                "aggregate_train: round %d has no usable reply (%d dropped); "
+                "keeping the previous global model",
+                server_round,
+                len(dropped),
+            )
+            return None, None
+        new_arrays, diagnostics = aggregated
         record.diagnostics.update(diagnostics)
         cast = [
             np.ascontiguousarray(value, dtype=dtype)
@@ -730,6 +821,112 @@ min_available_nodes
         )
         metrics.update(self.train_metrics(accepted, record))
         return arrays, MetricRecord(metrics)
+
+    def aggregate_without_rejected(
+        self,
+        server_round: int,
+        global_arrays: list[NDArray],
+        accepted: list[TrainReply],
+        state: dict[str, Any],
+    ) -> tuple[list[TrainReply], tuple[list[NDArray], dict[str, Any]] | None]:
+        """:meth:`aggregate`, dropping the replies it rejects and aggregating the rest again.
+
+        A rule that checks the array values in its own pass (:attr:`checks_array_values`)
+        raises :class:`RejectedRepliesError`; each rejected reply is then logged and recorded
+        as the reader would have dropped it, the rule's state is restored to ``state``
+        (the aborted pass may have changed it: AFL's λ), and the rest is aggregated.
+
+        Returns
+        -------
+        tuple[list[TrainReply], tuple[list[NDArray], dict[str, Any]] | None]
+            The replies aggregated, and ``aggregate``'s result (``None`` if every reply
+            was rejected).
+        """
+        record = self.train_records[server_round]
+        diagnostics = dict(record.diagnostics)
+        while accepted:
+            try:
+                return accepted, self.aggregate(server_round, global_arrays, accepted)
+            except RejectedRepliesError as rejected:
+                errors = {error.node_id: error for error in rejected.errors}
+                assert errors.keys() & {r.node_id for r in accepted}, "rejected no reply"
+            for node, error in errors.items():
+                logger.warning(
+                    "aggregate_train: dropped reply from node %d: %s %s",
+                    node,
+                    error.field,
+                    error.reason,
+                )
+                record.dropped[node] = f"{error.field} {error.reason}"
+                record.partition_ids.pop(node, None)
+            accepted = [r for r in accepted if r.node_id not in errors]
+            record.accepted = [r.node_id for r in accepted]
+            record.weights = {}
+            record.diagnostics = dict(diagnostics)
+            self.load_state_dict(state)
+        return accepted, None
+
+    def value_errors(
+        self, replies: list[TrainReply], squared_norms: NDArray[np.float64]
+    ) -> list[ReplyError]:
+        """The reader's error for each reply whose array values break the contract.
+
+        ``max |w| <= ‖w‖``: an array whose norm is finite and, with a margin for its
+        rounding, within ``max_abs_weight`` is good. Any other array (rare: a NaN/Inf, a
+        huge value, or an array whose norm alone exceeds the bound) goes through
+        :func:`fairfl.contract.check_array_values`, the reader's own check.
+
+        Parameters
+        ----------
+        replies : list[TrainReply]
+            Replies read without their value check (:attr:`checks_array_values`).
+        squared_norms : NDArray[np.float64]
+            ``‖w‖²`` of each reply's arrays, shape (replies, arrays)
+            (:func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms`).
+
+        Returns
+        -------
+        list[ReplyError]
+            For each reply with a NaN/Inf or a ``|value| > max_abs_weight``, the error
+            of :func:`fairfl.contract.check_array_values` on its first such array: the
+            reason the reader gives.
+        """
+        assert self.current_arrays is not None  # set by configure_train
+        array_keys = list(self.current_arrays.keys())
+        bad = ~np.isfinite(squared_norms)
+        if self.max_abs_weight is not None:
+            with np.errstate(invalid="ignore"):
+                # max |w| <= ‖w‖ (1 + ε) for the rounded norm; 1 % covers ε of any float.
+                bad |= np.sqrt(squared_norms) * 1.01 > self.max_abs_weight
+        errors: list[ReplyError] = []
+        for client in np.flatnonzero(bad.any(axis=1)):
+            reply = replies[client]
+            for index in np.flatnonzero(bad[client]):
+                try:
+                    check_array_values(
+                        reply.node_id, array_keys[index], reply.arrays[index], self.max_abs_weight
+                    )
+                except ReplyError as error:
+                    errors.append(error)
+                    break
+        return errors
+
+    def sampled_replies(self, accepted: list[TrainReply]) -> list[TrainReply]:
+        """The replies as the rule weighs them under the round's sampling.
+
+        Size-proportional sampling records each reply's n_k (for later draws); in a
+        round drawn ∝ n_k each reply then counts as n_k = 1, so that every rule sums
+        the drawn replies uniformly (paper 002's reference code, ``aggregate`` with
+        ``sampling=2``): the draw already weighs device k by p_k. Census rounds and
+        uniform sampling leave the replies as they are.
+        """
+        if self.size_sampler is None:
+            return accepted
+        for reply in accepted:
+            self.size_sampler.record(self.client_key(reply), reply.num_examples)
+        if not self.size_sampler.drawn:
+            return accepted
+        return [replace(reply, num_examples=1) for reply in accepted]
 
     def app_metrics(
         self, hook: str, aggregate: MetricsAggregation, contents: list[RecordDict]
@@ -861,8 +1058,15 @@ class ReweightedStrategy(FairStrategy):
     """A rule of the unified form ``w^{t+1} = w^t - Σ_i λ_i (w^t - w_i)``.
 
     Subclasses implement :meth:`lambdas`; this class applies them with
-    :func:`fairfl.strategies.aggregation.reweighted_average` and reports them.
+    :func:`fairfl.strategies.aggregation.reweighted_average_and_squared_norms` and
+    reports them. The reply values are checked in that same pass (one read of every reply):
+    a reply with a NaN/Inf or a ``|value| > max_abs_weight`` is dropped with the
+    reader's reason, and the round is aggregated again without it
+    (:meth:`FairStrategy.aggregate_without_rejected`).
     """
+
+    #: The weighted average reads every reply value; it checks them (``apply_lambdas``).
+    checks_array_values: ClassVar[bool] = True
 
     @abstractmethod
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
@@ -871,12 +1075,18 @@ class ReweightedStrategy(FairStrategy):
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
     ) -> tuple[list[NDArray], dict[str, Any]]:
-        """Apply the rule's λ to the replies."""
+        """Apply the rule's λ, capped at ``max_client_share`` of their sum, to the replies."""
         weights = np.asarray(self.lambdas(server_round, replies), dtype=np.float64)
+        capped = share_capped(weights, self.max_client_share)
+        if capped is None:
+            new_arrays = self.apply_lambdas(global_arrays, replies, weights)
+        else:
+            # A rule's own apply_lambdas may reuse sums of its uncapped λ (q-FFL's pass).
+            new_arrays = ReweightedStrategy.apply_lambdas(self, global_arrays, replies, capped)
+            weights, capped_clients = capped, int(np.count_nonzero(capped < weights))
         record = self.train_records[server_round]
         record.weights = {r.node_id: float(w) for r, w in zip(replies, weights, strict=True)}
         logger.debug("aggregate_train: round %d weights %s", server_round, record.weights)
-        new_arrays = self.apply_lambdas(global_arrays, replies, weights)
         diagnostics: dict[str, Any] = {
             "lambda-max": float(weights.max()),
             "lambda-min": float(weights.min()),
@@ -885,18 +1095,35 @@ class ReweightedStrategy(FairStrategy):
         entropy = weight_entropy(weights)
         if np.isfinite(entropy):
             diagnostics["lambda-entropy"] = entropy
+        if capped is not None:
+            diagnostics["capped-clients"] = capped_clients
         return new_arrays, diagnostics
 
     def apply_lambdas(
         self, global_arrays: list[NDArray], replies: list[TrainReply], weights: NDArray[np.float64]
     ) -> list[NDArray]:
-        """``w^t - Σ_i λ_i (w^t - w_i)`` (:func:`reweighted_average`).
+        """``w^t - Σ_i λ_i (w^t - w_i)``, checking every reply value in the same pass.
 
-        A rule that already read every reply in a pass of its own may override this to
-        reuse that pass (q-FFL does); the result must equal this one up to float64
-        rounding.
+        :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms`
+        gives the update and each reply array's ``‖w‖²`` (:meth:`value_errors`). A
+        rule that already read every reply in a pass of its own may override this to
+        reuse that pass (q-FFL does, checking the values there); the result must equal
+        this one up to float64 rounding.
+
+        Raises
+        ------
+        RejectedRepliesError
+            If a reply has a NaN/Inf or a ``|value| > max_abs_weight``
+            (:meth:`value_errors`); :meth:`aggregate_train` drops it and aggregates
+            again.
         """
-        return reweighted_average(global_arrays, [r.arrays for r in replies], weights)
+        new_arrays, squared_norms = reweighted_average_and_squared_norms(
+            global_arrays, [r.arrays for r in replies], weights
+        )
+        errors = self.value_errors(replies, squared_norms)
+        if errors:
+            raise RejectedRepliesError(errors)
+        return new_arrays
 
 
 def aggregate_app_metrics(records: list[RecordDict], weighted_by_key: str) -> MetricRecord:

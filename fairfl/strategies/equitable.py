@@ -29,6 +29,7 @@ from fairfl.contract import ModelLayout, TrainReply, client_key_order, keys, sor
 from fairfl.contract.activation import ActivationOptions
 from fairfl.strategies._threads import one_thread
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy, check_positive_int
+from fairfl.strategies.defences import cap_weights
 
 logger = logging.getLogger(__name__)
 
@@ -569,54 +570,6 @@ def equitable_weights(
         raise ValueError(f"num_examples must all be > 0, got {counts.tolist()}")
     cluster_total = np.bincount(index, weights=counts)
     return counts / (num_present * cluster_total[index])
-
-
-def cap_weights(weights: ArrayLike, cap: float) -> NDArray[np.float64]:
-    """Cap every weight at ``cap`` and share the excess among the others (spec §7).
-
-    Water-filling: weights above the cap are set to it, and the excess is spread over
-    the uncapped weights in proportion to their size, until none exceeds the cap.
-    The sum and the order of the weights are kept.
-
-    Parameters
-    ----------
-    weights : ArrayLike
-        Non-negative weights summing to 1.
-    cap : float
-        The cap, in (0, 1]. Below ``1 / len(weights)`` no weights can satisfy it: the
-        uniform weights, the smallest possible maximum, are returned.
-
-    Returns
-    -------
-    NDArray[np.float64]
-        The capped weights.
-
-    Raises
-    ------
-    ValueError
-        If ``cap`` is not in (0, 1] or a weight is negative.
-    """
-    if not 0 < cap <= 1:
-        raise ValueError(f"cap must be in (0, 1], got {cap}")
-    p = np.asarray(weights, dtype=np.float64).copy()
-    if np.any(p < 0):
-        raise ValueError(f"weights must be >= 0, got {p.tolist()}")
-    total = float(p.sum())
-    if cap * p.size < total * (1.0 - 1e-12):
-        logger.warning("cap_weights: cap %s < 1/%d cannot hold; using uniform weights", cap, p.size)
-        return np.full(p.size, total / p.size)
-    limit = cap * total
-    capped = np.zeros(p.size, dtype=bool)
-    for _ in range(p.size):
-        over = (p > limit * (1.0 + 1e-12)) & ~capped
-        if not over.any():
-            break
-        capped |= over
-        free = total - limit * capped.sum()
-        rest = p[~capped]
-        p[capped] = limit
-        p[~capped] = rest * (free / rest.sum()) if rest.sum() > 0 else free / rest.size
-    return p
 
 
 def canonical_labels(labels: ArrayLike) -> NDArray[np.int64]:

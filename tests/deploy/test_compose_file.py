@@ -158,6 +158,58 @@ def test_runtime_apis_stay_off_the_shared_network(n: int) -> None:
         assert _flag(clientapp, "--runtime-api-address") == f"{alias}:9094"
 
 
+DOCKERFILES = sorted((REPO / "deploy" / "docker").glob("*.Dockerfile"))
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_every_image_runs_as_the_unprivileged_app_user(path: Path) -> None:
+    # The image itself, not only docker-compose.yml's `user:`, is non-root: `docker run`
+    # or a Kubernetes pod without a securityContext gets uid 49999 too. Numeric, so that
+    # Kubernetes' runAsNonRoot can verify it.
+    users = [
+        line.split(None, 1)[1].strip()
+        for line in path.read_text().splitlines()
+        if line.strip().upper().startswith("USER ")
+    ]
+    assert users, f"{path.name} sets no USER: the image would run as its base's user"
+    assert users[-1] == f"{APP_UID}:{APP_UID}", path.name
+    # Whatever the base, `app` exists: created in this layer when the base lacks it.
+    assert "useradd --no-create-home --home-dir /app --uid 49999" in path.read_text()
+
+
+def _host_port(port: str | dict[str, Any]) -> tuple[str, str, str]:
+    """(host address, host port, container port) of a resolved ``ports`` entry.
+
+    docker-compose 1.x writes the short syntax (``127.0.0.1:8000:8000/tcp``), the
+    compose plugin the long one (``{host_ip, published, target}``).
+    """
+    if isinstance(port, dict):
+        return str(port.get("host_ip", "")), str(port["published"]), str(port["target"])
+    host_ip, published, target = port.split("/")[0].rsplit(":", 2)
+    return host_ip, published, target
+
+
+def test_only_the_superlinks_endpoints_are_published(tmp_path: Path) -> None:
+    """As docker-compose applies the files (the GPU override too): a port on the host for
+    the SuperLink (the operator's flwr) and for its Fleet API behind fleet-proxy, on
+    loopback by default; nothing for a SuperNode, a SuperExec or the registration."""
+    env = {name: "" for name in os.environ if name.startswith("FAIRFL_")}
+    env["FAIRFL_PKI_DIR"] = str(tmp_path)
+    for files in [(COMPOSE,), (COMPOSE, GPU)]:
+        services = _compose_config(*files, env=env)["services"]
+        published = {
+            name: [_host_port(p) for p in s["ports"]]
+            for name, s in services.items()
+            if s.get("ports")
+        }
+        assert published == {
+            "superlink": [("127.0.0.1", "8000", "8000")],
+            "fleet-proxy": [("127.0.0.1", "9092", "9092")],
+        }, files
+        for name, service in services.items():
+            assert service.get("network_mode") not in ("host", "bridge"), name
+
+
 @pytest.mark.parametrize("n", SIZES)
 def test_supernodes_reach_only_the_fleet_proxy(n: int) -> None:
     """The SuperLink (Fleet, Control and Runtime API on one port) is on network ``link``

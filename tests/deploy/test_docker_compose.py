@@ -1,6 +1,7 @@
 """docker-compose.yml brought up for real: 2 rounds across containers, TLS + auth on,
 the SuperNodes behind the Fleet proxy (a SuperNode's container gets 403 for the Control
-API and cannot resolve the SuperLink).
+API and cannot resolve the SuperLink), every image non-root by itself, and host ports
+published for the SuperLink and its Fleet proxy alone.
 
 No image registry is reachable here, so the base images are stand-ins for the official
 flwr images, built by ``deploy/docker/offline/build-offline-base.sh`` (Debian rootfs
@@ -201,6 +202,36 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
             time.sleep(2)
         assert online >= N_SUPERNODES, run_dc("logs", "--tail=40").stdout[-6000:]
         timings["compose up"] = time.monotonic() - t0 - sum(timings.values())
+
+        # Every image runs as the unprivileged app user by itself (without compose's
+        # `user:`), and only the SuperLink and its Fleet proxy publish a host port.
+        for kind in ("superlink", "supernode", "superexec", "proxy"):
+            image = f"fairfl/{kind}:{tag}"
+            user = engine.docker("image", "inspect", "-f", "{{.Config.User}}", image)
+            assert user.stdout.strip() == APP_UID, (image, user.stdout)
+        uid = engine.docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "id",
+            f"fairfl/superexec:{tag}",
+            "-u",
+        )
+        assert uid.stdout.strip() == APP_UID.split(":")[0], uid.stdout + uid.stderr
+        service = '{{.Label "com.docker.compose.service"}}'
+        ps = engine.docker(
+            "ps",
+            "--filter",
+            f"label=com.docker.compose.project={project}",
+            "--format",
+            f"{service}\t{{{{.Ports}}}}",
+        ).stdout
+        published = {
+            name for name, ports in (line.split("\t") for line in ps.splitlines()) if "->" in ports
+        }
+        assert published == {"superlink", "fleet-proxy"}, ps
 
         # A SuperNode's container reaches the Fleet API only: the proxy refuses the
         # Control API, and the SuperLink's own name does not resolve on its networks.
