@@ -24,6 +24,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,6 +32,8 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _report import load_1min, machine, write_json  # noqa: E402 (benchmarks/ on sys.path)
 
 from fairfl.client.training import mean_loss, train_local  # noqa: E402 (after sys.path)
 from fairfl.models import build_model  # noqa: E402
@@ -61,12 +64,14 @@ def cpu_seconds(fn, *args, **kwargs) -> float:
     return time.process_time() - start
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Measure; print a table and return (and with ``--json``, write) the result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2000, help="local training samples")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write the run here")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")
@@ -76,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.samples} samples, batch {args.batch_size}, 1 epoch, {args.threads} torch "
         f"thread(s), best of {args.repeats} CPU times"
     )
+    load_before = load_1min()
     print(f"load average before: {os.getloadavg()}", flush=True)
+    models: dict[str, dict[str, float]] = {}
     print(
         f"{'model':>7s} {'bare ms':>8s} {'fairfl ms':>9s} {'ratio':>6s} "
         f"{'train_loss pass ms':>18s} {'pass/epoch':>10s}"
@@ -113,9 +120,29 @@ def main(argv: list[str] | None = None) -> int:
             f"{best['fairfl'] / best['bare']:6.2f} {best['loss'] * 1e3:18.1f} "
             f"{best['loss'] / best['fairfl']:10.2f}"
         )
+        models[name] = {
+            "bare_cpu_ms": best["bare"] * 1e3,
+            "fairfl_cpu_ms": best["fairfl"] * 1e3,
+            "ratio": best["fairfl"] / best["bare"],
+            "loss_pass_cpu_ms": best["loss"] * 1e3,
+            "loss_pass_per_epoch": best["loss"] / best["fairfl"],
+        }
     print(f"load average after: {os.getloadavg()}")
-    return 0
+    result: dict[str, Any] = {
+        "benchmark": "client_epoch",
+        "machine": machine(),
+        "load_1min_before": load_before,
+        "load_1min_after": load_1min(),
+        "samples": args.samples,
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "models": models,
+    }
+    if args.json:
+        write_json(args.json, result)
+    return result
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main(sys.argv[1:])

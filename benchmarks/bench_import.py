@@ -2,14 +2,16 @@
 
 A server that aggregates imports ``fairfl.strategies``; its goal is at most 2x the time of
 ``import flwr.serverapp.strategy`` (which it builds on). ``import fairfl.client`` (torch)
-is measured for information. Each sample is a new ``python -c`` process timing its one
+and ``import fairfl.client.app`` (the ClientApp process's import: torch, flwr, fairfl's
+data and models; no SciPy, scikit-learn, pandas or strategies) are measured for
+information. Each sample is a new ``python -c`` process timing its one
 import with ``time.perf_counter`` (interpreter start-up left out); after one untimed round
 (bytecode caches, page cache) the targets are interleaved and the best of ``--repeats``
 is kept, so drifting load hits all alike. The result also goes to a JSON file. Times
 depend on the machine and its load; CI never gates on them.
 
     nice .venv/bin/python benchmarks/bench_import.py
-    nice .venv/bin/python benchmarks/bench_import.py --repeats 10 --out /tmp/import.json
+    nice .venv/bin/python benchmarks/bench_import.py --repeats 10 --json /tmp/import.json
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "flwr.serverapp.strategy"
-TARGETS = (BASELINE, "fairfl.strategies", "fairfl.client")
+TARGETS = (BASELINE, "fairfl.strategies", "fairfl.client", "fairfl.client.app")
 GOAL = 2.0  # fairfl.strategies / flwr.serverapp.strategy
 DEFAULT_OUT = ROOT / "docs" / "results" / "import-time" / "import-time.json"
 ENV = {
@@ -64,10 +66,13 @@ def measure(modules: tuple[str, ...], repeats: int) -> dict[str, list[float]]:
     return samples
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> dict:
+    """Measure; print a table, write the JSON result file and return the result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON result file")
+    parser.add_argument(
+        "--json", "--out", dest="out", type=Path, default=DEFAULT_OUT, help="JSON result file"
+    )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     print(f"load average before: {load_before}", flush=True)
@@ -107,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
-    return 0
+    return result
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from unittest.mock import Mock
 
@@ -14,6 +17,12 @@ from flwr.app.error import Error
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
 os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+# Partition files (fairfl.data.cache) go to a folder of this test session, shared with the
+# processes the tests start, never to the user's ~/.cache/fairfl.
+if "FAIRFL_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="fairfl-test-cache-")
+    os.environ["FAIRFL_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 
 def arrays_of(values: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> ArrayRecord:

@@ -32,7 +32,7 @@ from flwr.app import ConfigRecord
 from torch import Tensor, nn
 
 from fairfl.client.activation import split_batch
-from fairfl.client.training import LossFn
+from fairfl.client.training import LossFn, sgd_step, zero_grad
 from fairfl.contract import keys
 from fairfl.contract.config import get_config_value
 
@@ -335,9 +335,7 @@ def rcfl_steps(
     dtype = next(model.parameters()).dtype
     eta = torch.tensor(settings.eta, dtype=dtype, device=device, requires_grad=True)
     # Paper: one step size β for ω and η; here β_η may differ (spec-rcfl §4.6, opt-in).
-    optimizer = torch.optim.SGD(
-        [{"params": list(model.parameters()), "lr": lr}, {"params": [eta], "lr": lr_eta}]
-    )
+    parameters = list(model.parameters())
     weights: list[float] = []
     loss_value = float("nan")
     for _ in range(settings.local_steps):
@@ -345,7 +343,7 @@ def rcfl_steps(
         first, second = next(step, None), next(step, None)
         if first is None:
             raise ValueError("cannot train on an empty loader")
-        optimizer.zero_grad()
+        zero_grad([*parameters, eta])
         if second is None:
             inputs, labels = first
             loss = loss_fn(model(inputs), labels)
@@ -369,11 +367,12 @@ def rcfl_steps(
                 loss_value, float(eta.detach()), alpha=settings.alpha, mu=settings.mu
             )
             weights.append(q)
-            for parameter in model.parameters():
+            for parameter in parameters:
                 if parameter.grad is not None:
                     parameter.grad.mul_(q / total)
             eta.grad = torch.full_like(eta, 1.0 - q)
-        optimizer.step()
+        sgd_step(parameters, lr)  # torch.optim.SGD's step, one group per step size
+        sgd_step([eta], lr_eta)
     return RCFLLocalResult(
         eta=float(eta.detach()),
         q_first=weights[0],

@@ -1,13 +1,15 @@
 """Local computation a fair rule needs from a client, as plain functions on a model.
 
 Other ClientApps can call these directly (see README, "Plug into your Flower app"):
-:func:`mean_loss` gives F_k(w^t) for ``train_loss``, :func:`activation_vector` the
-Equitable-FL report, :func:`train_local` the local SGD epochs.
+:func:`mean_loss` gives F_k(w^t) for ``train_loss``, :func:`activation_vector` the mean
+raw penultimate features (Equitable FL's report is
+:func:`fairfl.client.activation.client_activation`), :func:`train_local` the local SGD
+epochs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
@@ -75,9 +77,14 @@ def evaluate(
 
 @torch.no_grad()
 def activation_vector(model: nn.Module, x: np.ndarray, device: torch.device) -> np.ndarray:
-    """Mean penultimate-layer activation ``model.features(x)`` over the local data.
+    """Mean raw penultimate-layer activation ``(1/n) Σ_x model.features(x)``, eval mode.
 
-    Paper 003's activation vector: the received global model in eval mode.
+    Not paper 003's vector: Definition 1 and Figure 1 of [P003] pass each sample's
+    penultimate activation through a log-softmax before the mean,
+    ``(1/n) Σ_x log_softmax(h(x))``, which is what
+    :func:`fairfl.client.activation.client_activation` (default options) and Equitable
+    FL's default ``activation_source="penultimate_logsoftmax"`` report. This function
+    is that computation with ``source="penultimate_raw"``, over every sample.
     """
     if len(x) == 0:
         raise ValueError("cannot compute an activation vector of an empty split")
@@ -127,7 +134,7 @@ def train_local(
             f"need epochs >= 1, batch_size >= 1, lr > 0; got {epochs}, {batch_size}, {lr}"
         )
     model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    parameters = list(model.parameters())
     anchor = [p.detach().clone() for p in model.parameters()] if proximal_mu > 0 else []
     generator = torch.Generator().manual_seed(seed)
     inputs_all = torch.from_numpy(x).to(device)
@@ -137,7 +144,7 @@ def train_local(
         order = torch.randperm(len(x), generator=generator).to(device)
         for start in _batches(x, batch_size):
             index = order[start : start + batch_size]
-            optimizer.zero_grad()
+            zero_grad(parameters)
             loss = nn.functional.cross_entropy(model(inputs_all[index]), labels_all[index])
             losses.append(float(loss.detach()))
             if batch_objective is not None:
@@ -145,8 +152,40 @@ def train_local(
             if proximal_mu > 0:
                 loss = loss + proximal_term(model, anchor, proximal_mu)
             loss.backward()
-            optimizer.step()
+            sgd_step(parameters, lr)
     return float(np.mean(losses))
+
+
+def zero_grad(parameters: Iterable[Tensor]) -> None:
+    """Drop the gradients, as ``torch.optim.Optimizer.zero_grad()`` does (set to None)."""
+    for parameter in parameters:
+        parameter.grad = None
+
+
+@torch.no_grad()
+def sgd_step(parameters: Iterable[Tensor], lr: float) -> None:
+    """One plain SGD step, w ← w − η ∇F(w), on every parameter that has a gradient.
+
+    Bit-identical to ``torch.optim.SGD(parameters, lr=η).step()`` with its defaults (no
+    momentum, dampening, weight decay or Nesterov): the same ``add_(grad, alpha=-η)``
+    per tensor on CPU, and the same ``torch._foreach_add_`` when every parameter is on a
+    CUDA device (torch's default there). Creating a ``torch.optim`` optimizer imports
+    ``torch._dynamo`` (~0.9 s), which a fresh ClientApp process pays on every message.
+
+    Parameters
+    ----------
+    parameters : Iterable[Tensor]
+        Updated in place; parameters without a gradient are left alone.
+    lr : float
+        Step size η.
+    """
+    params = [p for p in parameters if p.grad is not None]
+    grads = [p.grad for p in params]
+    if params and all(p.device.type == "cuda" for p in params):
+        torch._foreach_add_(params, grads, alpha=-lr)  # type: ignore[arg-type]
+        return
+    for param, grad in zip(params, grads, strict=True):
+        param.add_(grad, alpha=-lr)  # type: ignore[arg-type]
 
 
 def proximal_term(model: nn.Module, anchor: list[Tensor], mu: float) -> Tensor:

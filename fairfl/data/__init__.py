@@ -19,6 +19,10 @@ Partitioners (`PARTITIONERS`): ``"iid"``, ``"dirichlet"`` (label skew),
 ``"shards"`` (pathological label-sorted shards), ``"groups"`` (planted
 label-disjoint client groups of unequal size, `fairfl.data.groups`),
 ``"natural"`` (synthetic devices).
+
+Partition index lists are also cached on disk, in ``$FAIRFL_CACHE_DIR/partitions``
+(default ``~/.cache/fairfl/partitions``; ``FAIRFL_CACHE_DIR=off`` disables it), so a
+fresh ClientApp process per message does not partition again (`fairfl.data.cache`).
 """
 
 from fairfl.data.client_data import ClientData, load_client_data, partition_sizes

@@ -4,7 +4,9 @@
 only its own partition from ``(partition_id, num_partitions)`` and gets exactly
 what the same client gets in simulation. The pool and the partition index lists
 are cached in-process, so loading every client of a federation in one process
-partitions once; the returned arrays are fresh copies each time.
+partitions once, and the index lists also in a file cache shared by processes
+(`fairfl.data.cache`: a fresh ClientApp process per message partitions only once per
+machine); the returned arrays are fresh copies each time.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairfl.data import synthetic
+from fairfl.data.cache import cached_partition
 from fairfl.data.groups import GroupLayout, group_layout
 from fairfl.data.partition import (
     PARTITIONERS,
@@ -310,14 +313,28 @@ def _partition_lists(federation: _Federation) -> tuple[np.ndarray, ...]:
     _, labels = load_pool(
         federation.dataset, resolve_data_root(federation.data_root), federation.download
     )
-    lists = partition_indices(
+    settings = {
+        "partitioner": federation.partitioner,
+        "num_partitions": int(federation.num_partitions),
+        "seed": int(federation.seed),
+        "dirichlet_alpha": float(federation.dirichlet_alpha),
+        "shards_per_partition": int(federation.shards_per_partition),
+        "group_sizes": federation.group_sizes,
+        "group_labels": federation.group_labels,
+        "group_samples_per_class": int(federation.group_samples_per_class),
+    }
+    lists = cached_partition(
+        settings,
         labels,
-        partitioner=federation.partitioner,
-        num_partitions=int(federation.num_partitions),
-        seed=int(federation.seed),
-        dirichlet_alpha=float(federation.dirichlet_alpha),
-        shards_per_partition=int(federation.shards_per_partition),
-        groups=federation.groups(),
+        lambda: partition_indices(
+            labels,
+            partitioner=federation.partitioner,
+            num_partitions=int(federation.num_partitions),
+            seed=int(federation.seed),
+            dirichlet_alpha=float(federation.dirichlet_alpha),
+            shards_per_partition=int(federation.shards_per_partition),
+            groups=federation.groups(),
+        ),
     )
     for rows in lists:
         rows.setflags(write=False)

@@ -2,7 +2,8 @@
 
 A *pool* is the whole labelled data set that partitioners split between clients.
 ``digits`` is scikit-learn's bundled copy of the UCI handwritten digits (1,797
-8x8 images, no files needed); ``mnist``, ``fashionmnist`` and ``cifar10`` are the
+8x8 images, no files needed), read from the package's data file without importing
+scikit-learn (`digits_file`); ``mnist``, ``fashionmnist`` and ``cifar10`` are the
 official training sets read by torchvision (`fairfl.data.vision`); synthetic
 data sets have no pool, each device is generated alone
 (`fairfl.data.synthetic`).
@@ -11,11 +12,12 @@ data sets have no pool, each device is generated alone
 from __future__ import annotations
 
 import functools
+import gzip
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_digits
 
 from fairfl.data import synthetic
 
@@ -142,10 +144,7 @@ def load_pool(name: str, data_root: str, download: bool) -> tuple[np.ndarray, np
 
     """
     if name == "digits":
-        digits = load_digits()
-        # Pixels are counts 0..16 of an 8x8 grid of 4x4 blocks.
-        x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
-        y = digits.target.astype(np.int64)
+        x, y = load_digits_file(digits_file())
     else:
         # Imported here: torchvision's import takes seconds that digits and
         # synthetic runs need not pay.
@@ -154,6 +153,65 @@ def load_pool(name: str, data_root: str, download: bool) -> tuple[np.ndarray, np
         x, y = vision.load_train_set(name, Path(data_root), download)
     x.setflags(write=False)
     y.setflags(write=False)
+    return x, y
+
+
+def digits_file() -> Path:
+    """Locate scikit-learn's ``datasets/data/digits.csv.gz`` without importing it.
+
+    ``import sklearn`` pulls in SciPy (about a second per ClientApp process); the file
+    is found through the package's import spec, which runs none of its code.
+
+    Returns
+    -------
+    Path
+        The gzipped CSV: 1,797 rows of 64 pixel counts (0..16) and the label.
+
+    Raises
+    ------
+    FileNotFoundError
+        If scikit-learn is not installed or its copy lacks the file; the message says
+        how to get it.
+
+    """
+    spec = importlib.util.find_spec("sklearn")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        path = Path(location) / "datasets" / "data" / "digits.csv.gz"
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        "dataset 'digits' is read from scikit-learn's bundled file "
+        "sklearn/datasets/data/digits.csv.gz, "
+        + (
+            f"which is missing from the installed scikit-learn ({locations})"
+            if locations
+            else "but scikit-learn is not installed"
+        )
+        + ": pip install 'scikit-learn>=1.4'"
+    )
+
+
+def load_digits_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read the digits CSV as `sklearn.datasets.load_digits` does, scaled for a model.
+
+    Parameters
+    ----------
+    path : Path
+        ``digits.csv.gz`` (see `digits_file`).
+
+    Returns
+    -------
+    tuple[np.ndarray, np.ndarray]
+        ``x``: float32 ``(1797, 1, 8, 8)``, the pixel counts 0..16 divided by 16;
+        ``y``: int64 labels 0..9.
+
+    """
+    with gzip.open(path, "rt") as text:
+        table = np.loadtxt(text, delimiter=",", ndmin=2)  # float64, as scikit-learn reads it
+    # Pixels are counts 0..16 of an 8x8 grid of 4x4 blocks.
+    x = (table[:, :-1].reshape(-1, 8, 8) / 16.0).astype(np.float32)[:, None, :, :]
+    y = table[:, -1].astype(np.int64)
     return x, y
 
 

@@ -105,7 +105,7 @@ def test_numpy_integers_are_accepted_for_ids():
     assert np.array_equal(a.x_test, b.x_test)
 
 
-def test_the_partition_is_computed_once_for_all_clients(monkeypatch):
+def test_the_partition_is_computed_once_for_all_clients(monkeypatch, tmp_path):
     calls = []
     original = client_data_module.partition_indices
 
@@ -114,11 +114,17 @@ def test_the_partition_is_computed_once_for_all_clients(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(client_data_module, "partition_indices", counting)
-    # seed=4242 is used by no other test, so nothing is cached yet.
+    # An empty file cache, and seed=4242 is used by no other test: nothing is cached yet.
+    monkeypatch.setenv("FAIRFL_CACHE_DIR", str(tmp_path))
     for pid in range(10):
         load_client_data(partitioner="dirichlet", partition_id=pid, seed=4242, **DIGITS)
     partition_sizes(partitioner="dirichlet", seed=4242, **DIGITS)
     assert len(calls) == 1
+    # A new process (empty in-process cache) reads the file the first one wrote.
+    client_data_module._partition_lists.cache_clear()
+    load_client_data(partitioner="dirichlet", partition_id=3, seed=4242, **DIGITS)
+    assert len(calls) == 1
+    client_data_module._partition_lists.cache_clear()
 
 
 @pytest.mark.parametrize(

@@ -94,3 +94,39 @@ def test_evaluate_every_must_be_positive(tmp_path):
 def test_skipped_evaluations_do_not_warn(tmp_path, caplog):
     run_inprocess({**SMALL, "num-server-rounds": 3, "evaluate-every": 3, "out-dir": str(tmp_path)})
     assert "has no usable reply" not in caplog.text
+
+
+@pytest.mark.parametrize("strategy", ["fedavg", "qfedsgd", "equitable", "rcfl", "propfair"])
+def test_reusing_one_model_per_worker_matches_a_fresh_copy_per_message(
+    tmp_path, monkeypatch, strategy
+):
+    # The ClientApp loads every message into one module per worker thread; the old path
+    # deep-copied a template per message. Same seed, same messages: bit-identical runs.
+    import copy
+
+    from fairfl.client import app as client_app
+    from fairfl.models import build_model
+
+    config = {**SMALL, "num-server-rounds": 2, "strategy": strategy}
+    reused = run_inprocess({**config, "out-dir": str(tmp_path / "reused")})
+    templates: dict[tuple, object] = {}
+
+    def fresh_copy(name, input_shape, num_classes, device):
+        key = (name, input_shape, num_classes)
+        if key not in templates:
+            templates[key] = build_model(name, input_shape, num_classes, seed=0)
+        return copy.deepcopy(templates[key]).to(device)
+
+    monkeypatch.setattr(client_app, "_worker_model", fresh_copy)
+    copied = run_inprocess({**config, "out-dir": str(tmp_path / "copied")})
+    assert reused.arrays.keys() == copied.arrays.keys()
+    for key, array in reused.arrays.items():
+        np.testing.assert_array_equal(array.numpy(), copied.arrays[key].numpy(), err_msg=key)
+    rounds = [
+        [
+            json.loads(x)["clients"]
+            for x in (tmp_path / run / "rounds.jsonl").read_text().splitlines()
+        ]
+        for run in ("reused", "copied")
+    ]
+    assert rounds[0] == rounds[1]  # every client's eval loss and accuracy, every round
