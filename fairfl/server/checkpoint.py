@@ -36,6 +36,7 @@ from flwr.app import Array, ArrayRecord
 
 from fairfl.settings import RunSettings
 from fairfl.strategies.registry import STRATEGIES
+from fairfl.telemetry.config import TELEMETRY_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,8 @@ _META = "__meta__"
 _PREFIX = "arrays/"
 
 #: Run-config keys that do not change what a run computes: left out of its fingerprint
-#: (a resume may extend num-server-rounds, move the out-dir or wait longer).
+#: (a resume may extend num-server-rounds, move the out-dir, wait longer or change
+#: where its telemetry goes).
 OPERATIONAL_KEYS = frozenset(
     {
         "out-dir",
@@ -59,7 +61,7 @@ OPERATIONAL_KEYS = frozenset(
         "data-root",
         "download",
     }
-)
+).union(TELEMETRY_KEYS)
 #: Files whose presence means an out-dir holds a run's results.
 RESULT_FILES = ("rounds.jsonl", "summary.json", CHECKPOINT_FILE, "final_model.npz")
 

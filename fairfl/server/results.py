@@ -6,6 +6,12 @@ replies, aggregation weights, rule diagnostics). ``summary.json`` holds the conf
 final metrics, the per-client test-set sizes, the wall time and the run's outcome
 (``status``: ``completed`` or ``failed``, with the ``error``).
 
+Each line is the single record of its round: :class:`RoundLog` hands it to a
+:class:`~fairfl.telemetry.stream.RecordStream`, which chains it into the ledger (the
+SHA-256 of the previous line and the run's config fingerprint, ``fairfl verify``) and
+feeds it to every sink: ``rounds.jsonl`` always, and the trackers the ``telemetry``
+run-config key names (TensorBoard, MLflow, W&B, Prometheus; :mod:`fairfl.telemetry`).
+
 Every line and the summary carry the ``run_id`` of the run that wrote them (a fresh
 uuid4, or the ``FAIRFL_RUN_ID`` the simulation runner hands its ServerApp), so a runner
 prints only the summary its own run wrote (:func:`summary_of_run`), never one left in
@@ -34,6 +40,11 @@ from fairfl.server.checkpoint import (
     save_checkpoint,
 )
 from fairfl.strategies.base import FairStrategy
+from fairfl.telemetry.config import TelemetrySettings
+from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint
+from fairfl.telemetry.nodes import NodeKeys
+from fairfl.telemetry.sinks import build_sinks
+from fairfl.telemetry.stream import RecordStream
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +114,10 @@ class RoundLog:
     strategy : FairStrategy
         The running strategy, whose per-round records are read.
     run_config : Mapping[str, Any]
-        Stored in ``summary.json``.
+        Stored in ``summary.json``; its ``telemetry*`` keys choose the sinks.
+    grid : Any
+        The run's Grid, for the SuperNodes' public-key fingerprints (``node_key``);
+        ``None`` records none.
     """
 
     def __init__(
@@ -116,6 +130,7 @@ class RoundLog:
         previous_rounds: list[dict[str, Any]] | None = None,
         run_id: str | None = None,
         fingerprint: Mapping[str, Any] | None = None,
+        grid: Any = None,
     ):
         self.run_id = run_id or new_run_id()
         # The run's fingerprint (fairfl.server.checkpoint.run_fingerprint), checkpointed.
@@ -129,7 +144,17 @@ class RoundLog:
         out_dir.mkdir(parents=True, exist_ok=True)
         # An earlier run's summary must not pass for this run's if this one fails.
         (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
-        (out_dir / ROUNDS_FILE).write_text("".join(json.dumps(r) + "\n" for r in self.rounds))
+        telemetry = TelemetrySettings.from_run_config(self.run_config)
+        # rounds.jsonl is rewritten with the restored lines, byte for byte: the chain holds.
+        self.stream = RecordStream(
+            out_dir / ROUNDS_FILE,
+            self.fingerprint.get("sha256") or config_fingerprint(self.run_config),
+            build_sinks(telemetry, out_dir, run_id=self.run_id, run_config=self.run_config),
+            previous=self.rounds,
+            max_clients=telemetry.telemetry_max_clients,
+            node_keys=NodeKeys(grid) if grid is not None else None,
+            key=telemetry.telemetry_key,
+        )
 
     def round_entry(self, server_round: int) -> dict[str, Any]:
         """Assemble the results of one finished round from the strategy's records."""
@@ -183,10 +208,8 @@ class RoundLog:
         if server_round == 0:
             return None
         server_round += self.strategy.round_offset
-        entry = self.round_entry(server_round)
+        entry = self.stream.record(self.round_entry(server_round))
         self.rounds.append(entry)
-        with (self.out_dir / ROUNDS_FILE).open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry) + "\n")
         if self.checkpoint:
             python_random, numpy_random = capture_random_state()
             save_checkpoint(
@@ -222,7 +245,10 @@ class RoundLog:
         status: str = COMPLETED,
         error: str | None = None,
     ) -> dict[str, Any]:
-        """Write ``summary.json`` with the run's outcome and return it.
+        """Close the sinks, write ``summary.json`` with the run's outcome and return it.
+
+        ``summary.json`` holds the ledger head (``ledger``: lines and the last line's
+        SHA-256), so ``fairfl verify`` also catches rounds cut off the end.
 
         Parameters
         ----------
@@ -256,7 +282,9 @@ class RoundLog:
                     for c in final.get("clients", [])
                 },
                 "wall_time": time.perf_counter() - self.started,
+                SUMMARY_KEY: self.stream.ledger_head(),
             }
         )
+        self.stream.close()
         (self.out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
         return summary

@@ -1,0 +1,1 @@
+"""Flower's PyTorch quickstart with fairfl's telemetry wrapper."""

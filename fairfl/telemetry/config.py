@@ -1,0 +1,95 @@
+"""Run-config keys of the telemetry sinks, parsed into :class:`TelemetrySettings`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from fairfl.contract.config import get_config_value
+
+#: Sink names accepted in the ``telemetry`` run-config key (comma-separated).
+SINKS = ("tensorboard", "mlflow", "wandb", "prometheus")
+#: Values of ``telemetry-key``.
+KEYS = ("client", "node-key")
+#: The ``pip install`` extra that brings every sink's library.
+EXTRA = "fairfl[telemetry]"
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    """Which sinks get each round's record, and their options (run-config keys hyphenated).
+
+    Attributes
+    ----------
+    telemetry : str
+        Comma-separated sinks from :data:`SINKS` ("" = only ``rounds.jsonl``).
+    telemetry_dir : str
+        Folder of the TensorBoard event files, the MLflow file store and the W&B run
+        ("" = ``<out-dir>/telemetry``).
+    telemetry_host : str
+        Address the Prometheus endpoint binds (loopback by default: open it on purpose).
+    telemetry_port : int
+        Port of the Prometheus endpoint (0 = any free port, logged).
+    telemetry_max_clients : int
+        Cap on per-client label values (Prometheus) and per-client series (every sink):
+        the first this many client keys seen get a series, later ones are counted in
+        ``clients-unlabelled`` only.
+    telemetry_wandb_online : bool
+        W&B sends to its server only if this is true; by default the run is offline
+        (``mode="offline"``, whatever ``WANDB_MODE`` says): nothing leaves the machine.
+    telemetry_key : str
+        What names a client in the trackers: ``client`` (its partition id, else
+        ``node-<node id>``) or ``node-key`` (its SuperNode's public-key fingerprint
+        where the Grid gives one, :mod:`fairfl.telemetry.nodes`; meant for deployments
+        with node authentication on).
+    """
+
+    telemetry: str = ""
+    telemetry_dir: str = ""
+    telemetry_host: str = "127.0.0.1"
+    telemetry_port: int = 9464
+    telemetry_max_clients: int = 100
+    telemetry_wandb_online: bool = False
+    telemetry_key: str = "client"
+
+    def __post_init__(self) -> None:
+        """Check the sink names and numbers; the error names the run-config key."""
+        for name in self.sinks:
+            if name not in SINKS:
+                raise ValueError(
+                    f"run config telemetry: unknown sink {name!r}; choose from {SINKS} "
+                    "(comma-separated)"
+                )
+        if self.telemetry_key not in KEYS:
+            raise ValueError(
+                f"run config telemetry-key must be one of {KEYS}, got {self.telemetry_key!r}"
+            )
+        if not 0 <= self.telemetry_port <= 65535:
+            raise ValueError(
+                f"run config telemetry-port must be in [0, 65535], got {self.telemetry_port}"
+            )
+        if self.telemetry_max_clients < 0:
+            raise ValueError(
+                f"run config telemetry-max-clients must be >= 0, got {self.telemetry_max_clients}"
+            )
+
+    @property
+    def sinks(self) -> tuple[str, ...]:
+        """The sink names, in order, without blanks or repeats."""
+        names = [part.strip() for part in self.telemetry.split(",") if part.strip()]
+        return tuple(dict.fromkeys(names))
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any]) -> TelemetrySettings:
+        """Parse the ``telemetry*`` keys (others are ignored)."""
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            key = item.name.replace("_", "-")
+            if key in run_config:
+                values[item.name] = get_config_value(run_config, key, type(item.default))
+        return cls(**values)
+
+
+#: The run-config keys of :class:`TelemetrySettings`.
+TELEMETRY_KEYS = tuple(item.name.replace("_", "-") for item in fields(TelemetrySettings))
