@@ -20,6 +20,18 @@ r"""The ``fairfl`` command: compare rules side by side, and rebuild reports.
 ``fairfl recipes``
     List the reproduction recipes.
 
+``fairfl dashboard DIR [DIR ...]``
+    Serve a live web page (127.0.0.1:8050 by default) that follows each run's
+    ``rounds.jsonl`` as it grows: fairness per round, per-client accuracy, the rule's
+    weights and diagnostics, participation, config. ``DIR`` is a run's out-dir or a
+    ``fairfl compare`` folder, and may not exist yet. Another address needs
+    ``--allow-remote`` and a token (``FAIRFL_DASHBOARD_TOKEN`` or ``--token-file``).
+
+``fairfl verify DIR``
+    Check the hash chain of a run's ``rounds.jsonl`` (the ledger,
+    :mod:`fairfl.telemetry.ledger`): exit 0 if it holds, 1 naming the first tampered,
+    missing or truncated round.
+
 Without ``pip install``, run it as ``python -m fairfl ...`` from the repository.
 
 Exit codes: 0 done; 1 a run of the comparison failed (each failed run's ``error.txt``
@@ -32,9 +44,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import secrets
 import shlex
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from fairfl.report.compare import ENGINES, MAX_WORKERS, compare, rule_keys
 from fairfl.report.recipes import RECIPES
@@ -44,6 +60,13 @@ from fairfl.simulation.engine import EXIT_FAILED, EXIT_USAGE, exit_on_signals
 from fairfl.strategies.registry import STRATEGIES
 
 logger = logging.getLogger(__name__)
+
+#: Port of ``fairfl dashboard`` and ``fairfl compare --dashboard`` (Dash's default).
+DASHBOARD_PORT = 8050
+#: Environment variable holding the dashboard's token.
+TOKEN_ENV = "FAIRFL_DASHBOARD_TOKEN"
+#: Shortest token accepted (a generated one has 32 characters).
+MIN_TOKEN_LENGTH = 16
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,6 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--compress-runs", action="store_true", help="gzip each run's rounds.jsonl (for git)"
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--dashboard",
+        nargs="?",
+        const=DASHBOARD_PORT,
+        type=int,
+        metavar="PORT",
+        help=f"serve the live dashboard on 127.0.0.1:PORT (default {DASHBOARD_PORT}) while "
+        "the comparison runs",
+    )
 
     report = commands.add_parser(
         "report", help="rebuild tables, plots and report.md from saved results"
@@ -115,8 +147,40 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--columns", choices=sorted(COLUMN_SETS))
     report.add_argument("--title")
 
+    verify = commands.add_parser(
+        "verify", help="check a run's rounds.jsonl hash chain (exit 1 naming the first bad round)"
+    )
+    verify.add_argument("folder", type=Path, metavar="OUT_DIR")
     commands.add_parser("rules", help="list registered rules and their run-config keys")
     commands.add_parser("recipes", help="list reproduction recipes")
+
+    board = commands.add_parser(
+        "dashboard",
+        help="serve a live web page of runs' fairness (follows rounds.jsonl as it grows)",
+        description=(
+            "Follow each folder's rounds.jsonl (a run's out-dir, or a fairfl compare "
+            "folder; it may not exist yet) and serve a page that updates every few seconds."
+        ),
+        epilog=(
+            "Bound to loopback (the default) the page needs no token; from another machine "
+            "use an SSH tunnel (deploy/README.md). Any other --host needs --allow-remote "
+            "and a token: FAIRFL_DASHBOARD_TOKEN or --token-file (else one is generated "
+            "and printed); open the printed URL with ?token=... once (a cookie keeps it) "
+            "or send 'Authorization: Bearer <token>'."
+        ),
+    )
+    board.add_argument("folders", nargs="+", type=Path, metavar="DIR")
+    board.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    board.add_argument("--port", type=int, default=DASHBOARD_PORT, help="port (8050; 0: any)")
+    board.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between checks for new rounds (2)"
+    )
+    board.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host other than loopback (a token is then required)",
+    )
+    board.add_argument("--token-file", type=Path, help="file whose first line is the token")
     return parser
 
 
@@ -127,6 +191,74 @@ def _configure_logging(verbose: bool) -> None:
     attach_flower_console(level)  # fairfl lines through Flower's console handler, once
     logging.getLogger("fairfl").setLevel(level)
     logging.getLogger("flwr").setLevel(logging.WARNING)
+
+
+def _load_dashboard() -> Any:
+    """``fairfl.dashboard``, or a usage error naming the extra to install."""
+    try:
+        import fairfl.dashboard as dashboard
+    except ImportError as error:
+        raise ValueError(
+            f"the dashboard needs Dash and Plotly ({error}): pip install 'fairfl[dashboard]'"
+        ) from error
+    return dashboard
+
+
+def _dashboard_token(args: argparse.Namespace) -> str | None:
+    """The token from ``--token-file`` or ``FAIRFL_DASHBOARD_TOKEN`` (None if neither)."""
+    if args.token_file is not None:
+        lines = args.token_file.read_text(encoding="utf-8").splitlines()
+        token = lines[0].strip() if lines else ""
+        source = f"--token-file {args.token_file}"
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        source = TOKEN_ENV
+        if not token:
+            return None
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(
+            f"{source}: the token must have at least {MIN_TOKEN_LENGTH} characters, "
+            f"got {len(token)}"
+        )
+    return token
+
+
+def _run_dashboard(args: argparse.Namespace) -> int:
+    dashboard = _load_dashboard()
+    token = _dashboard_token(args)
+    if token is None and args.allow_remote and not dashboard.is_loopback(args.host):
+        token = secrets.token_urlsafe(24)
+    dashboard.check_binding(args.host, allow_remote=args.allow_remote, token=token)
+    app = dashboard.create_app(
+        args.folders,
+        interval_s=args.interval,
+        token=token,
+        loopback=dashboard.is_loopback(args.host),
+    )
+    try:
+        server = dashboard.DashboardServer(app, args.host, args.port)
+    except OSError as error:
+        raise ValueError(f"--host {args.host} --port {args.port}: {error}") from error
+    app.registry.refresh(time.monotonic())  # read what exists now, before the first page
+    url = server.url + (f"?token={token}" if token else "")
+    print(f"fairfl dashboard: {url} (Ctrl-C to stop)", flush=True)
+    server.serve_forever()
+    return 0
+
+
+def _live_dashboard(args: argparse.Namespace) -> Any:
+    """``fairfl compare --dashboard``: the started server; else print the command, None."""
+    if args.dashboard is None:
+        command = shlex.join(["fairfl", "dashboard", str(args.out)])
+        print(f"fairfl compare: watch it live with: {command}", file=sys.stderr, flush=True)
+        return None
+    dashboard = _load_dashboard()
+    try:
+        server = dashboard.DashboardServer(dashboard.create_app([args.out]), port=args.dashboard)
+    except OSError as error:
+        raise ValueError(f"--dashboard {args.dashboard}: {error}") from error
+    print(f"fairfl compare: live dashboard at {server.url}", file=sys.stderr, flush=True)
+    return server.start()
 
 
 def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
@@ -140,6 +272,7 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
     grid = args.grid if args.grid is not None else (list(recipe.grid) if recipe else [])
     settings = [*(recipe.settings if recipe else ()), *args.settings]
     workers = args.workers or (recipe.workers if recipe else 1)
+    live = _live_dashboard(args)  # prints the dashboard command, or starts it
     report = compare(
         rules=rules,
         out_dir=args.out,
@@ -165,6 +298,8 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         command=shlex.join(["fairfl", *argv]),
         recipe=recipe.name if recipe else None,
     )
+    if live is not None:
+        live.stop()
     print(report.text())
     print(f"report: {args.out / 'report.md'}")
     runs = (read_manifest(args.out) or {}).get("runs", [])
@@ -205,6 +340,17 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(folder: Path) -> int:
+    from fairfl.telemetry.ledger import verify_ledger
+
+    report = verify_ledger(folder)
+    if report.ok:
+        print(f"fairfl verify: {folder / 'rounds.jsonl'}: {report.rounds} rounds, chain intact")
+        return 0
+    print(f"fairfl verify: {folder / 'rounds.jsonl'}: {report.problem}", file=sys.stderr)
+    return EXIT_FAILED
+
+
 def _list_rules() -> int:
     for name, spec in STRATEGIES.items():
         keys = rule_keys(name)
@@ -230,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
                 return _run_compare(args, argv)
             if args.command == "report":
                 return _run_report(args)
+            if args.command == "dashboard":
+                return _run_dashboard(args)
+            if args.command == "verify":
+                return _verify(args.folder)
             if args.command == "rules":
                 return _list_rules()
             return _list_recipes()

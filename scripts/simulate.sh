@@ -20,5 +20,6 @@ print(match.group(1) if match else config["num-partitions"])
 PY
 )
 echo "results: $OUT/rounds.jsonl $OUT/summary.json"
+echo "watch it live (another terminal): .venv/bin/python -m fairfl dashboard $OUT"
 # exec: SIGTERM/SIGINT reach the runner, which stops the run; its exit code is ours.
 exec .venv/bin/python scripts/flwr_sim.py --supernodes "$NODES" -c "$OVERRIDES" --summary "$OUT/summary.json"

@@ -7,9 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Deployment tests need a Docker engine, debootstrap (offline base image), iproute2
 # (network namespaces), openssl/ssh-keygen (TLS, SuperNode keys) and nginx (the Fleet
-# proxy in front of the SuperLink); as root, install them.
+# proxy in front of the SuperLink); the dashboard's browser tests need headless Chromium
+# and its driver; as root, install them.
 missing_tools() {
-  for tool in dockerd docker-compose debootstrap ip openssl ssh-keygen nginx; do
+  for tool in dockerd docker-compose debootstrap ip openssl ssh-keygen nginx chromium chromedriver; do
     command -v "$tool" >/dev/null || return 0
   done
   return 1
@@ -17,7 +18,8 @@ missing_tools() {
 if [ "$(id -u)" = 0 ] && missing_tools; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    docker.io docker-compose debootstrap iproute2 openssl openssh-client nginx-light >/dev/null
+    docker.io docker-compose debootstrap iproute2 openssl openssh-client nginx-light \
+    chromium chromium-driver >/dev/null
 fi
 # Built Docker base images are cached outside the checkout, so a fresh clone reuses them.
 export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"

@@ -1,0 +1,456 @@
+"""The dashboard's web page (Dash), its access check, and a server that can be stopped.
+
+:func:`create_app` builds a Dash app over a :class:`~fairfl.dashboard.follow.Registry`:
+a ``dcc.Interval`` asks the server every ``interval_s`` seconds whether anything
+changed; the server then reads only the new bytes of each ``rounds.jsonl`` and, if
+something changed, the page redraws the figures of :mod:`fairfl.dashboard.figures`.
+
+Access (:func:`install_guard`): bound to loopback (the default, 127.0.0.1) the page
+needs no token, but requests whose ``Host`` header is not a loopback name are refused
+(403), so a web page elsewhere cannot reach it by DNS rebinding. Bound to any other
+address, every request must carry the token: ``?token=...`` once (answered with a
+redirect that sets an HttpOnly, SameSite=Strict cookie, and drops the token from the
+address), the cookie afterwards, or an ``Authorization: Bearer ...`` header; anything
+else gets 401. The page is plain HTTP: use an SSH tunnel (``deploy/README.md``) or a
+TLS proxy in front of it, as the token travels in clear otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import dash
+from dash import Dash, Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
+from flask import Flask, Response, redirect, request
+from werkzeug.serving import WSGIRequestHandler, make_server
+
+from fairfl.dashboard import figures
+from fairfl.dashboard.follow import COMPLETED, FAILED, RUNNING, WAITING, Registry, RunFollower
+
+#: Name of the cookie that carries proof of the token after ``?token=``.
+COOKIE = "fairfl_dashboard"
+#: Host names a loopback-bound dashboard answers to.
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+#: Default port (Dash's).
+DEFAULT_PORT = 8050
+
+_SECTION = {"marginTop": "28px", "marginBottom": "6px", "fontSize": "18px"}
+_NOTE = {"color": "#9a3412", "fontFamily": "monospace", "fontSize": "12px"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is a loopback address."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, *, allow_remote: bool, token: str | None) -> None:
+    """Refuse a non-loopback ``host`` without ``allow_remote`` and a token.
+
+    Raises
+    ------
+    ValueError
+        Naming the option that is missing.
+    """
+    if is_loopback(host):
+        return
+    if not allow_remote:
+        raise ValueError(
+            f"--host {host} is not a loopback address: pass --allow-remote (with a token) "
+            "to serve other machines, or use an SSH tunnel (deploy/README.md)"
+        )
+    if not token:
+        raise ValueError(f"--host {host} with --allow-remote needs a token, got none")
+
+
+def _proof(token: str) -> str:
+    return hmac.new(token.encode(), b"fairfl-dashboard-cookie", hashlib.sha256).hexdigest()
+
+
+def install_guard(server: Flask, *, token: str | None, loopback: bool) -> None:
+    """Check every request before Dash sees it (see the module docstring)."""
+    proof = _proof(token) if token else None
+
+    @server.before_request
+    def _guard() -> Response | None:
+        if loopback and request.host.rsplit(":", 1)[0] not in LOOPBACK_NAMES:
+            return Response("fairfl dashboard: unknown Host header\n", status=403)
+        if token is None or proof is None:
+            return None
+        given = request.args.get("token")
+        if given is not None:
+            if not hmac.compare_digest(given.encode(), token.encode()):
+                return Response("fairfl dashboard: wrong token\n", status=401)
+            rest = [f"{k}={v}" for k, v in request.args.items(multi=True) if k != "token"]
+            response = redirect(request.path + ("?" + "&".join(rest) if rest else ""))
+            response.set_cookie(COOKIE, proof, httponly=True, samesite="Strict")
+            return response
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer ") and hmac.compare_digest(
+            header.removeprefix("Bearer ").encode(), token.encode()
+        ):
+            return None
+        cookie = request.cookies.get(COOKIE, "")
+        if cookie and hmac.compare_digest(cookie.encode(), proof.encode()):
+            return None
+        return Response(
+            "fairfl dashboard: token required (open the URL with ?token=..., or send "
+            "'Authorization: Bearer <token>')\n",
+            status=401,
+        )
+
+
+def _table(title: str, rows: dict[str, Any]) -> html.Div:
+    return html.Div(
+        [
+            html.H4(title, style={"margin": "6px 0"}),
+            html.Table(
+                [html.Tr([html.Td(str(k)), html.Td(str(v))]) for k, v in rows.items()]
+                or [html.Tr(html.Td("(none recorded)"))],
+                style={"fontSize": "12px", "fontFamily": "monospace"},
+            ),
+        ],
+        style={"flex": "1 1 300px", "minWidth": "280px"},
+    )
+
+
+def _status_line(registry: Registry, runs: dict[str, RunFollower]) -> list[Any]:
+    lines: list[Any] = []
+    for source in registry.sources:
+        followers = list(source.runs.values())
+        counts = {
+            state: sum(f.status == state for f in followers)
+            for state in (RUNNING, COMPLETED, FAILED, WAITING)
+        }
+        if source.kind == WAITING:
+            text = f"{source.path}: waiting for the folder to appear"
+        elif not followers:
+            text = f"{source.path}: no run yet (waiting for rounds.jsonl)"
+        else:
+            states = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+            text = f"{source.path} ({source.kind}): {len(followers)} runs: {states}"
+        lines.append(html.Div(text, className="source-status"))
+    finished = sum(f.status in (COMPLETED, FAILED) for f in runs.values())
+    lines.append(html.Div(f"{finished} of {len(runs)} runs finished", id="finished-count"))
+    return lines
+
+
+def _notes(runs: dict[str, RunFollower], limit: int = 20) -> list[Any]:
+    notes = [note for run in runs.values() for note in run.all_notes()]
+    if not notes:
+        return []
+    shown = [html.Div(note.text(), style=_NOTE) for note in notes[-limit:]]
+    head = html.Div(
+        f"{len(notes)} line(s) of rounds.jsonl not shown"
+        + (f" (the last {limit} listed)" if len(notes) > limit else ""),
+        style={**_NOTE, "fontWeight": "bold"},
+    )
+    return [head, *shown]
+
+
+def create_app(
+    folders: Sequence[Path],
+    *,
+    interval_s: float = 2.0,
+    token: str | None = None,
+    loopback: bool = True,
+) -> Dash:
+    """The dashboard over ``folders`` (out-dirs or ``fairfl compare`` folders).
+
+    Parameters
+    ----------
+    folders : Sequence[Path]
+        Folders to follow; each may not exist yet.
+    interval_s : float (default: 2.0)
+        Seconds between two checks for new rounds (the page's ``dcc.Interval``).
+    token : str | None
+        Required on every request when given (see :func:`install_guard`).
+    loopback : bool (default: True)
+        Whether the server is bound to loopback (then only loopback Host headers pass).
+
+    Raises
+    ------
+    ValueError
+        If ``interval_s`` is not positive or no folder is given.
+    """
+    if not interval_s > 0:
+        raise ValueError(f"interval_s must be > 0, got {interval_s}")
+    registry = Registry([Path(f) for f in folders], min_interval=min(0.5, interval_s / 2))
+    app = Dash(__name__, title="fairfl dashboard", update_title=None, serve_locally=True)
+    install_guard(app.server, token=token, loopback=loopback)
+    app.layout = _layout(interval_s)
+    _register_callbacks(app, registry)
+    figures.warm_up()
+    app.registry = registry  # type: ignore[attr-defined]  # for tests and the benchmark
+    return app
+
+
+def _layout(interval_s: float) -> html.Div:
+    graph = {"config": {"displaylogo": False}}
+    return html.Div(
+        [
+            html.H2("fairfl dashboard", style={"margin": "4px 0"}),
+            html.Div(id="sources", style={"fontSize": "13px"}),
+            html.Div(id="notes"),
+            dcc.Location(id="url"),
+            dcc.Interval(id="tick", interval=int(interval_s * 1000)),
+            dcc.Store(id="version"),
+            dcc.Store(id="shown"),
+            html.H3("Fairness per round (client accuracy in %; Jain's index 0-1)", style=_SECTION),
+            dcc.Graph(id="metrics", **graph),
+            html.Div(
+                [
+                    html.Label("Run: ", htmlFor="run"),
+                    dcc.Dropdown(id="run", clearable=False, style={"width": "420px"}),
+                    html.Span(id="round-count", style={"marginLeft": "16px", "fontSize": "14px"}),
+                ],
+                style={"display": "flex", "alignItems": "center", "gap": "8px", **_SECTION},
+            ),
+            html.H3("Per-client accuracy (%) over rounds", style=_SECTION),
+            dcc.RadioItems(
+                id="sort",
+                options=[{"label": f"sort by {t}", "value": v} for v, t in figures.SORTS.items()],
+                value="client",
+                inline=True,
+                inputStyle={"marginLeft": "12px", "marginRight": "4px"},
+            ),
+            html.Div(
+                [
+                    html.Div(dcc.Graph(id="client-heatmap", **graph), style={"flex": "3 1 500px"}),
+                    html.Div(dcc.Graph(id="distribution", **graph), style={"flex": "2 1 300px"}),
+                ],
+                style={"display": "flex", "flexWrap": "wrap"},
+            ),
+            html.H3("Rule state: aggregation weights λ per client and round", style=_SECTION),
+            dcc.Graph(id="weights", **graph),
+            html.H3("Rule diagnostics per round", style=_SECTION),
+            dcc.Graph(id="diagnostics", **graph),
+            html.H3("Rule state per client (RC-FL's q_i, Equitable FL's clusters)", style=_SECTION),
+            dcc.Dropdown(id="per-client-key", clearable=False, style={"width": "420px"}),
+            dcc.Graph(id="per-client", **graph),
+            html.H3("Participation: sampled, answered and dropped clients", style=_SECTION),
+            dcc.Graph(id="participation", **graph),
+            html.Div(id="drops"),
+            html.H3("Config and hardware", style=_SECTION),
+            html.Div(id="facts", style={"display": "flex", "flexWrap": "wrap", "gap": "12px"}),
+        ],
+        style={"fontFamily": "sans-serif", "margin": "12px 20px"},
+    )
+
+
+def _drops_table(run: RunFollower) -> html.Div:
+    rows = figures.drop_rows(run)
+    if not rows:
+        return html.Div("no reply dropped", style={"fontSize": "12px"})
+    return html.Div(
+        [
+            html.H4("Dropped replies and skipped rounds (latest 50)", style={"margin": "6px 0"}),
+            html.Table(
+                [html.Tr([html.Th(h) for h in ("round", "phase", "node", "reason")])]
+                + [html.Tr([html.Td(str(c)) for c in row]) for row in rows],
+                style={"fontSize": "12px", "fontFamily": "monospace"},
+            ),
+        ]
+    )
+
+
+#: Ticks a page waits for its first answer before it asks again (a lost first answer).
+_PATIENCE = 5
+
+#: What the single callback writes: the page's head, then the selected run's parts.
+_HEAD_OUTPUTS = (
+    ("version", "data"),
+    ("sources", "children"),
+    ("notes", "children"),
+    ("run", "options"),
+    ("run", "value"),
+    ("metrics", "figure"),
+)
+_RUN_OUTPUTS = (
+    ("client-heatmap", "figure"),
+    ("distribution", "figure"),
+    ("round-count", "children"),
+    ("weights", "figure"),
+    ("diagnostics", "figure"),
+    ("per-client-key", "options"),
+    ("per-client-key", "value"),
+    ("per-client", "figure"),
+    ("participation", "figure"),
+    ("drops", "children"),
+    ("facts", "children"),
+    ("shown", "data"),
+)
+
+
+def _register_callbacks(app: Dash, registry: Registry) -> None:
+    """One callback for the whole page, so a page load costs one request.
+
+    It runs on every tick of the interval, and when the reader picks another run, row
+    order or per-client diagnostic. A tick with nothing new on disk changes nothing; a
+    change re-sends only the parts it touches (``dash.no_update`` for the others).
+    """
+
+    @app.callback(
+        *[Output(i, p) for i, p in (*_HEAD_OUTPUTS, *_RUN_OUTPUTS)],
+        Input("tick", "n_intervals"),
+        Input("run", "value"),
+        Input("sort", "value"),
+        Input("per-client-key", "value"),
+        State("version", "data"),
+        State("shown", "data"),
+        State("url", "search"),
+    )
+    def update(
+        ticks: int | None,
+        selected: str | None,
+        sort: str,
+        key: str | None,
+        seen: int | None,
+        shown: list[Any] | None,
+        search: str | None,
+    ) -> tuple[Any, ...]:
+        if dash.ctx.triggered_id == "tick" and seen is None and (ticks or 0) < _PATIENCE:
+            raise PreventUpdate  # the page's first answer is still on its way
+        version = registry.refresh(time.monotonic())
+        runs = registry.runs()
+        if selected is None:  # first load: ?run=NAME picks the run
+            selected = parse_qs((search or "").lstrip("?")).get("run", [None])[0]
+        if selected not in runs:
+            with_rounds = [name for name, run in runs.items() if run.rounds]
+            selected = (with_rounds or list(runs) or [None])[0]
+        head: tuple[Any, ...] = (dash.no_update,) * len(_HEAD_OUTPUTS)
+        if seen != version or dash.ctx.triggered_id is None:
+            options = [{"label": f"{n} ({run.status})", "value": n} for n, run in runs.items()]
+            head = (
+                version,
+                _status_line(registry, runs),
+                _notes(runs),
+                options,
+                selected,
+                figures.metrics_figure(runs),
+            )
+        run = runs.get(selected) if selected else None
+        parts = _run_parts(registry, run, selected, sort, key, shown)
+        if all(part is dash.no_update for part in (*head, *parts)):
+            raise PreventUpdate
+        return (*head, *parts)
+
+
+def _run_parts(
+    registry: Registry,
+    run: RunFollower | None,
+    name: str | None,
+    sort: str,
+    key: str | None,
+    shown: list[Any] | None,
+) -> tuple[Any, ...]:
+    """The selected run's outputs (:data:`_RUN_OUTPUTS`); no_update where unchanged."""
+    keep = dash.no_update
+    if run is None:
+        return (keep,) * len(_RUN_OUTPUTS)
+    state = [name, run.version, sort, key]
+    if shown == state:
+        return (keep,) * len(_RUN_OUTPUTS)
+    heatmap = figures.client_heatmap(run, sort)  # type: ignore[arg-type]
+    if shown is not None and shown[:2] == [name, run.version] and shown[3] == key:
+        return (heatmap, *(keep,) * (len(_RUN_OUTPUTS) - 2), state)
+    _, names = figures.diagnostic_names(run)
+    key = key if key in names else (names or [None])[0]
+    manifest = next((s.manifest for s in registry.sources if run in s.runs.values()), None)
+    return (
+        heatmap,
+        figures.distribution_figure(run),
+        f"rounds received: {len(run.rounds)} · status: {run.status}",
+        figures.weights_heatmap(run),
+        figures.diagnostics_figure(run),
+        [{"label": figures.DIAGNOSTIC_TITLES.get(k, k), "value": k} for k in names],
+        key,
+        figures.per_client_figure(run, key),
+        figures.participation_figure(run),
+        _drops_table(run),
+        [_table(title, rows) for title, rows in figures.run_facts(run, manifest).items()],
+        [name, run.version, sort, key],
+    )
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Werkzeug's request handler without a log line per request (the page polls)."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Log nothing."""
+
+
+class DashboardServer:
+    """A dashboard served by Werkzeug in a background thread, stopped by :meth:`stop`.
+
+    Parameters
+    ----------
+    app : Dash
+        From :func:`create_app`.
+    host : str
+        Address to bind (see :func:`check_binding`).
+    port : int
+        Port; 0 picks a free one (read :attr:`port`).
+
+    Raises
+    ------
+    OSError
+        If it cannot listen there (a port in use, an address not of this host).
+    """
+
+    def __init__(self, app: Dash, host: str = "127.0.0.1", port: int = DEFAULT_PORT):
+        self.app = app
+        self.host = host
+        try:
+            self._server = make_server(
+                host, port, app.server, threaded=True, request_handler=_QuietHandler
+            )
+        except SystemExit as error:  # Werkzeug exits when it cannot bind
+            raise OSError(f"cannot listen on {host}:{port} (port in use?)") from error
+        self.port = int(self._server.server_port)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The page's address (IPv6 hosts in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    def start(self) -> DashboardServer:
+        """Serve in a daemon thread; returns self."""
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fairfl-dashboard", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until :meth:`stop` is called from another."""
+        self._server.serve_forever()
+
+    def stop(self) -> None:
+        """Stop the thread's serving (if started), close the socket, join the thread."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> DashboardServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,151 @@
+r"""Drive the dashboard in headless Chromium (Selenium): tests, the benchmark, screenshots.
+
+Uses the system's Chromium and chromedriver (Debian's ``chromium`` and
+``chromium-driver``; ``scripts/test.sh`` installs them as root) and never downloads a
+browser or driver (``SE_OFFLINE``). Selenium is in the ``dev`` extra.
+
+Screenshot of a dashboard (what ``docs/figures/dashboard.png`` was made with)::
+
+    python -m fairfl.dashboard.browser docs/results/digits-table6 --run "rcfl seed 0" \\
+        --out docs/figures/dashboard.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+#: Where Debian installs them.
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+#: True once every graph has drawn a figure from the server and no callback is pending.
+RENDERED_JS = """
+const count = document.getElementById('round-count');
+if (!count || !count.textContent) return false;
+if (document.querySelector('[data-dash-is-loading="true"]')) return false;
+const graphs = document.querySelectorAll('.dash-graph');
+if (!graphs.length) return false;
+for (const graph of graphs) {
+  const gd = graph.querySelector('.js-plotly-plot');
+  if (!gd || !gd._fullLayout || !gd.data) return false;
+}
+return true;
+"""
+
+#: Rows of the per-client heat map drawn in the page (its y labels), or -1.
+HEATMAP_ROWS_JS = """
+const gd = document.querySelector('#client-heatmap .js-plotly-plot');
+if (!gd || !gd._fullData || !gd._fullData.length || gd._fullData[0].type !== 'heatmap') return -1;
+return gd._fullData[0].y.length;
+"""
+
+
+def find_chromium() -> tuple[str, str] | None:
+    """Paths of Chromium and chromedriver, or None if either is missing."""
+    browser = shutil.which("chromium") or (CHROMIUM if os.path.exists(CHROMIUM) else None)
+    driver = shutil.which("chromedriver") or (
+        CHROMEDRIVER if os.path.exists(CHROMEDRIVER) else None
+    )
+    return (browser, driver) if browser and driver else None
+
+
+def chromium(width: int = 1400, height: int = 1000) -> Any:
+    """A headless Chromium WebDriver (the caller must ``quit()`` it).
+
+    Raises
+    ------
+    FileNotFoundError
+        If Chromium or chromedriver is not installed.
+    """
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    found = find_chromium()
+    if found is None:
+        raise FileNotFoundError(
+            "chromium and chromedriver are needed: apt-get install chromium chromium-driver"
+        )
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",  # root in a container has no user namespace sandbox
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-extensions",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(argument)
+    return webdriver.Chrome(service=Service(found[1]), options=options)
+
+
+def wait_until(driver: Any, script: str, timeout: float, poll: float = 0.05) -> Any:
+    """Run ``script`` until it returns something truthy; return it.
+
+    Raises
+    ------
+    TimeoutError
+        If it does not within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = driver.execute_script(script)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the page did not reach the state within {timeout} s")
+        time.sleep(poll)
+
+
+def screenshot(folders: list[Path], out: Path, *, run: str | None, width: int, height: int) -> Path:
+    """Serve ``folders`` on a free loopback port, open the page, save a full-page PNG.
+
+    The PNG is reduced to a 256-colour palette (Pillow), as the report's plots are.
+    """
+    from PIL import Image
+
+    from fairfl.dashboard.app import DashboardServer, create_app
+
+    driver = chromium(width, height)
+    try:
+        with DashboardServer(create_app(folders, interval_s=1.0), port=0) as server:
+            driver.get(server.url + (f"?{urlencode({'run': run})}" if run else ""))
+            wait_until(driver, RENDERED_JS, timeout=60)
+            full = driver.execute_script("return document.body.scrollHeight")
+            driver.set_window_size(width, int(full) + 40)
+            driver.execute_script("window.scrollTo(0, 0)")
+            time.sleep(1.0)  # Plotly redraws for the new size
+            out.parent.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(out))
+    finally:
+        driver.quit()
+    with Image.open(out) as image:
+        palette = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT)
+    palette.save(out, optimize=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fairfl.dashboard.browser DIR ... --out PNG``: a dashboard screenshot."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--run", help="run to show (its name in the run dropdown)")
+    parser.add_argument("--width", type=int, default=1400)
+    parser.add_argument("--height", type=int, default=1000)
+    args = parser.parse_args(argv)
+    path = screenshot(args.folders, args.out, run=args.run, width=args.width, height=args.height)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

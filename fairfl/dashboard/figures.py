@@ -1,0 +1,509 @@
+"""Plotly figures of the dashboard, built from followed runs (no drawing code of our own).
+
+Every function takes :class:`~fairfl.dashboard.follow.RoundData` lists or followers and
+returns a ``plotly.graph_objects.Figure`` (or rows for an HTML table). Accuracies are
+stored as fractions in [0, 1] and shown in percent through
+:func:`fairfl.metrics.in_percent` (curves) or :data:`fairfl.metrics.PERCENT` (per-client
+matrices), with axis and colour-bar titles that say "%". Matrices are float32 NumPy
+arrays, which Plotly sends to the browser as base64 binary, not as JSON number lists:
+that keeps a 1,000-client x 500-round heat map a few megabytes.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import plotly.graph_objects as go
+from numpy.typing import NDArray
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from fairfl.dashboard.follow import CURVE_METRICS, RoundData, RunFollower
+from fairfl.metrics import PERCENT, in_percent
+
+#: Row titles of the fairness curves (percent where the metric is an accuracy statistic).
+CURVE_TITLES = {
+    "acc-mean": "Mean accuracy (%)",
+    "acc-worst-10": "Worst 10 % (%)",
+    "acc-worst-20": "Worst 20 % (%)",
+    "acc-std": "Std of accuracy (%)",
+    "jain-index": "Jain's index (0-1)",
+}
+
+#: What the page says each known rule diagnostic is (others show their key alone).
+DIAGNOSTIC_TITLES = {
+    "lambda-max": "largest weight λ",
+    "lambda-min": "smallest weight λ",
+    "lambda-sum": "Σλ (q-FFL: step scale)",
+    "lambda-entropy": "entropy of λ",
+    "qp-status": "FedMGDA+ QP status",
+    "qp-failed": "FedMGDA+ QP failed (1 = yes)",
+    "step-size": "FedMGDA+ step size η_t",
+    "direction-norm": "FedMGDA+ ‖Σλḡ‖",
+    "qffl-h-sum": "q-FFL Σh (step = Σλ)",
+    "rcfl-eta": "RC-FL η (next round)",
+    "rcfl-eta-sent": "RC-FL η sent",
+    "rcfl-eta-star": "RC-FL η* (exact)",
+    "rcfl-q": "RC-FL q_i",
+    "clusters": "Equitable FL cluster",
+    "registry-clusters": "Equitable FL cluster (registry)",
+    "num-clusters": "Equitable FL clusters",
+    "afl-participant-mass": "AFL λ mass of participants",
+    "gifair-lambda": "GiFair λ",
+    "term-tilted-loss": "TERM tilted loss",
+    "beta-max": "VRed β bound",
+}
+
+Sort = Literal["client", "size", "final"]
+#: Heat-map row orders: label shown on the page.
+SORTS: dict[str, str] = {
+    "client": "client id",
+    "size": "data size (test samples, smallest first)",
+    "final": "final accuracy (worst first)",
+}
+
+_PALETTE = qualitative.Plotly + qualitative.Dark24
+
+
+def _empty(message: str, height: int = 260) -> go.Figure:
+    figure = go.Figure()
+    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    figure.update_layout(
+        height=height,
+        xaxis={"visible": False},
+        yaxis={"visible": False},
+        margin={"l": 20, "r": 20, "t": 20, "b": 20},
+    )
+    return figure
+
+
+def warm_up() -> None:
+    """Build one figure of each kind, so the first page load does not pay Plotly's imports.
+
+    Plotly loads its trace and layout validators on first use (about a second on a busy
+    2-core machine); a server calls this once at start.
+    """
+    make_subplots(rows=2, cols=1).add_trace(go.Scatter(x=[0], y=[0]), row=1, col=1)
+    for trace in (go.Heatmap(z=[[0.0]]), go.Histogram(x=[0.0]), go.Bar(x=[0], y=[0])):
+        go.Figure(trace).update_layout(height=100).to_plotly_json()
+
+
+def variant_of(label: str) -> str:
+    """The rule variant of a run label (``"afl seed 2"`` -> ``"afl"``)."""
+    head, sep, seed = label.rpartition(" seed ")
+    return head if sep and seed.isdigit() else label
+
+
+def metrics_figure(runs: Mapping[str, RunFollower]) -> go.Figure:
+    """Mean, worst-10 %, worst-20 %, std (percent) and Jain's index per round, runs overlaid.
+
+    One colour per rule variant, one line per run (seeds of a variant share a colour).
+    """
+    shown = {name: run for name, run in runs.items() if run.rounds}
+    if not shown:
+        return _empty("no round evaluated yet", height=300)
+    figure = make_subplots(
+        rows=len(CURVE_METRICS),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.03,
+        subplot_titles=[CURVE_TITLES[m] for m in CURVE_METRICS],
+    )
+    colours: dict[str, str] = {}
+    for name, run in shown.items():
+        variant = variant_of(name)
+        colour = colours.setdefault(variant, _PALETTE[len(colours) % len(_PALETTE)])
+        evaluated = [r for r in run.rounds if r.metrics]
+        x = [r.round for r in evaluated]
+        shown_metrics = [in_percent(r.metrics) for r in evaluated]
+        for row, metric in enumerate(CURVE_METRICS, start=1):
+            figure.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[m.get(metric, math.nan) for m in shown_metrics],
+                    name=name,
+                    legendgroup=variant,
+                    showlegend=row == 1,
+                    mode="lines",
+                    line={"color": colour, "width": 1.5},
+                    hovertemplate=f"{name}<br>round %{{x}}<br>%{{y:.2f}}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    figure.update_xaxes(title_text="round", row=len(CURVE_METRICS), col=1)
+    figure.update_layout(
+        height=170 * len(CURVE_METRICS) + 60,
+        margin={"l": 50, "r": 10, "t": 30, "b": 40},
+        legend={"font": {"size": 10}},
+        uirevision="metrics",
+    )
+    return figure
+
+
+def client_matrix(
+    rounds: Sequence[RoundData],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float32], NDArray[np.float64]]:
+    """Client accuracies as a clients x rounds matrix.
+
+    Returns
+    -------
+    round_numbers : NDArray[np.int64]
+        The evaluated rounds (columns).
+    clients : NDArray[np.int64]
+        Every client key seen, sorted (rows).
+    accuracy : NDArray[np.float32]
+        Fractions; NaN where a client was not evaluated in a round.
+    sizes : NDArray[np.float64]
+        Each client's test samples in the last round that evaluated it (NaN if unknown).
+    """
+    evaluated = [r for r in rounds if r.clients.size]
+    keys = np.unique(np.concatenate([r.clients for r in evaluated])) if evaluated else np.array([])
+    clients = keys.astype(np.int64)
+    matrix = np.full((clients.size, len(evaluated)), np.nan, dtype=np.float32)
+    sizes = np.full(clients.size, np.nan)
+    for column, entry in enumerate(evaluated):
+        rows = np.searchsorted(clients, entry.clients)
+        matrix[rows, column] = entry.accuracy
+        sizes[rows] = entry.num_examples
+    return np.array([r.round for r in evaluated], dtype=np.int64), clients, matrix, sizes
+
+
+def client_order(matrix: NDArray[np.floating], sizes: NDArray[np.floating], sort: Sort) -> Any:
+    """Row order of the heat map: by client id, by data size or by final accuracy.
+
+    ``size`` puts the smallest test sets first, ``final`` the lowest last-known accuracy
+    first (a client's latest evaluated value; clients never evaluated go last); ties
+    keep the client-id order.
+    """
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {sorted(SORTS)}, got {sort!r}")
+    count = matrix.shape[0]
+    if sort == "client" or count == 0:
+        return np.arange(count)
+    if sort == "size":
+        key = np.where(np.isnan(sizes), np.inf, sizes)
+    else:
+        key = np.full(count, np.inf)
+        for column in range(matrix.shape[1]):
+            known = ~np.isnan(matrix[:, column])
+            key[known] = matrix[known, column]
+    return np.argsort(key, kind="stable")
+
+
+def _height(rows: int) -> int:
+    return int(max(260, min(900, 16 * rows + 120)))
+
+
+#: Up to this many rows a client heat map labels each row; beyond, hover names them.
+LABELLED_ROWS = 60
+
+
+def _client_axis(rows: int) -> dict[str, Any]:
+    """A heat map's client axis: first row on top; no per-row labels past LABELLED_ROWS.
+
+    A thousand labels on a 900-pixel axis cannot be read, and laying them out is most of
+    the browser's work for a large federation.
+    """
+    axis: dict[str, Any] = {"autorange": "reversed", "type": "category", "automargin": True}
+    if rows > LABELLED_ROWS:
+        axis.update(showticklabels=False, title={"text": f"{rows} clients (hover for ids)"})
+    return axis
+
+
+def client_heatmap(run: RunFollower, sort: Sort = "client") -> go.Figure:
+    """Per-client accuracy (%) over rounds: one row per client, one column per round."""
+    round_numbers, clients, matrix, sizes = client_matrix(run.rounds)
+    if not clients.size:
+        return _empty(f"{run.label}: no client evaluated yet")
+    order = client_order(matrix, sizes, sort)
+    labels = [
+        f"client {clients[i]} (n={'?' if np.isnan(sizes[i]) else int(sizes[i])})" for i in order
+    ]
+    figure = go.Figure(
+        go.Heatmap(
+            z=matrix[order] * np.float32(PERCENT),
+            x=round_numbers,
+            y=labels,
+            zmin=0,
+            zmax=100,
+            colorscale="Viridis",
+            colorbar={"title": {"text": "accuracy (%)"}},
+            hovertemplate="%{y}<br>round %{x}<br>accuracy %{z:.1f} %<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        uirevision=run.label,  # keeps zoom and pan across live updates
+        height=_height(clients.size),
+        margin={"l": 10, "r": 10, "t": 10, "b": 40},
+        xaxis={"title": {"text": "round"}},
+        yaxis=_client_axis(clients.size),
+    )
+    return figure
+
+
+def distribution_figure(run: RunFollower) -> go.Figure:
+    """Histogram of the client accuracies (%) of the run's latest evaluated round."""
+    evaluated = [r for r in run.rounds if r.clients.size]
+    if not evaluated:
+        return _empty(f"{run.label}: no client evaluated yet")
+    latest = evaluated[-1]
+    figure = go.Figure(
+        go.Histogram(
+            x=latest.accuracy * PERCENT,
+            xbins={"start": 0, "end": 100.001, "size": 5},
+            marker={"color": _PALETTE[0]},
+            hovertemplate="accuracy %{x} %<br>%{y} clients<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        uirevision=run.label,  # keeps zoom and pan across live updates
+        height=300,
+        margin={"l": 50, "r": 10, "t": 40, "b": 40},
+        title={
+            "text": f"round {latest.round}: {latest.clients.size} clients",
+            "font": {"size": 13},
+        },
+        xaxis={"title": {"text": "client accuracy (%)"}, "range": [0, 100]},
+        yaxis={"title": {"text": "clients"}},
+        bargap=0.05,
+    )
+    return figure
+
+
+def _per_client_matrix(
+    rounds: Sequence[RoundData], values: Sequence[Mapping[int, float]]
+) -> tuple[list[int], NDArray[np.int64], NDArray[np.float32]]:
+    columns = [(r.round, v) for r, v in zip(rounds, values, strict=True) if v]
+    clients = np.array(sorted({c for _, v in columns for c in v}), dtype=np.int64)
+    matrix = np.full((clients.size, len(columns)), np.nan, dtype=np.float32)
+    for column, (_, row) in enumerate(columns):
+        keys = np.fromiter(row.keys(), dtype=np.int64, count=len(row))
+        matrix[np.searchsorted(clients, keys), column] = np.fromiter(
+            row.values(), dtype=np.float64, count=len(row)
+        )
+    return [r for r, _ in columns], clients, matrix
+
+
+def weights_heatmap(run: RunFollower) -> go.Figure:
+    """The rule's aggregation weights λ_i per client and round (``train.weights``)."""
+    round_numbers, clients, matrix = _per_client_matrix(run.rounds, [r.weights for r in run.rounds])
+    if not clients.size:
+        return _empty(f"{run.label}: no aggregation weights recorded yet")
+    figure = go.Figure(
+        go.Heatmap(
+            z=matrix,
+            x=round_numbers,
+            y=[f"client {c}" for c in clients],
+            colorscale="Cividis",
+            colorbar={"title": {"text": "weight λ"}},
+            hovertemplate="%{y}<br>round %{x}<br>λ %{z:.4f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        uirevision=run.label,  # keeps zoom and pan across live updates
+        height=_height(clients.size),
+        margin={"l": 10, "r": 10, "t": 10, "b": 40},
+        xaxis={"title": {"text": "round"}},
+        yaxis=_client_axis(clients.size),
+    )
+    return figure
+
+
+def diagnostic_names(run: RunFollower) -> tuple[list[str], list[str]]:
+    """The run's scalar and per-client diagnostic keys, in first-seen order."""
+    scalars: dict[str, None] = {}
+    per_client: dict[str, None] = {}
+    for entry in run.rounds:
+        scalars.update(dict.fromkeys(entry.scalars))
+        per_client.update(dict.fromkeys(entry.per_client))
+    return list(scalars), list(per_client)
+
+
+#: Past this many rounds, numeric series are drawn as lines without a marker per round.
+MARKER_ROUNDS = 60
+
+
+def _line_mode(points: int) -> str:
+    return "lines+markers" if points <= MARKER_ROUNDS else "lines"
+
+
+def _title(key: str) -> str:
+    known = DIAGNOSTIC_TITLES.get(key)
+    return f"{known} ({key})" if known else key
+
+
+def diagnostics_figure(run: RunFollower) -> go.Figure:
+    """Each scalar rule diagnostic per round (``train.diagnostics``), two per row.
+
+    Numbers are lines; strings (FedMGDA+'s ``qp-status``) are points on a categorical
+    axis, so a round whose QP fell back stands out.
+    """
+    scalars, _ = diagnostic_names(run)
+    if not scalars:
+        return _empty(f"{run.label}: this rule recorded no diagnostics yet")
+    columns = 1 if len(scalars) == 1 else 2
+    rows = math.ceil(len(scalars) / columns)
+    figure = make_subplots(
+        rows=rows,
+        cols=columns,
+        shared_xaxes=True,
+        vertical_spacing=min(0.08, 0.4 / rows),
+        horizontal_spacing=0.08,
+        subplot_titles=[_title(k) for k in scalars],
+    )
+    for index, key in enumerate(scalars):
+        row, column = index // columns + 1, index % columns + 1
+        points = [(r.round, r.scalars[key]) for r in run.rounds if key in r.scalars]
+        textual = any(isinstance(v, str) for _, v in points)
+        figure.add_trace(
+            go.Scatter(
+                x=[x for x, _ in points],
+                y=[str(v) if textual else v for _, v in points],
+                mode="markers" if textual else _line_mode(len(points)),
+                marker={"size": 5},
+                name=key,
+                showlegend=False,
+                hovertemplate=f"{key}<br>round %{{x}}<br>%{{y}}<extra></extra>",
+            ),
+            row=row,
+            col=column,
+        )
+        if textual:
+            figure.update_yaxes(type="category", row=row, col=column)
+    figure.update_xaxes(title_text="round", row=rows)
+    figure.update_annotations(font={"size": 12})
+    figure.update_layout(
+        uirevision=run.label, height=170 * rows + 60, margin={"l": 60, "r": 10, "t": 30, "b": 40}
+    )
+    return figure
+
+
+def per_client_figure(run: RunFollower, key: str | None) -> go.Figure:
+    """A per-client diagnostic (RC-FL's q_i, Equitable FL's clusters) over rounds."""
+    _, names = diagnostic_names(run)
+    if not names:
+        return _empty(f"{run.label}: this rule records no per-client state", height=200)
+    key = key if key in names else names[0]
+    round_numbers, clients, matrix = _per_client_matrix(
+        run.rounds, [r.per_client.get(key, {}) for r in run.rounds]
+    )
+    figure = go.Figure(
+        go.Heatmap(
+            z=matrix,
+            x=round_numbers,
+            y=[f"client {c}" for c in clients],
+            colorscale="Turbo" if "cluster" in key else "Magma",
+            colorbar={"title": {"text": key}},
+            hovertemplate="%{y}<br>round %{x}<br>%{z}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        uirevision=run.label,  # keeps zoom and pan across live updates
+        height=_height(clients.size),
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        title={"text": _title(key), "font": {"size": 13}},
+        xaxis={"title": {"text": "round"}},
+        yaxis=_client_axis(clients.size),
+    )
+    return figure
+
+
+def participation_figure(run: RunFollower) -> go.Figure:
+    """Sampled, answered and dropped clients per round, for training and evaluation."""
+    if not run.rounds:
+        return _empty(f"{run.label}: no round yet")
+    x = [r.round for r in run.rounds]
+    series = {
+        "train sampled": [r.sampled.get("train", math.nan) for r in run.rounds],
+        "train aggregated": [math.nan if r.accepted is None else r.accepted for r in run.rounds],
+        "train dropped": [len(r.train_dropped) for r in run.rounds],
+        "evaluate sampled": [r.sampled.get("evaluate", math.nan) for r in run.rounds],
+        "evaluate answered": [int(r.clients.size) for r in run.rounds],
+        "evaluate dropped": [len(r.evaluate_dropped) for r in run.rounds],
+    }
+    bars = len(x) <= MARKER_ROUNDS  # a bar per round only while bars stay readable
+    figure = go.Figure()
+    for index, (name, values) in enumerate(series.items()):
+        colour = _PALETTE[index]
+        figure.add_trace(
+            go.Bar(x=x, y=values, name=name, marker={"color": colour})
+            if bars and name.endswith("dropped")
+            else go.Scatter(
+                x=x,
+                y=values,
+                name=name,
+                mode=_line_mode(len(x)),
+                line={"color": colour, "dash": "dot" if "sampled" in name else "solid"},
+            )
+        )
+    figure.update_layout(
+        uirevision=run.label,  # keeps zoom and pan across live updates
+        height=300,
+        margin={"l": 50, "r": 10, "t": 10, "b": 40},
+        xaxis={"title": {"text": "round"}},
+        yaxis={"title": {"text": "clients"}, "rangemode": "tozero"},
+        barmode="group",
+    )
+    return figure
+
+
+def drop_rows(run: RunFollower, limit: int = 50) -> list[tuple[int, str, str, str]]:
+    """The latest dropped replies, newest first: ``(round, phase, node, reason)``."""
+    rows = [
+        (entry.round, phase, node, reason)
+        for entry in run.rounds
+        for phase, drops in (("train", entry.train_dropped), ("evaluate", entry.evaluate_dropped))
+        for node, reason in drops.items()
+    ]
+    skipped = [
+        (e.round, "aggregate", "-", f"round skipped: {e.skipped}") for e in run.rounds if e.skipped
+    ]
+    return sorted(rows + skipped, key=lambda row: -row[0])[:limit]
+
+
+def run_facts(run: RunFollower, manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Tables for the page: the run, its config, the rule's settings, hardware/device.
+
+    The hardware section holds what the results files recorded (a comparison's engine,
+    workers, torch threads and CPU count; any ``hardware``/``device``/``environment``
+    key of ``summary.json``), then the host serving the page, marked as such.
+    """
+    summary = run.summary or {}
+    last = run.rounds[-1] if run.rounds else None
+    facts: dict[str, Any] = {
+        "folder": str(run.path),
+        "status": run.status + (f": {run.error}" if run.error else ""),
+        "rounds received": len(run.rounds),
+        "last round": last.round if last else "-",
+        "planned rounds": run.config.get("num-server-rounds", "-"),
+        "rule": summary.get("strategy") or run.config.get("strategy", "-"),
+    }
+    if last is not None and last.wall_time is not None:
+        facts["wall time (s)"] = round(last.wall_time, 1)
+    if summary.get("wall_time") is not None:
+        facts["wall time (s)"] = round(float(summary["wall_time"]), 1)
+    hardware: dict[str, Any] = {}
+    for key in ("engine", "workers", "torch_threads", "cpu_count"):
+        if manifest and key in manifest:
+            hardware[f"comparison {key.replace('_', ' ')}"] = manifest[key]
+    for key in ("hardware", "device", "environment", "host"):
+        value = summary.get(key)
+        if isinstance(value, Mapping):
+            hardware.update({f"{key} {k}": v for k, v in value.items()})
+        elif value is not None:
+            hardware[key] = value
+    if "device" in run.config:
+        hardware["client device (run config)"] = run.config["device"]
+    hardware["dashboard host"] = f"{platform.node()} ({platform.system()} {platform.machine()})"
+    hardware["dashboard host python"] = platform.python_version()
+    return {
+        "Run": facts,
+        "Run config": run.config,
+        "Rule settings": dict(summary.get("strategy_settings") or {}),
+        "Hardware / device": hardware,
+    }

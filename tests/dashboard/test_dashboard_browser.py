@@ -1,0 +1,127 @@
+"""The dashboard in a real browser (headless Debian Chromium through Selenium).
+
+The first test follows an in-process federation while it runs; the second feeds a
+folder that appears late, with a malformed and a truncated line. Each starts the
+dashboard in a thread it stops, and the run in a subprocess it ends by PID.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from fairfl.dashboard import DashboardServer, create_app
+from fairfl.dashboard.browser import HEATMAP_ROWS_JS, RENDERED_JS, wait_until
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENTS = 4
+ROUNDS = 6
+
+# An in-process federation whose train replies each take 0.1 s more, so that a round
+# lasts at least the page's refresh interval (0.5 s) even on a fast machine.
+RUN = textwrap.dedent(
+    f"""
+    import sys, time
+    from fairfl.simulation import run_inprocess
+
+    def paced(instruction, reply):
+        if instruction.metadata.message_type == "train":
+            time.sleep(0.1)
+        return reply
+
+    config = {{"num-partitions": {CLIENTS}, "num-server-rounds": {ROUNDS}, "local-epochs": 1}}
+    run_inprocess({{**config, "out-dir": sys.argv[1]}}, reply_filter=paced)
+    """
+)
+
+
+def text_of(driver, element_id: str) -> str:
+    return driver.execute_script(TEXT_JS.format(element_id))
+
+
+def shows(element_id: str, text: str) -> str:
+    """A script that is true once the element's text contains ``text``."""
+    return TEXT_JS.format(element_id) + f".includes({text!r})"
+
+
+TEXT_JS = "return ((document.getElementById('{}') || {{}}).textContent || '')"
+
+
+def rounds_shown(driver) -> int:
+    match = re.search(r"rounds received: (\d+)", text_of(driver, "round-count"))
+    return int(match.group(1)) if match else -1
+
+
+def test_page_follows_a_running_federation(tmp_path, browser):
+    out = tmp_path / "run"  # does not exist yet: the run creates it
+    log = (tmp_path / "run.log").open("wb")
+    run = subprocess.Popen(
+        [sys.executable, "-c", RUN, str(out)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+    )
+    server = DashboardServer(create_app([out], interval_s=0.5), port=0).start()
+    try:
+        browser.get(server.url)
+        seen: list[int] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            count = rounds_shown(browser)
+            if count > 0 and (not seen or count != seen[-1]):
+                seen.append(count)
+            if "status: completed" in text_of(browser, "round-count"):
+                break
+            assert run.poll() in (None, 0), (tmp_path / "run.log").read_text()[-2000:]
+            time.sleep(0.2)
+        assert "status: completed" in text_of(browser, "round-count"), seen
+        # the count grew while the run went on: several values, increasing, up to the end
+        assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] == ROUNDS, seen
+        wait_until(browser, RENDERED_JS, timeout=30)
+        assert wait_until(browser, HEATMAP_ROWS_JS, timeout=30) == CLIENTS
+        assert "1 of 1 runs finished" in text_of(browser, "sources")
+        shot = tmp_path / "dashboard-live.png"
+        assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    finally:
+        server.stop()
+        if run.poll() is None:
+            run.kill()
+        run.wait(timeout=30)
+        log.close()
+
+
+def test_late_folder_with_malformed_and_truncated_lines(tmp_path, browser, line, lines):
+    folder = tmp_path / "later"
+    server = DashboardServer(create_app([folder], interval_s=0.5), port=0).start()
+    try:
+        browser.get(server.url)
+        wait_until(browser, shows("sources", "waiting for the folder to appear"), timeout=30)
+        third = lines(line(3, [0.25, 0.5, 1.0]))
+        folder.mkdir()
+        (folder / "rounds.jsonl").write_bytes(
+            lines(line(1, [0.0, 0.5, 1.0]), line(2, [0.5, 0.5, 1.0]))
+            + b'{"round": 9, "clients": [\n'  # a killed writer's half line, then more
+            + third[:30]
+        )
+        wait_until(browser, shows("round-count", "rounds received: 2"), timeout=30)
+        wait_until(browser, shows("notes", "last line incomplete"), timeout=30)
+        assert rounds_shown(browser) == 2
+        notes = text_of(browser, "notes")
+        assert "2 line(s) of rounds.jsonl not shown" in notes
+        assert "rounds.jsonl:3: skipped: not valid JSON" in notes
+        assert "rounds.jsonl:4: last line incomplete (30 bytes without a newline)" in notes
+        assert wait_until(browser, HEATMAP_ROWS_JS, timeout=30) == 3
+        with (folder / "rounds.jsonl").open("ab") as handle:
+            handle.write(third[30:])
+        wait_until(browser, shows("round-count", "rounds received: 3"), timeout=30)
+        notes = text_of(browser, "notes")
+        assert "1 line(s) of rounds.jsonl not shown" in notes and "incomplete" not in notes
+        shot = tmp_path / "dashboard-notes.png"
+        assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    finally:
+        server.stop()

@@ -1,0 +1,143 @@
+"""The dashboard's figures: one heat-map row per client, percent on the page, orderings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fairfl.dashboard import figures
+from fairfl.dashboard.follow import RunFollower, parse_entry
+
+
+def follower_with(tmp_path, entries, label="afl seed 0") -> RunFollower:
+    run = RunFollower(tmp_path, label)
+    run.rounds = [parse_entry(entry) for entry in entries]
+    return run
+
+
+def test_client_matrix_has_a_row_per_client_and_nan_where_absent(line):
+    # client 2 answers only in round 2 (client 0 is silent then)
+    second = line(2, [0.75, 1.0, 0.5], sizes=[10, 20, 30])
+    second["clients"] = second["clients"][1:]
+    rounds = [parse_entry(line(1, [0.5, 0.25])), parse_entry(second)]
+    round_numbers, clients, matrix, sizes = figures.client_matrix(rounds)
+    assert round_numbers.tolist() == [1, 2] and clients.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(matrix, [[0.5, np.nan], [0.25, 1.0], [np.nan, 0.5]])
+    assert sizes.tolist() == [10, 20, 30]
+
+
+def test_orders_by_data_size_and_by_final_accuracy():
+    # last-known accuracies: client 0 0.9, client 1 0.2 (absent in the last round),
+    # client 2 never evaluated, client 3 0.5
+    matrix = np.array([[0.1, 0.9], [0.2, np.nan], [np.nan, np.nan], [0.7, 0.5]])
+    sizes = np.array([10.0, 5.0, 30.0, 1.0])
+    assert figures.client_order(matrix, sizes, "client").tolist() == [0, 1, 2, 3]
+    assert figures.client_order(matrix, sizes, "size").tolist() == [3, 1, 0, 2]
+    assert figures.client_order(matrix, sizes, "final").tolist() == [1, 3, 0, 2]
+    with pytest.raises(ValueError, match="sort must be one of"):
+        figures.client_order(matrix, sizes, "name")
+
+
+def test_client_heatmap_shows_percent_with_one_row_per_client(tmp_path, line):
+    run = follower_with(
+        tmp_path,
+        [line(1, [0.5, 0.25, 1.0], sizes=[3, 2, 1]), line(2, [0.5, 0.75, 1.0], sizes=[10, 2, 1])],
+    )
+    heat = figures.client_heatmap(run, "size").data[0]
+    assert list(heat.y) == ["client 2 (n=1)", "client 1 (n=2)", "client 0 (n=10)"]
+    # client 0's test set was 3 in round 1 and 10 in round 2: the last size counts
+    np.testing.assert_allclose(np.asarray(heat.z), [[100, 100], [25, 75], [50, 50]])
+    assert heat.zmax == 100
+
+
+def test_metrics_figure_overlays_runs_in_percent(tmp_path, line):
+    one = follower_with(tmp_path, [line(1, [0.5, 1.0]), line(2, [1.0, 1.0])], "afl seed 0")
+    two = follower_with(tmp_path, [line(1, [0.0, 1.0])], "afl seed 1")
+    figure = figures.metrics_figure({"afl seed 0": one, "afl seed 1": two})
+    assert len(figure.data) == 2 * 5
+    by_name = {(t.name, t.yaxis): t for t in figure.data}
+    # row 1 mean (%), row 4 std (%), row 5 Jain's index (unitless)
+    assert list(by_name[("afl seed 0", "y")].y) == [75.0, 100.0]
+    assert list(by_name[("afl seed 0", "y4")].y) == [25.0, 0.0]
+    assert by_name[("afl seed 0", "y5")].y[0] == pytest.approx(0.9)
+    # seeds of one variant share a colour
+    assert by_name[("afl seed 0", "y")].line.color == by_name[("afl seed 1", "y")].line.color
+    assert "Mean accuracy (%)" in [a.text for a in figure.layout.annotations]
+
+
+def test_weights_and_per_client_state(tmp_path, line):
+    train = {
+        "accepted": 2,
+        "dropped": {},
+        "weights": [
+            {"node_id": 1001, "partition_id": 0, "weight": 0.25},
+            {"node_id": 1002, "partition_id": 1, "weight": 0.75},
+        ],
+        "diagnostics": {"clusters": {"1001": 0, "1002": 1}, "qp-status": "optimal"},
+    }
+    run = follower_with(tmp_path, [line(1, [0.5, 0.5], train=train)])
+    weights = figures.weights_heatmap(run).data[0]
+    assert list(weights.y) == ["client 0", "client 1"]
+    np.testing.assert_allclose(np.asarray(weights.z), [[0.25], [0.75]])
+    assert figures.diagnostic_names(run) == (["qp-status"], ["clusters"])
+    clusters = figures.per_client_figure(run, None).data[0]
+    np.testing.assert_allclose(np.asarray(clusters.z), [[0], [1]])
+    status = figures.diagnostics_figure(run).data[0]
+    assert list(status.y) == ["optimal"] and status.mode == "markers"
+
+
+def test_participation_and_drops(tmp_path, line):
+    first = line(1, [0.5, 0.5], train={"accepted": 1, "dropped": {"1003": "contains nan"}})
+    first["sampled"] = {"train": 3, "evaluate": 3}
+    first["evaluate_dropped"] = {"1003": "timed out"}
+    second = line(2, [0.5], train={"accepted": 0, "dropped": {}, "skipped": "|w| > 1e6"})
+    run = follower_with(tmp_path, [first, second])
+    traces = {t.name: list(t.y) for t in figures.participation_figure(run).data}
+    assert traces["train sampled"] == [3, 1]
+    assert traces["train aggregated"] == [1, 0]
+    assert traces["train dropped"] == [1, 0]
+    assert traces["evaluate answered"] == [2, 1]
+    assert traces["evaluate dropped"] == [1, 0]
+    assert figures.drop_rows(run) == [
+        (2, "aggregate", "-", "round skipped: |w| > 1e6"),
+        (1, "train", "1003", "contains nan"),
+        (1, "evaluate", "1003", "timed out"),
+    ]
+
+
+def test_run_facts_keep_config_and_mark_the_dashboard_host(tmp_path, line):
+    run = follower_with(tmp_path, [line(1, [0.5])])
+    run.planned_config = {"num-server-rounds": 30, "strategy": "afl"}
+    facts = figures.run_facts(run, {"engine": "inprocess", "cpu_count": 2})
+    assert facts["Run"]["planned rounds"] == 30 and facts["Run"]["rule"] == "afl"
+    assert facts["Hardware / device"]["comparison engine"] == "inprocess"
+    assert facts["Hardware / device"]["comparison cpu count"] == 2
+    assert "dashboard host" in facts["Hardware / device"]
+
+
+def test_empty_runs_give_a_message_not_an_error(tmp_path):
+    run = RunFollower(tmp_path / "missing", "later")
+    for build in (
+        figures.client_heatmap,
+        figures.distribution_figure,
+        figures.weights_heatmap,
+        figures.diagnostics_figure,
+        figures.participation_figure,
+    ):
+        figure = build(run)
+        assert figure.layout.annotations[0].text.startswith("later: ")
+    assert figures.metrics_figure({}).layout.annotations[0].text == "no round evaluated yet"
+
+
+@pytest.mark.parametrize(
+    ("label", "variant"),
+    [("afl seed 2", "afl"), ("semivred[beta=0.5] seed 10", "semivred[beta=0.5]"), ("run", "run")],
+)
+def test_variant_of(label, variant):
+    assert figures.variant_of(label) == variant
+
+
+def test_distribution_counts_the_latest_round(tmp_path, line):
+    run = follower_with(tmp_path, [line(1, [0.0, 0.0]), line(2, [0.5, 1.0, 0.97])])
+    histogram = figures.distribution_figure(run).data[0]
+    assert sorted(histogram.x) == pytest.approx([50.0, 97.0, 100.0])
