@@ -151,7 +151,16 @@ def test_core_dependencies_leave_out_the_extras():
     core = declared(project["dependencies"])
     assert not core & {"torch", "torchvision", "scikit-learn", "flwr-datasets", "matplotlib"}
     assert "flwr[simulation]" not in "".join(project["dependencies"])
-    assert Requirement(extras["all"][0]).extras == {"client", "data", "report", "simulation"}
+    assert Requirement(extras["all"][0]).extras == {
+        "client",
+        "data",
+        "report",
+        "simulation",
+        "telemetry",
+        "dashboard",
+    }
+    # the trackers' libraries are an extra: a server install stays light
+    assert not core & {"tensorboard", "mlflow-skinny", "wandb", "prometheus-client"}
 
 
 def test_every_imported_package_is_declared():
