@@ -7,7 +7,7 @@ data and models; no SciPy, scikit-learn, pandas or strategies) are measured for
 information. Each sample is a new ``python -c`` process timing its one
 import with ``time.perf_counter`` (interpreter start-up left out); after one untimed round
 (bytecode caches, page cache) the targets are interleaved and the best of ``--repeats``
-is kept, so drifting load hits all alike. The result also goes to a JSON file. Times
+is kept, so drifting load hits all alike. ``--json PATH`` also writes the result. Times
 depend on the machine and its load; CI never gates on them.
 
     nice .venv/bin/python benchmarks/bench_import.py
@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "flwr.serverapp.strategy"
 TARGETS = (BASELINE, "fairfl.strategies", "fairfl.client", "fairfl.client.app")
 GOAL = 2.0  # fairfl.strategies / flwr.serverapp.strategy
-DEFAULT_OUT = ROOT / "docs" / "results" / "import-time" / "import-time.json"
 ENV = {
     **os.environ,
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -67,11 +66,11 @@ def measure(modules: tuple[str, ...], repeats: int) -> dict[str, list[float]]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Measure; print a table, write the JSON result file and return the result."""
+    """Measure; print a table and return (and with ``--json``, write) the result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
-        "--json", "--out", dest="out", type=Path, default=DEFAULT_OUT, help="JSON result file"
+        "--json", "--out", dest="out", type=Path, default=None, help="also write the result here"
     )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
@@ -109,9 +108,10 @@ def main(argv: list[str] | None = None) -> dict:
         "ratio_to_baseline": {module: round(value, 3) for module, value in ratios.items()},
         "samples_ms": {m: [round(v * 1e3, 2) for v in values] for m, values in samples.items()},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.out}")
     return result
 
 

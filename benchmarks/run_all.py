@@ -1,0 +1,111 @@
+"""Run every benchmark and write their results to ``docs/results/benchmarks.json``.
+
+Each benchmark runs as its own process (``python benchmarks/<script> ... --json <tmp>``),
+one after the other, so that none shares a process, a thread pool or the cores with
+another; its JSON result is stored with the exact command, the wall time and the
+1-minute load average before and after. ``--only`` reruns some of them and keeps the
+others' stored results. The README's benchmark tables are generated from this file
+(``benchmarks/readme_tables.py --write``), and ``tests/test_readme_benchmarks.py``
+fails when the two drift apart. CI never runs this: times depend on the machine and its
+load, and only the ratios measured inside one benchmark run mean anything.
+
+    nice .venv/bin/python benchmarks/run_all.py                 # everything (~40 min)
+    nice .venv/bin/python benchmarks/run_all.py --only fedmgda aggregate_loss_rules
+    nice .venv/bin/python benchmarks/run_all.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from _report import load_1min, machine
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results" / "benchmarks.json"
+
+#: name -> the script and its arguments (``--json PATH`` is appended).
+BENCHMARKS: dict[str, list[str]] = {
+    "aggregate_loss_rules": ["benchmarks/bench_aggregate_loss_rules.py", "--repeats", "7"],
+    "fedmgda": ["benchmarks/bench_fedmgda.py", "--repeats", "7"],
+    "aggregate_all_rules": ["benchmarks/bench_aggregate_all_rules.py", "--repeats", "3"],
+    "client_epoch": ["benchmarks/bench_client_epoch.py"],
+    "import_time": ["benchmarks/bench_import.py", "--repeats", "5"],
+    "client_start": ["benchmarks/bench_client_start.py", "--repeats", "5"],
+    "scale": ["benchmarks/bench_scale.py", "--runtimes", "inprocess"],
+    "telemetry": ["benchmarks/bench_telemetry.py"],
+    "dashboard": ["benchmarks/bench_dashboard.py"],
+    "deployment_round_time": [
+        "benchmarks/deployment_round_time.py",
+        *("--supernodes", "3", "10", "--rounds", "3"),
+    ],
+}
+
+
+def run_one(name: str, timeout: float) -> dict[str, Any]:
+    """Run benchmark ``name`` in its own process; its result with how it was run."""
+    with tempfile.TemporaryDirectory(prefix=f"fairfl-bench-{name}-") as folder:
+        out = Path(folder) / "result.json"
+        argv = [*BENCHMARKS[name], "--json", str(out)]
+        command = "nice .venv/bin/python " + shlex.join(BENCHMARKS[name])
+        print(f"=== {name}: {command}", flush=True)
+        load_before = load_1min()
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, *argv],
+            cwd=ROOT,
+            timeout=timeout,
+            check=False,
+            env=os.environ,
+        )
+        wall = time.perf_counter() - started
+        if done.returncode != 0 or not out.is_file():
+            raise RuntimeError(f"benchmark {name} failed (exit {done.returncode}): {command}")
+        result = json.loads(out.read_text(encoding="utf-8"))
+    print(f"=== {name}: {wall:.0f} s", flush=True)
+    return {
+        "command": command,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_s": round(wall, 1),
+        "load_1min_before": load_before,
+        "load_1min_after": load_1min(),
+        "result": result,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmarks asked for; merge them into the results file and return it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per benchmark")
+    parser.add_argument("--list", action="store_true", help="print the benchmarks and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, script in BENCHMARKS.items():
+            print(f"{name:24s} {shlex.join(script)}")
+        return {}
+    stored: dict[str, Any] = (
+        json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    )
+    benchmarks = dict(stored.get("benchmarks", {}))
+    for name in args.only or list(BENCHMARKS):
+        benchmarks[name] = run_one(name, args.timeout)
+        # Written after each one: a long run that fails later keeps what it measured.
+        results = {"machine": machine(), "benchmarks": benchmarks}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return {"machine": machine(), "benchmarks": benchmarks}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
