@@ -145,6 +145,18 @@ def test_federation_across_namespaces(fed: LocalFederation, tmp_path: Path) -> N
         assert sorted(_by_partition(record)) == list(range(N_SUPERNODES))
     summary = json.loads((fed.out_dir("deploy") / "summary.json").read_text())
     assert summary["final_metrics"]["num-clients"] == N_SUPERNODES
+    # With node authentication, every client entry names the SuperNode by the fingerprint
+    # of the public key the operator registered for it (fairfl.telemetry.nodes).
+    from flwr.cli.supernode.register import try_load_public_key
+
+    from fairfl.telemetry.nodes import public_key_fingerprint
+
+    registered = {
+        public_key_fingerprint(try_load_public_key(fed.pki / "supernodes" / f"supernode-{i}.pub"))
+        for i in range(1, N_SUPERNODES + 1)
+    }
+    for record in rounds:
+        assert {c.get("node_key") for c in record["clients"]} == registered, record["clients"]
 
     # A SuperNode with an unregistered key is refused and never joins.
     code, node_log = fed.try_unregistered_supernode()
