@@ -152,3 +152,27 @@ def test_qfedsgd_comparison_is_the_results_file():
             cell("variance", 1e4, 0),
             *[reached(level) for level in result["levels"]],
         ]
+
+
+def test_loss_inflation_table_is_the_results_files_two_liars_times_100():
+    # docs/results/loss-inflation/results.md (experiments/loss_inflation.py): the README
+    # shows, for 2 liars, the clean cell and the x100 cell without and with each defence.
+    text = (ROOT / "docs/results/loss-inflation/results.md").read_text()
+    two_liars = text[text.index("## 2 liars of 10") :].splitlines()
+    cells: dict[tuple[str, str], list[str]] = {}
+    for row in markdown_rows([line for line in two_liars if line.startswith("|")])[1:]:
+        cells[(row[0], row[1])] = row[2:]  # clean, x10, x100, const-1e5
+    readme = readme_table("| rule | clean | ×100 | ×100, loss-clip-mad=3 |")
+    assert readme[0] == [
+        "rule",
+        "clean",
+        "×100",
+        "×100, loss-clip-mad=3",
+        "×100, max-client-share=0.2",
+    ]
+    assert sorted(row[0] for row in readme[1:]) == sorted({rule for rule, _ in cells})
+    for rule, clean, times_100, clipped, capped in readme[1:]:
+        assert clean == cells[(rule, "none")][0]
+        assert times_100 == cells[(rule, "none")][2]
+        assert clipped == cells[(rule, "loss-clip-mad=3")][2]
+        assert capped == cells[(rule, "max-client-share=0.2")][2]
