@@ -176,3 +176,15 @@ def test_loss_inflation_table_is_the_results_files_two_liars_times_100():
         assert times_100 == cells[(rule, "none")][2]
         assert clipped == cells[(rule, "loss-clip-mad=3")][2]
         assert capped == cells[(rule, "max-client-share=0.2")][2]
+
+
+def test_baselines_table_is_the_results_file():
+    # docs/results/baselines-digits.md (experiments/baselines_digits.py --results ...).
+    result = markdown_rows(
+        [
+            line
+            for line in (ROOT / "docs/results/baselines-digits.md").read_text().splitlines()
+            if line.startswith("|")
+        ]
+    )
+    assert readme_table("| rule | mean (%) | worst (%) | worst-20% (%) | std (%) |") == result
