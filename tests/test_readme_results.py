@@ -188,3 +188,10 @@ def test_baselines_table_is_the_results_file():
         ]
     )
     assert readme_table("| rule | mean (%) | worst (%) | worst-20% (%) | std (%) |") == result
+
+
+def test_rcfl_table_is_the_results_file():
+    # docs/results/rcfl-synthetic.md (experiments/rcfl_synthetic.py --results ...).
+    text = (ROOT / "docs/results/rcfl-synthetic.md").read_text()
+    result = markdown_rows([line for line in text.splitlines() if line.startswith("|")])
+    assert readme_table("| rule | mean acc (%) | worst-10% (%) | worst-20% (%) |") == result
