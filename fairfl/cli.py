@@ -341,13 +341,14 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _verify(folder: Path) -> int:
-    from fairfl.telemetry.ledger import verify_ledger
+    from fairfl.telemetry.ledger import ledger_file, verify_ledger
 
     report = verify_ledger(folder)
+    path = ledger_file(folder)
     if report.ok:
-        print(f"fairfl verify: {folder / 'rounds.jsonl'}: {report.rounds} rounds, chain intact")
+        print(f"fairfl verify: {path}: {report.rounds} rounds, chain intact")
         return 0
-    print(f"fairfl verify: {folder / 'rounds.jsonl'}: {report.problem}", file=sys.stderr)
+    print(f"fairfl verify: {path}: {report.problem}", file=sys.stderr)
     return EXIT_FAILED
 
 

@@ -20,6 +20,7 @@ fact, not authorship: whoever can rewrite the whole file can rewrite the whole c
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from collections.abc import Mapping
@@ -78,6 +79,17 @@ class LedgerReport:
     round: int | None = None
 
 
+def ledger_file(out_dir: Path) -> Path:
+    """``out_dir/rounds.jsonl``, or its gzipped copy when only that exists."""
+    plain = out_dir / "rounds.jsonl"
+    gzipped = out_dir / "rounds.jsonl.gz"
+    if not plain.exists() and gzipped.exists():
+        return gzipped
+    if not plain.exists():
+        raise FileNotFoundError(f"{out_dir} holds no rounds.jsonl (nor rounds.jsonl.gz)")
+    return plain
+
+
 def _fail(rounds: int, round_: int | None, problem: str) -> LedgerReport:
     return LedgerReport(ok=False, rounds=rounds, problem=problem, round=round_)
 
@@ -97,13 +109,18 @@ def verify_ledger(out_dir: Path) -> LedgerReport:
     - a ``summary.json`` whose ledger head is not the last line: the last line was
       tampered with, or rounds are missing at the end.
 
+    A run that ``fairfl compare --compress-runs`` gzipped is read from
+    ``rounds.jsonl.gz`` (the same bytes).
+
     Raises
     ------
     FileNotFoundError
-        If ``out_dir`` has no ``rounds.jsonl``.
+        If ``out_dir`` has neither ``rounds.jsonl`` nor ``rounds.jsonl.gz``.
     """
-    path = out_dir / "rounds.jsonl"
+    path = ledger_file(out_dir)
     raw = path.read_bytes()
+    if path.suffix == ".gz":
+        raw = gzip.decompress(raw)
     pieces = raw.split(b"\n")
     complete, tail = pieces[:-1], pieces[-1]
     previous_hash = GENESIS

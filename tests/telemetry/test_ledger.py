@@ -131,3 +131,15 @@ def test_a_resumed_stream_continues_the_chain(tmp_path):
 
 def test_verify_without_rounds_file_is_a_usage_error(tmp_path):
     assert fairfl_main(["verify", str(tmp_path / "nothing")]) == 2
+
+
+def test_a_compressed_run_is_verified_from_its_gzipped_file(tmp_path, capsys):
+    # fairfl compare --compress-runs keeps the same bytes in rounds.jsonl.gz.
+    from fairfl.report.results import compress_rounds
+
+    _write_run(tmp_path, rounds=3)
+    compress_rounds(tmp_path)
+    assert not (tmp_path / "rounds.jsonl").exists()
+    assert verify_ledger(tmp_path).ok
+    assert fairfl_main(["verify", str(tmp_path)]) == 0
+    assert "rounds.jsonl.gz: 3 rounds, chain intact" in capsys.readouterr().out
