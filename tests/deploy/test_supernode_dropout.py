@@ -43,6 +43,9 @@ LAMBDA_LR = 0.02  # small enough that the absent node's λ stays > 0 while it is
 
 OVERRIDES: dict[str, Any] = {
     "strategy": "afl",
+    # The variant that aggregates with its current λ (not Mohri et al.'s running
+    # average, the default): the weights checked below are then λ itself.
+    "afl-variant": "propfair-code",
     "afl-lambda-lr": LAMBDA_LR,
     "num-server-rounds": ROUNDS,
     "num-partitions": N_SUPERNODES,
