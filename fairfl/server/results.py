@@ -23,9 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,14 +42,12 @@ from fairfl.telemetry.config import TelemetrySettings
 from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint
 from fairfl.telemetry.nodes import NodeKeys
 from fairfl.telemetry.sinks import build_sinks
-from fairfl.telemetry.stream import RecordStream
+from fairfl.telemetry.stream import RecordStream, new_run_id
 
 logger = logging.getLogger(__name__)
 
 ROUNDS_FILE = "rounds.jsonl"
 SUMMARY_FILE = "summary.json"
-#: Environment variable through which a runner names the run id its ServerApp writes.
-RUN_ID_ENV = "FAIRFL_RUN_ID"
 #: ``summary.json`` ``status`` of a run that finished every round and trained.
 COMPLETED = "completed"
 #: ``summary.json`` ``status`` of a run that raised or trained nothing.
@@ -60,11 +56,6 @@ FAILED = "failed"
 
 class SummaryError(RuntimeError):
     """The out-dir holds no summary written by the run asked about."""
-
-
-def new_run_id() -> str:
-    """A run id: ``FAIRFL_RUN_ID`` if a runner set it, else a fresh uuid4 (hex)."""
-    return os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex
 
 
 def summary_of_run(out_dir: Path, run_id: str) -> dict[str, Any]:

@@ -275,7 +275,7 @@ def processes_of_run(run_id: str) -> list[int]:
     environment, and Flower and Ray pass it on, also to daemons that leave the
     SuperLink's process tree (Ray's GCS server and raylet).
     """
-    from fairfl.server.results import RUN_ID_ENV
+    from fairfl.telemetry.stream import RUN_ID_ENV
 
     needle = f"{RUN_ID_ENV}={run_id}".encode() + b"\0"
     found = []
@@ -341,7 +341,7 @@ def simulate(
     ValueError
         If ``run_config`` cannot be parsed.
     """
-    from fairfl.server.results import RUN_ID_ENV
+    from fairfl.telemetry.stream import RUN_ID_ENV
 
     app = app_dir if app_dir is not None else find_app_dir()
     out_dir = summary_path.parent if summary_path is not None else run_out_dir(run_config, app)

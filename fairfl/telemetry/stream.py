@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,14 @@ from fairfl.telemetry.nodes import NodeKeys
 from fairfl.telemetry.sinks import ClientCap, JsonlSink, RoundRecord, Sink
 
 logger = logging.getLogger(__name__)
+
+#: Environment variable through which a runner names the run id its ServerApp writes.
+RUN_ID_ENV = "FAIRFL_RUN_ID"
+
+
+def new_run_id() -> str:
+    """A run id: ``FAIRFL_RUN_ID`` if a runner set it, else a fresh uuid4 (hex)."""
+    return os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex
 
 
 class RecordStream:

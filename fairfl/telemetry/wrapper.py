@@ -22,9 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,14 +36,12 @@ from fairfl.telemetry.config import TelemetrySettings
 from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint
 from fairfl.telemetry.nodes import NodeKeys
 from fairfl.telemetry.sinks import build_sinks
-from fairfl.telemetry.stream import RecordStream
+from fairfl.telemetry.stream import RecordStream, new_run_id
 
 logger = logging.getLogger(__name__)
 
 #: Flower's message types of a training and an evaluation round.
 TRAIN, EVALUATE = "train", "evaluate"
-#: Environment variable through which a runner names the run id (fairfl.server.results).
-RUN_ID_ENV = "FAIRFL_RUN_ID"
 #: Reply metric with the client's partition (fairfl's contract key), used if present.
 PARTITION_ID = "partition-id"
 
@@ -280,7 +276,7 @@ class TelemetryStrategy(Strategy):
         self.loss_key = loss_key
         self.weight_key = weight_key
         # FAIRFL_RUN_ID when a fairfl runner names the run, as for fairfl's own ServerApp
-        self.run_id = os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex
+        self.run_id = new_run_id()
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
