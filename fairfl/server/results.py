@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,7 +38,7 @@ from fairfl.server.checkpoint import (
 )
 from fairfl.strategies.base import FairStrategy
 from fairfl.telemetry.config import TelemetrySettings
-from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint
+from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint, json_safe
 from fairfl.telemetry.nodes import NodeKeys
 from fairfl.telemetry.sinks import build_sinks
 from fairfl.telemetry.stream import RecordStream, new_run_id
@@ -80,16 +79,6 @@ def summary_of_run(out_dir: Path, run_id: str) -> dict[str, Any]:
             f"run {run_id} wrote no summary: {path} is from another run (run_id {found!r})"
         )
     return summary
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 class RoundLog:
@@ -192,7 +181,7 @@ class RoundLog:
                 "diagnostics": dict(train.diagnostics),
                 "skipped": train.skipped,
             }
-        return _json_safe(entry)
+        return json_safe(entry)
 
     def on_round_end(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         """Append the round's line, checkpoint, log one summary line (round 0: nothing)."""
@@ -251,7 +240,7 @@ class RoundLog:
             Why the run failed.
         """
         final = self.rounds[-1] if self.rounds else {}
-        summary = _json_safe(
+        summary = json_safe(
             {
                 "run_id": self.run_id,
                 "status": status,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,17 @@ SUMMARY_KEY = "ledger"
 def encode_line(entry: Mapping[str, Any]) -> str:
     """The one text a round entry is written as (no newline); its hash is of these bytes."""
     return json.dumps(entry)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN/Inf floats as ``None`` (strict JSON) and dict keys as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def line_sha256(line: str) -> str:

@@ -33,7 +33,7 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from fairfl.metrics import fairness_metrics
 from fairfl.telemetry.config import TelemetrySettings
-from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint
+from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint, json_safe
 from fairfl.telemetry.nodes import NodeKeys
 from fairfl.telemetry.sinks import build_sinks
 from fairfl.telemetry.stream import RecordStream, new_run_id
@@ -52,16 +52,6 @@ def _finite(value: Any) -> bool:
         and not isinstance(value, bool)
         and math.isfinite(float(value))
     )
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def _metrics_of(reply: Message) -> Mapping[str, Any]:
@@ -176,7 +166,7 @@ class RoundRecorder:
                 "skipped": None,
             }
         self._reset()
-        return _json_safe(entry)
+        return json_safe(entry)
 
 
 class RecordingGrid(Grid):
@@ -374,7 +364,7 @@ class TelemetryStrategy(Strategy):
                 SUMMARY_KEY: stream.ledger_head(),
             }
             (self.out_dir / "summary.json").write_text(
-                json.dumps(_json_safe(summary), indent=2, default=str) + "\n"
+                json.dumps(json_safe(summary), indent=2, default=str) + "\n"
             )
 
 
