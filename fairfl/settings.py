@@ -12,7 +12,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from fairfl.contract.config import check_known_keys, get_config_value
+from fairfl.contract.config import (
+    check_known_keys,
+    dataclass_fields_from_config,
+    get_config_value,
+)
 from fairfl.data import DATASETS, PARTITIONERS
 from fairfl.models import MODELS
 from fairfl.telemetry.config import TelemetrySettings
@@ -161,12 +165,7 @@ class RunSettings:
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
         """Parse the keys this dataclass knows; others (rule hyperparameters) are ignored."""
-        values: dict[str, Any] = {}
-        for item in fields(cls):
-            key = item.name.replace("_", "-")
-            if key in run_config:
-                values[item.name] = get_config_value(run_config, key, type(item.default))
-        return cls(**values)
+        return cls(**dataclass_fields_from_config(cls, run_config))
 
     def data_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`fairfl.data.load_client_data` except the partition."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Mapping
+from dataclasses import fields
 from typing import Any, TypeVar
 
 T = TypeVar("T", int, float, str, bool)
@@ -85,3 +86,17 @@ def check_known_keys(
     noun = "key" if len(unknown) == 1 else "keys"
     message = f"{name}: unknown {noun} " + ", ".join(parts)
     raise UnknownKeyError(f"{message}. {hint}".rstrip() if hint else message)
+
+
+def dataclass_fields_from_config(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of ``config`` for a settings dataclass's fields, keyed by field name.
+
+    A field ``foo_bar`` is read from the key ``foo-bar`` (run-config style) as the type of
+    its default (:func:`get_config_value`); keys the dataclass has no field for are ignored.
+    """
+    values: dict[str, Any] = {}
+    for item in fields(cls):
+        key = item.name.replace("_", "-")
+        if key in config:
+            values[item.name] = get_config_value(config, key, type(item.default))
+    return values

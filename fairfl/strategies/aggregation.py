@@ -116,8 +116,6 @@ def _reweighted_sum(
     squared_norms: NDArray[np.float64] | None,
 ) -> list[NDArray]:
     """The blocked float64 sum of :func:`reweighted_average`; adds into ``squared_norms``."""
-    from scipy.linalg.blas import daxpy  # here: keeps `import fairfl.strategies` light
-
     weights = np.asarray(lambdas, dtype=np.float64)
     if weights.ndim != 1 or weights.size != len(local_arrays):
         raise ValueError(
@@ -134,7 +132,7 @@ def _reweighted_sum(
     quiet = (
         np.errstate(invalid="ignore", over="ignore") if squared_norms is not None else nullcontext()
     )
-    # daxpy on one thread: a block is far too small to be worth waking a pool.
+    # The norms' BLAS dots on one thread: a block is far too small to be worth waking a pool.
     with quiet, one_thread():
         for index, global_array in enumerate(global_arrays):
             if not np.issubdtype(global_array.dtype, np.floating):
@@ -156,13 +154,18 @@ def _reweighted_sum(
                     if squared_norms is not None:
                         # Read from memory by the dot, from cache by the cast below.
                         squared_norms[client, index] += float(np.dot(block, block))
-                    # Cast, then total += weight * cast in one BLAS pass (daxpy, in place):
-                    # faster than a mixed-dtype multiply, or a multiply and an add.
+                    if weight == 0.0:
+                        continue  # adds nothing (and no NaN of a reply the caller will drop)
+                    # Cast, then scale in place (faster than a mixed-dtype multiply). Not
+                    # BLAS daxpy: its fused multiply-add rounds differently from the plain
+                    # formula, which the sum must equal bit for bit.
                     block_scaled[...] = block
-                    block_total = daxpy(block_scaled, block_total, a=weight)
+                    block_scaled *= weight
+                    block_total += block_scaled
                 if use_global:
                     block_scaled[...] = flat_global[start:stop]
-                    block_total = daxpy(block_scaled, block_total, a=global_weight)
+                    block_scaled *= global_weight
+                    block_total += block_scaled
                 out[start:stop] = block_total
             new_arrays.append(out.reshape(global_array.shape))
     return new_arrays

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from fairfl.contract.config import get_config_value
+from fairfl.contract.config import dataclass_fields_from_config
 
 #: Sink names accepted in the ``telemetry`` run-config key (comma-separated).
 SINKS = ("tensorboard", "mlflow", "wandb", "prometheus")
@@ -83,12 +83,7 @@ class TelemetrySettings:
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> TelemetrySettings:
         """Parse the ``telemetry*`` keys (others are ignored)."""
-        values: dict[str, Any] = {}
-        for item in fields(cls):
-            key = item.name.replace("_", "-")
-            if key in run_config:
-                values[item.name] = get_config_value(run_config, key, type(item.default))
-        return cls(**values)
+        return cls(**dataclass_fields_from_config(cls, run_config))
 
 
 #: The run-config keys of :class:`TelemetrySettings`.
