@@ -41,7 +41,7 @@ from fairfl.telemetry.config import TelemetrySettings
 from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint, json_safe
 from fairfl.telemetry.nodes import NodeKeys
 from fairfl.telemetry.sinks import build_sinks
-from fairfl.telemetry.stream import RecordStream, new_run_id
+from fairfl.telemetry.stream import NO_REPLY_REASON, RecordStream, new_run_id
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,16 @@ SUMMARY_FILE = "summary.json"
 COMPLETED = "completed"
 #: ``summary.json`` ``status`` of a run that raised or trained nothing.
 FAILED = "failed"
+
+
+def _drops(rejected: Mapping[int, str], unanswered: list[int]) -> dict[str, str]:
+    """A phase's ``dropped`` entry: rejected replies, then nodes that never answered.
+
+    With both, every round's record adds up: sampled = answered + dropped.
+    """
+    drops = {str(node): reason for node, reason in rejected.items()}
+    drops.update({str(node): NO_REPLY_REASON for node in unanswered if node not in rejected})
+    return drops
 
 
 class SummaryError(RuntimeError):
@@ -162,14 +172,19 @@ class RoundLog:
             if evaluations
             else {},
             "sampled": self.strategy.sampled.get(server_round, {}),
-            "evaluate_dropped": {
-                str(k): v for k, v in self.strategy.evaluation_drops.get(server_round, {}).items()
-            },
+            "evaluate_dropped": _drops(
+                self.strategy.evaluation_drops.get(server_round, {}),
+                self.strategy.evaluation_unanswered.get(server_round, []),
+            ),
         }
+        if self.run_config.get("evaluate-split", "test") == "validation":
+            # Tuning runs: the clients' eval_acc / eval_loss are on their validation
+            # split (carved from the training data), not on the test split.
+            entry["eval_split"] = "validation"
         if train is not None:
             entry["train"] = {
                 "accepted": len(train.accepted),
-                "dropped": {str(k): v for k, v in train.dropped.items()},
+                "dropped": _drops(train.dropped, train.unanswered),
                 "weights": [
                     {
                         "node_id": node,

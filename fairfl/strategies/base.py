@@ -118,6 +118,8 @@ class TrainRoundRecord:
         Partition id of each accepted node that sent one.
     dropped : dict[int, str]
         Reason each dropped reply was rejected, by node id.
+    unanswered : list[int]
+        Node ids sent a training message that sent no reply before the round ended.
     weights : dict[int, float]
         The aggregation weight λ_i of each accepted node, for rules that have one.
     diagnostics : dict[str, Any]
@@ -130,6 +132,7 @@ class TrainRoundRecord:
     accepted: list[int] = field(default_factory=list)
     partition_ids: dict[int, int] = field(default_factory=dict)
     dropped: dict[int, str] = field(default_factory=dict)
+    unanswered: list[int] = field(default_factory=list)
     weights: dict[int, float] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
@@ -336,6 +339,8 @@ min_available_nodes
         self.train_records: dict[int, TrainRoundRecord] = {}
         self.evaluations: dict[int, list[EvaluateReply]] = {}
         self.evaluation_drops: dict[int, dict[int, str]] = {}
+        #: Nodes sent an evaluation message that did not answer, by round.
+        self.evaluation_unanswered: dict[int, list[int]] = {}
         # Messages sent per round and kind ("train", "evaluate"): how many could answer.
         self.sampled: dict[int, dict[str, int]] = {}
         # The messages of the phase in progress: the node an error reply is about.
@@ -513,6 +518,23 @@ min_available_nodes
             if instruction and sent.metadata.message_id == instruction:
                 return int(sent.metadata.dst_node_id)
         return node
+
+    def unanswered(self, hook: str, replies: list[Message]) -> list[int]:
+        """The nodes sent a message this phase that sent nothing back, sorted.
+
+        Flower's Grid returns only the replies that came before the round's timeout (a
+        straggler, a node that died before the SuperLink noticed): these nodes make
+        each round's record add up, sampled = accepted + dropped + unanswered.
+        """
+        heard = {self.reply_node(message) for message in replies}
+        missing = sorted({int(sent.metadata.dst_node_id) for sent in self.in_flight} - heard)
+        if missing:
+            logger.warning(
+                "%s: no reply from node(s) %s before the phase ended (round-timeout)",
+                hook,
+                ", ".join(map(str, missing)),
+            )
+        return missing
 
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
@@ -767,6 +789,7 @@ min_available_nodes
                 r.node_id: r.partition_id for r in accepted if r.partition_id is not None
             },
             dropped=dropped,
+            unanswered=self.unanswered("aggregate_train", messages),
         )
         self.train_records[server_round] = record
         if self.loss_clip is not None:
@@ -1034,6 +1057,7 @@ min_available_nodes
         )
         self.evaluations[server_round] = results
         self.evaluation_drops[server_round] = dropped
+        self.evaluation_unanswered[server_round] = self.unanswered("aggregate_evaluate", messages)
         if not results:
             logger.warning("aggregate_evaluate: round %d has no usable reply", server_round)
             return None

@@ -24,6 +24,10 @@ logger = logging.getLogger(__name__)
 #: Environment variable through which a runner names the run id its ServerApp writes.
 RUN_ID_ENV = "FAIRFL_RUN_ID"
 
+#: The drop reason of a node sent a message that did not answer before the phase ended
+#: (``train.dropped`` and ``evaluate_dropped`` of a ``rounds.jsonl`` line).
+NO_REPLY_REASON = "no reply before the round's timeout"
+
 
 def new_run_id() -> str:
     """A run id: ``FAIRFL_RUN_ID`` if a runner set it, else a fresh uuid4 (hex)."""

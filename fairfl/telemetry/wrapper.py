@@ -36,7 +36,7 @@ from fairfl.telemetry.config import TelemetrySettings
 from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint, json_safe
 from fairfl.telemetry.nodes import NodeKeys
 from fairfl.telemetry.sinks import build_sinks
-from fairfl.telemetry.stream import RecordStream, new_run_id
+from fairfl.telemetry.stream import NO_REPLY_REASON, RecordStream, new_run_id
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class RoundRecorder:
         for message in messages:
             node = int(message.metadata.dst_node_id)
             if node not in answered:
-                dropped[str(node)] = "no reply before the round's timeout"
+                dropped[str(node)] = NO_REPLY_REASON
         if phase == TRAIN:
             self.trained = True
 

@@ -4,7 +4,8 @@ In process, node 1002 is silent (no train or evaluate reply) in rounds 2 and 3 a
 answers again from round 4. AFL's λ, RC-FL's learnt counts (and the α_i they give) and
 Equitable FL's activation registry must keep its entry while it is away and use it
 when it returns; the rounds without it say how many answered. The deployed counterpart,
-a SuperNode killed and restarted, is ``tests/deploy/test_supernode_dropout.py``.
+SuperNodes leaving, crashing and rejoining over 50 rounds, is
+``tests/deploy/test_churn_soak.py``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from fairfl.contract.keys import RCFL_ALPHA
 from fairfl.simulation import run_inprocess
 from fairfl.strategies.afl import afl_lambda_update
 from fairfl.strategies.rcfl import client_alphas
+from fairfl.telemetry.stream import NO_REPLY_REASON
 
 AWAY_NODE = 1002
 AWAY_ROUNDS = (2, 3)
@@ -70,6 +72,11 @@ def check_counts(
         assert line["sampled"] == dict.fromkeys(sampled, num_nodes)
         assert len(answered) == num_nodes - away
         assert line["metrics"]["num-clients"] == len(answered)
+        # Every sampled node is accounted for: the silent one is listed as dropped.
+        silent = {str(AWAY_NODE): NO_REPLY_REASON} if away else {}
+        assert line["evaluate_dropped"] == silent
+        assert line["train"]["dropped"] == silent
+        assert len(trained) + len(line["train"]["dropped"]) == line["sampled"]["train"]
         weights = [w["weight"] for w in line["train"]["weights"]]
         assert sum(weights) == pytest.approx(1.0)
 

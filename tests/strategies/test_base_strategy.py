@@ -36,6 +36,8 @@ def test_fedavg_matches_flower_fedavg_on_good_replies():
         np.testing.assert_allclose(arrays[key].numpy(), flower[key].numpy(), rtol=1e-6)
     assert metrics["num-replies"] == 2 and metrics["dropped-replies"] == 0
     assert ours.train_records[1].weights == {1: 0.25, 2: 0.75}
+    # Node 3 was sent a message and never answered: not a rejected reply, but listed.
+    assert ours.train_records[1].unanswered == [3] and ours.train_records[1].dropped == {}
 
 
 def test_configure_train_does_not_mutate_callers_config_and_adds_round():
