@@ -21,8 +21,10 @@ says "loopback" and ``fallback_reason`` why); SuperNodes still go through the pr
 but nothing then keeps a local process from the SuperLink's own port.
 
 Used by ``tests/deploy/test_netns_federation.py``,
-``tests/deploy/test_supernode_dropout.py`` (``kill_supernode``, ``restart_supernode``)
-and ``benchmarks/deployment_round_time.py``; also a command:
+``tests/deploy/test_deployment_faults.py`` (``pause_supernode``, ``kill_supernode``,
+``serverapp_pids``, ``restart_superlink``), ``tests/deploy/test_churn_soak.py``
+(``leave_supernode``, ``kill_supernode``, ``restart_supernode``) and
+``benchmarks/deployment_round_time.py``; also a command:
 
     sudo .venv/bin/python deploy/localfed.py --supernodes 3 --rounds 2 -c strategy=fedavg
 
@@ -142,6 +144,42 @@ def _venv_bin() -> Path | None:
     return None
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(PID, command line) of every live descendant of ``pid``, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found: list[tuple[int, str]] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        todo.extend(children.get(child, []))
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if _alive(child):
+            found.append((child, cmd))
+    return found
+
+
 @dataclass
 class Proc:
     """A process this module started (in its own session: PID == process group id)."""
@@ -182,6 +220,10 @@ class LocalFederation:
         (one SuperExec per SuperLink/SuperNode, as in docker-compose.yml).
     device : str
         node-config ``device`` of every SuperNode.
+    supernode_max_retries : int | None
+        Flower's ``--max-retries`` of each SuperNode (connection attempts before it
+        gives up; a refused key fails fast with 3); ``None``: Flower's default, retry
+        without end, as a deployed device that must outlive a SuperLink restart.
     """
 
     workdir: Path
@@ -190,6 +232,7 @@ class LocalFederation:
     isolation: str = "subprocess"
     device: str = "cpu"
     ready_timeout: float = 120.0
+    supernode_max_retries: int | None = 3
     mode: str = ""
     fallback_reason: str = ""
     procs: list[Proc] = field(default_factory=list)
@@ -259,7 +302,8 @@ class LocalFederation:
             "--isolation",
             self.isolation,
         ]
-        self._spawn("superlink", SERVER, [str(SCRIPTS / "start-superlink.sh"), *link_args])
+        self._link_cmd = [str(SCRIPTS / "start-superlink.sh"), *link_args]
+        self._spawn("superlink", SERVER, self._link_cmd)
         self._wait_tcp(SERVER, host, int(port), self.procs[-1])
         proxy_host, proxy_port = self.fleet_addr.rsplit(":", 1)
         self._spawn(
@@ -379,6 +423,85 @@ class LocalFederation:
             self.procs.remove(proc)
         self.killed.add(index)
         return next(p.popen.pid for p in victims if p.name == name)
+
+    def leave_supernode(self, index: int) -> int:
+        """Stop SuperNode ``index`` gracefully (SIGTERM), as a device switched off.
+
+        Flower's SuperNode deactivates itself at the SuperLink on SIGTERM, so the
+        SuperLink stops counting it online at once (a killed node lingers until its
+        heartbeats lapse). Bring it back with :meth:`restart_supernode`. Returns its PID.
+
+        Raises
+        ------
+        ValueError
+            If SuperNode ``index`` is not running.
+        """
+        name = f"supernode-{index + 1}"
+        proc = next((p for p in self.procs if p.name == name and p.alive()), None)
+        if proc is None:
+            raise ValueError(f"{name} is not running")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.popen.pid, signal.SIGTERM)
+        try:
+            proc.popen.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+            proc.popen.wait(timeout=15)
+        # Its SuperExec and ClientApp processes share the group; none may outlive it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+        _wait_group_gone(proc.popen.pid)
+        self.procs.remove(proc)
+        self.killed.add(index)
+        return proc.popen.pid
+
+    def pause_supernode(self, index: int, paused: bool = True) -> None:
+        """SIGSTOP (``paused``) or SIGCONT SuperNode ``index`` and its ClientApp processes.
+
+        A paused node is a straggler: it keeps its connection and counts as online until
+        its heartbeats lapse (Flower: 2 x 30 s), but answers nothing until continued.
+        """
+        name = f"supernode-{index + 1}"
+        proc = next((p for p in self.procs if p.name == name and p.alive()), None)
+        if proc is None:
+            raise ValueError(f"{name} is not running")
+        os.killpg(proc.popen.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
+    def serverapp_pids(self) -> list[int]:
+        """PIDs of the ``flwr-serverapp`` processes the SuperLink started (runs going on).
+
+        They run under the SuperLink's SuperExec, in a session of their own, so they are
+        found by walking the SuperLink's process tree.
+        """
+        link = next(p for p in self.procs if p.name == "superlink")
+        return [pid for pid, cmd in _descendants(link.popen.pid) if "flwr-serverapp" in cmd]
+
+    def restart_superlink(self) -> Proc:
+        """Kill the SuperLink (SIGKILL, as a crash) and start it again on its database.
+
+        What its SuperExec started (ServerApps of runs going on) dies with it: they
+        watch their parent. SuperNodes and the Fleet proxy keep running. Returns the new
+        SuperLink process once it listens again.
+        """
+        link = next(p for p in self.procs if p.name == "superlink")
+        orphans = [pid for pid, _ in _descendants(link.popen.pid)]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(link.popen.pid, signal.SIGKILL)
+        link.popen.wait(timeout=15)
+        _wait_group_gone(link.popen.pid)
+        self.procs.remove(link)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(pid) for pid in orphans):
+            time.sleep(0.2)
+        left = [pid for pid in orphans if _alive(pid)]
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc = self._spawn("superlink", SERVER, self._link_cmd)
+        host, port = self.superlink_addr.rsplit(":", 1)
+        self._wait_tcp(SERVER, host, int(port), proc)
+        return proc
 
     def restart_supernode(self, index: int) -> Proc:
         """Start killed SuperNode ``index`` again with its own key, so its old node id.
@@ -686,10 +809,9 @@ class LocalFederation:
             str(runtime_port),
             "--isolation",
             self.isolation,
-            "--",
-            "--max-retries",
-            "3",
         ]
+        if self.supernode_max_retries is not None:
+            args += ["--", "--max-retries", str(self.supernode_max_retries)]
         proc = self._spawn(name, host, args)
         if self.isolation == "process":
             self._wait_tcp(host, "127.0.0.1", runtime_port, proc)

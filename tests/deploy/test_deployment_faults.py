@@ -1,0 +1,352 @@
+"""Faults in a real deployment: the ServerApp or the SuperLink dies, a straggler, a kill.
+
+One federation (``deploy/localfed.py``: network namespaces, TLS, SuperNode
+authentication; three SuperNodes that retry their connection without end, as deployed
+devices do) serves the three tests in turn:
+
+- the ServerApp process is SIGKILLed after round 2 of 4 and the operator resumes from
+  its checkpoint: the final model and AFL's λ are bit-identical to an uninterrupted run
+  of the in-process runner (which a test elsewhere pins to the deployed one), and the
+  ledger of ``rounds.jsonl`` holds across the resume;
+- the SuperLink is SIGKILLed after round 2 and started again on its state database:
+  the SuperNodes reconnect by themselves under their registered keys (no new
+  registration), the SuperLink remembers the interrupted run, and the resumed run
+  ends with the same model as an uninterrupted one;
+- in one run, SuperNode 2 stops (SIGSTOP) just after receiving its round-2 training
+  message and continues once the round has moved on to evaluation: the round ends at
+  ``round-timeout`` without it, its record lists it as dropped for no reply, and its
+  late reply changes no later round (the model equals the in-process runner's with
+  that node silent in round 2's training); SuperNode 3 is SIGKILLed just after
+  receiving its round-3 evaluation message: round 3's metrics are over the two
+  clients that answered and list the third as dropped, not as zero accuracy.
+
+Every round's record must add up: sampled = answered + dropped, for training and
+evaluation. The federation's processes and namespaces are gone afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from localfed import LocalFederation, app_run_config, why_no_proxy
+
+from fairfl.server.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from fairfl.telemetry.ledger import verify_ledger
+from fairfl.telemetry.stream import NO_REPLY_REASON
+
+pytestmark = pytest.mark.deployment
+
+N_SUPERNODES = 3
+RUN_TIMEOUT = 900.0
+#: Long enough for a healthy node's round on 2 loaded cores, short enough that a
+#: paused straggler (about one timeout) keeps its heartbeats (Flower: 2 x 30 s).
+ROUND_TIMEOUT = 30.0
+
+BASE: dict[str, Any] = {
+    "num-partitions": N_SUPERNODES,
+    "local-epochs": 1,
+    "round-timeout": ROUND_TIMEOUT,
+    # Never wait for a node that is away: sample whoever is connected.
+    "min-available-nodes": N_SUPERNODES - 1,
+}
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFederation]:
+    reason = why_no_proxy()
+    if reason is not None:
+        pytest.skip(reason)
+    network = os.environ.get("FAIRFL_DEPLOY_NETWORK", "auto")
+    federation = LocalFederation(
+        tmp_path_factory.mktemp("faults") / "fed",
+        supernodes=N_SUPERNODES,
+        network=network,
+        supernode_max_retries=None,
+    )
+    with federation:
+        if federation.mode != "netns":
+            msg = f"ran on loopback, not in network namespaces: {federation.fallback_reason}"
+            warnings.warn(msg, stacklevel=1)
+        yield federation
+        namespaces = list(federation.namespaces)
+        pids = [p.popen.pid for p in federation.procs]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [ns for ns in namespaces if ns in listed.split()], listed
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+
+
+# ---------------------------------------------------------------------------- helpers
+def _rounds(out_dir: Path) -> list[dict]:
+    """The complete lines of rounds.jsonl so far (a line being written is skipped)."""
+    try:
+        text = (out_dir / "rounds.jsonl").read_text()
+    except FileNotFoundError:
+        return []
+    lines = []
+    for line in text.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return lines
+
+
+def _logs(fed: LocalFederation, lines: int = 30) -> str:
+    """The tail of every log of the federation, for failure messages."""
+    parts = []
+    for log in sorted((fed.workdir / "logs").glob("*.log")):
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        parts.append(f"----- {log.name}\n{tail}")
+    return "\n".join(parts)
+
+
+def _received(fed: LocalFederation, index: int, kind: str) -> int:
+    """How many ``kind`` messages SuperNode ``index`` has logged receiving so far."""
+    log = fed.workdir / "logs" / f"supernode-{index + 1}.log"
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return 0
+    return len(re.findall(rf"Receiving: {kind} message", text))
+
+
+def _wait(done: Callable[[], bool], timeout: float, what: str, fed: LocalFederation) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}\n{_logs(fed)}")
+        time.sleep(0.1)
+
+
+class Submitted:
+    """A ``flwr run`` submitted in the background."""
+
+    def __init__(self, fed: LocalFederation, config: dict[str, Any], name: str) -> None:
+        self.result: list[subprocess.CompletedProcess] = []
+        self.thread = threading.Thread(
+            target=lambda: self.result.append(
+                fed.submit_run(config, name=name, timeout=RUN_TIMEOUT)
+            ),
+            daemon=True,
+        )
+        self.thread.start()
+
+    def wait(self, fed: LocalFederation) -> subprocess.CompletedProcess:
+        self.thread.join(timeout=RUN_TIMEOUT + 60)
+        assert self.result, f"flwr run did not end\n{_logs(fed)}"
+        return self.result[0]
+
+
+def _all_running(fed: LocalFederation) -> None:
+    """Bring back any SuperNode an earlier test left away."""
+    for index in sorted(fed.killed):
+        fed.restart_supernode(index)
+
+
+def _node_configs(lines: list[dict]) -> dict[int, dict[str, Any]]:
+    partition_of = {c["node_id"]: c["partition_id"] for c in lines[0]["clients"]}
+    assert sorted(partition_of.values()) == list(range(N_SUPERNODES)), lines[0]
+    return {
+        node: {"partition-id": p, "num-partitions": N_SUPERNODES, "device": "cpu"}
+        for node, p in partition_of.items()
+    }
+
+
+def _check_accounting(lines: list[dict]) -> None:
+    """Every sampled node answered or is listed as dropped, in both phases."""
+    for line in lines:
+        sampled = line["sampled"]
+        trained = {w["node_id"] for w in line["train"]["weights"]}
+        dropped = {int(n) for n in line["train"]["dropped"]}
+        assert not trained & dropped, line
+        assert len(trained) + len(dropped) == sampled["train"], line
+        evaluated = {c["node_id"] for c in line["clients"]}
+        eval_dropped = {int(n) for n in line["evaluate_dropped"]}
+        assert not evaluated & eval_dropped, line
+        assert len(evaluated) + len(eval_dropped) == sampled["evaluate"], line
+        assert line["metrics"]["num-clients"] == len(evaluated), line
+
+
+def _same_as_uninterrupted(
+    fed: LocalFederation, out_dir: Path, config: dict[str, Any], tmp_path: Path
+) -> None:
+    """The deployed run's final model and rule state equal an uninterrupted in-process run."""
+    from fairfl.simulation import run_inprocess
+
+    lines = _rounds(out_dir)
+    outcome = run_inprocess(
+        app_run_config({**config, "out-dir": str(tmp_path / "uninterrupted")}),
+        node_configs=_node_configs(lines),
+    )
+    final = np.load(out_dir / "final_model.npz")
+    assert sorted(final.files) == sorted(outcome.arrays.keys())
+    for key, array in outcome.arrays.items():
+        np.testing.assert_array_equal(final[key], array.numpy(), err_msg=key)
+    deployed = load_checkpoint(out_dir / CHECKPOINT_FILE).strategy_state
+    np.testing.assert_equal(deployed, outcome.strategy.state_dict())
+
+
+def _run_status(fed: LocalFederation) -> dict[str, str]:
+    """Run id -> status of every run the SuperLink knows (``flwr ls``)."""
+    res = fed.flwr_cli("ls", "tls", "--format", "json")
+    try:
+        runs = json.loads(res.stdout)["runs"]
+    except (ValueError, KeyError) as err:
+        raise AssertionError(f"flwr ls: {res.stdout}\n{res.stderr}") from err
+    return {str(r["run-id"]): str(r["status"]) for r in runs}
+
+
+# ------------------------------------------------------------------------------ tests
+def test_serverapp_killed_and_resumed_from_its_checkpoint(
+    fed: LocalFederation, tmp_path: Path
+) -> None:
+    _all_running(fed)
+    config = {**BASE, "strategy": "afl", "num-server-rounds": 4, "seed": 11}
+    out_dir = fed.out_dir("serverapp-killed")
+    first = Submitted(fed, config, "serverapp-killed")
+    _wait(lambda: len(_rounds(out_dir)) >= 2, RUN_TIMEOUT, "round 2", fed)
+    serverapps = fed.serverapp_pids()
+    assert len(serverapps) == 1, serverapps
+    os.kill(serverapps[0], 9)
+    killed_after = len(_rounds(out_dir))
+    print(f"killed the ServerApp (PID {serverapps[0]}) after round {killed_after}")
+    first.wait(fed)
+    # The operator's move: the same run config, resumed from the checkpoint.
+    resumed = fed.submit_run(
+        {**config, "resume-from": str(out_dir / CHECKPOINT_FILE)},
+        name="serverapp-killed",
+        timeout=RUN_TIMEOUT,
+    )
+    assert resumed.returncode == 0, _logs(fed)
+    lines = _rounds(out_dir)
+    assert [line["round"] for line in lines] == [1, 2, 3, 4], lines
+    _check_accounting(lines)
+    report = verify_ledger(out_dir)
+    assert report.ok, report
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["status"] == "completed", summary
+    _same_as_uninterrupted(fed, out_dir, config, tmp_path)
+
+
+def test_superlink_restarted_on_its_state_database(fed: LocalFederation, tmp_path: Path) -> None:
+    _all_running(fed)
+    config = {**BASE, "strategy": "semivred", "num-server-rounds": 4, "seed": 12}
+    out_dir = fed.out_dir("superlink-restarted")
+    before = _run_status(fed)
+    first = Submitted(fed, config, "superlink-restarted")
+    _wait(lambda: len(_rounds(out_dir)) >= 2, RUN_TIMEOUT, "round 2", fed)
+    fed.restart_superlink()
+    print(f"restarted the SuperLink after round {len(_rounds(out_dir))}")
+    interrupted = first.wait(fed)
+    assert interrupted.returncode != 0  # flwr run lost its SuperLink: it says so
+    # The SuperNodes come back by themselves, with the keys registered before the crash
+    # (the state database keeps them); nothing is registered again.
+    fed._wait_online(N_SUPERNODES)
+    after = _run_status(fed)
+    lost = set(after) ^ set(before)
+    assert len(lost) == 1, (before, after)  # the interrupted run is remembered
+    run_id = lost.pop()
+    assert "completed" not in after[run_id], after
+    print(f"the interrupted run {run_id}: {after[run_id]}")
+    resumed = fed.submit_run(
+        {**config, "resume-from": str(out_dir / CHECKPOINT_FILE)},
+        name="superlink-restarted",
+        timeout=RUN_TIMEOUT,
+    )
+    assert resumed.returncode == 0, _logs(fed)
+    lines = _rounds(out_dir)
+    assert [line["round"] for line in lines] == [1, 2, 3, 4], lines
+    _check_accounting(lines)
+    assert verify_ledger(out_dir).ok
+    _same_as_uninterrupted(fed, out_dir, config, tmp_path)
+
+
+def test_straggler_times_out_and_a_node_killed_during_evaluation(
+    fed: LocalFederation, tmp_path: Path
+) -> None:
+    from fairfl.simulation import run_inprocess
+
+    _all_running(fed)
+    straggler, victim, witness = 1, 2, 0  # SuperNode indexes = partition ids
+    config = {**BASE, "strategy": "fedavg", "num-server-rounds": 3, "seed": 13}
+    out_dir = fed.out_dir("straggler")
+    trains = _received(fed, straggler, "train")
+    evals = {i: _received(fed, i, "evaluate") for i in (witness, victim)}
+    run = Submitted(fed, config, "straggler")
+    # Round 2: the straggler stops once its training message is in.
+    _wait(lambda: _received(fed, straggler, "train") >= trains + 2, RUN_TIMEOUT, "train 2", fed)
+    fed.pause_supernode(straggler)
+    paused_at = time.monotonic()
+    # It continues once the round has timed out and moved on to evaluation.
+    _wait(
+        lambda: _received(fed, witness, "evaluate") >= evals[witness] + 2,
+        RUN_TIMEOUT,
+        "evaluate 2",
+        fed,
+    )
+    fed.pause_supernode(straggler, paused=False)
+    print(f"straggler paused {time.monotonic() - paused_at:.1f}s")
+    # Round 3: the victim dies with its evaluation message just received.
+    _wait(
+        lambda: _received(fed, victim, "evaluate") >= evals[victim] + 3,
+        RUN_TIMEOUT,
+        "evaluate 3",
+        fed,
+    )
+    fed.kill_supernode(victim)
+    done = run.wait(fed)
+    assert done.returncode == 0, _logs(fed)
+    lines = _rounds(out_dir)
+    assert [line["round"] for line in lines] == [1, 2, 3], lines
+    _check_accounting(lines)
+    node_configs = _node_configs(lines)
+    node_of = {c["partition-id"]: node for node, c in node_configs.items()}
+
+    # Round 2: trained without the straggler, which is dropped for no reply.
+    second = lines[1]
+    assert second["train"]["dropped"] == {str(node_of[straggler]): NO_REPLY_REASON}, second
+    assert second["sampled"]["train"] == N_SUPERNODES
+    # Round 3: evaluated over the two clients that answered; the victim is dropped, and
+    # no zero accuracy stands in for it.
+    third = lines[2]
+    evaluated = {c["partition_id"]: c["eval_acc"] for c in third["clients"]}
+    assert set(evaluated) == {straggler, witness}, third  # the straggler is back
+    assert str(node_of[victim]) in third["evaluate_dropped"], third
+    assert third["metrics"]["num-clients"] == 2
+    assert third["metrics"]["acc-mean"] == pytest.approx(np.mean(list(evaluated.values())))
+    assert third["metrics"]["acc-worst"] == pytest.approx(min(evaluated.values()))
+    # The late reply changed nothing: the model is the in-process runner's with the
+    # straggler silent in round 2's training (and the victim silent in round 3's
+    # evaluation, which does not move the model).
+    silent = {(2, "train", node_of[straggler])}
+    silent |= {
+        (line["round"], "evaluate", int(n)) for line in lines for n in line["evaluate_dropped"]
+    }
+
+    def as_deployed(instruction, reply):
+        server_round = int(instruction.content["config"]["server-round"])
+        kind = instruction.metadata.message_type
+        node = int(instruction.metadata.dst_node_id)
+        return None if (server_round, kind, node) in silent else reply
+
+    outcome = run_inprocess(
+        app_run_config({**config, "out-dir": str(tmp_path / "inprocess")}),
+        node_configs=node_configs,
+        reply_filter=as_deployed,
+    )
+    final = np.load(out_dir / "final_model.npz")
+    for key, array in outcome.arrays.items():
+        np.testing.assert_array_equal(final[key], array.numpy(), err_msg=key)
