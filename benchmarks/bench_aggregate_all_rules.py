@@ -15,6 +15,12 @@ Absolute times depend on the machine; only the ratios mean anything.
         --params 100000 --rules fedavg semivred --repeats 5
     nice .venv/bin/python benchmarks/bench_aggregate_all_rules.py --json out.json
 
+Each timed call follows an untimed call of the same entry (``--no-warm-up`` turns this
+off), so that every implementation is timed in its own steady state: the call right
+after Flower's FedAvg otherwise lands its output arrays on fresh pages (Flower frees its
+decoded arrays and the heap is trimmed), ~5 ms more CPU at 50 x 2M, which fell on
+whichever rule came first.
+
 ``--json PATH`` also writes the run as JSON (the dict :func:`main` returns): the
 machine, the 1-minute load before and after, the repeats, and per size and rule the
 best CPU ms and its ratio to Flower's FedAvg measured in the same run.
@@ -112,8 +118,13 @@ def configured(name: str, global_record: ArrayRecord, num_clients: int):
     return strategy
 
 
-def measure(rules, num_clients: int, num_params: int, repeats: int, seed: int):
-    """Best CPU and wall seconds per rule (and Flower's FedAvg) on one size."""
+def measure(
+    rules, num_clients: int, num_params: int, repeats: int, seed: int, warm_up: bool = True
+):
+    """Best CPU and wall seconds per rule (and Flower's FedAvg) on one size.
+
+    With ``warm_up``, each timed call follows an untimed call of the same entry.
+    """
     global_record, replies, total = make_replies(num_clients, num_params, seed)
     makers = {"flower-fedavg": lambda: FlowerFedAvg(min_available_nodes=1)}
     for name in rules:
@@ -125,6 +136,8 @@ def measure(rules, num_clients: int, num_params: int, repeats: int, seed: int):
             if name in errors:
                 continue
             try:
+                if warm_up:
+                    make().aggregate_train(1, replies)
                 strategy = make()
                 gc.collect()
                 cpu, wall = time.process_time(), time.perf_counter()
@@ -150,6 +163,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the run here")
+    parser.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        help="time each call without an untimed call of the same entry just before it",
+    )
     args = parser.parse_args(argv)
     rules = args.rules or list(STRATEGIES)
     logging.getLogger("flwr").setLevel(logging.WARNING)  # Flower logs each aggregation
@@ -160,7 +179,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = {}
     for num_params in args.params:
         for num_clients in args.clients:
-            total, best, errors = measure(rules, num_clients, num_params, args.repeats, args.seed)
+            total, best, errors = measure(
+                rules, num_clients, num_params, args.repeats, args.seed, args.warm_up
+            )
             results[(num_clients, total)] = (best, errors)
             base = best["flower-fedavg"][0]
             print(
@@ -214,6 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "load_1min_before": load_before,
         "load_1min_after": load_1min(),
         "repeats": args.repeats,
+        "warm_up": args.warm_up,
         "baseline": "flower FedAvg aggregate_train",
         "sizes": by_size,
     }

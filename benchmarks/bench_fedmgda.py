@@ -9,9 +9,14 @@ Run: ``nice .venv/bin/python benchmarks/bench_fedmgda.py [--clients 50] [--repea
    what this process computed, BLAS threads included, not what other processes on a
    shared machine took) and wall time of each, and their CPU-time ratio (target:
    FedMGDA+ within 2.5× of FedAvg), then FedMGDA+'s stages (float32 Gram and step).
-2. The same FedMGDA+ round with its BLAS kernels pinned to one thread (the default,
-   :func:`fairfl.strategies._threads.one_thread`) and with two threads, interleaved
-   with the runs above: CPU and wall time of each.
+2. Threads, both sides: FedMGDA+ with its BLAS kernels pinned to one thread (the
+   default, :func:`fairfl.strategies._threads.one_thread`) and with two; Flower's
+   FedAvg with the BLAS pool limited to one thread and to two (its average is NumPy
+   ufuncs, which use no BLAS: both should match). Every timed run starts after
+   :data:`SETTLE_S` of sleep: after a call on two threads, OpenBLAS's worker thread
+   spins for ~50-75 ms of CPU before it parks, and without the pause that CPU was
+   charged to whichever run came next (Flower's FedAvg had shown more CPU than wall
+   time).
 3. :func:`fairfl.strategies.fedmgda.min_norm_weights` for 10, 100 and 500 clients
    (random correlated unit updates), ε = 1 and ε = 0.1 (median wall time).
 
@@ -95,9 +100,25 @@ def cpu_and_wall(fn, *args, **kwargs) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
+#: Seconds of sleep before each timed run, for OpenBLAS workers woken by the previous
+#: run to stop spinning (measured: ~50-75 ms of CPU after a two-thread product).
+SETTLE_S = 0.3
+
+
+def blas_threads(limit: int) -> AbstractContextManager:
+    """The BLAS pool limited to ``limit`` threads."""
+    return ThreadpoolController().limit(limits=limit, user_api="blas")
+
+
 def two_threads() -> AbstractContextManager:
     """BLAS limited to two threads: the alternative to the one-thread pinning."""
-    return ThreadpoolController().limit(limits=2, user_api="blas")
+    return blas_threads(2)
+
+
+def settled(fn: Callable[[], object]) -> tuple[float, float]:
+    """CPU and wall time of ``fn()``, timed once the BLAS workers are parked."""
+    time.sleep(SETTLE_S)
+    return cpu_and_wall(fn)
 
 
 def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
@@ -125,8 +146,16 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
         finally:
             fedmgda_module.one_thread = pinned
 
+    def flower_at(limit: int) -> Callable[[], object]:
+        def run() -> None:
+            with blas_threads(limit):
+                flower.aggregate_train(1, replies)
+
+        return run
+
     runs: dict[str, Callable[[], object]] = {
-        "flower": lambda: flower.aggregate_train(1, replies),
+        "flower": flower_at(1),
+        "flower-2-threads": flower_at(2),
         "fedmgda": lambda: ours.aggregate_train(1, replies),
         "fedmgda-2-threads": ours_two_threads,
     }
@@ -136,14 +165,18 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            times[name].append(cpu_and_wall(run))
+            times[name].append(settled(run))
     best = {name: tuple(min(t) for t in zip(*runs_, strict=True)) for name, runs_ in times.items()}
     cpu_flower, wall_flower = best["flower"]
     cpu_ours, wall_ours = best["fedmgda"]
     cpu_two, wall_two = best["fedmgda-2-threads"]
+    cpu_flower_two, wall_flower_two = best["flower-2-threads"]
     size = sum(int(np.prod(s)) for s in SHAPES)
     print(f"aggregate_train, {num_clients} replies, {size:,} parameters (best of {repeats}):")
-    print(f"  Flower FedAvg : {cpu_flower * 1e3:8.1f} ms CPU {wall_flower * 1e3:8.1f} ms wall")
+    print(
+        f"  Flower FedAvg : {cpu_flower * 1e3:8.1f} ms CPU {wall_flower * 1e3:8.1f} ms wall "
+        "(BLAS 1 thread)"
+    )
     print(f"  FedMGDA+      : {cpu_ours * 1e3:8.1f} ms CPU {wall_ours * 1e3:8.1f} ms wall")
     print(
         f"  ratio FedMGDA+/FedAvg = {cpu_ours / cpu_flower:.2f} CPU, "
@@ -152,6 +185,11 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     print(
         f"  BLAS threads: 1 (pinned) {cpu_ours * 1e3:.1f} ms CPU {wall_ours * 1e3:.1f} ms wall; "
         f"2 {cpu_two * 1e3:.1f} ms CPU {wall_two * 1e3:.1f} ms wall"
+    )
+    print(
+        f"  Flower FedAvg, BLAS threads: 1 {cpu_flower * 1e3:.1f} ms CPU "
+        f"{wall_flower * 1e3:.1f} ms wall; 2 {cpu_flower_two * 1e3:.1f} ms CPU "
+        f"{wall_flower_two * 1e3:.1f} ms wall"
     )
 
     # Stages of FedMGDA+: the reader without its value pass (the Gram pass checks the
@@ -169,12 +207,12 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     stages["step (float32)"] = lambda: fedmgda_step(global_arrays, locals_, lam, 1.0, norms=norms)
     stage_ms = {}
     for name, fn in stages.items():
-        stage_ms[name] = min(cpu_and_wall(fn)[0] for _ in range(3)) * 1e3
+        stage_ms[name] = min(settled(fn)[0] for _ in range(3)) * 1e3
         print(f"    {name:16s}: {stage_ms[name]:8.1f} ms CPU")
     return {
         "replies": num_clients,
         "params": size,
-        "baseline": "flower FedAvg aggregate_train",
+        "baseline": "flower FedAvg aggregate_train (BLAS 1 thread)",
         "baseline_cpu_ms": cpu_flower * 1e3,
         "baseline_wall_ms": wall_flower * 1e3,
         "rules": {
@@ -189,6 +227,11 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
             "1": {"cpu_ms": cpu_ours * 1e3, "wall_ms": wall_ours * 1e3},
             "2": {"cpu_ms": cpu_two * 1e3, "wall_ms": wall_two * 1e3},
         },
+        "flower_blas_threads": {
+            "1": {"cpu_ms": cpu_flower * 1e3, "wall_ms": wall_flower * 1e3},
+            "2": {"cpu_ms": cpu_flower_two * 1e3, "wall_ms": wall_flower_two * 1e3},
+        },
+        "settle_s": SETTLE_S,
         "stages_cpu_ms": stage_ms,
     }
 
