@@ -1,9 +1,25 @@
 """The dashboard's web page (Dash), its access check, and a server that can be stopped.
 
-:func:`create_app` builds a Dash app over a :class:`~fairfl.dashboard.follow.Registry`:
-a ``dcc.Interval`` asks the server every ``interval_s`` seconds whether anything
-changed; the server then reads only the new bytes of each ``rounds.jsonl`` and, if
-something changed, the page redraws the figures of :mod:`fairfl.dashboard.figures`.
+:func:`create_app` builds a Dash app over a :class:`~fairfl.dashboard.follow.Registry`.
+The page has four views (``dcc.Tabs``): fairness and clients (opened first), rule state,
+participation, config and hardware. A ``dcc.Interval`` asks the server every
+``interval_s`` seconds whether anything changed (the server then reads only the new
+bytes of each ``rounds.jsonl``); when something did, the open view's figures of
+:mod:`fairfl.dashboard.figures` are rebuilt and redrawn, and another view's are built
+when it is opened. A page load therefore builds, sends and draws the first view only.
+
+plotly.js comes from ``assets/plotly-cartesian.min.js``: plotly.js's own cartesian
+bundle (``plotly.js-cartesian-dist-min`` on npm, MIT licence beside it), which has every
+trace the page draws (scatter, bar, histogram, heatmap) in 1.5 MB where the full
+``plotly.min.js`` that Plotly ships is 4.8 MB; the browser spends most of a cold page
+load evaluating plotly.js. It is used only while its version is the one the installed
+Plotly was made for (:func:`cartesian_bundle_matches`); otherwise the page falls back to
+Plotly's full bundle, with a warning. To refresh it for a new Plotly::
+
+    v=$(python -c "import plotly.offline as o; print(o.get_plotlyjs_version())")
+    npm pack "plotly.js-cartesian-dist-min@$v"
+
+and copy ``package/plotly-cartesian.min.js`` from the archive into ``assets/``.
 
 Access (:func:`install_guard`): bound to loopback (the default, 127.0.0.1) the page
 needs no token, but requests whose ``Host`` header is not a loopback name are refused
@@ -20,6 +36,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -31,6 +49,7 @@ import dash
 from dash import Dash, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 from flask import Flask, Response, redirect, request
+from plotly.offline import get_plotlyjs_version
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from fairfl.dashboard import figures
@@ -42,6 +61,13 @@ COOKIE = "fairfl_dashboard"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 #: Default port (Dash's).
 DEFAULT_PORT = 8050
+
+#: Files Dash serves under ``/assets/`` (its ``.js`` files load with the page).
+ASSETS = Path(__file__).with_name("assets")
+#: plotly.js's cartesian bundle (see the module docstring).
+CARTESIAN_BUNDLE = ASSETS / "plotly-cartesian.min.js"
+
+logger = logging.getLogger(__name__)
 
 _SECTION = {"marginTop": "28px", "marginBottom": "6px", "fontSize": "18px"}
 _NOTE = {"color": "#9a3412", "fontFamily": "monospace", "fontSize": "12px"}
@@ -74,6 +100,22 @@ def check_binding(host: str, *, allow_remote: bool, token: str | None) -> None:
         )
     if not token:
         raise ValueError(f"--host {host} with --allow-remote needs a token, got none")
+
+
+def bundle_version(path: Path) -> str | None:
+    """The plotly.js version a bundle names in its licence header (``v4.1.1``), or None."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(300).decode("ascii", "replace")
+    except OSError:
+        return None
+    match = re.search(r"\* plotly\.js \([^)]*\) v(\d+\.\d+\.\d+)", head)
+    return match.group(1) if match else None
+
+
+def cartesian_bundle_matches(path: Path = CARTESIAN_BUNDLE) -> bool:
+    """Whether ``path`` is the plotly.js version the installed Plotly's figures are for."""
+    return bundle_version(path) == get_plotlyjs_version()
 
 
 def _proof(token: str) -> str:
@@ -189,63 +231,177 @@ def create_app(
     if not interval_s > 0:
         raise ValueError(f"interval_s must be > 0, got {interval_s}")
     registry = Registry([Path(f) for f in folders], min_interval=min(0.5, interval_s / 2))
-    app = Dash(__name__, title="fairfl dashboard", update_title=None, serve_locally=True)
+    cartesian = cartesian_bundle_matches()
+    if not cartesian:
+        logger.warning(
+            "dashboard: %s is plotly.js %s, the installed Plotly wants %s: serving Plotly's "
+            "full plotly.min.js instead (slower page loads)",
+            CARTESIAN_BUNDLE.name,
+            bundle_version(CARTESIAN_BUNDLE),
+            get_plotlyjs_version(),
+        )
+    app = Dash(
+        __name__,
+        title="fairfl dashboard",
+        update_title=None,
+        serve_locally=True,
+        assets_folder=str(ASSETS),
+        assets_ignore="" if cartesian else re.escape(CARTESIAN_BUNDLE.name),
+        include_assets_files=True,
+    )
     install_guard(app.server, token=token, loopback=loopback)
-    app.layout = _layout(interval_s)
+    # Dash checks callbacks against this one, so setting the layout reads nothing yet
+    app.validation_layout = _layout(interval_s, (None, [], [], [], None))
+    app.layout = lambda: _layout(interval_s, _head(registry, None))  # per page load
     _register_callbacks(app, registry)
     figures.warm_up()
     app.registry = registry  # type: ignore[attr-defined]  # for tests and the benchmark
     return app
 
 
-def _layout(interval_s: float) -> html.Div:
+def _head(registry: Registry, selected: str | None) -> tuple[Any, ...]:
+    """What the poll writes (:data:`_POLL_OUTPUTS`), from what is on disk now.
+
+    ``selected`` stays the run shown while it exists; otherwise the first run with
+    rounds (or the first run) is.
+    """
+    version = registry.refresh(time.monotonic())
+    runs = registry.runs()
+    if selected not in runs:
+        with_rounds = [name for name, run in runs.items() if run.rounds]
+        selected = (with_rounds or list(runs) or [None])[0]
+    options = [{"label": f"{n} ({run.status})", "value": n} for n, run in runs.items()]
+    return version, _status_line(registry, runs), _notes(runs), options, selected
+
+
+def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
+    """The page, with :func:`_head`'s view of the disk when it is asked for.
+
+    It arrives with the runs already listed and one selected, so its figures are asked
+    for at once, without waiting for a first poll.
+    """
+    version, sources, notes, options, selected = head
     graph = {"config": {"displaylogo": False}}
+    tab = {"padding": "6px 14px"}
     return html.Div(
         [
             html.H2("fairfl dashboard", style={"margin": "4px 0"}),
-            html.Div(id="sources", style={"fontSize": "13px"}),
-            html.Div(id="notes"),
+            html.Div(sources, id="sources", style={"fontSize": "13px"}),
+            html.Div(notes, id="notes"),
             dcc.Location(id="url"),
             dcc.Interval(id="tick", interval=int(interval_s * 1000)),
-            dcc.Store(id="version"),
+            dcc.Store(id="version", data=version),
             dcc.Store(id="shown"),
-            html.H3("Fairness per round (client accuracy in %; Jain's index 0-1)", style=_SECTION),
-            dcc.Graph(id="metrics", **graph),
             html.Div(
                 [
                     html.Label("Run: ", htmlFor="run"),
-                    dcc.Dropdown(id="run", clearable=False, style={"width": "420px"}),
+                    dcc.Dropdown(
+                        id="run",
+                        options=options,
+                        value=selected,
+                        clearable=False,
+                        style={"width": "420px"},
+                    ),
                     html.Span(id="round-count", style={"marginLeft": "16px", "fontSize": "14px"}),
                 ],
                 style={"display": "flex", "alignItems": "center", "gap": "8px", **_SECTION},
             ),
-            html.H3("Per-client accuracy (%) over rounds", style=_SECTION),
-            dcc.RadioItems(
-                id="sort",
-                options=[{"label": f"sort by {t}", "value": v} for v, t in figures.SORTS.items()],
-                value="client",
-                inline=True,
-                inputStyle={"marginLeft": "12px", "marginRight": "4px"},
-            ),
-            html.Div(
-                [
-                    html.Div(dcc.Graph(id="client-heatmap", **graph), style={"flex": "3 1 500px"}),
-                    html.Div(dcc.Graph(id="distribution", **graph), style={"flex": "2 1 300px"}),
+            dcc.Tabs(
+                id="view",
+                value=VIEWS[0],
+                children=[
+                    dcc.Tab(
+                        label="Fairness and clients",
+                        value="fairness",
+                        id="tab-fairness",
+                        style=tab,
+                        selected_style=tab,
+                        children=[
+                            html.H3(
+                                "Fairness per round (client accuracy in %; Jain's index 0-1)",
+                                style=_SECTION,
+                            ),
+                            dcc.Graph(id="metrics", **graph),
+                            html.H3("Per-client accuracy (%) over rounds", style=_SECTION),
+                            dcc.RadioItems(
+                                id="sort",
+                                options=[
+                                    {"label": f"sort by {t}", "value": v}
+                                    for v, t in figures.SORTS.items()
+                                ],
+                                value="client",
+                                inline=True,
+                                inputStyle={"marginLeft": "12px", "marginRight": "4px"},
+                            ),
+                            html.Div(
+                                [
+                                    html.Div(
+                                        dcc.Graph(id="client-heatmap", **graph),
+                                        style={"flex": "3 1 500px"},
+                                    ),
+                                    html.Div(
+                                        dcc.Graph(id="distribution", **graph),
+                                        style={"flex": "2 1 300px"},
+                                    ),
+                                ],
+                                style={"display": "flex", "flexWrap": "wrap"},
+                            ),
+                        ],
+                    ),
+                    dcc.Tab(
+                        label="Rule state",
+                        value="rule",
+                        id="tab-rule",
+                        style=tab,
+                        selected_style=tab,
+                        children=[
+                            html.H3(
+                                "Rule state: aggregation weights λ per client and round",
+                                style=_SECTION,
+                            ),
+                            dcc.Graph(id="weights", **graph),
+                            html.H3("Rule diagnostics per round", style=_SECTION),
+                            dcc.Graph(id="diagnostics", **graph),
+                            html.H3(
+                                "Rule state per client (RC-FL's q_i, Equitable FL's clusters)",
+                                style=_SECTION,
+                            ),
+                            dcc.Dropdown(
+                                id="per-client-key", clearable=False, style={"width": "420px"}
+                            ),
+                            dcc.Graph(id="per-client", **graph),
+                        ],
+                    ),
+                    dcc.Tab(
+                        label="Participation",
+                        value="participation",
+                        id="tab-participation",
+                        style=tab,
+                        selected_style=tab,
+                        children=[
+                            html.H3(
+                                "Participation: sampled, answered and dropped clients",
+                                style=_SECTION,
+                            ),
+                            dcc.Graph(id="participation", **graph),
+                            html.Div(id="drops"),
+                        ],
+                    ),
+                    dcc.Tab(
+                        label="Config and hardware",
+                        value="facts",
+                        id="tab-facts",
+                        style=tab,
+                        selected_style=tab,
+                        children=[
+                            html.Div(
+                                id="facts",
+                                style={"display": "flex", "flexWrap": "wrap", "gap": "12px"},
+                            )
+                        ],
+                    ),
                 ],
-                style={"display": "flex", "flexWrap": "wrap"},
             ),
-            html.H3("Rule state: aggregation weights λ per client and round", style=_SECTION),
-            dcc.Graph(id="weights", **graph),
-            html.H3("Rule diagnostics per round", style=_SECTION),
-            dcc.Graph(id="diagnostics", **graph),
-            html.H3("Rule state per client (RC-FL's q_i, Equitable FL's clusters)", style=_SECTION),
-            dcc.Dropdown(id="per-client-key", clearable=False, style={"width": "420px"}),
-            dcc.Graph(id="per-client", **graph),
-            html.H3("Participation: sampled, answered and dropped clients", style=_SECTION),
-            dcc.Graph(id="participation", **graph),
-            html.Div(id="drops"),
-            html.H3("Config and hardware", style=_SECTION),
-            html.Div(id="facts", style={"display": "flex", "flexWrap": "wrap", "gap": "12px"}),
         ],
         style={"fontFamily": "sans-serif", "margin": "12px 20px"},
     )
@@ -267,123 +423,169 @@ def _drops_table(run: RunFollower) -> html.Div:
     )
 
 
-#: Ticks a page waits for its first answer before it asks again (a lost first answer).
-_PATIENCE = 5
+#: The page's views (``dcc.Tabs`` values), the first shown on load.
+VIEWS = ("fairness", "rule", "participation", "facts")
 
-#: What the single callback writes: the page's head, then the selected run's parts.
-_HEAD_OUTPUTS = (
+#: What the poll callback writes when the runs on disk changed.
+_POLL_OUTPUTS = (
     ("version", "data"),
     ("sources", "children"),
     ("notes", "children"),
     ("run", "options"),
     ("run", "value"),
-    ("metrics", "figure"),
 )
-_RUN_OUTPUTS = (
-    ("client-heatmap", "figure"),
-    ("distribution", "figure"),
-    ("round-count", "children"),
-    ("weights", "figure"),
-    ("diagnostics", "figure"),
-    ("per-client-key", "options"),
-    ("per-client-key", "value"),
-    ("per-client", "figure"),
-    ("participation", "figure"),
-    ("drops", "children"),
-    ("facts", "children"),
-    ("shown", "data"),
-)
+
+#: The parts the draw callback builds: their outputs and the view that shows them
+#: (None: always shown). A part is built only while its view is open, and only when
+#: what it depends on (its key, see :func:`_part_keys`) changed since it was last sent.
+_PARTS: dict[str, tuple[str | None, tuple[tuple[str, str], ...]]] = {
+    "count": (None, (("round-count", "children"),)),
+    "metrics": ("fairness", (("metrics", "figure"),)),
+    "heatmap": ("fairness", (("client-heatmap", "figure"),)),
+    "distribution": ("fairness", (("distribution", "figure"),)),
+    "rule": (
+        "rule",
+        (
+            ("weights", "figure"),
+            ("diagnostics", "figure"),
+            ("per-client-key", "options"),
+            ("per-client-key", "value"),
+        ),
+    ),
+    "per-client": ("rule", (("per-client", "figure"),)),
+    "participation": ("participation", (("participation", "figure"), ("drops", "children"))),
+    "facts": ("facts", (("facts", "children"),)),
+}
+
+
+def _part_keys(
+    version: int, name: str | None, run: RunFollower | None, sort: str, key: str | None
+) -> dict[str, list[Any]]:
+    """What each part of :data:`_PARTS` depends on; a part whose key is unchanged is kept."""
+    of_run = [name, run.version if run is not None else None]
+    return {
+        "count": of_run,
+        "metrics": [version],
+        "heatmap": [*of_run, sort],
+        "distribution": of_run,
+        "rule": of_run,
+        "per-client": [*of_run, key],
+        "participation": of_run,
+        "facts": of_run,
+    }
 
 
 def _register_callbacks(app: Dash, registry: Registry) -> None:
-    """One callback for the whole page, so a page load costs one request.
+    """Two callbacks: a cheap poll on every tick, and the drawing of the open view.
 
-    It runs on every tick of the interval, and when the reader picks another run, row
-    order or per-client diagnostic. A tick with nothing new on disk changes nothing; a
-    change re-sends only the parts it touches (``dash.no_update`` for the others).
+    The page arrives with what was on disk when it was asked for (:func:`_layout`), so
+    ``draw`` starts at once. ``poll`` runs on each tick of the interval and answers only
+    when something changed on disk (a new version), with the page's head. ``draw`` runs
+    when the version, the run, the view, the row order or the per-client diagnostic
+    changes, and builds only the parts of the open view that are out of date
+    (``dash.no_update`` for the others): a page load builds and draws the first view
+    alone, and a tick with nothing new costs one small request. Ticks never cancel a
+    ``draw`` on its way (Dash keeps only a callback's newest answer): they trigger
+    ``poll`` only.
     """
 
     @app.callback(
-        *[Output(i, p) for i, p in (*_HEAD_OUTPUTS, *_RUN_OUTPUTS)],
+        *[Output(i, p) for i, p in _POLL_OUTPUTS],
         Input("tick", "n_intervals"),
+        State("version", "data"),
+        State("run", "value"),
+        prevent_initial_call=True,
+    )
+    def poll(ticks: int | None, seen: int | None, selected: str | None) -> tuple[Any, ...]:
+        head = _head(registry, selected)
+        if head[0] == seen:
+            raise PreventUpdate
+        return head
+
+    @app.callback(
+        *[Output(i, p) for _, outputs in _PARTS.values() for i, p in outputs],
+        Output("shown", "data"),
+        Output("run", "value", allow_duplicate=True),
+        Input("version", "data"),
         Input("run", "value"),
+        Input("view", "value"),
         Input("sort", "value"),
         Input("per-client-key", "value"),
-        State("version", "data"),
         State("shown", "data"),
         State("url", "search"),
+        prevent_initial_call="initial_duplicate",  # draw at once; poll also sets the run
     )
-    def update(
-        ticks: int | None,
+    def draw(
+        version: int,
         selected: str | None,
+        view: str,
         sort: str,
         key: str | None,
-        seen: int | None,
-        shown: list[Any] | None,
+        shown: dict[str, list[Any]] | None,
         search: str | None,
     ) -> tuple[Any, ...]:
-        if dash.ctx.triggered_id == "tick" and seen is None and (ticks or 0) < _PATIENCE:
-            raise PreventUpdate  # the page's first answer is still on its way
-        version = registry.refresh(time.monotonic())
         runs = registry.runs()
-        if selected is None:  # first load: ?run=NAME picks the run
-            selected = parse_qs((search or "").lstrip("?")).get("run", [None])[0]
-        if selected not in runs:
-            with_rounds = [name for name, run in runs.items() if run.rounds]
-            selected = (with_rounds or list(runs) or [None])[0]
-        head: tuple[Any, ...] = (dash.no_update,) * len(_HEAD_OUTPUTS)
-        if seen != version or dash.ctx.triggered_id is None:
-            options = [{"label": f"{n} ({run.status})", "value": n} for n, run in runs.items()]
-            head = (
-                version,
-                _status_line(registry, runs),
-                _notes(runs),
-                options,
-                selected,
-                figures.metrics_figure(runs),
-            )
+        picked: Any = dash.no_update
+        if dash.ctx.triggered_id is None:  # first load: ?run=NAME picks the run
+            asked = parse_qs((search or "").lstrip("?")).get("run", [None])[0]
+            if asked in runs and asked != selected:
+                selected = picked = asked
         run = runs.get(selected) if selected else None
-        parts = _run_parts(registry, run, selected, sort, key, shown)
-        if all(part is dash.no_update for part in (*head, *parts)):
+        if run is not None:
+            _, names = figures.diagnostic_names(run)
+            key = key if key in names else (names or [None])[0]
+        keys = _part_keys(version, selected, run, sort, key)
+        shown = dict(shown or {})
+        values: list[Any] = []
+        for part, (part_view, outputs) in _PARTS.items():
+            built = None
+            if part_view in (None, view) and shown.get(part) != keys[part]:
+                built = _build(part, registry, runs, run, sort, key)
+            if built is None:
+                values.extend([dash.no_update] * len(outputs))
+            else:
+                values.extend(built)
+                shown[part] = keys[part]
+        if all(value is dash.no_update for value in (*values, picked)):
             raise PreventUpdate
-        return (*head, *parts)
+        return (*values, shown, picked)
 
 
-def _run_parts(
+def _build(
+    part: str,
     registry: Registry,
+    runs: dict[str, RunFollower],
     run: RunFollower | None,
-    name: str | None,
     sort: str,
     key: str | None,
-    shown: list[Any] | None,
-) -> tuple[Any, ...]:
-    """The selected run's outputs (:data:`_RUN_OUTPUTS`); no_update where unchanged."""
-    keep = dash.no_update
+) -> tuple[Any, ...] | None:
+    """The outputs of one part of :data:`_PARTS`; None when it needs a run and has none."""
+    if part == "metrics":
+        return (figures.metrics_figure(runs),)
     if run is None:
-        return (keep,) * len(_RUN_OUTPUTS)
-    state = [name, run.version, sort, key]
-    if shown == state:
-        return (keep,) * len(_RUN_OUTPUTS)
-    heatmap = figures.client_heatmap(run, sort)  # type: ignore[arg-type]
-    if shown is not None and shown[:2] == [name, run.version] and shown[3] == key:
-        return (heatmap, *(keep,) * (len(_RUN_OUTPUTS) - 2), state)
-    _, names = figures.diagnostic_names(run)
-    key = key if key in names else (names or [None])[0]
-    manifest = next((s.manifest for s in registry.sources if run in s.runs.values()), None)
-    return (
-        heatmap,
-        figures.distribution_figure(run),
-        f"rounds received: {len(run.rounds)} · status: {run.status}",
-        figures.weights_heatmap(run),
-        figures.diagnostics_figure(run),
-        [{"label": figures.DIAGNOSTIC_TITLES.get(k, k), "value": k} for k in names],
-        key,
-        figures.per_client_figure(run, key),
-        figures.participation_figure(run),
-        _drops_table(run),
-        [_table(title, rows) for title, rows in figures.run_facts(run, manifest).items()],
-        [name, run.version, sort, key],
-    )
+        return None
+    if part == "count":
+        return (f"rounds received: {len(run.rounds)} · status: {run.status}",)
+    if part == "heatmap":
+        return (figures.client_heatmap(run, sort),)  # type: ignore[arg-type]
+    if part == "distribution":
+        return (figures.distribution_figure(run),)
+    if part == "rule":
+        _, names = figures.diagnostic_names(run)
+        return (
+            figures.weights_heatmap(run),
+            figures.diagnostics_figure(run),
+            [{"label": figures.DIAGNOSTIC_TITLES.get(k, k), "value": k} for k in names],
+            key,
+        )
+    if part == "per-client":
+        return (figures.per_client_figure(run, key),)
+    if part == "participation":
+        return (figures.participation_figure(run), _drops_table(run))
+    if part == "facts":
+        manifest = next((s.manifest for s in registry.sources if run in s.runs.values()), None)
+        return ([_table(title, rows) for title, rows in figures.run_facts(run, manifest).items()],)
+    raise ValueError(f"unknown part {part!r}")
 
 
 class _QuietHandler(WSGIRequestHandler):

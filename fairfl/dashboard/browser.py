@@ -4,10 +4,13 @@ Uses the system's Chromium and chromedriver (Debian's ``chromium`` and
 ``chromium-driver``; ``scripts/test.sh`` installs them as root) and never downloads a
 browser or driver (``SE_OFFLINE``). Selenium is in the ``dev`` extra.
 
-Screenshot of a dashboard (what ``docs/figures/dashboard.png`` was made with)::
+Screenshots of a dashboard (what ``docs/figures/dashboard.png`` and
+``docs/figures/dashboard-rule.png`` were made with)::
 
     python -m fairfl.dashboard.browser docs/results/digits-table6 --run "rcfl seed 0" \\
         --out docs/figures/dashboard.png
+    python -m fairfl.dashboard.browser docs/results/digits-table6 --run "rcfl seed 0" \\
+        --view rule --out docs/figures/dashboard-rule.png
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from urllib.parse import urlencode
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
-#: True once every graph has drawn a figure from the server and no callback is pending.
+#: True once every graph in the page (those of the open view: the others are not in the
+#: page until their tab is opened) has drawn a figure from the server (Plotly figures
+#: carry their template; the empty figure a graph starts with has none) and no callback
+#: is pending.
 RENDERED_JS = """
 const count = document.getElementById('round-count');
 if (!count || !count.textContent) return false;
@@ -34,17 +40,26 @@ const graphs = document.querySelectorAll('.dash-graph');
 if (!graphs.length) return false;
 for (const graph of graphs) {
   const gd = graph.querySelector('.js-plotly-plot');
-  if (!gd || !gd._fullLayout || !gd.data) return false;
+  if (!gd || !gd._fullLayout || !gd.data || !gd.layout || !gd.layout.template) return false;
 }
 return true;
 """
 
-#: Rows of the per-client heat map drawn in the page (its y labels), or -1.
-HEATMAP_ROWS_JS = """
-const gd = document.querySelector('#client-heatmap .js-plotly-plot');
+#: Like :data:`RENDERED_JS`, for a view that may have no graph (config and hardware).
+VIEW_DRAWN_JS = RENDERED_JS.replace("if (!graphs.length) return false;\n", "")
+
+
+def rows_js(graph_id: str) -> str:
+    """A script returning the rows of the heat map drawn in graph ``graph_id``, or -1."""
+    return f"""
+const gd = document.querySelector('#{graph_id} .js-plotly-plot');
 if (!gd || !gd._fullData || !gd._fullData.length || gd._fullData[0].type !== 'heatmap') return -1;
 return gd._fullData[0].y.length;
 """
+
+
+#: Rows of the per-client heat map drawn in the page (its y labels), or -1.
+HEATMAP_ROWS_JS = rows_js("client-heatmap")
 
 
 def find_chromium() -> tuple[str, str] | None:
@@ -105,10 +120,32 @@ def wait_until(driver: Any, script: str, timeout: float, poll: float = 0.05) -> 
         time.sleep(poll)
 
 
-def screenshot(folders: list[Path], out: Path, *, run: str | None, width: int, height: int) -> Path:
-    """Serve ``folders`` on a free loopback port, open the page, save a full-page PNG.
+def open_view(driver: Any, view: str, timeout: float = 60) -> None:
+    """Click the tab of ``view`` (``rule``, ``participation``, ...); wait until it is drawn.
 
-    The PNG is reduced to a 256-colour palette (Pillow), as the report's plots are.
+    Raises
+    ------
+    TimeoutError
+        If its graphs are not drawn within ``timeout`` seconds.
+    """
+    driver.find_element("id", f"tab-{view}").click()
+    wait_until(driver, f"return !!document.querySelector('#tab-{view}.tab--selected')", timeout)
+    wait_until(driver, VIEW_DRAWN_JS, timeout)
+
+
+def screenshot(
+    folders: list[Path],
+    out: Path,
+    *,
+    run: str | None,
+    width: int,
+    height: int,
+    view: str = "fairness",
+) -> Path:
+    """Serve ``folders`` on a free loopback port, open the page's ``view``, save a PNG.
+
+    The whole page is shot (the window grows to its height). The PNG is reduced to a
+    256-colour palette (Pillow), as the report's plots are.
     """
     from PIL import Image
 
@@ -119,10 +156,17 @@ def screenshot(folders: list[Path], out: Path, *, run: str | None, width: int, h
         with DashboardServer(create_app(folders, interval_s=1.0), port=0) as server:
             driver.get(server.url + (f"?{urlencode({'run': run})}" if run else ""))
             wait_until(driver, RENDERED_JS, timeout=60)
-            full = driver.execute_script("return document.body.scrollHeight")
-            driver.set_window_size(width, int(full) + 40)
+            if view != "fairness":
+                open_view(driver, view)
+            for _ in range(3):  # grow the window until the page fits (graphs may reflow)
+                full, inner, outer = driver.execute_script(
+                    "return [document.body.scrollHeight, innerHeight, outerHeight]"
+                )
+                if inner >= full:
+                    break
+                driver.set_window_size(width, int(outer + full - inner + 20))
+                time.sleep(1.0)  # Plotly redraws for the new size
             driver.execute_script("window.scrollTo(0, 0)")
-            time.sleep(1.0)  # Plotly redraws for the new size
             out.parent.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(out))
     finally:
@@ -139,10 +183,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--run", help="run to show (its name in the run dropdown)")
+    parser.add_argument(
+        "--view",
+        default="fairness",
+        choices=["fairness", "rule", "participation", "facts"],
+        help="the tab to shoot (default: the first, fairness and clients)",
+    )
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1000)
     args = parser.parse_args(argv)
-    path = screenshot(args.folders, args.out, run=args.run, width=args.width, height=args.height)
+    path = screenshot(
+        args.folders, args.out, run=args.run, width=args.width, height=args.height, view=args.view
+    )
     print(path)
     return 0
 

@@ -1,12 +1,15 @@
 """The dashboard in a real browser (headless Debian Chromium through Selenium).
 
-The first test follows an in-process federation while it runs; the second feeds a
-folder that appears late, with a malformed and a truncated line. Each starts the
-dashboard in a thread it stops, and the run in a subprocess it ends by PID.
+The first test follows an in-process federation while it runs, then opens every tab
+(each draws when first opened), re-sorts the heat map and checks that plotly.js came
+from the cartesian bundle; the second feeds a folder that appears late, with a
+malformed and a truncated line. Each starts the dashboard in a thread it stops, and the
+run in a subprocess it ends by PID.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,9 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+from plotly.offline import get_plotlyjs_version
 
 from fairfl.dashboard import DashboardServer, create_app
-from fairfl.dashboard.browser import HEATMAP_ROWS_JS, RENDERED_JS, wait_until
+from fairfl.dashboard.browser import HEATMAP_ROWS_JS, RENDERED_JS, open_view, rows_js, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -87,12 +91,48 @@ def test_page_follows_a_running_federation(tmp_path, browser):
         assert "1 of 1 runs finished" in text_of(browser, "sources")
         shot = tmp_path / "dashboard-live.png"
         assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+        check_views(browser, out)
     finally:
         server.stop()
         if run.poll() is None:
             run.kill()
         run.wait(timeout=30)
         log.close()
+
+
+#: The paths of what the page loaded (without their ``?m=...`` cache keys).
+LOADED_JS = "return performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
+
+
+def first_row_is(prefix: str) -> str:
+    """A script that is true once the client heat map's first row label starts so."""
+    return (
+        "const gd = document.querySelector('#client-heatmap .js-plotly-plot');"
+        f"return !!gd && String(gd._fullData[0].y[0]).startsWith({prefix!r})"
+    )
+
+
+def check_views(browser, out: Path) -> None:
+    """plotly.js is the cartesian bundle; every tab draws; the heat map re-sorts."""
+    loaded = browser.execute_script(LOADED_JS)
+    assert "/assets/plotly-cartesian.min.js" in loaded, loaded
+    assert not any(path.endswith("/plotly.min.js") for path in loaded), loaded
+    assert browser.execute_script("return window.Plotly.version") == get_plotlyjs_version()
+    open_view(browser, "rule")
+    # FedAvg's weights: one row per client; its scalar diagnostics drawn alongside
+    assert wait_until(browser, rows_js("weights"), timeout=30) == CLIENTS
+    assert browser.execute_script("return !!document.querySelector('#client-heatmap')") is False
+    open_view(browser, "participation")
+    assert "no reply dropped" in text_of(browser, "drops")
+    open_view(browser, "facts")
+    wait_until(browser, shows("facts", f"planned rounds{ROUNDS}"), timeout=30)
+    open_view(browser, "fairness")
+    assert wait_until(browser, HEATMAP_ROWS_JS, timeout=30) == CLIENTS
+    # sort by final accuracy: the worst client of the last round first (ties by id)
+    last = json.loads((out / "rounds.jsonl").read_text().splitlines()[-1])
+    worst = min(last["clients"], key=lambda c: (c["eval_acc"], c["partition_id"]))
+    browser.find_element("css selector", "#sort input[value='final']").click()
+    wait_until(browser, first_row_is(f"client {worst['partition_id']} ("), timeout=30)
 
 
 def test_late_folder_with_malformed_and_truncated_lines(tmp_path, browser, line, lines):
