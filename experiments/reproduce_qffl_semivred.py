@@ -21,6 +21,14 @@ of 100 devices a round, drawn ∝ n_k without replacement, summed uniformly).
 
 Defaults: qffl 40 rounds, lr 0.1, batch 10, test fraction 0.3; semivred 100 rounds,
 lr 0.05, batch 32, test fraction 0.5; one local epoch; ``torch.set_num_threads(1)``.
+
+``--results PATH`` also writes the printed report (table, paired differences, command,
+wall time) as Markdown there, and its numbers as JSON beside it (``PATH`` with the
+suffix ``.json``): the README's digits paragraph is generated from
+``docs/results/semivred-digits.md`` / ``.json``::
+
+    nice .venv/bin/python experiments/reproduce_qffl_semivred.py semivred \
+        --seeds 0 1 2 3 4 --results docs/results/semivred-digits.md
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import shlex
 import sys
 import tempfile
 import time
@@ -180,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beta-semivred", type=float, default=0.2)
     parser.add_argument("--rules", nargs="*", default=None, help="subset of the rule names")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="also write the report (Markdown) here and its numbers to the same path with .json",
+    )
     args = parser.parse_args(argv)
 
     # One intra-op thread: tiny models on a shared 2-core machine otherwise spend most of
@@ -212,13 +228,40 @@ def main(argv: list[str] | None = None) -> int:
                 f"({time.monotonic() - t0:.0f} s)",
                 flush=True,
             )
-    print(f"# total {time.monotonic() - started:.0f} s\n")
+    wall_time = time.monotonic() - started
+    print(f"# total {wall_time:.0f} s\n")
+    report = report_lines(args.experiment, results)
+    print("\n".join(report))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"config": base, "seeds": args.seeds, "results": results}))
+    if args.results is not None:
+        command = "python experiments/reproduce_qffl_semivred.py " + shlex.join(
+            sys.argv[1:] if argv is None else argv
+        )
+        write_results(args.results, args, base, results, report, command, wall_time)
+    return 0
 
-    paper = PAPER_QFFL if args.experiment == "qffl" else PAPER_SEMIVRED_CIFAR10
+
+def paired_differences(
+    results: dict[str, list[dict[str, float]]],
+) -> dict[str, dict[str, np.ndarray]]:
+    """Per-seed differences (points) of each rule to the first, by metric."""
+    baseline = next(iter(results))
+    return {
+        name: {
+            key: PERCENT
+            * np.array([r[key] - b[key] for r, b in zip(runs, results[baseline], strict=True)])
+            for key in ("acc-mean", "acc-worst-10", "acc-worst-20", "acc-std")
+        }
+        for name, runs in list(results.items())[1:]
+    }
+
+
+def report_lines(experiment: str, results: dict[str, list[dict[str, float]]]) -> list[str]:
+    """The Markdown table (mean ± std over seeds, %) and the paired differences."""
+    paper = PAPER_QFFL if experiment == "qffl" else PAPER_SEMIVRED_CIFAR10
     titles = [f"{m} (%²)" if m == "acc-variance" else f"{m} (%)" for m in METRICS]
-    header = "| rule | " + " | ".join(titles) + " |"
-    print(header)
-    print("|" + "---|" * (len(METRICS) + 1))
+    lines = ["| rule | " + " | ".join(titles) + " |", "|" + "---|" * (len(METRICS) + 1)]
     for name, runs in results.items():
         cells = []
         for key in METRICS:
@@ -227,22 +270,70 @@ def main(argv: list[str] | None = None) -> int:
             if name in paper and key in paper[name]:
                 cell += f" (paper {paper[name][key]})"
             cells.append(cell)
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     baseline = next(iter(results))
-    print(f"\nPaired by seed, difference to {baseline} (points, mean ± std over seeds):")
-    for name, runs in list(results.items())[1:]:
-        diffs = {
-            key: PERCENT
-            * np.array([r[key] - b[key] for r, b in zip(runs, results[baseline], strict=True)])
-            for key in ("acc-mean", "acc-worst-10", "acc-worst-20", "acc-std")
-        }
-        print(
-            f"  {name}: "
+    lines.append("")
+    lines.append(f"Paired by seed, difference to {baseline} (points, mean ± std over seeds):")
+    lines.append("")
+    for name, diffs in paired_differences(results).items():
+        lines.append(
+            f"- {name}: "
             + ", ".join(f"{k} {d.mean():+.2f} ± {d.std():.2f}" for k, d in diffs.items())
         )
-    if args.json is not None:
-        args.json.write_text(json.dumps({"config": base, "seeds": args.seeds, "results": results}))
-    return 0
+    return lines
+
+
+def write_results(
+    path: Path,
+    args: argparse.Namespace,
+    base: dict[str, Any],
+    results: dict[str, list[dict[str, float]]],
+    report: list[str],
+    command: str,
+    wall_time: float,
+) -> None:
+    """Write the report as Markdown to ``path`` and its numbers to ``path.with_suffix('.json')``.
+
+    The JSON holds every run's final metrics (fractions), by rule and in seed order, the
+    shared run config, the command and the wall time, so the README can be checked
+    against it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cores = os.cpu_count()
+    header = [
+        f"# {args.experiment}: final round, mean ± std over seeds {args.seeds}",
+        "",
+        f"Run config: `{json.dumps(base)}`; rules: "
+        + ", ".join(
+            f"{name} (`{json.dumps(rule)}`)" for name, rule in experiment_configs(args)[1].items()
+        )
+        + ".",
+        "",
+    ]
+    footer = [
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Wall time: {wall_time:.0f} s on {cores} cores (one process, one torch thread).",
+    ]
+    path.write_text("\n".join(header + report + footer) + "\n", encoding="utf-8")
+    path.with_suffix(".json").write_text(
+        json.dumps(
+            {
+                "experiment": args.experiment,
+                "config": base,
+                "rules": experiment_configs(args)[1],
+                "seeds": args.seeds,
+                "results": results,
+                "command": command,
+                "wall_time_s": round(wall_time, 1),
+                "cpu_count": cores,
+            },
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
 
 
 if __name__ == "__main__":

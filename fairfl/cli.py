@@ -56,6 +56,13 @@ from fairfl.report.compare import ENGINES, MAX_WORKERS, compare, rule_keys
 from fairfl.report.recipes import RECIPES
 from fairfl.report.results import read_manifest
 from fairfl.report.tables import COLUMN_SETS
+from fairfl.report.tune import CRITERIA as TUNE_CRITERIA
+from fairfl.report.tune import (
+    DEFAULT_CRITERION,
+    DEFAULT_TOLERANCE,
+    DEFAULT_VALIDATION_FRACTION,
+    tune_and_compare,
+)
 from fairfl.simulation.engine import EXIT_FAILED, EXIT_USAGE, exit_on_signals
 from fairfl.strategies.registry import STRATEGIES
 
@@ -128,6 +135,47 @@ def build_parser() -> argparse.ArgumentParser:
         "--compress-runs", action="store_true", help="gzip each run's rounds.jsonl (for git)"
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tune = run.add_argument_group(
+        "tuning (--tune)",
+        "choose each rule's hyperparameters on per-client validation splits of the training "
+        "data (tuning seeds), then run the chosen settings on --seeds and report on test "
+        "(fairfl.report.tune)",
+    )
+    tune.add_argument("--tune", action="store_true", help="tuned comparison")
+    tune.add_argument(
+        "--tune-seeds",
+        nargs="+",
+        type=int,
+        metavar="SEED",
+        help="tuning seeds, disjoint from --seeds (default: 100 + each of --seeds)",
+    )
+    tune.add_argument(
+        "--tune-grid",
+        nargs="+",
+        default=None,
+        metavar="[RULE:]KEY=V1,V2",
+        help="grid items replacing the papers' default grid of the rules they apply to",
+    )
+    tune.add_argument(
+        "--tune-criterion",
+        choices=TUNE_CRITERIA,
+        default=DEFAULT_CRITERION,
+        help="worst10-near-baseline (default): best validation worst-10%% among settings "
+        "whose validation mean is within --tune-tolerance points of FedAvg's; worst10; mean",
+    )
+    tune.add_argument(
+        "--tune-tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"points (default {DEFAULT_TOLERANCE:g})",
+    )
+    tune.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=DEFAULT_VALIDATION_FRACTION,
+        help="share of each client's training split held out for validation while tuning "
+        f"(default {DEFAULT_VALIDATION_FRACTION:g})",
+    )
     run.add_argument(
         "--dashboard",
         nargs="?",
@@ -272,6 +320,8 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
     grid = args.grid if args.grid is not None else (list(recipe.grid) if recipe else [])
     settings = [*(recipe.settings if recipe else ()), *args.settings]
     workers = args.workers or (recipe.workers if recipe else 1)
+    if args.tune:
+        return _run_tuned(args, argv, recipe, rules, seeds, settings, workers)
     live = _live_dashboard(args)  # prints the dashboard command, or starts it
     report = compare(
         rules=rules,
@@ -311,6 +361,59 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
             + ")",
             file=sys.stderr,
         )
+        return EXIT_FAILED
+    return 0
+
+
+def _run_tuned(
+    args: argparse.Namespace,
+    argv: list[str],
+    recipe: Any,
+    rules: list[str],
+    seeds: list[int],
+    settings: list[str],
+    workers: int,
+) -> int:
+    """``fairfl compare --tune``: tune on validation splits, report on fresh seeds."""
+    if args.grid is not None:
+        raise ValueError("--tune takes --tune-grid, not --grid")
+    report = tune_and_compare(
+        rules=rules,
+        out_dir=args.out,
+        seeds=seeds,
+        tuning_seeds=args.tune_seeds or [100 + seed for seed in seeds],
+        tune_grid=args.tune_grid,
+        settings=settings,
+        criterion=args.tune_criterion,
+        tolerance=args.tune_tolerance,
+        validation_fraction=args.validation_fraction,
+        baseline_rule=args.baseline or (recipe.baseline if recipe else None) or "fedavg",
+        weights_rule=args.weights_label or (recipe.weights_label if recipe else None),
+        title=args.title or (f"{recipe.title}, tuned" if recipe else None),
+        description=recipe.description if recipe else "",
+        command=shlex.join(["fairfl", *argv]),
+        engine=args.engine,
+        workers=workers,
+        torch_threads=args.torch_threads,
+        keep_models=not args.no_models,
+        skip_existing=args.skip_existing,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        log_level=logging.INFO if args.verbose else logging.WARNING,
+        compress_runs=args.compress_runs,
+        columns=args.columns or (recipe.columns if recipe else "table6"),
+        reference=list(recipe.reference) if recipe else [],
+        recipe=recipe.name if recipe else None,
+    )
+    print(report.text())
+    print(f"report: {args.out / 'report.md'}; tuning: {args.out / 'tuning.md'}")
+    runs = [
+        *((read_manifest(args.out / "tuning") or {}).get("runs", [])),
+        *((read_manifest(args.out) or {}).get("runs", [])),
+    ]
+    failed = [run["dir"] for run in runs if run.get("status") == "failed"]
+    if failed:
+        print(f"fairfl compare --tune: {len(failed)} of {len(runs)} runs failed", file=sys.stderr)
         return EXIT_FAILED
     return 0
 

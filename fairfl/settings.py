@@ -52,6 +52,8 @@ class RunSettings:
     dirichlet_alpha: float = 0.3
     shards_per_partition: int = 2
     test_fraction: float = 0.3
+    validation_fraction: float = 0.0
+    evaluate_split: str = "test"
     model: str = "mlp"
     seed: int = 0
     out_dir: str = "outputs/latest"
@@ -88,6 +90,12 @@ class RunSettings:
         _check_choice("partitioner", self.partitioner, PARTITIONERS)
         _check_choice("model", self.model, MODELS)
         _check_choice("sampling", self.sampling, ("uniform", "size-proportional"))
+        _check_choice("evaluate-split", self.evaluate_split, ("test", "validation"))
+        if self.evaluate_split == "validation" and self.validation_fraction == 0:
+            raise ValueError(
+                "run config evaluate-split is 'validation' but validation-fraction is 0: "
+                "set validation-fraction in (0, 1) to carve a validation split"
+            )
         checks = {
             "num-server-rounds": self.num_server_rounds >= 1,
             "fraction-train": 0.0 < self.fraction_train <= 1.0,
@@ -101,6 +109,7 @@ class RunSettings:
             "dirichlet-alpha": self.dirichlet_alpha > 0,
             "shards-per-partition": self.shards_per_partition >= 1,
             "test-fraction": 0.0 < self.test_fraction < 1.0,
+            "validation-fraction": 0.0 <= self.validation_fraction < 1.0,
             "round-timeout": self.round_timeout > 0,
             "node-wait-timeout": self.node_wait_timeout > 0,
             "max-abs-weight": self.max_abs_weight > 0,
@@ -121,6 +130,7 @@ class RunSettings:
             "dirichlet-alpha": "> 0",
             "shards-per-partition": ">= 1",
             "test-fraction": "in (0, 1)",
+            "validation-fraction": "in [0, 1) (0: none)",
             "round-timeout": "> 0",
             "node-wait-timeout": "> 0",
             "max-abs-weight": "> 0",
@@ -177,6 +187,7 @@ class RunSettings:
             "dirichlet_alpha": self.dirichlet_alpha,
             "shards_per_partition": self.shards_per_partition,
             "test_fraction": self.test_fraction,
+            "validation_fraction": self.validation_fraction,
             "data_root": self.data_root,
             "download": self.download,
             "group_sizes": self.group_sizes,

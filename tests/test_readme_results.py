@@ -195,3 +195,77 @@ def test_rcfl_table_is_the_results_file():
     text = (ROOT / "docs/results/rcfl-synthetic.md").read_text()
     result = markdown_rows([line for line in text.splitlines() if line.startswith("|")])
     assert readme_table("| rule | mean acc (%) | worst-10% (%) | worst-20% (%) |") == result
+
+
+def test_semivred_digits_paragraph_is_the_results_file():
+    # docs/results/semivred-digits.json (experiments/reproduce_qffl_semivred.py semivred
+    # --results docs/results/semivred-digits.md): the README's digits VRed / Semi-VRed
+    # paragraph, worked from the per-seed final metrics (fractions) with NumPy alone:
+    # mean ± population std over seeds in %, and per-seed differences to FedAvg.
+    result = json.loads((ROOT / "docs/results/semivred-digits.json").read_text())
+    runs = result["results"]
+    assert result["seeds"] == [0, 1, 2, 3, 4]
+    assert result["config"]["num-server-rounds"] == 100
+    paragraph = " ".join(README.split())
+
+    def percent(rule: str, metric: str) -> np.ndarray:
+        return 100.0 * np.array([run[metric] for run in runs[rule]])
+
+    def paired(rule: str, metric: str) -> str:
+        diff = percent(rule, metric) - percent("FedAvg", metric)
+        return f"{diff.mean():+.2f} ± {diff.std():.2f}"
+
+    means = ", ".join(
+        f"{rule} {percent(rule, 'acc-mean').mean():.1f} ± {percent(rule, 'acc-mean').std():.1f}"
+        for rule in ("FedAvg", "VRed", "Semi-VRed")
+    )
+    worst = ", ".join(
+        f"{percent(rule, 'acc-worst-10').mean():.1f}" for rule in ("FedAvg", "VRed", "Semi-VRed")
+    )
+    assert f"mean accuracy (%) {means}; worst-10 % {worst}." in paragraph
+    for rule in ("VRed", "Semi-VRed"):
+        assert (
+            f"{rule} − FedAvg = {paired(rule, 'acc-mean')} mean, "
+            f"{paired(rule, 'acc-worst-10')} worst-10 %" in paragraph
+        )
+    assert f"`{result['command']}`" in paragraph
+    assert f"{round(result['wall_time_s'])} s on {result['cpu_count']} cores" in paragraph
+    assert "| Semi-VRed |" in (ROOT / "docs/results/semivred-digits.md").read_text()
+
+
+def test_tuned_digits_table_is_the_tuned_reports_table_with_its_command_and_tuning():
+    # docs/results/digits-table6-tuned (fairfl compare --recipe digits-table6 --tune ...):
+    # the README shows the first five statistics of its table6.md, whose rule labels
+    # carry the settings chosen on validation data (tuning.json), and states the
+    # command, the tuning and reported seeds, the criterion and the wall time.
+    folder = ROOT / "docs/results/digits-table6-tuned"
+    report = markdown_rows((folder / "table6.md").read_text().splitlines())
+    readme = readme_table("| Rule (chosen setting) | Mean (%) |")
+    assert readme[0][1:] == report[0][1:6]
+    by_label = {row[0]: row[:6] for row in report[1:]}
+    assert sorted(row[0] for row in readme[1:]) == sorted(by_label)
+    for row in readme[1:]:
+        assert row == by_label[row[0]]
+    tuning = json.loads((folder / "tuning.json").read_text())
+    assert sorted(c["label"] for c in tuning["chosen"].values()) == sorted(by_label)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["tuning"]["chosen"] == tuning["chosen"]
+    assert not set(tuning["tuning_seeds"]) & set(tuning["seeds"])
+    assert f"```bash\n{manifest['command']}\n```" in README
+    paragraph = " ".join(README.split())
+    wall = tuning["wall_time_s"]
+    assert (
+        f"{round(wall['total']):,} s on {manifest['cpu_count']} cores "
+        f"({round(wall['tuning']):,} s tuning, {round(wall['final']):,} s reported runs)"
+        in paragraph
+    )
+    seeds = ", ".join(map(str, tuning["tuning_seeds"]))
+    assert f"tuning seeds {seeds}" in paragraph
+    assert f"criterion `{tuning['criterion']}`" in paragraph
+    assert f"{len(tuning['candidates'])} settings" in paragraph
+    baseline = 100 * tuning["baseline_mean"]
+    floor = baseline - tuning["tolerance"]
+    assert (
+        f"FedAvg's validation mean was {baseline:.2f} %, so a setting needed at least "
+        f"{floor:.2f} %" in paragraph
+    )

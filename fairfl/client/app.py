@@ -3,7 +3,8 @@
 On ``train`` it loads the received global model w^t, measures F_k(w^t) on the whole local
 training split (``train_loss``, before any local step), adds the extra reports the
 config asks for, runs local SGD and replies per wire contract v1. On ``evaluate`` it
-replies loss and accuracy of w^t on the local test split. On a client-key ``query`` it
+replies loss and accuracy of w^t on the local test split (or, for tuning, on
+the validation split: run config ``evaluate-split``). On a client-key ``query`` it
 replies its partition id (:mod:`fairfl.contract.clients`).
 """
 
@@ -199,15 +200,25 @@ def _gradient_reply(
 
 @app.evaluate()
 def evaluate_global(message: Message, context: Context) -> Message:
-    """Reply loss and accuracy of the received model on the local test split."""
+    """Reply loss and accuracy of the received model on the local test split.
+
+    With run config ``evaluate-split = "validation"`` (hyperparameter tuning) it
+    evaluates on the validation split carved from the training data instead
+    (``validation-fraction``), and the test split is not read.
+    """
     attach_flower_console()
     settings, node = _settings(context)
     data = _client_data(settings, node)
     device = pick_device(node.device)
     model = load_global_model(message, settings, device)
-    loss, accuracy = evaluate(model, data.x_test, data.y_test, device)
+    x, y = (
+        (data.x_val, data.y_val)
+        if settings.evaluate_split == "validation"
+        else (data.x_test, data.y_test)
+    )
+    loss, accuracy = evaluate(model, x, y, device)
     content = write_evaluate_reply(
-        num_examples=len(data.y_test),
+        num_examples=len(y),
         eval_loss=loss,
         eval_acc=accuracy,
         partition_id=node.partition_id,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,8 +24,10 @@ from fairfl.data.groups import GroupLayout, group_layout
 from fairfl.data.partition import (
     PARTITIONERS,
     num_test_samples,
+    num_validation_samples,
     partition_indices,
     train_test_split,
+    validation_split,
 )
 from fairfl.data.sources import (
     check_dataset,
@@ -38,7 +40,7 @@ from fairfl.data.sources import (
 
 @dataclass(frozen=True, eq=False)
 class ClientData:
-    """A client's local train and test splits.
+    """A client's local train, test and (optional) validation splits.
 
     ``eq=False``: arrays have no single truth value, so instances compare by
     identity; compare the arrays with `numpy.array_equal`.
@@ -53,6 +55,11 @@ class ClientData:
         float32 samples, shape ``(n_test, *input_shape)``.
     y_test : np.ndarray
         int64 labels, shape ``(n_test,)``.
+    x_val : np.ndarray
+        float32 samples of the validation split carved from the training part
+        (``validation_fraction`` of `load_client_data`); empty when there is none.
+    y_val : np.ndarray
+        int64 labels of the validation split, shape ``(n_val,)``.
 
     """
 
@@ -60,6 +67,8 @@ class ClientData:
     y_train: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
+    x_val: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float32))
+    y_val: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
 
 def load_client_data(
@@ -77,6 +86,7 @@ def load_client_data(
     group_sizes: str = "4,6",
     group_labels: str = "",
     group_samples_per_class: int = 0,
+    validation_fraction: float = 0.0,
 ) -> ClientData:
     """Load client ``partition_id``'s share of a data set, split into train and test.
 
@@ -121,6 +131,11 @@ def load_client_data(
     group_sizes, group_labels, group_samples_per_class : str, str, int
         The planted groups of partitioner ``"groups"`` (default: ``"4,6"``, ``""``,
         0), ignored by the others; see `fairfl.data.groups.group_layout`.
+    validation_fraction : float (default: 0.0)
+        Fraction of the *training* split moved to a validation split, in [0, 1)
+        (`fairfl.data.partition.validation_split`: stratified, at least 1 sample
+        each side); 0: no validation split. The test split is the same for every
+        value.
 
     Returns
     -------
@@ -165,12 +180,24 @@ def load_client_data(
     else:
         x, y = load_pool(dataset, resolve_data_root(data_root), download)
         rows = _partition_lists(federation)[partition_id]
+    _check(
+        _is_real(validation_fraction) and 0 <= validation_fraction < 1,
+        "validation_fraction",
+        "a number in [0, 1)",
+        validation_fraction,
+    )
     train, test = train_test_split(y[rows], float(test_fraction), int(seed), partition_id)
+    kept, validation = validation_split(
+        y[rows[train]], float(validation_fraction), int(seed), partition_id
+    )
+    train_rows, validation_rows = rows[train][kept], rows[train][validation]
     return ClientData(
-        x_train=to_model_input(x[rows[train]]),
-        y_train=y[rows[train]],
+        x_train=to_model_input(x[train_rows]),
+        y_train=y[train_rows],
         x_test=to_model_input(x[rows[test]]),
         y_test=y[rows[test]],
+        x_val=to_model_input(x[validation_rows]),
+        y_val=y[validation_rows],
     )
 
 
@@ -188,6 +215,7 @@ def partition_sizes(
     group_sizes: str = "4,6",
     group_labels: str = "",
     group_samples_per_class: int = 0,
+    validation_fraction: float = 0.0,
 ) -> list[int]:
     """Return the train-split size of every partition, for reports.
 
@@ -198,7 +226,8 @@ def partition_sizes(
     Parameters
     ----------
     dataset, partitioner, num_partitions, seed, dirichlet_alpha, shards_per_partition, \
-test_fraction, data_root, download, group_sizes, group_labels, group_samples_per_class
+test_fraction, data_root, download, group_sizes, group_labels, group_samples_per_class, \
+validation_fraction
         See `load_client_data`.
 
     Returns
@@ -230,7 +259,8 @@ test_fraction, data_root, download, group_sizes, group_labels, group_samples_per
         sizes = [synthetic.device_size(int(seed), pid) for pid in range(num_partitions)]
     else:
         sizes = [len(rows) for rows in _partition_lists(federation)]
-    return [size - num_test_samples(size, test_fraction) for size in sizes]
+    train = [size - num_test_samples(size, test_fraction) for size in sizes]
+    return [n - num_validation_samples(n, validation_fraction) for n in train]
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ MIN_PARTITION_SIZE = 3
 _IID_STREAM = 1
 _SHARDS_STREAM = 2
 _SPLIT_STREAM = 3
+_VALIDATION_STREAM = 4
 
 
 def partition_indices(
@@ -285,7 +286,69 @@ def train_test_split(
 
     """
     rng = np.random.default_rng((seed, _SPLIT_STREAM, partition_id))
-    num_test = num_test_samples(len(labels), test_fraction)
+    return _stratified_split(labels, num_test_samples(len(labels), test_fraction), rng)
+
+
+def num_validation_samples(num_train: int, validation_fraction: float) -> int:
+    """Return how many of a client's ``num_train`` training samples go to validation.
+
+    ``round(validation_fraction * num_train)`` (halves round up), clipped so that
+    validation and the remaining training part each keep at least 1 sample; 0 when
+    ``validation_fraction`` is 0 (no validation split).
+
+    Parameters
+    ----------
+    num_train : int
+        Size of the training split, >= 2 (`train_test_split` leaves at least 2).
+    validation_fraction : float
+        Fraction in [0, 1).
+
+    Returns
+    -------
+    int
+        The validation size.
+
+    """
+    if validation_fraction == 0:
+        return 0
+    return min(max(math.floor(validation_fraction * num_train + 0.5), 1), num_train - 1)
+
+
+def validation_split(
+    labels: np.ndarray, validation_fraction: float, seed: int, partition_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Carve a validation split out of one client's training split, stratified by label.
+
+    As `train_test_split`, with the size `num_validation_samples` and its own random
+    stream, so the test split never changes with ``validation_fraction``.
+
+    Parameters
+    ----------
+    labels : np.ndarray
+        Labels of the client's *training* samples, shape ``(n,)``, n >= 2.
+    validation_fraction : float
+        Fraction in [0, 1); 0 gives an empty validation split.
+    seed : int
+        Seed, >= 0.
+    partition_id : int
+        The partition's id; with ``seed`` it seeds the split.
+
+    Returns
+    -------
+    tuple[np.ndarray, np.ndarray]
+        Sorted int64 positions into ``labels`` of the kept training and the
+        validation samples.
+
+    """
+    rng = np.random.default_rng((seed, _VALIDATION_STREAM, partition_id))
+    return _stratified_split(labels, num_validation_samples(len(labels), validation_fraction), rng)
+
+
+def _stratified_split(
+    labels: np.ndarray, num_held_out: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the kept and the ``num_held_out`` held-out samples (per-label quotas)."""
+    num_test = num_held_out
     classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
     quota = counts * (num_test / len(labels))
     per_class = np.floor(quota).astype(np.int64)

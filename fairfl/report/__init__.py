@@ -1,8 +1,10 @@
 """Compare rules side by side and report: paper 000's Tables 6 and 2, plots, report.md.
 
 ``fairfl compare`` (:func:`compare`) runs rules and grids on identical partitions,
-initial models and seeds; ``fairfl report`` (:func:`build_report`) rebuilds the tables
-and plots from saved ``rounds.jsonl`` files.
+initial models and seeds; ``fairfl compare --tune`` (:func:`tune_and_compare`) first
+chooses each rule's hyperparameters on validation splits of the training data;
+``fairfl report`` (:func:`build_report`) rebuilds the tables and plots from saved
+``rounds.jsonl`` files.
 """
 
 from fairfl.report.build import Report, build_report
@@ -16,6 +18,7 @@ from fairfl.report.tables import (
     summarize,
     table2,
 )
+from fairfl.report.tune import select_setting, tune_and_compare
 
 __all__ = [
     "QFFL_COLUMNS",
@@ -32,6 +35,8 @@ __all__ = [
     "load_runs",
     "paired_comparison",
     "plan_runs",
+    "select_setting",
     "summarize",
     "table2",
+    "tune_and_compare",
 ]

@@ -25,6 +25,9 @@ Grid and setting syntax (``fairfl compare --grid``/``--set``):
 
 Values take the type of the key's default (``RunSettings`` or the rule's constructor),
 so ``lr=1`` is the float 1.0; unknown keys are rejected.
+
+``fairfl compare --tune`` (:mod:`fairfl.report.tune`) runs two comparisons: the grid on
+tuning seeds with validation splits, then each rule's chosen setting on ``--seeds``.
 """
 
 from __future__ import annotations

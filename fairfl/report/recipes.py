@@ -207,8 +207,9 @@ DIGITS_TABLE6 = Recipe(
     name="digits-table6",
     title="All rules on digits: the analogue of paper 000's Table 6",
     description=(
-        "Every registered rule at its default hyperparameters on scikit-learn's 8x8 "
-        "digits (1,797 images), 20 clients, label-skew Dirichlet α = 0.1, a 30% local "
+        "Every registered rule (at its default hyperparameters; with --tune, at the "
+        "setting chosen on validation data, below) on scikit-learn's 8x8 digits "
+        "(1,797 images), 20 clients, label-skew Dirichlet α = 0.1, a 30% local "
         "test split per client, an MLP (64-64-10), full participation, local SGD "
         "(lr 0.1, batch 32, 2 local epochs), 30 rounds, 3 seeds (each seed draws its own "
         "partition, split and initial model, shared by all rules). Paper 000 trains "

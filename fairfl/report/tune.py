@@ -1,0 +1,517 @@
+"""Tuned comparison: choose each rule's hyperparameters on validation data, report on test.
+
+``fairfl compare --tune`` runs in two phases (paper 000 §5.1 / App. B.2 tunes every
+method on a grid and reports its best setting; Table 5 lists the grids):
+
+1. **Tuning** (``<out>/tuning/``): every grid setting of every rule runs on the tuning
+   seeds with ``validation-fraction`` of each client's *training* split carved out as a
+   validation split (:func:`fairfl.data.partition.validation_split`) and
+   ``evaluate-split = "validation"``: the clients train on the rest of their training
+   split and evaluate on their validation split only; no test sample is read.
+2. **Selection**: per rule, the setting the declared criterion prefers on the tuning
+   runs' final-round validation statistics (the mean over tuning seeds of the
+   unweighted client mean and of the worst-10 % mean; :func:`select_setting`).
+3. **Reporting** (``<out>/``): each rule's chosen setting runs on *fresh* seeds (the
+   comparison's ``--seeds``, disjoint from the tuning seeds) with the plain run config
+   (no validation split, evaluation on test) and is reported as ``fairfl compare``
+   reports; the variant labels carry the chosen values (``semivred[beta=0.5]``).
+   ``tuning.json`` / ``tuning.md`` hold every setting's validation numbers, the
+   choice, the grid, the criterion, the seeds and the wall times.
+
+Criteria (``--tune-criterion``), accuracies as fractions, ``tolerance`` in points:
+
+- ``worst10-near-baseline`` (default): among the settings whose validation mean is at
+  least the baseline's (FedAvg's) minus ``tolerance`` points, the highest worst-10 %;
+  if none qualifies, the highest mean. The baseline's own value is its best-mean
+  setting.
+- ``worst10``: the highest worst-10 %.
+- ``mean``: the highest mean.
+
+Ties (equal to 1e-9) go to the higher mean, then the higher worst-10 %, then the
+setting listed first in the grid (values in the order given).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairfl.report.compare import (
+    compare,
+    expand_variants,
+    parse_assignment,
+    shared_keys,
+    split_settings,
+    write_manifest,
+)
+from fairfl.report.results import group_by_label, load_runs, read_manifest
+from fairfl.strategies.registry import STRATEGIES
+
+CRITERIA: tuple[str, ...] = ("worst10-near-baseline", "worst10", "mean")
+DEFAULT_CRITERION = "worst10-near-baseline"
+#: Points of validation mean a setting may lose against the baseline (default criterion).
+DEFAULT_TOLERANCE = 2.0
+DEFAULT_VALIDATION_FRACTION = 0.2
+TUNING_DIR = "tuning"
+TUNING_JSON = "tuning.json"
+TUNING_MD = "tuning.md"
+_TIE = 1e-9
+
+#: FedMGDA+'s decay period (rounds; spec-fedmgda §1.7), for the decay axis.
+_FEDMGDA_DECAY_PERIOD = 100
+#: FedMGDA+ decays ("fraction the step shrinks to by round T"; [P001] Table 5 grid).
+_FEDMGDA_DECAYS = (1.0, 1 / 40, 1 / 30, 1 / 20, 1 / 10, 1 / 3, 1 / 2)
+
+
+def paper_grid(rule: str, num_server_rounds: int) -> tuple[str, ...]:
+    """The default tuning grid of a rule (``rule:key=v1,v2`` items; empty: nothing to tune).
+
+    Paper 000 Table 5 / App. B.2 (specs/spec-vred-qffl.md §3-§11): q-FFL and q-FedSGD
+    q ∈ {0.01, 0.1, 1}; VRed and Semi-VRed β ∈ {0.01, 0.05, 0.1, 0.2, 0.5, 1}; TERM
+    α ∈ {0.01, 0.1, 0.5, 1}; PropFair M ∈ {2, 3, 4, 5}; Δ-FL α ∈ {0.1, ..., 0.9};
+    GiFair "four values in [0, λ_max]": coeff ∈ {0.25, 0.5, 0.75, 1}. FedMGDA+ (paper
+    001, Table 5 and Fig. 1; specs/spec-fedmgda.md §3): ε ∈ {0.05, 0.1, 0.5, 1}, global
+    lr η_g ∈ {0.5, 1, 1.5, 2} and, only when the run is longer than the 100-round decay
+    period (otherwise no decay ever applies), decay ∈ {none, 1/40, 1/30, 1/20, 1/10,
+    1/3, 1/2} as β = decay^(100/T); FedAvg-n and MGDA-Prox: η_g (and decay). AFL's
+    γ_λ = 0.1 is fixed in paper 000 (only its learning rate is tuned there), and
+    FedAvg, FedMGDA (plain), Equitable FL and RC-FL have no paper-000 grid.
+    Paper 000 also tunes the local learning rate per method (Table 4); pass ``lr=...``
+    in ``tune_grid`` for that.
+    """
+    betas = "0.01,0.05,0.1,0.2,0.5,1"
+    lrs = "0.5,1,1.5,2"
+    grids: dict[str, tuple[str, ...]] = {
+        "qffl": ("qffl:qffl-q=0.01,0.1,1",),
+        "qfedsgd": ("qfedsgd:qffl-q=0.01,0.1,1",),
+        "vred": (f"vred:vred-beta={betas}",),
+        "semivred": (f"semivred:semivred-beta={betas}",),
+        "term": ("term:term-alpha=0.01,0.1,0.5,1",),
+        "propfair": ("propfair:propfair-m=2,3,4,5",),
+        "deltafl": ("deltafl:deltafl-alpha=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9",),
+        "gifair": ("gifair:gifair-coeff=0.25,0.5,0.75,1",),
+        "fedmgda": ("fedmgda:fedmgda-epsilon=0.05,0.1,0.5,1", f"fedmgda:fedmgda-global-lr={lrs}"),
+        "fedavg-n": (f"fedavg-n:fedmgda-global-lr={lrs}",),
+        "mgda-prox": (f"mgda-prox:fedmgda-global-lr={lrs}",),
+    }
+    items = grids.get(rule, ())
+    if rule in ("fedmgda", "fedavg-n", "mgda-prox") and num_server_rounds > _FEDMGDA_DECAY_PERIOD:
+        betas_t = ",".join(
+            repr(decay ** (_FEDMGDA_DECAY_PERIOD / num_server_rounds)) for decay in _FEDMGDA_DECAYS
+        )
+        items = (*items, f"{rule}:fedmgda-global-lr-decay={betas_t}")
+    return items
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One grid setting of a rule with its validation statistics (fractions).
+
+    Parameters
+    ----------
+    label : str
+        Variant label (``semivred[beta=0.5]``).
+    rule : str
+        Registry name.
+    overrides : Mapping[str, Any]
+        The setting's run-config values.
+    mean : float
+        Validation mean accuracy (unweighted over clients), mean over tuning seeds; NaN
+        when a tuning run failed or ended with a non-finite accuracy.
+    worst10 : float
+        Validation worst-10 % mean accuracy, mean over tuning seeds (NaN as ``mean``).
+    order : int
+        Position in the grid (ties go to the lower).
+    """
+
+    label: str
+    rule: str
+    overrides: Mapping[str, Any]
+    mean: float
+    worst10: float
+    order: int
+
+    @property
+    def finite(self) -> bool:
+        """Whether every tuning run of the setting gave finite statistics."""
+        return math.isfinite(self.mean) and math.isfinite(self.worst10)
+
+
+def _rank(candidate: Candidate, first: str) -> tuple[float, float, int]:
+    """Sort key (smaller is better): the criterion's statistic, the other, grid order."""
+    mean = round(candidate.mean / _TIE) * _TIE
+    worst = round(candidate.worst10 / _TIE) * _TIE
+    if first == "mean":
+        return (-mean, -worst, candidate.order)
+    return (-worst, -mean, candidate.order)
+
+
+def select_setting(
+    candidates: Sequence[Candidate],
+    *,
+    criterion: str = DEFAULT_CRITERION,
+    baseline_mean: float | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> Candidate:
+    """The setting a criterion chooses among one rule's candidates.
+
+    With m_s, w_s the validation mean and worst-10 % of setting s (fractions) and m_0
+    the baseline's mean:
+
+    - ``worst10-near-baseline``: argmax_{s : m_s ≥ m_0 − tolerance/100} w_s, or
+      argmax_s m_s when no setting qualifies;
+    - ``worst10``: argmax_s w_s;
+    - ``mean``: argmax_s m_s.
+
+    Ties (to 1e-9) go to the higher mean, then the higher worst-10 %, then the lower
+    ``order``. Settings with a non-finite statistic are never chosen.
+
+    Raises
+    ------
+    ValueError
+        If the criterion is unknown, ``worst10-near-baseline`` has no finite
+        ``baseline_mean``, ``tolerance`` is negative, or no candidate is finite (the
+        message names the rule).
+    """
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+    if not tolerance >= 0:
+        raise ValueError(f"tolerance must be >= 0 points, got {tolerance!r}")
+    finite = [c for c in candidates if c.finite]
+    if not finite:
+        rule = candidates[0].rule if candidates else "?"
+        raise ValueError(
+            f"rule {rule}: no grid setting finished its tuning runs with finite validation "
+            f"accuracies ({[c.label for c in candidates]})"
+        )
+    if criterion == "mean":
+        return min(finite, key=lambda c: _rank(c, "mean"))
+    if criterion == "worst10":
+        return min(finite, key=lambda c: _rank(c, "worst10"))
+    if baseline_mean is None or not math.isfinite(baseline_mean):
+        raise ValueError(
+            f"criterion {criterion} needs the baseline's finite validation mean, got "
+            f"{baseline_mean!r}"
+        )
+    floor = baseline_mean - tolerance / 100.0
+    eligible = [c for c in finite if c.mean >= floor - _TIE]
+    if not eligible:
+        return min(finite, key=lambda c: _rank(c, "mean"))
+    return min(eligible, key=lambda c: _rank(c, "worst10"))
+
+
+def candidates_from_folder(folder: Path) -> list[Candidate]:
+    """Every variant of a tuning folder with its validation statistics, in grid order.
+
+    Reads the final evaluated round of each run (:mod:`fairfl.report.results`) and
+    averages ``acc-mean`` and ``acc-worst-10`` over the variant's seeds; a failed or
+    non-finite run makes the variant's statistics NaN.
+
+    Raises
+    ------
+    ValueError
+        If a run of the folder was not evaluated on the validation split.
+    """
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    for run in manifest["runs"]:
+        if run["config"].get("evaluate-split") != "validation":
+            raise ValueError(f"{folder / run['dir']}: a tuning run must evaluate on validation")
+    groups = group_by_label(load_runs(folder))
+    candidates = []
+    for order, variant in enumerate(manifest["variants"]):
+        runs = groups.get(variant["label"], [])
+        finals = [run.final_metrics() if run.ok else {} for run in runs]
+        means = [f.get("acc-mean", math.nan) for f in finals] or [math.nan]
+        worsts = [f.get("acc-worst-10", math.nan) for f in finals] or [math.nan]
+        candidates.append(
+            Candidate(
+                label=variant["label"],
+                rule=variant["rule"],
+                overrides=dict(variant["overrides"]),
+                mean=float(np.mean(means)),
+                worst10=float(np.mean(worsts)),
+                order=order,
+            )
+        )
+    return candidates
+
+
+def choose_settings(
+    candidates: Sequence[Candidate],
+    *,
+    criterion: str = DEFAULT_CRITERION,
+    tolerance: float = DEFAULT_TOLERANCE,
+    baseline_rule: str = "fedavg",
+) -> tuple[dict[str, Candidate], float | None]:
+    """Each rule's chosen setting, and the baseline mean the criterion used (or None).
+
+    The baseline's mean is that of its own best-mean setting.
+
+    Raises
+    ------
+    ValueError
+        If the criterion needs the baseline and ``baseline_rule`` has no candidate.
+    """
+    by_rule: dict[str, list[Candidate]] = {}
+    for candidate in candidates:
+        by_rule.setdefault(candidate.rule, []).append(candidate)
+    baseline_mean = None
+    if criterion == "worst10-near-baseline":
+        if baseline_rule not in by_rule:
+            raise ValueError(
+                f"criterion {criterion} compares with {baseline_rule}'s validation mean: add "
+                f"{baseline_rule} to the rules (got {sorted(by_rule)})"
+            )
+        baseline_mean = select_setting(by_rule[baseline_rule], criterion="mean").mean
+    chosen = {
+        rule: select_setting(
+            group, criterion=criterion, baseline_mean=baseline_mean, tolerance=tolerance
+        )
+        for rule, group in by_rule.items()
+    }
+    return chosen, baseline_mean
+
+
+def _grid_value(value: Any) -> str:
+    """A run-config value as grid text that parses back to the same value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def tuning_grid(
+    rules: Sequence[str], explicit: Sequence[str] | None, num_server_rounds: int
+) -> list[str]:
+    """The grid items of the tuning phase.
+
+    ``explicit`` (``--tune-grid``) items replace the default grid (:func:`paper_grid`)
+    of every rule they apply to (a ``rule:key`` item: that rule; a rule key: the rules
+    that own it; a shared key such as ``lr``: every rule); the other rules keep theirs.
+    """
+    explicit = list(explicit or ())
+    touched = {rule for rule, _ in _grid_axes(rules, explicit)}
+    items = [i for r in rules if r not in touched for i in paper_grid(r, num_server_rounds)]
+    return items + explicit
+
+
+def _tuning_markdown(summary: Mapping[str, Any]) -> str:
+    lines = [
+        "# Tuning: validation statistics of every grid setting",
+        "",
+        f"Criterion `{summary['criterion']}` (tolerance {summary['tolerance']:g} points"
+        + (
+            f", baseline {summary['baseline_rule']} validation mean "
+            f"{100 * summary['baseline_mean']:.2f} %"
+            if summary["baseline_mean"] is not None
+            else ""
+        )
+        + f"); validation fraction {summary['validation_fraction']:g} of each client's "
+        f"training split; tuning seeds {summary['tuning_seeds']}, reported seeds "
+        f"{summary['seeds']}. Wall time: tuning {summary['wall_time_s']['tuning']:.0f} s, "
+        f"reported runs {summary['wall_time_s']['final']:.0f} s, total "
+        f"{summary['wall_time_s']['total']:.0f} s.",
+        "",
+        "Grid: " + (", ".join(f"`{g}`" for g in summary["grid"]) or "(none)") + ".",
+        "",
+        "| Setting | Validation mean (%) | Validation worst 10% (%) | Chosen |",
+        "| --- | --- | --- | --- |",
+    ]
+    chosen = {c["label"] for c in summary["chosen"].values()}
+    for c in summary["candidates"]:
+        mark = "yes" if c["label"] in chosen else ""
+        lines.append(
+            f"| {c['label']} | {100 * c['mean']:.2f} | {100 * c['worst10']:.2f} | {mark} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def tune_and_compare(
+    *,
+    rules: Sequence[str],
+    out_dir: Path,
+    seeds: Sequence[int],
+    tuning_seeds: Sequence[int],
+    tune_grid: Sequence[str] | None = None,
+    settings: Sequence[str] = (),
+    criterion: str = DEFAULT_CRITERION,
+    tolerance: float = DEFAULT_TOLERANCE,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    baseline_rule: str = "fedavg",
+    weights_rule: str | None = None,
+    title: str | None = None,
+    description: str = "",
+    command: str = "",
+    **compare_options: Any,
+) -> Any:
+    """Tune every rule on validation splits, then report the chosen settings on test.
+
+    Parameters
+    ----------
+    rules : Sequence[str]
+        Registered rule names.
+    out_dir : Path
+        Output folder: the reported comparison, ``tuning/`` (the tuning runs),
+        ``tuning.json`` and ``tuning.md``.
+    seeds, tuning_seeds : Sequence[int]
+        Seeds of the reported runs and of the tuning runs; they must be disjoint.
+    tune_grid : Sequence[str] | None
+        ``--tune-grid`` items (:func:`tuning_grid`); None: the papers' grids.
+    settings : Sequence[str]
+        ``--set`` items of every run (tuning and reported).
+    criterion, tolerance : str, float
+        :func:`select_setting`.
+    validation_fraction : float
+        Share of each client's training split held out for validation while tuning.
+    baseline_rule, weights_rule : str, str | None
+        Rule whose setting is Table 2's baseline (and the criterion's reference), and
+        whose weights are plotted.
+    title, description, command
+        As :func:`fairfl.report.compare.compare`; the description gets the tuning
+        summary appended.
+    **compare_options
+        Passed to both :func:`fairfl.report.compare.compare` calls (``workers``,
+        ``keep_models``, ``compress_runs``, ``overwrite``, ``reference``, ...).
+
+    Raises
+    ------
+    ValueError
+        If the seeds overlap, the criterion or tolerance is invalid,
+        ``validation_fraction`` is not in (0, 1), or ``settings`` set
+        ``validation-fraction`` or ``evaluate-split`` (before anything runs).
+    """
+    overlap = sorted(set(seeds) & set(tuning_seeds))
+    if overlap:
+        raise ValueError(
+            f"tuning seeds must differ from the reported seeds (fresh seeds), both have {overlap}"
+        )
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+    if not tolerance >= 0:
+        raise ValueError(f"tolerance must be >= 0 points, got {tolerance!r}")
+    if not 0 < validation_fraction < 1:
+        raise ValueError(f"validation fraction must be in (0, 1), got {validation_fraction!r}")
+    rules = list(dict.fromkeys(rules))
+    if criterion == "worst10-near-baseline" and baseline_rule not in rules:
+        raise ValueError(
+            f"criterion {criterion} compares with {baseline_rule}: add it to the rules"
+        )
+    base, rule_settings = split_settings(settings)
+    own = sorted(
+        {"validation-fraction", "evaluate-split"} & {*base, *(a.key for a in rule_settings)}
+    )
+    if own:
+        raise ValueError(
+            f"{own} are set by the tuning (validation while tuning, test when reporting); "
+            "use --validation-fraction instead of --set"
+        )
+    rounds = int(base.get("num-server-rounds", shared_keys()["num-server-rounds"]))
+    grid = tuning_grid(rules, tune_grid, rounds)
+    tuning_settings = [
+        *settings,
+        f"validation-fraction={validation_fraction!r}",
+        "evaluate-split=validation",
+    ]
+    started = time.perf_counter()
+    compare(
+        rules=rules,
+        out_dir=out_dir / TUNING_DIR,
+        seeds=tuning_seeds,
+        grid=grid,
+        settings=tuning_settings,
+        baseline=None,
+        title=f"{title or out_dir.resolve().name}: tuning runs (accuracies on validation)",
+        description=(
+            "Tuning phase of a tuned comparison: every grid setting on the tuning seeds, "
+            "each client holding out a validation split of its training data; every "
+            "accuracy in this report is on the validation split (no test data is read)."
+        ),
+        command=command,
+        **compare_options,
+    )
+    tuning_wall = time.perf_counter() - started
+    candidates = candidates_from_folder(out_dir / TUNING_DIR)
+    chosen, baseline_mean = choose_settings(
+        candidates, criterion=criterion, tolerance=tolerance, baseline_rule=baseline_rule
+    )
+    final_grid = [
+        f"{rule}:{key}={_grid_value(chosen[rule].overrides[key])}"
+        for rule, key in _grid_axes(rules, grid)
+    ]
+    final_labels = {
+        v.rule: v.label
+        for v in expand_variants(
+            rules, [parse_assignment(g, multi=True) for g in final_grid], rule_settings
+        )
+    }
+    summary_text = (
+        f"Tuned: each rule's setting chosen on validation splits ({validation_fraction:g} of "
+        f"each client's training data) over tuning seeds {list(tuning_seeds)} by criterion "
+        f"`{criterion}` (tolerance {tolerance:g} points), then run on the fresh seeds "
+        f"{list(seeds)} and reported on test. Grid: "
+        + (", ".join(f"`{g}`" for g in grid) or "none")
+        + f". Tuning wall time {tuning_wall:.0f} s; every setting's validation numbers: "
+        f"[{TUNING_MD}]({TUNING_MD}), runs under `{TUNING_DIR}/`."
+    )
+    final_started = time.perf_counter()
+    report = compare(
+        rules=rules,
+        out_dir=out_dir,
+        seeds=seeds,
+        grid=final_grid,
+        settings=settings,
+        baseline=final_labels.get(baseline_rule),
+        weights_label=final_labels.get(weights_rule) if weights_rule else None,
+        title=title,
+        description=(description + "\n\n" if description else "") + summary_text,
+        command=command,
+        **compare_options,
+    )
+    final_wall = time.perf_counter() - final_started
+    summary = {
+        "criterion": criterion,
+        "tolerance": tolerance,
+        "baseline_rule": baseline_rule,
+        "baseline_mean": baseline_mean,
+        "validation_fraction": validation_fraction,
+        "tuning_seeds": list(tuning_seeds),
+        "seeds": list(seeds),
+        "grid": grid,
+        "final_grid": final_grid,
+        "candidates": [dataclasses.asdict(c) for c in candidates],
+        "chosen": {rule: dataclasses.asdict(c) for rule, c in chosen.items()},
+        "wall_time_s": {
+            "tuning": round(tuning_wall, 1),
+            "final": round(final_wall, 1),
+            "total": round(tuning_wall + final_wall, 1),
+        },
+        "command": command,
+    }
+    (out_dir / TUNING_JSON).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    (out_dir / TUNING_MD).write_text(_tuning_markdown(summary), encoding="utf-8")
+    manifest = read_manifest(out_dir) or {}
+    manifest["tuning"] = {k: v for k, v in summary.items() if k != "candidates"}
+    write_manifest(out_dir, manifest)
+    return report
+
+
+def _grid_axes(rules: Sequence[str], grid: Sequence[str]) -> list[tuple[str, str]]:
+    """The (rule, key) grid axes of ``grid`` in expansion order (as ``expand_variants``)."""
+    shared = shared_keys()
+    axes: list[tuple[str, str]] = []
+    for item in grid:
+        axis = parse_assignment(item, multi=True)
+        if axis.rule is not None:
+            targets = [axis.rule] if axis.rule in rules else []
+        elif axis.key in shared:
+            targets = list(rules)
+        else:
+            targets = [r for r in rules if axis.key in STRATEGIES[r].parameters]
+        axes += [(rule, axis.key) for rule in targets]
+    return sorted(axes, key=lambda pair: list(rules).index(pair[0]))

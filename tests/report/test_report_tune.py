@@ -1,0 +1,222 @@
+"""`fairfl compare --tune`: the selection criteria, the default grids, and tuning that
+never reads test data (poisoned test labels leave the choice unchanged)."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+import fairfl.client.app as client_app
+from fairfl.cli import main
+from fairfl.report.tune import (
+    Candidate,
+    choose_settings,
+    paper_grid,
+    select_setting,
+    tune_and_compare,
+    tuning_grid,
+)
+
+
+def _candidate(name: str, mean: float, worst10: float, order: int, rule: str = "x") -> Candidate:
+    return Candidate(
+        label=f"{rule}[{name}]",
+        rule=rule,
+        overrides={f"{rule}-k": order},
+        mean=mean,
+        worst10=worst10,
+        order=order,
+    )
+
+
+# Baseline validation mean 0.80 with tolerance 2 points: settings need mean >= 0.78.
+A = _candidate("a", 0.85, 0.40, 0)  # best mean
+B = _candidate("b", 0.79, 0.55, 1)  # eligible, best worst-10 among eligible (ties D, higher mean)
+C = _candidate("c", 0.70, 0.60, 2)  # best worst-10 overall, mean 10 points below
+D = _candidate("d", 0.781, 0.55, 3)  # eligible, ties B on worst-10 with a lower mean
+NAN = _candidate("nan", math.nan, 0.99, 4)  # a failed tuning run: never chosen
+GRID = [A, B, C, D, NAN]
+
+
+def test_default_criterion_best_worst10_within_2_points_of_the_baseline():
+    assert select_setting(GRID, baseline_mean=0.80) is B
+    # 10 points of tolerance admit C (0.70 >= 0.80 - 0.10), whose worst-10 is highest.
+    assert select_setting(GRID, baseline_mean=0.80, tolerance=10) is C
+    # Nothing within 2 points of 0.95: fall back to the best mean.
+    assert select_setting(GRID, baseline_mean=0.95) is A
+
+
+def test_other_criteria_and_ties_by_mean_then_grid_order():
+    assert select_setting(GRID, criterion="worst10") is C
+    assert select_setting(GRID, criterion="mean") is A
+    first, second = _candidate("e", 0.5, 0.5, 5), _candidate("f", 0.5, 0.5, 6)
+    assert select_setting([second, first], criterion="mean") is first
+    assert select_setting([second, first], criterion="worst10") is first
+    # Equal worst-10: the higher mean (B 0.79 over D 0.781), whatever the order.
+    assert select_setting([D, B], criterion="worst10") is B
+
+
+def test_selection_errors_name_what_is_missing():
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        select_setting(GRID, criterion="best")
+    with pytest.raises(ValueError, match="baseline's finite validation mean"):
+        select_setting(GRID)
+    with pytest.raises(ValueError, match="rule x: no grid setting finished"):
+        select_setting([NAN], criterion="mean")
+    with pytest.raises(ValueError, match="tolerance must be >= 0"):
+        select_setting(GRID, baseline_mean=0.8, tolerance=-1)
+
+
+def test_choose_settings_uses_the_baselines_best_mean():
+    fedavg = [_candidate("lr1", 0.80, 0.3, 0, "fedavg"), _candidate("lr2", 0.82, 0.2, 1, "fedavg")]
+    chosen, baseline = choose_settings([*fedavg, *GRID])
+    assert baseline == 0.82
+    # floor 0.80: B (0.79) and D (0.781) drop out; A is the only eligible x setting.
+    assert chosen["x"] is A
+    # FedAvg under the same criterion: lr1's mean 0.80 is within 2 points of 0.82 and
+    # its worst-10 0.3 beats lr2's 0.2.
+    assert chosen["fedavg"] is fedavg[0]
+    with pytest.raises(ValueError, match="add fedavg to the rules"):
+        choose_settings(GRID)
+
+
+def test_paper_grids_and_fedmgda_decay_only_past_the_decay_period():
+    assert paper_grid("semivred", 30) == ("semivred:semivred-beta=0.01,0.05,0.1,0.2,0.5,1",)
+    assert paper_grid("qffl", 30) == ("qffl:qffl-q=0.01,0.1,1",)
+    assert paper_grid("fedavg", 30) == ()
+    assert len(paper_grid("fedmgda", 100)) == 2  # 100 rounds: the step never decays
+    decay = paper_grid("fedmgda", 200)[2]
+    values = [float(v) for v in decay.split("=")[1].split(",")]
+    # beta = decay^(100/T): T = 200, decay 1/10 -> 0.1^0.5 = 0.31623; none -> 1.
+    assert values[0] == 1.0
+    assert values[4] == pytest.approx(0.316227766, rel=1e-9)
+
+
+def test_explicit_tune_grid_replaces_the_default_of_the_rules_it_touches():
+    grid = tuning_grid(["fedavg", "semivred", "qffl"], ["semivred-beta=0.1,1"], 30)
+    assert grid == ["qffl:qffl-q=0.01,0.1,1", "semivred-beta=0.1,1"]
+    # A shared key (lr) applies to every rule: no default grid is left.
+    assert tuning_grid(["semivred", "qffl"], ["lr=0.05,0.1"], 30) == ["lr=0.05,0.1"]
+
+
+SMALL = [
+    "dataset=digits",
+    "num-partitions=4",
+    "num-server-rounds=2",
+    "local-epochs=1",
+    "dirichlet-alpha=0.5",
+]
+
+
+def _tune(out, **options):
+    return tune_and_compare(
+        rules=["fedavg", "semivred"],
+        out_dir=out,
+        seeds=[0],
+        tuning_seeds=[7],
+        tune_grid=["semivred-beta=0.1,1,5"],
+        settings=SMALL,
+        progress=False,
+        **options,
+    )
+
+
+def _final_accuracies(out):
+    lines = (out / "runs" / "fedavg" / "seed-0" / "rounds.jsonl").read_text().splitlines()
+    return [c["eval_acc"] for c in json.loads(lines[-1])["clients"]]
+
+
+def test_tuning_never_reads_test_data(tmp_path, monkeypatch):
+    _tune(tmp_path / "clean")
+    load = client_app.load_client_data
+
+    def poisoned(**kwargs):
+        """Every client's test labels shifted by one class: no test prediction is right."""
+        data = load(**kwargs)
+        return dataclasses.replace(data, y_test=(data.y_test + 1) % 10)
+
+    client_app._client_data.cache_clear()
+    monkeypatch.setattr(client_app, "load_client_data", poisoned)
+    try:
+        _tune(tmp_path / "poisoned")
+    finally:
+        client_app._client_data.cache_clear()
+    clean, dirty = (
+        json.loads((tmp_path / name / "tuning.json").read_text()) for name in ("clean", "poisoned")
+    )
+    # Same validation numbers for every setting, hence the same choice.
+    assert dirty["candidates"] == clean["candidates"]
+    assert dirty["chosen"] == clean["chosen"]
+    # The poison did reach the test split: the reported (test) accuracies differ.
+    assert not np.allclose(
+        _final_accuracies(tmp_path / "clean"), _final_accuracies(tmp_path / "poisoned")
+    )
+
+
+def test_cli_tune_end_to_end(tmp_path, capsys):
+    out = tmp_path / "tuned"
+    code = main(
+        [
+            "compare",
+            "--tune",
+            "--rules",
+            "fedavg",
+            "semivred",
+            "--seeds",
+            "0",
+            "--tune-seeds",
+            "7",
+            "--tune-grid",
+            "semivred-beta=0.1,5",
+            "--tune-criterion",
+            "mean",
+            "--set",
+            *SMALL,
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    summary = json.loads((out / "tuning.json").read_text())
+    assert summary["criterion"] == "mean"
+    assert summary["tuning_seeds"] == [7] and summary["seeds"] == [0]
+    assert [c["label"] for c in summary["candidates"]] == [
+        "fedavg",
+        "semivred[beta=0.1]",
+        "semivred[beta=5]",
+    ]
+    best = max(summary["candidates"][1:], key=lambda c: (c["mean"], c["worst10"], -c["order"]))
+    assert summary["chosen"]["semivred"]["label"] == best["label"]
+    # Tuning runs evaluated on validation; the reported runs on test with the choice.
+    tuning_rounds = (out / "tuning/runs/fedavg/seed-7/rounds.jsonl").read_text().splitlines()
+    assert json.loads(tuning_rounds[-1])["eval_split"] == "validation"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [r["label"] for r in manifest["runs"]] == ["fedavg", best["label"]]
+    assert all(r["seed"] == 0 for r in manifest["runs"])
+    assert "eval_split" not in (out / "runs/fedavg/seed-0/rounds.jsonl").read_text()
+    assert manifest["tuning"]["chosen"]["semivred"]["label"] == best["label"]
+    table = (out / "table6.md").read_text()
+    assert f"| {best['label']} |" in table
+    assert (
+        "Tuned: each rule's setting chosen on validation splits" in (out / "report.md").read_text()
+    )
+    assert "| semivred[beta=5] |" in (out / "tuning.md").read_text()
+
+
+def test_tune_refuses_overlapping_seeds_and_a_missing_baseline(tmp_path):
+    with pytest.raises(ValueError, match="tuning seeds must differ"):
+        tune_and_compare(rules=["fedavg"], out_dir=tmp_path, seeds=[0, 1], tuning_seeds=[1])
+    with pytest.raises(ValueError, match="compares with fedavg"):
+        tune_and_compare(rules=["semivred"], out_dir=tmp_path, seeds=[0], tuning_seeds=[1])
+    with pytest.raises(ValueError, match="use --validation-fraction instead of --set"):
+        tune_and_compare(
+            rules=["fedavg"],
+            out_dir=tmp_path,
+            seeds=[0],
+            tuning_seeds=[1],
+            settings=["evaluate-split=validation"],
+        )
+    assert not any(tmp_path.iterdir())
