@@ -41,7 +41,7 @@ from unittest.mock import Mock
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 
@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _report import load_1min, machine, write_json  # noqa: E402 (after sys.path)
 
 from fairfl._compat import server_task_identity  # noqa: E402 (after sys.path)
-from fairfl.contract import write_train_reply  # noqa: E402
+from fairfl.contract import keys, write_train_reply  # noqa: E402
 from fairfl.strategies.registry import STRATEGIES, build_strategy  # noqa: E402
 
 ACTIVATION_DIM = 16
@@ -106,6 +106,14 @@ def make_replies(num_clients: int, num_params: int, seed: int):
     return global_record, replies, total
 
 
+def as_gradient_reply(reply: Message) -> Message:
+    """``reply`` as q-FedSGD's ClientApp sends it: its arrays as the gradient record."""
+    content = RecordDict(
+        {keys.GRADIENT: reply.content[keys.ARRAYS], keys.METRICS: reply.content[keys.METRICS]}
+    )
+    return reply_message(int(reply.metadata.src_node_id), content)
+
+
 def configured(name: str, global_record: ArrayRecord, num_clients: int):
     """A fresh rule, after ``configure_train`` on a mock grid of ``num_clients`` nodes."""
     run_config = {key: value for key, value in STRATEGIES[name].defaults().items()}
@@ -126,6 +134,9 @@ def measure(
     With ``warm_up``, each timed call follows an untimed call of the same entry.
     """
     global_record, replies, total = make_replies(num_clients, num_params, seed)
+    # q-FedSGD's clients send a full-batch gradient instead of trained weights: the same
+    # arrays under that key stand in for it (the cost is reading them, not their values).
+    gradient_replies = [as_gradient_reply(reply) for reply in replies]
     makers = {"flower-fedavg": lambda: FlowerFedAvg(min_available_nodes=1)}
     for name in rules:
         makers[name] = lambda name=name: configured(name, global_record, num_clients)
@@ -136,12 +147,13 @@ def measure(
             if name in errors:
                 continue
             try:
+                these = gradient_replies if name == "qfedsgd" else replies
                 if warm_up:
-                    make().aggregate_train(1, replies)
+                    make().aggregate_train(1, these)
                 strategy = make()
                 gc.collect()
                 cpu, wall = time.process_time(), time.perf_counter()
-                arrays, _ = strategy.aggregate_train(1, replies)
+                arrays, _ = strategy.aggregate_train(1, these)
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 if arrays is None:
                     raise RuntimeError("aggregate_train returned no model")
@@ -149,7 +161,7 @@ def measure(
                 errors[name] = f"{type(error).__name__}: {error}"[:120]
                 continue
             best[name] = (min(best[name][0], cpu), min(best[name][1], wall))
-    del replies
+    del replies, gradient_replies
     gc.collect()
     return total, best, errors
 
