@@ -86,6 +86,9 @@ class Checkpoint:
     rounds: list[dict[str, Any]]
     #: :func:`run_fingerprint` of the run ({} in checkpoints written before fingerprints).
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    #: The strategy's sampling state (size-proportional sampling's learnt n_k;
+    #: ``FairStrategy.sampling_state``): {} for uniform sampling and older checkpoints.
+    sampling_state: dict[str, Any] = field(default_factory=dict)
 
 
 def _plain(value: Any) -> Any:
@@ -246,6 +249,7 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
         "numpy_random": checkpoint.numpy_random,
         "rounds": checkpoint.rounds,
         "fingerprint": checkpoint.fingerprint,
+        "sampling_state": checkpoint.sampling_state,
     }
     payload = {f"{_PREFIX}{key}": array.numpy() for key, array in checkpoint.arrays.items()}
     payload[_META] = np.array(json.dumps(meta))
@@ -288,4 +292,5 @@ def load_checkpoint(path: Path) -> Checkpoint:
         numpy_random=meta["numpy_random"],
         rounds=meta["rounds"],
         fingerprint=meta.get("fingerprint") or {},
+        sampling_state=meta.get("sampling_state") or {},
     )

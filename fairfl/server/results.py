@@ -217,6 +217,7 @@ class RoundLog:
                     numpy_random=numpy_random,
                     rounds=self.rounds,
                     fingerprint=self.fingerprint,
+                    sampling_state=self.strategy.sampling_state(),
                 ),
             )
         metrics = entry["metrics"]

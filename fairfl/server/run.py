@@ -364,6 +364,7 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
             checkpoint, fingerprint, Path(settings.resume_from), force=settings.resume_force
         )
         strategy.load_state_dict(checkpoint.strategy_state)
+        strategy.load_sampling_state(checkpoint.sampling_state)
         strategy.round_offset = checkpoint.server_round
         restore_random_state(checkpoint.python_random, checkpoint.numpy_random)
         arrays = checkpoint.arrays

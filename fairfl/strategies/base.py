@@ -415,6 +415,23 @@ min_available_nodes
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (stateless rules: nothing to do)."""
 
+    def sampling_state(self) -> dict[str, Any]:
+        """JSON-able state of the device sampling a checkpoint must keep.
+
+        Size-proportional sampling's learnt n_k by client key (``{"size-counts": ...}``),
+        so that a resumed run draws as the uninterrupted one would instead of starting
+        with a census round; uniform sampling: nothing.
+        """
+        if self.size_sampler is None:
+            return {}
+        return {"size-counts": dict(self.size_sampler.counts)}
+
+    def load_sampling_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`sampling_state` output."""
+        if self.size_sampler is not None:
+            counts = state.get("size-counts", {})
+            self.size_sampler.counts = {str(k): int(v) for k, v in counts.items()}
+
     # ------------------------------------------------------------------ training
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Rule-specific train-config keys sent to clients this round (none by default)."""

@@ -225,9 +225,9 @@ class SizeSampler:
     the rule sums the drawn replies uniformly (:meth:`FairStrategy.aggregate_train
     <fairfl.strategies.base.FairStrategy.aggregate_train>` hands the rule n_k = 1 for
     each). Paper 002 and its code know every n_k before round 1; the census round is
-    the departure (one round in all, for a fixed federation). The counts are not part
-    of a checkpoint: the first round of a resumed run is a census again, so a resumed
-    size-proportional run does not repeat an uninterrupted one.
+    the departure (one round in all, for a fixed federation). The counts are part of
+    a checkpoint (``FairStrategy.sampling_state``): a resumed run draws on as the
+    uninterrupted one would, with no second census.
 
     The stable client key of each node comes from the strategy's
     ``learn_client_keys`` (passed to :meth:`draw`).

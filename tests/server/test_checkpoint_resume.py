@@ -43,11 +43,13 @@ def rounds_of(path):
     return [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("strategy", ["fedavg"])
-def test_resumed_run_ends_with_the_uninterrupted_model(tmp_path, strategy):
+@pytest.mark.parametrize("sampling", ["uniform", "size-proportional"])
+def test_resumed_run_ends_with_the_uninterrupted_model(tmp_path, sampling):
     # fraction-train 0.75 makes Flower sample nodes with `random`: the resumed run must
-    # restore that state too, or it would train other clients in rounds 3 and 4.
-    config = {**CONFIG, "strategy": strategy}
+    # restore that state too, or it would train other clients in rounds 3 and 4. With
+    # size-proportional sampling it must also keep the learnt n_k: without them round 3
+    # would be a census of every node.
+    config = {**CONFIG, "strategy": "fedavg", "sampling": sampling}
     whole = run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
 
     crashed_dir = tmp_path / "crashed"
@@ -63,6 +65,9 @@ def test_resumed_run_ends_with_the_uninterrupted_model(tmp_path, strategy):
     assert [r["metrics"] for r in rounds_of(crashed_dir)] == [
         r["metrics"] for r in rounds_of(tmp_path / "whole")
     ]
+    trained = [r["train"]["accepted"] for r in rounds_of(crashed_dir)]
+    # 4 nodes, 3 a round: round 1 is the census (all 4) when sampling by size.
+    assert trained == ([4, 3, 3, 3] if sampling == "size-proportional" else [3, 3, 3, 3])
 
 
 def test_random_state_round_trips():
