@@ -35,6 +35,9 @@ def test_digits_table_is_the_reports_table_in_percent_with_units_in_the_header()
         assert row == by_label[row[0]]
 
 
+QFFL_SEEDS = (1, 2, 3, 4, 5)
+
+
 def test_qffl_table_rounds_the_fractions_of_the_results_csv():
     # docs/results/qffl-synthetic/table_qffl.csv holds fractions (variance: a fraction
     # squared); the README shows them in % (one decimal) and %² (integers).
@@ -45,57 +48,71 @@ def test_qffl_table_rounds_the_fractions_of_the_results_csv():
     readme = {row[0]: row[1:] for row in readme_table("| Synthetic(1, 1) | Average (%) |")}
     for q in ("0", "1"):
         row = rows[f"qffl[q={q}]"]
+        assert row["seeds_ok"].split() == [str(seed) for seed in QFFL_SEEDS]
 
         def cell(metric: str, scale: float, digits: int, row: dict[str, str] = row) -> str:
             mean = round(scale * float(row[f"{metric} mean"]), digits)
             std = round(scale * float(row[f"{metric} std"]), digits)
             return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
-        assert readme[f"ours, q = {q}, round 2,000"] == [
+        assert readme[f"ours, q = {q}, round 2,000"][:3] == [
             cell("acc-mean", 100, 1),
             cell("acc-worst-10", 100, 1),
             cell("acc-variance", 1e4, 0),
         ]
 
 
-def qffl_run_statistics(q: int, seed: int) -> list[tuple[float, float, float]]:
-    """(mean %, worst-10 % in %, variance in %²) of each evaluation of one q-FFL run.
-
-    Worked from the per-client ``eval_acc`` fractions in the run's ``rounds.jsonl.gz``
-    with NumPy alone: the unweighted mean, the mean of the lowest ``ceil(10 %)`` of
-    clients and the population variance (``fairfl.metrics`` definitions).
-    """
+def qffl_run(q: int, seed: int) -> list[dict]:
+    """The rounds.jsonl lines of one committed q-FFL run."""
     import gzip
 
     path = ROOT / f"docs/results/qffl-synthetic/runs/qffl_q_{q}/seed-{seed}/rounds.jsonl.gz"
     with gzip.open(path, "rt") as handle:
-        lines = handle.readlines()
+        return [json.loads(line) for line in handle]
+
+
+def qffl_run_statistics(q: int, seed: int) -> list[tuple[float, float, float, float]]:
+    """(mean %, worst-10 % in %, variance in %², pooled %) of each evaluation of a run.
+
+    Worked from the per-client ``eval_acc`` fractions and test-sample counts in the
+    run's ``rounds.jsonl.gz`` with NumPy alone: the unweighted mean, the mean of the
+    lowest ``ceil(10 %)`` of clients, the population variance (``fairfl.metrics``
+    definitions) and the accuracy over all test samples together.
+    """
     statistics = []
-    for line in lines:
-        clients = json.loads(line).get("clients")
+    for line in qffl_run(q, seed):
+        clients = line.get("clients")
         if not clients:
             continue
-        acc = np.sort([100.0 * c["eval_acc"] for c in clients])
-        worst = acc[: int(np.ceil(0.1 * acc.size))]
-        statistics.append((acc.mean(), worst.mean(), acc.var()))
+        acc = np.array([100.0 * c["eval_acc"] for c in clients])
+        samples = np.array([c["num_examples"] for c in clients], dtype=float)
+        worst = np.sort(acc)[: int(np.ceil(0.1 * acc.size))]
+        pooled = float(np.dot(samples, acc) / samples.sum())
+        statistics.append((acc.mean(), worst.mean(), acc.var(), pooled))
     return statistics
 
 
 def test_qffl_late_round_rows_and_per_seed_figures_come_from_the_runs():
-    # The README's "mean of rounds 1,100-2,000" rows and the per-seed figures of the
-    # paragraph under the table, from the committed runs of the qffl-synthetic command.
+    # The README's pooled column, its "mean of rounds 1,100-2,000" rows and the per-seed
+    # figures of the paragraph under the table, from the committed runs.
     readme = {row[0]: row[1:] for row in readme_table("| Synthetic(1, 1) | Average (%) |")}
     last_ten, final = {}, {}
     for q in (0, 1):
-        runs = [qffl_run_statistics(q, seed) for seed in (1, 2, 3)]
+        runs = [qffl_run_statistics(q, seed) for seed in QFFL_SEEDS]
+        assert all(len(run) == 20 for run in runs)  # every 100 rounds up to 2,000
         last_ten[q] = np.array([np.mean(run[-10:], axis=0) for run in runs])
         final[q] = np.array([run[-1] for run in runs])
-        mean, worst, variance = last_ten[q].mean(axis=0)
+        mean, worst, variance, pooled = last_ten[q].mean(axis=0)
         assert readme[f"ours, q = {q}, mean of rounds 1,100–2,000"] == [
             f"{mean:.1f}",
             f"{worst:.1f}",
             f"{variance:.0f}",
+            f"{pooled:.1f}",
         ]
+        pooled_final = final[q][:, 3]
+        assert readme[f"ours, q = {q}, round 2,000"][3] == (
+            f"{pooled_final.mean():.1f} ± {pooled_final.std():.1f}"
+        )
     paragraph = " ".join(README.split())
 
     def pairs(values_0: np.ndarray, values_1: np.ndarray, digits: int) -> str:
@@ -104,8 +121,32 @@ def test_qffl_late_round_rows_and_per_seed_figures_come_from_the_runs():
         )
 
     assert f"every seed ({pairs(final[0][:, 2], final[1][:, 2], 0)} at round 2,000)" in paragraph
-    assert f"every seed ({pairs(last_ten[0][:, 1], last_ten[1][:, 1], 1)})" in paragraph
-    assert f"every seed ({pairs(final[0][:, 1], final[1][:, 1], 1)})" in paragraph
+    assert f"(pooled, per seed: {pairs(final[0][:, 3], final[1][:, 3], 1)};" in paragraph
+    drop = final[0].mean(axis=0) - final[1].mean(axis=0)
+    assert f"the average falls {drop[0]:.1f} points and the pooled accuracy {drop[3]:.1f}" in (
+        paragraph
+    )
+    assert not final[0][:, 1].any() and not final[1][:, 1].any()  # worst 10 %: 0 % always
+
+
+def test_qffl_worst_devices_claim_comes_from_the_run():
+    # "seed 1's ten worst devices (q = 0) hold 10-30 test samples and, drawn in 37-101 of
+    # the 2,000 rounds, still score 0 %": from the run's last evaluation and train weights.
+    lines = qffl_run(0, 1)
+    drawn: dict[int, int] = {}
+    for line in lines[1:]:  # round 1 is the census: every device trains
+        for weight in line["train"]["weights"]:
+            drawn[weight["partition_id"]] = drawn.get(weight["partition_id"], 0) + 1
+    last = [line for line in lines if line.get("clients")][-1]
+    worst = sorted(last["clients"], key=lambda c: c["eval_acc"])[:10]
+    samples = [c["num_examples"] for c in worst]
+    counts = [drawn.get(c["partition_id"], 0) for c in worst]
+    paragraph = " ".join(README.split())
+    assert all(c["eval_acc"] == 0 for c in worst)
+    assert (
+        f"hold {min(samples)}–{max(samples)} test samples and, drawn in "
+        f"{min(counts)}–{max(counts)} of the 2,000 rounds" in paragraph
+    )
 
 
 def test_adversarial_table_is_the_results_file():
