@@ -144,6 +144,21 @@ def _venv_bin() -> Path | None:
     return None
 
 
+def read_rounds(out_dir: Path) -> list[dict[str, Any]]:
+    """The complete lines of ``out_dir/rounds.jsonl`` so far (a line being written: skipped)."""
+    try:
+        text = (Path(out_dir) / "rounds.jsonl").read_text()
+    except FileNotFoundError:
+        return []
+    lines = []
+    for line in text.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return lines
+
+
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie."""
     try:
@@ -669,6 +684,14 @@ class LocalFederation:
             timeout=timeout,
             cwd=self.workdir,
         )
+
+    def log_tails(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of every log of the federation, for failure messages."""
+        parts = []
+        for log in sorted((self.workdir / "logs").glob("*.log")):
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+            parts.append(f"----- {log.name}\n{tail}")
+        return "\n".join(parts)
 
     def out_dir(self, name: str = "run") -> Path:
         """Where run ``name`` writes its results (on the SuperLink host)."""

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pytest
 from flwr.app import Message
-from localfed import LocalFederation, app_run_config, why_no_proxy
+from localfed import LocalFederation, app_run_config, read_rounds, why_no_proxy
 
 from fairfl.server.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from fairfl.simulation import run_inprocess
@@ -79,28 +79,6 @@ def churn_schedule(seed: int) -> list[tuple[int, int, int, str]]:
     return schedule
 
 
-def _rounds(out_dir: Path) -> list[dict]:
-    try:
-        text = (out_dir / "rounds.jsonl").read_text()
-    except FileNotFoundError:
-        return []
-    lines = []
-    for line in text.splitlines():
-        try:
-            lines.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return lines
-
-
-def _logs(fed: LocalFederation, lines: int = 30) -> str:
-    parts = []
-    for log in sorted((fed.workdir / "logs").glob("*.log")):
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-        parts.append(f"----- {log.name}\n{tail}")
-    return "\n".join(parts)
-
-
 def test_churn_soak(tmp_path: Path, record_property) -> None:
     reason = why_no_proxy()
     if reason is not None:
@@ -128,7 +106,7 @@ def test_churn_soak(tmp_path: Path, record_property) -> None:
         happened: list[tuple[str, int, int, int]] = []
         deadline = time.monotonic() + RUN_TIMEOUT + 60
         while runner.is_alive() and time.monotonic() < deadline:
-            logged = len(_rounds(out_dir))
+            logged = len(read_rounds(out_dir))
             if pending and not away and logged >= pending[0][1]:
                 event = pending.pop(0)
                 index, _, _, how = event
@@ -137,16 +115,16 @@ def test_churn_soak(tmp_path: Path, record_property) -> None:
                 else:
                     fed.leave_supernode(index)
                 away[index] = event
-                happened.append((how, index, logged, len(_rounds(out_dir))))
+                happened.append((how, index, logged, len(read_rounds(out_dir))))
             for index, (_, _, back, _) in list(away.items()):
                 if logged >= back:
                     fed.restart_supernode(index)
                     del away[index]
-                    happened.append(("rejoin", index, logged, len(_rounds(out_dir))))
+                    happened.append(("rejoin", index, logged, len(read_rounds(out_dir))))
             time.sleep(0.3)
         runner.join(timeout=5)
-        assert finished, f"the soak did not end in {RUN_TIMEOUT}s\n{_logs(fed)}"
-        assert finished[0].returncode == 0, _logs(fed)
+        assert finished, f"the soak did not end in {RUN_TIMEOUT}s\n{fed.log_tails()}"
+        assert finished[0].returncode == 0, fed.log_tails()
         namespaces = list(fed.namespaces)
         pids = [p.popen.pid for p in fed.procs]
     wall = time.monotonic() - started
@@ -163,7 +141,7 @@ def test_churn_soak(tmp_path: Path, record_property) -> None:
 
 def check_soak(out_dir: Path, happened: list[tuple[str, int, int, int]], scratch: Path) -> None:
     """The soak's checks on its out-dir and the churn events that happened."""
-    lines = _rounds(out_dir)
+    lines = read_rounds(out_dir)
     assert [line["round"] for line in lines] == list(range(1, ROUNDS + 1))
     # Round 1 trains every node (nobody is away yet); it is not an evaluation round.
     partition_of = {w["node_id"]: w["partition_id"] for w in lines[0]["train"]["weights"]}

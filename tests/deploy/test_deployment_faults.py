@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from localfed import LocalFederation, app_run_config, why_no_proxy
+from localfed import LocalFederation, app_run_config, read_rounds, why_no_proxy
 
 from fairfl.server.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from fairfl.telemetry.ledger import verify_ledger
@@ -89,28 +89,6 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFederation]:
 
 
 # ---------------------------------------------------------------------------- helpers
-def _rounds(out_dir: Path) -> list[dict]:
-    """The complete lines of rounds.jsonl so far (a line being written is skipped)."""
-    try:
-        text = (out_dir / "rounds.jsonl").read_text()
-    except FileNotFoundError:
-        return []
-    lines = []
-    for line in text.splitlines():
-        try:
-            lines.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return lines
-
-
-def _logs(fed: LocalFederation, lines: int = 30) -> str:
-    """The tail of every log of the federation, for failure messages."""
-    parts = []
-    for log in sorted((fed.workdir / "logs").glob("*.log")):
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-        parts.append(f"----- {log.name}\n{tail}")
-    return "\n".join(parts)
 
 
 def _received(fed: LocalFederation, index: int, kind: str) -> int:
@@ -127,7 +105,7 @@ def _wait(done: Callable[[], bool], timeout: float, what: str, fed: LocalFederat
     deadline = time.monotonic() + timeout
     while not done():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{_logs(fed)}")
+            raise AssertionError(f"timed out waiting for {what}\n{fed.log_tails()}")
         time.sleep(0.1)
 
 
@@ -146,7 +124,7 @@ class Submitted:
 
     def wait(self, fed: LocalFederation) -> subprocess.CompletedProcess:
         self.thread.join(timeout=RUN_TIMEOUT + 60)
-        assert self.result, f"flwr run did not end\n{_logs(fed)}"
+        assert self.result, f"flwr run did not end\n{fed.log_tails()}"
         return self.result[0]
 
 
@@ -186,7 +164,7 @@ def _same_as_uninterrupted(
     """The deployed run's final model and rule state equal an uninterrupted in-process run."""
     from fairfl.simulation import run_inprocess
 
-    lines = _rounds(out_dir)
+    lines = read_rounds(out_dir)
     outcome = run_inprocess(
         app_run_config({**config, "out-dir": str(tmp_path / "uninterrupted")}),
         node_configs=_node_configs(lines),
@@ -217,11 +195,11 @@ def test_serverapp_killed_and_resumed_from_its_checkpoint(
     config = {**BASE, "strategy": "afl", "num-server-rounds": 4, "seed": 11}
     out_dir = fed.out_dir("serverapp-killed")
     first = Submitted(fed, config, "serverapp-killed")
-    _wait(lambda: len(_rounds(out_dir)) >= 2, RUN_TIMEOUT, "round 2", fed)
+    _wait(lambda: len(read_rounds(out_dir)) >= 2, RUN_TIMEOUT, "round 2", fed)
     serverapps = fed.serverapp_pids()
     assert len(serverapps) == 1, serverapps
     os.kill(serverapps[0], 9)
-    killed_after = len(_rounds(out_dir))
+    killed_after = len(read_rounds(out_dir))
     print(f"killed the ServerApp (PID {serverapps[0]}) after round {killed_after}")
     first.wait(fed)
     # The operator's move: the same run config, resumed from the checkpoint.
@@ -230,8 +208,8 @@ def test_serverapp_killed_and_resumed_from_its_checkpoint(
         name="serverapp-killed",
         timeout=RUN_TIMEOUT,
     )
-    assert resumed.returncode == 0, _logs(fed)
-    lines = _rounds(out_dir)
+    assert resumed.returncode == 0, fed.log_tails()
+    lines = read_rounds(out_dir)
     assert [line["round"] for line in lines] == [1, 2, 3, 4], lines
     _check_accounting(lines)
     report = verify_ledger(out_dir)
@@ -247,9 +225,9 @@ def test_superlink_restarted_on_its_state_database(fed: LocalFederation, tmp_pat
     out_dir = fed.out_dir("superlink-restarted")
     before = _run_status(fed)
     first = Submitted(fed, config, "superlink-restarted")
-    _wait(lambda: len(_rounds(out_dir)) >= 2, RUN_TIMEOUT, "round 2", fed)
+    _wait(lambda: len(read_rounds(out_dir)) >= 2, RUN_TIMEOUT, "round 2", fed)
     fed.restart_superlink()
-    print(f"restarted the SuperLink after round {len(_rounds(out_dir))}")
+    print(f"restarted the SuperLink after round {len(read_rounds(out_dir))}")
     interrupted = first.wait(fed)
     assert interrupted.returncode != 0  # flwr run lost its SuperLink: it says so
     # The SuperNodes come back by themselves, with the keys registered before the crash
@@ -266,8 +244,8 @@ def test_superlink_restarted_on_its_state_database(fed: LocalFederation, tmp_pat
         name="superlink-restarted",
         timeout=RUN_TIMEOUT,
     )
-    assert resumed.returncode == 0, _logs(fed)
-    lines = _rounds(out_dir)
+    assert resumed.returncode == 0, fed.log_tails()
+    lines = read_rounds(out_dir)
     assert [line["round"] for line in lines] == [1, 2, 3, 4], lines
     _check_accounting(lines)
     assert verify_ledger(out_dir).ok
@@ -308,8 +286,8 @@ def test_straggler_times_out_and_a_node_killed_during_evaluation(
     )
     fed.kill_supernode(victim)
     done = run.wait(fed)
-    assert done.returncode == 0, _logs(fed)
-    lines = _rounds(out_dir)
+    assert done.returncode == 0, fed.log_tails()
+    lines = read_rounds(out_dir)
     assert [line["round"] for line in lines] == [1, 2, 3], lines
     _check_accounting(lines)
     node_configs = _node_configs(lines)
