@@ -127,6 +127,9 @@ def test_qffl_late_round_rows_and_per_seed_figures_come_from_the_runs():
         paragraph
     )
     assert not final[0][:, 1].any() and not final[1][:, 1].any()  # worst 10 %: 0 % always
+    manifest = json.loads((ROOT / "docs/results/qffl-synthetic/manifest.json").read_text())
+    assert manifest["seeds"] == list(QFFL_SEEDS)
+    assert f"{round(manifest['wall_time_s']):,} s for the 10 runs on one worker" in paragraph
 
 
 def test_qffl_worst_devices_claim_comes_from_the_run():
