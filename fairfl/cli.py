@@ -329,15 +329,7 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         seeds=seeds,
         grid=grid,
         settings=settings,
-        engine=args.engine,
-        workers=workers,
-        torch_threads=args.torch_threads,
-        keep_models=not args.no_models,
-        skip_existing=args.skip_existing,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-        log_level=logging.INFO if args.verbose else logging.WARNING,
-        compress_runs=args.compress_runs,
+        **_run_options(args, workers),
         baseline=args.baseline or (_present(recipe.baseline, rules, grid) if recipe else None),
         weights_label=args.weights_label
         or (_present(recipe.weights_label, rules, grid) if recipe else None),
@@ -363,6 +355,21 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         )
         return EXIT_FAILED
     return 0
+
+
+def _run_options(args: argparse.Namespace, workers: int) -> dict[str, Any]:
+    """How ``fairfl compare`` runs each run (plain or ``--tune``), from its flags."""
+    return {
+        "engine": args.engine,
+        "workers": workers,
+        "torch_threads": args.torch_threads,
+        "keep_models": not args.no_models,
+        "skip_existing": args.skip_existing,
+        "overwrite": args.overwrite,
+        "progress": not args.no_progress,
+        "log_level": logging.INFO if args.verbose else logging.WARNING,
+        "compress_runs": args.compress_runs,
+    }
 
 
 def _run_tuned(
@@ -392,15 +399,7 @@ def _run_tuned(
         title=args.title or (f"{recipe.title}, tuned" if recipe else None),
         description=recipe.description if recipe else "",
         command=shlex.join(["fairfl", *argv]),
-        engine=args.engine,
-        workers=workers,
-        torch_threads=args.torch_threads,
-        keep_models=not args.no_models,
-        skip_existing=args.skip_existing,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-        log_level=logging.INFO if args.verbose else logging.WARNING,
-        compress_runs=args.compress_runs,
+        **_run_options(args, workers),
         columns=args.columns or (recipe.columns if recipe else "table6"),
         reference=list(recipe.reference) if recipe else [],
         recipe=recipe.name if recipe else None,
