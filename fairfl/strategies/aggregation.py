@@ -5,7 +5,10 @@ Most fair rules update the global model as
     w^{t+1} = w^t - Σ_i λ_i (w^t - w_i)                                   (unified form)
 
 and differ only in λ. Each rule computes its λ with a pure function; this module applies
-it once, in float64 (spec-vred-qffl §15.21), for all of them.
+it once, in float64 (spec-vred-qffl §15.21), for all of them. q-FFL alone sums its step
+``Σ_i λ_i (w^t - w_i)`` in the models' dtype while it reads the replies
+(:func:`apply_summed_step`): its λ wait for every distance, and that sum's rounding is
+relative to the step, not to the weights (bounded in its tests).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.strategies._threads import one_thread
 
-# Elements per block of reweighted_average and apply_weighted_sums: two float64 buffers
+# Elements per block of reweighted_average: two float64 buffers
 # of 256 KiB and a client's float32 block of 128 KiB stay in a 1 MiB L2 cache. At 50
 # replies x 2M parameters FedAvg's aggregate_train took 2-4 ms less than with 1 MiB
 # buffers (1 << 17), and 1 << 14 took ~6 ms more (per-block Python calls).
@@ -173,49 +176,37 @@ def _reweighted_sum(
     return new_arrays
 
 
-def apply_weighted_sums(
+def apply_summed_step(
     global_arrays: Sequence[NDArray],
-    sums: Sequence[NDArray[np.float64] | None],
+    sums: Sequence[NDArray | None],
     divisor: float,
-    global_weight: float,
 ) -> list[NDArray]:
-    """``Σ_k u_k w_k / divisor + global_weight · w^t``, each array in its own dtype.
+    """``w^t - sums / divisor``, each array in its own dtype.
 
-    With ``λ_k = u_k / divisor`` and ``global_weight = 1 - Σλ`` this is
-    :func:`reweighted_average` (the same float64 sum, divided once at the end: equal up
-    to float64 rounding). ``sums`` come from
-    :func:`~fairfl.strategies.qffl.weighted_sums_and_squared_distances` and are
-    overwritten; non-floating arrays keep the global value.
+    With ``sums = Σ_k u_k (w^t - w_k)`` and ``λ_k = u_k / divisor`` this is the unified
+    form's step (:func:`reweighted_average`). ``sums`` come from
+    :func:`~fairfl.strategies.qffl.delta_sums_and_squared_distances`, flat, in float32
+    for float32 arrays (then the division and the difference are float32 too, each
+    rounded once) or float64; they are overwritten. Non-floating arrays, and arrays
+    without a sum, keep the global value.
 
     Raises
     ------
     ValueError
-        If ``divisor`` is 0 or not finite, or ``global_weight`` is not finite.
+        If ``divisor`` is 0 or not finite.
     """
-    if not (np.isfinite(divisor) and divisor != 0 and np.isfinite(global_weight)):
-        raise ValueError(
-            f"divisor must be finite and non-zero and global_weight finite, got "
-            f"{divisor!r} and {global_weight!r}"
-        )
+    if not (np.isfinite(divisor) and divisor != 0):
+        raise ValueError(f"divisor must be finite and non-zero, got {divisor!r}")
     new_arrays: list[NDArray] = []
-    # As in reweighted_average: skip w^t when it carries no weight.
-    use_global = abs(global_weight) > 1e-15
     for global_array, total in zip(global_arrays, sums, strict=True):
         if total is None or not np.issubdtype(global_array.dtype, np.floating):
             new_arrays.append(np.array(global_array, copy=True))
             continue
+        with np.errstate(under="ignore", over="ignore"):  # a divisor beyond float32: no step
+            np.divide(total, divisor, out=total)
         flat_global = np.asarray(global_array).reshape(-1)
-        scaled = np.empty(min(flat_global.size, _BLOCK), dtype=np.float64)
-        for start in range(0, flat_global.size, _BLOCK):
-            stop = min(start + _BLOCK, flat_global.size)
-            block_total = total[start:stop]
-            block_total /= divisor
-            if use_global:
-                block_scaled = scaled[: stop - start]
-                block_scaled[...] = flat_global[start:stop]
-                block_scaled *= global_weight
-                block_total += block_scaled
-        new_arrays.append(total.astype(global_array.dtype).reshape(global_array.shape))
+        step = np.subtract(flat_global, total, out=total, dtype=total.dtype)
+        new_arrays.append(step.astype(global_array.dtype, copy=False).reshape(global_array.shape))
     return new_arrays
 
 

@@ -40,15 +40,15 @@ from fairfl.contract import (
 )
 from fairfl.contract.qffl import QFFL_EPSILON, h_term
 from fairfl.strategies._threads import one_thread
-from fairfl.strategies.aggregation import apply_weighted_sums, sample_weights
+from fairfl.strategies.aggregation import apply_summed_step, sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 
 logger = logging.getLogger(__name__)
 
 Weighting = Literal["uniform", "p"]
 
-# Elements per block of weighted_sums_and_squared_distances, and per row of its dot
-# products.
+# Elements per block of delta_sums_and_squared_distances, and per row of its dot
+# products. Its per-block Python calls cost more than cache misses below 1 << 17.
 _BLOCK = 1 << 17
 _ROW = 1 << 12
 _VECDOT = getattr(np, "vecdot", None)  # numpy >= 2.0
@@ -155,7 +155,8 @@ class QFFL(ReweightedStrategy):
         self._client_h: dict[int, float] = {}
         # Σ_k u_k w̄_k of the distance pass, with the node ids it summed, and Σ_j s_j h_j
         # of lambdas(): apply_lambdas() finishes the update from them (one pass in all).
-        self._weighted_sums: tuple[list[int], list[NDArray[np.float64] | None]] | None = None
+        # (node ids, Σ_k (u_k / top) (w^t - w̄_k) per array, top = max u) of the last pass.
+        self._summed_steps: tuple[list[int], list[NDArray | None], float] | None = None
         self._divisor: float | None = None
 
     @property
@@ -221,14 +222,15 @@ class QFFL(ReweightedStrategy):
         accepted, dropped = super().read_train_replies(server_round, replies, layout)
         self._distances = {}
         self._client_h = {}
-        self._weighted_sums = None
+        self._summed_steps = None
         self._divisor = None
         if not accepted:
             return accepted, dropped
         assert self.current_arrays is not None  # set by configure_train; checked by caller
         global_arrays = [array_view(a) for a in self.current_arrays.values()]
-        # λ_k's numerators u_k do not depend on the distances: sum u_k w̄_k in the same
-        # pass, and divide by Σ_j h_j once it is known (apply_lambdas).
+        # λ_k's numerators u_k do not depend on the distances: sum u_k (w^t - w̄_k) in the
+        # same pass, and divide by Σ_j h_j once it is known (apply_lambdas). Scaled by
+        # 1 / max u, so that float32 sums neither overflow nor lose a small u_k.
         with np.errstate(all="ignore"):  # a bad loss fails in lambdas(), with its name
             numerators = qfedavg_numerators(
                 self.losses_of(accepted),
@@ -236,9 +238,12 @@ class QFFL(ReweightedStrategy):
                 lipschitz=self.lipschitz,
                 weights=self._sample_weights(accepted),
             )
-        finite = bool(np.all(np.isfinite(numerators)))
-        sums, parts = weighted_sums_and_squared_distances(
-            global_arrays, [reply.arrays for reply in accepted], numerators if finite else None
+            top = float(numerators.max())
+        usable = bool(np.all(np.isfinite(numerators))) and 0 < top < math.inf
+        sums, parts = delta_sums_and_squared_distances(
+            global_arrays,
+            [reply.arrays for reply in accepted],
+            numerators / top if usable else None,
         )
         peaks = [_peak(g) for g in global_arrays]
         kept: list[TrainReply] = []
@@ -264,9 +269,9 @@ class QFFL(ReweightedStrategy):
                 self._client_h[reply.node_id] = float(sent)  # type: ignore[arg-type]
             self._distances[reply.node_id] = distance
             kept.append(reply)
-        if finite and len(kept) == len(accepted):
+        if sums is not None and len(kept) == len(accepted):
             # Any reply dropped here is in the sums: then apply_lambdas sums again.
-            self._weighted_sums = ([reply.node_id for reply in kept], sums)
+            self._summed_steps = ([reply.node_id for reply in kept], sums, top)
         return kept, dropped
 
     def _value_problem(
@@ -324,17 +329,19 @@ class QFFL(ReweightedStrategy):
     def apply_lambdas(
         self, global_arrays: list[NDArray], replies: list[TrainReply], weights: NDArray[np.float64]
     ) -> list[NDArray]:
-        """``Σ_k u_k w̄_k / Σ_j s_j h_j + (1 - Σλ) w^t`` from the distance pass's sums.
+        """``w^t - Σ_k Δ_k / Σ_j s_j h_j`` from the distance pass's sums (Algorithm 2, l. 8).
 
-        Equal to :func:`~fairfl.strategies.aggregation.reweighted_average` with the same
-        λ up to float64 rounding, without a second pass over the replies. Falls back to
-        it when the pass summed other replies (one was dropped after it).
+        The same step as :func:`~fairfl.strategies.aggregation.reweighted_average` with
+        these λ, its rounding bounded as in :func:`delta_sums_and_squared_distances`,
+        without a second pass over the replies. Falls back to it when the pass summed
+        other replies (one was dropped after it) or kept no sums.
         """
-        fused, self._weighted_sums = self._weighted_sums, None
+        fused, self._summed_steps = self._summed_steps, None
         divisor, self._divisor = self._divisor, None
         if fused is None or divisor is None or fused[0] != [r.node_id for r in replies]:
             return super().apply_lambdas(global_arrays, replies, weights)
-        return apply_weighted_sums(global_arrays, fused[1], divisor, 1.0 - float(weights.sum()))
+        _, sums, top = fused
+        return apply_summed_step(global_arrays, sums, divisor / top)
 
     def _sample_weights(self, replies: list[TrainReply]) -> NDArray[np.float64] | None:
         """s_k: None (unweighted sums) or ``p_k = n_k / Σ n_j`` with ``weighting="p"``."""
@@ -357,7 +364,7 @@ def squared_distance_parts(
 
     ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²`` (paper 002, Algorithm 2, line 6); the reference code's
     ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Computed as in
-    :func:`weighted_sums_and_squared_distances` (float32 differences, float64 sums).
+    :func:`delta_sums_and_squared_distances` (float32 differences, float64 sums).
     Non-floating arrays (counters) are skipped, as
     :func:`~fairfl.strategies.aggregation.reweighted_average` keeps them at the global
     value.
@@ -380,52 +387,57 @@ def squared_distance_parts(
     ValueError
         If a model has another number of arrays, or an array another shape.
     """
-    return weighted_sums_and_squared_distances(global_arrays, local_models)[1]
+    return delta_sums_and_squared_distances(global_arrays, local_models)[1]
 
 
-def weighted_sums_and_squared_distances(
+def delta_sums_and_squared_distances(
     global_arrays: Sequence[ArrayLike],
     local_models: Sequence[Sequence[ArrayLike]],
     weights: ArrayLike | None = None,
-) -> tuple[list[NDArray[np.float64] | None], NDArray[np.float64]]:
-    """``Σ_k u_k w_{k,j}`` and ``‖w^t_j - w_{k,j}‖²`` of each client k and array j, one pass.
+) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
+    """``Σ_k u_k (w^t_j - w_{k,j})`` and ``‖w^t_j - w_{k,j}‖²`` of each client k and array j.
 
-    q-FFL's ``λ_k = u_k / Σ_j h_j`` (``u_k = s_k L (F_k + ε)^q``) cannot be applied until
-    every h_j, and so every squared distance, is known. Summing ``u_k w_k`` while each
-    client block is read for its distance, and dividing by ``Σ_j h_j`` at the end
-    (:func:`~fairfl.strategies.aggregation.apply_weighted_sums`), reads every reply once
-    instead of twice (a distance pass, then
-    :func:`~fairfl.strategies.aggregation.reweighted_average`).
+    q-FFL's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (paper 002, Algorithm 2, line 8;
+    ``Δ_k = u_k (w^t - w̄_k)`` with ``u_k = s_k L (F_k + ε)^q``) cannot be taken until
+    every h_k, and so every squared distance, is known. Summing ``u_k (w^t - w̄_k)``
+    while each client block's difference is at hand for its distance, and dividing by
+    ``Σ_k h_k`` at the end (:func:`~fairfl.strategies.aggregation.apply_summed_step`),
+    reads every reply once: each client block is read from memory by the difference,
+    which then stays in cache for its dot product and a BLAS axpy into the sum.
 
-    Distances: differences and dot products of 4096 elements are taken in the arrays'
-    own dtype, as Flower's QFedAvg does (relative error ~1e-7), and added in float64; a
-    block that overflows float32 is redone in float64 (spec §15.21). Sums: float64, the
-    clients added in the order given, as
-    :func:`~fairfl.strategies.aggregation.reweighted_average` does. Non-floating
-    arrays (counters) are skipped: distance 0 and no sum.
+    Differences, dot products (rows of 4096) and the sums are taken in the arrays' own
+    dtype when it is float32, as Flower's QFedAvg does, else in float64; the dot
+    products are added in float64. A float32 sum's rounding is relative to the step,
+    not to the weights: it is within ``γ_{K+4} Σ_k u_k |w^t - w̄_k|`` (recursive
+    summation; u_k rounded to float32 once). A block whose float32 square sum
+    overflows (or holds a reply's NaN/Inf) is redone in float64 (spec §15.21), and then
+    no sums are returned; otherwise every block's ``‖w^t - w̄_k‖`` is below
+    ``sqrt(max float32)``, so with u_k <= 1 (scale them by ``1/max u``) no float32 sum
+    can overflow. Non-floating arrays (counters) are skipped: distance 0 and no sum.
 
     Parameters
     ----------
     global_arrays : Sequence[ArrayLike]
         w^t.
     local_models : Sequence[Sequence[ArrayLike]]
-        w_k of each client, arrays in the order (and shapes) of ``global_arrays``.
+        w̄_k of each client, arrays in the order (and shapes) of ``global_arrays``.
     weights : ArrayLike | None
-        u_k, one per client; ``None`` computes the distances only (no sums, and each
-        client block is read once, for its difference).
+        u_k >= 0, one per client, at most 1 (scale them by ``1/max u``); ``None``
+        computes the distances only.
 
     Returns
     -------
-    tuple[list[NDArray[np.float64] | None], NDArray[np.float64]]
-        The flat float64 sum of each floating array (``None`` for a non-floating array,
-        or for all of them without ``weights``), and the squared distances, shape
-        (clients, arrays): NaN/Inf where a client's array is not finite.
+    tuple[list[NDArray | None] | None, NDArray[np.float64]]
+        The flat sum of each floating array (``None`` for a non-floating array), or
+        ``None`` without ``weights`` or after a non-finite square sum; and the
+        squared distances, shape (clients, arrays): NaN/Inf where a client's array is
+        not finite.
 
     Raises
     ------
     ValueError
         If a model has another number of arrays or an array another shape, or the
-        weights are not one finite value per client.
+        weights are not one value in [0, 1] per client.
     """
     globals_ = [np.asarray(g) for g in global_arrays]
     models: list[list[NDArray]] = []
@@ -442,51 +454,51 @@ def weighted_sums_and_squared_distances(
                     f"array {index} has shape {a.shape} locally and {g.shape} globally"
                 )
         models.append(local)
-    scales: list[float] | None = None
+    scales = [0.0] * len(models)
+    sums: list[NDArray | None] | None = None
     if weights is not None:
         u = np.asarray(weights, dtype=np.float64)
-        if u.shape != (len(models),) or not np.all(np.isfinite(u)):
-            raise ValueError(f"weights must be {len(models)} finite values, got {u.tolist()}")
-        scales = u.tolist()
-    sums: list[NDArray[np.float64] | None] = [None] * len(globals_)
+        if u.shape != (len(models),) or not np.all((u >= 0) & (u <= 1)):
+            raise ValueError(f"weights must be {len(models)} values in [0, 1], got {u.tolist()}")
+        scales, sums = u.tolist(), []
     parts = np.zeros((len(models), len(globals_)), dtype=np.float64)
-    from scipy.linalg.blas import daxpy  # here: keeps `import fairfl.strategies` light
+    from scipy.linalg.blas import daxpy, saxpy  # here: keeps `import fairfl.strategies` light
 
     # float32 overflow and NaN/Inf in a reply are handled below, without warnings; BLAS
     # on one thread, as a block is far too small to be worth waking a pool.
     with np.errstate(over="ignore", invalid="ignore"), one_thread():
         for index, g in enumerate(globals_):
             if not np.issubdtype(g.dtype, np.floating):
+                if sums is not None:
+                    sums.append(None)
                 continue
             flat_g = g.reshape(-1)
             flats = [model[index].reshape(-1) for model in models]
-            size = min(flat_g.size, _BLOCK)
-            diff = np.empty(size, dtype=np.result_type(g, *flats))
-            if scales is not None:
-                total = np.empty(flat_g.size, dtype=np.float64)
-                scaled = np.empty(size, dtype=np.float64)
-                sums[index] = total
-            # Block by block: w^t's block and the float64 buffers stay in cache while
-            # each client's block is read from memory once.
+            work = np.dtype(np.float32 if np.result_type(g, *flats) == np.float32 else np.float64)
+            axpy = saxpy if work == np.float32 else daxpy
+            diff = np.empty(min(flat_g.size, _BLOCK), dtype=work)
+            total = np.zeros(flat_g.size, dtype=work) if sums is not None else None
+            # Block by block: w^t's block, the difference and the sum's block stay in
+            # cache while each client's block is read from memory once.
             for start in range(0, flat_g.size, _BLOCK):
                 stop = min(start + _BLOCK, flat_g.size)
                 g_block, d_block = flat_g[start:stop], diff[: stop - start]
-                if scales is not None:
-                    block_total, block_scaled = total[start:stop], scaled[: stop - start]
-                    block_total.fill(0.0)
                 for k, flat in enumerate(flats):
-                    block = flat[start:stop]
-                    if scales is not None:
-                        # Cast, then total += u_k * cast in one BLAS pass (daxpy, in
-                        # place); the difference below then reads the block from cache.
-                        block_scaled[...] = block
-                        daxpy(block_scaled, block_total, a=scales[k])
-                    np.subtract(g_block, block, out=d_block)
+                    np.subtract(g_block, flat[start:stop], out=d_block, dtype=work)
                     partial = _sum_of_squares(d_block)
-                    if not math.isfinite(partial):  # float32 overflow: redo in float64
-                        exact = np.subtract(g_block, block, dtype=np.float64)
+                    if not math.isfinite(partial):
+                        # float32 overflow (or a reply's NaN/Inf): the distance is redone
+                        # in float64, and no sums are kept (the caller sums again). A
+                        # finite float32 square sum bounds the block's ‖w^t - w̄_k‖ by
+                        # sqrt(max float32), so with u_k <= 1 no kept sum can overflow.
+                        exact = np.subtract(g_block, flat[start:stop], dtype=np.float64)
                         partial = float(np.sum(exact * exact))
+                        sums, total = None, None
                     parts[k, index] += partial
+                    if total is not None and scales[k] > 0.0:
+                        axpy(d_block, total[start:stop], a=scales[k])
+            if sums is not None:
+                sums.append(total)
     return sums, parts
 
 
@@ -561,7 +573,7 @@ def qfedavg_numerators(
     """``u_k = s_k L (F_k + ε)^q``, λ_k's numerator in :func:`qfedavg_lambdas`.
 
     Known before any distance, so the server can sum ``u_k w̄_k`` while it reads the
-    replies (:func:`weighted_sums_and_squared_distances`). Unchecked (the caller checks).
+    replies (:func:`delta_sums_and_squared_distances`). Unchecked (the caller checks).
     """
     return lipschitz * qffl_numerators(losses, q=q, weights=weights, epsilon=epsilon)
 
