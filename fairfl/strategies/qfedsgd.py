@@ -11,9 +11,11 @@ loss itself, and the server takes one step (Algorithm 1, lines 5-7)::
     w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k
 
 h_k is :func:`fairfl.contract.qffl.lipschitz_estimate` and the step is
-:func:`fairfl.strategies.qffl.qffl_coefficients` with :func:`~fairfl.strategies.qffl.qffl_update`,
-the q-FFL core q-FedAvg shares: q-FedAvg whose local training is one full-batch
-gradient step of size 1/L gives the same new model (tested).
+:func:`fairfl.strategies.qffl.qffl_coefficients` applied to the sum that
+:func:`~fairfl.strategies.qffl.direction_sums_and_squared_norms` takes in one pass over
+the replies (:func:`~fairfl.strategies.qffl.qffl_update` where it keeps no sum), the q-FFL
+core q-FedAvg shares: q-FedAvg whose local training is one full-batch gradient step of
+size 1/L gives the same new model (tested).
 """
 
 from __future__ import annotations
@@ -29,13 +31,20 @@ from flwr.serverapp import Grid
 from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, keys
-from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import ConfigValue, FairStrategy, MissingMetricError
+from fairfl.strategies.aggregation import apply_summed_step, sample_weights
+from fairfl.strategies.base import (
+    ConfigValue,
+    FairStrategy,
+    MissingMetricError,
+    RejectedRepliesError,
+)
 from fairfl.strategies.qffl import (
     Weighting,
+    direction_sums_and_squared_norms,
     is_learning_rate,
     is_real,
     qffl_coefficients,
+    qffl_numerators,
     qffl_update,
     round_learning_rate,
 )
@@ -91,6 +100,7 @@ class QFedSGD(FairStrategy):
     """
 
     needs_loss: ClassVar[bool] = True
+    checks_array_values: ClassVar[bool] = True
     rule_name = "q-FedSGD"
 
     def __init__(
@@ -209,15 +219,41 @@ class QFedSGD(FairStrategy):
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
     ) -> tuple[list[NDArray], dict[str, Any]]:
-        """``w^{t+1} = w^t - Σ_k c_k ∇F_k(w^t)`` (Algorithm 1, line 7)."""
+        """``w^{t+1} = w^t - Σ_k c_k ∇F_k(w^t)`` (Algorithm 1, line 7), reading each reply once.
+
+        Δ_k's factors ``u_k = s_k (F_k + ε)^q`` do not depend on ‖∇F_k‖²: one pass
+        (:func:`~fairfl.strategies.qffl.direction_sums_and_squared_norms`) sums
+        ``u_k ∇F_k`` while it takes each norm, which also checks the values (the reader
+        skips its pass, :attr:`checks_array_values`); the sum is divided by Σ_k h_k
+        once it is known.
+
+        Raises
+        ------
+        RejectedRepliesError
+            For replies with a NaN/Inf or a value beyond ``max_abs_weight``
+            (:meth:`value_errors`); :meth:`aggregate_train` drops them and aggregates
+            the rest.
+        """
         gradients = [reply.arrays for reply in replies]
-        norms = np.array([_squared_norm(g) for g in gradients], dtype=np.float64)
         weights = (
             sample_weights([r.num_examples for r in replies]) if self.weighting == "p" else None
         )
+        losses = self.losses_of(replies)
+        with np.errstate(all="ignore"):  # a bad loss fails in qffl_coefficients, named
+            numerators = qffl_numerators(losses, q=self.q, weights=weights)
+            top = int(np.argmax(numerators))
+            scale = float(numerators[top])
+        usable = bool(np.all(np.isfinite(numerators))) and 0 < scale < math.inf
+        sums, parts = direction_sums_and_squared_norms(
+            global_arrays, gradients, numerators / scale if usable else None
+        )
+        errors = self.value_errors(replies, parts)
+        if errors:
+            raise RejectedRepliesError(errors)
+        norms = parts.sum(axis=1)
         lipschitz = self.lipschitz
         coefficients, h = qffl_coefficients(
-            self.losses_of(replies),
+            losses,
             norms,
             q=self.q,
             lipschitz=lipschitz,
@@ -240,14 +276,7 @@ class QFedSGD(FairStrategy):
             "lambda-sum": float(lam.sum()),
             "gradient-norm-max": float(np.sqrt(norms.max())),
         }
+        # c_k = (u_k / u_top) c_top: the sum of (u_k / u_top) ∇F_k, divided by 1 / c_top.
+        if sums is not None and coefficients[top] > 0:
+            return apply_summed_step(global_arrays, sums, 1.0 / coefficients[top]), diagnostics
         return qffl_update(global_arrays, gradients, coefficients), diagnostics
-
-
-def _squared_norm(arrays: list[NDArray]) -> float:
-    """``‖g‖²`` in float64 over the floating arrays (counters are skipped)."""
-    total = 0.0
-    for array in arrays:
-        if np.issubdtype(array.dtype, np.floating):
-            flat = array.ravel().astype(np.float64)
-            total += float(np.dot(flat, flat))
-    return total

@@ -439,6 +439,43 @@ def delta_sums_and_squared_distances(
         If a model has another number of arrays or an array another shape, or the
         weights are not one value in [0, 1] per client.
     """
+    return _sums_and_squared_norms(global_arrays, local_models, weights, from_global=True)
+
+
+def direction_sums_and_squared_norms(
+    global_arrays: Sequence[ArrayLike],
+    directions: Sequence[Sequence[ArrayLike]],
+    weights: ArrayLike | None = None,
+) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
+    """``Σ_k u_k g_{k,j}`` and ``‖g_{k,j}‖²`` of each client k and array j, in one pass.
+
+    q-FedSGD's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (paper 002, Algorithm 1,
+    line 7; ``Δ_k = u_k g_k``, g_k = ∇F_k(w^t)), summed while ‖g_k‖² is taken for h_k,
+    as :func:`delta_sums_and_squared_distances` does with ``w^t - w̄_k``: the same
+    dtypes, rounding bound and overflow rule. ``global_arrays`` give the shapes and the
+    arrays to skip (non-floating ones).
+
+    Returns
+    -------
+    tuple[list[NDArray | None] | None, NDArray[np.float64]]
+        As :func:`delta_sums_and_squared_distances`, with ``‖g_k‖²`` for the distances.
+
+    Raises
+    ------
+    ValueError
+        As :func:`delta_sums_and_squared_distances`.
+    """
+    return _sums_and_squared_norms(global_arrays, directions, weights, from_global=False)
+
+
+def _sums_and_squared_norms(
+    global_arrays: Sequence[ArrayLike],
+    local_models: Sequence[Sequence[ArrayLike]],
+    weights: ArrayLike | None,
+    *,
+    from_global: bool,
+) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
+    """The pass of both: directions ``w^t - w_k`` (``from_global``) or the arrays w_k."""
     globals_ = [np.asarray(g) for g in global_arrays]
     models: list[list[NDArray]] = []
     for local_arrays in local_models:
@@ -478,25 +515,32 @@ def delta_sums_and_squared_distances(
             axpy = saxpy if work == np.float32 else daxpy
             diff = np.empty(min(flat_g.size, _BLOCK), dtype=work)
             total = np.zeros(flat_g.size, dtype=work) if sums is not None else None
-            # Block by block: w^t's block, the difference and the sum's block stay in
+            # Block by block: w^t's block, the direction and the sum's block stay in
             # cache while each client's block is read from memory once.
             for start in range(0, flat_g.size, _BLOCK):
                 stop = min(start + _BLOCK, flat_g.size)
                 g_block, d_block = flat_g[start:stop], diff[: stop - start]
                 for k, flat in enumerate(flats):
-                    np.subtract(g_block, flat[start:stop], out=d_block, dtype=work)
-                    partial = _sum_of_squares(d_block)
+                    block = flat[start:stop]
+                    if from_global:
+                        direction = np.subtract(g_block, block, out=d_block, dtype=work)
+                    elif block.dtype == work:
+                        direction = block
+                    else:
+                        direction = d_block
+                        direction[...] = block
+                    partial = _sum_of_squares(direction)
                     if not math.isfinite(partial):
-                        # float32 overflow (or a reply's NaN/Inf): the distance is redone
-                        # in float64, and no sums are kept (the caller sums again). A
-                        # finite float32 square sum bounds the block's ‖w^t - w̄_k‖ by
+                        # float32 overflow (or a reply's NaN/Inf): the norm is redone in
+                        # float64, and no sums are kept (the caller sums again). A finite
+                        # float32 square sum bounds the block's direction's norm by
                         # sqrt(max float32), so with u_k <= 1 no kept sum can overflow.
-                        exact = np.subtract(g_block, flat[start:stop], dtype=np.float64)
+                        exact = (g_block if from_global else 0.0) - block.astype(np.float64)
                         partial = float(np.sum(exact * exact))
                         sums, total = None, None
                     parts[k, index] += partial
                     if total is not None and scales[k] > 0.0:
-                        axpy(d_block, total[start:stop], a=scales[k])
+                        axpy(direction, total[start:stop], a=scales[k])
             if sums is not None:
                 sums.append(total)
     return sums, parts

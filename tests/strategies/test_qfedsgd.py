@@ -103,7 +103,10 @@ def test_matches_an_independent_numpy_q_fedsgd(q, weighting):
         )
         for got, want, dtype in zip(arrays.to_numpy_ndarrays(), expected, dtypes, strict=True):
             assert got.dtype == dtype
-            rtol = 1e-5 if dtype == np.float32 else 1e-12
+            # Every c_k depends on ‖∇F_k‖², whose float32 arrays' part is a float32 dot
+            # product (relative error ~1e-7, as q-FFL's distances): float64 arrays then
+            # agree to ~1e-7 too, not to float64's precision.
+            rtol = 1e-5 if dtype == np.float32 else 1e-6
             np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 1e-2)
 
 
