@@ -12,7 +12,8 @@ r"""The ``fairfl`` command: compare rules side by side, and rebuild reports.
 
 ``fairfl report DIR``
     Rebuild the tables, plots and ``report.md`` of a comparison folder from its saved
-    ``rounds.jsonl`` files, without re-running anything.
+    ``rounds.jsonl`` files, without re-running anything (and ``tuning.md`` from
+    ``tuning.json`` in a ``--tune`` folder).
 
 ``fairfl rules``
     List the registered rules, their run-config keys and defaults.
@@ -61,7 +62,9 @@ from fairfl.report.tune import (
     DEFAULT_CRITERION,
     DEFAULT_TOLERANCE,
     DEFAULT_VALIDATION_FRACTION,
+    TUNING_JSON,
     tune_and_compare,
+    write_tuning_markdown,
 )
 from fairfl.simulation.engine import EXIT_FAILED, EXIT_USAGE, exit_on_signals
 from fairfl.strategies.registry import STRATEGIES
@@ -439,6 +442,8 @@ def _run_report(args: argparse.Namespace) -> int:
     )
     print(report.text())
     print(f"report: {args.folder / 'report.md'}")
+    if (args.folder / TUNING_JSON).is_file():
+        print(f"tuning: {write_tuning_markdown(args.folder)}")
     return 0
 
 

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -25,14 +26,86 @@ def readme_table(first_header_cell_and_next: str) -> list[list[str]]:
 
 def test_digits_table_is_the_reports_table_in_percent_with_units_in_the_header():
     # docs/results/digits-table6/table6.md (fairfl compare --recipe digits-table6 ...):
-    # the README shows its first five statistics for every rule, in the report's unit.
+    # the README shows its first six statistics (Mean and Pooled first) for every rule,
+    # in the report's unit.
     report = markdown_rows((ROOT / "docs/results/digits-table6/table6.md").read_text().splitlines())
     readme = readme_table("| Rule | Mean (%) |")
-    assert readme[0] == report[0][:6]
-    by_label = {row[0]: row[:6] for row in report[1:]}
+    assert readme[0] == report[0][:7]
+    assert readme[0][1:3] == ["Mean (%)", "Pooled (%)"]
+    by_label = {row[0]: row[:7] for row in report[1:]}
     assert sorted(row[0] for row in readme[1:]) == sorted(by_label)
     for row in readme[1:]:
         assert row == by_label[row[0]]
+
+
+def runs_csv_cells(folder: str, metric: str) -> dict[str, str]:
+    """Each label's ``mean ± std`` over seeds of one metric of a ``runs.csv``, in %.
+
+    Worked from the per-run fractions with NumPy alone (population std, two decimals).
+    """
+    import csv
+
+    by_label: dict[str, list[float]] = {}
+    with (ROOT / "docs/results" / folder / "runs.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            assert row["status"] == "ok"
+            by_label.setdefault(row["label"], []).append(100 * float(row[metric]))
+    return {
+        label: f"{np.mean(values):.2f} ± {np.std(values):.2f}" for label, values in by_label.items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("folder", "header"),
+    [
+        ("digits-table6", "| Rule | Mean (%) |"),
+        ("digits-table6-tuned", "| Rule (chosen setting) |"),
+    ],
+)
+def test_digits_mean_and_pooled_columns_come_from_the_runs(folder, header):
+    # Mean: acc-mean (the unweighted client mean); Pooled: acc-weighted-mean (correct
+    # predictions / test samples over all clients) of each run's final round in
+    # runs.csv, mean ± population std over the 3 seeds.
+    readme = readme_table(header)
+    means = runs_csv_cells(folder, "acc-mean")
+    pooled = runs_csv_cells(folder, "acc-weighted-mean")
+    for label, mean, pooled_cell, *_ in readme[1:]:
+        assert (mean, pooled_cell) == (means[label], pooled[label])
+
+
+def test_digits_rules_with_pooled_below_mean_are_the_ones_the_readme_names():
+    # "Where Pooled is below Mean, ...: here `fedavg-n`, ..." from runs.csv.
+    means = runs_csv_cells("digits-table6", "acc-mean")
+    pooled = runs_csv_cells("digits-table6", "acc-weighted-mean")
+
+    def first(cell: str) -> float:
+        return float(cell.split(" ± ")[0])
+
+    below = {label for label in means if first(pooled[label]) < first(means[label])}
+    paragraph = " ".join(README.split())
+    start = paragraph.index("Where Pooled is below Mean")
+    named = paragraph[start : paragraph.index(".", start)].split(": here ")[1]
+    assert set(named.replace(" and ", ", ").replace("`", "").split(", ")) == below
+    assert "FedMGDA+'s pooled accuracy (82.92 %) stays below FedAvg's (83.36 %)" in paragraph
+    tuned = runs_csv_cells("digits-table6-tuned", "acc-weighted-mean")
+    assert first(tuned["fedmgda[epsilon=0.05,global-lr=2]"]) == 82.92
+    assert first(tuned["fedavg"]) == 83.36
+
+
+@pytest.mark.parametrize("folder", ["digits-table6", "digits-table6-tuned", "qffl-synthetic"])
+def test_committed_tables_are_what_the_report_renders_from_the_committed_runs(folder):
+    # `fairfl report` on the folder would write the same table6.md / table2.md: the
+    # committed tables are not stale (rebuilt in memory, nothing is written).
+    from fairfl.report import tables
+    from fairfl.report.results import group_by_label, load_runs, read_manifest
+
+    path = ROOT / "docs/results" / folder
+    groups = group_by_label(load_runs(path))
+    baseline = read_manifest(path)["baseline"]
+    summary = tables.summarize(groups)
+    assert tables.table6_markdown(summary) == (path / "table6.md").read_text()
+    table2 = tables.table2_markdown(tables.table2(groups, baseline), baseline)
+    assert table2 == (path / "table2.md").read_text()
 
 
 QFFL_SEEDS = (1, 2, 3, 4, 5)
@@ -285,8 +358,8 @@ def test_tuned_digits_table_is_the_tuned_reports_table_with_its_command_and_tuni
     folder = ROOT / "docs/results/digits-table6-tuned"
     report = markdown_rows((folder / "table6.md").read_text().splitlines())
     readme = readme_table("| Rule (chosen setting) | Mean (%) |")
-    assert readme[0][1:] == report[0][1:6]
-    by_label = {row[0]: row[:6] for row in report[1:]}
+    assert readme[0][1:] == report[0][1:7]
+    by_label = {row[0]: row[:7] for row in report[1:]}
     assert sorted(row[0] for row in readme[1:]) == sorted(by_label)
     for row in readme[1:]:
         assert row == by_label[row[0]]
@@ -313,3 +386,42 @@ def test_tuned_digits_table_is_the_tuned_reports_table_with_its_command_and_tuni
         f"FedAvg's validation mean was {baseline:.2f} %, so a setting needed at least "
         f"{floor:.2f} %" in paragraph
     )
+
+
+def test_tuned_grid_edges_in_the_readme_and_tuning_md_are_those_of_tuning_json(tmp_path):
+    # Worked from tuning.json alone: a chosen value is at a grid edge when its axis
+    # (a `rule:key=v1,...` grid item) has 3 or more numeric values and the value is the
+    # lowest or the highest of them. The README lists every such choice, and the
+    # committed tuning.md is what `fairfl report` renders from tuning.json.
+    import shutil
+
+    from fairfl.report.tune import write_tuning_markdown
+
+    folder = ROOT / "docs/results/digits-table6-tuned"
+    tuning = json.loads((folder / "tuning.json").read_text())
+    edges = set()
+    for item in tuning["grid"]:
+        target, values = item.split("=", 1)
+        rule, key = target.split(":")
+        grid = [float(v) for v in values.split(",")]
+        chosen = tuning["chosen"][rule]["overrides"][key]
+        if len(set(grid)) >= 3 and chosen in (min(grid), max(grid)):
+            edges.add(f"{rule}:{key}={chosen:g}")
+    assert edges == {
+        "propfair:propfair-m=2",
+        "qffl:qffl-q=0.01",
+        "qfedsgd:qffl-q=1",
+        "vred:vred-beta=1",
+        "semivred:semivred-beta=1",
+        "fedmgda:fedmgda-epsilon=0.05",
+        "fedmgda:fedmgda-global-lr=2",
+        "mgda-prox:fedmgda-global-lr=2",
+    }
+    paragraph = " ".join(README.split())
+    start = paragraph.index(f"Here {len(edges)} choices sit at a grid edge (")
+    listed = paragraph[start : paragraph.index(")", start)].split("(")[1]
+    assert set(listed.replace("`", "").split(", ")) == edges
+    committed = (folder / "tuning.md").read_text()
+    shutil.copy(folder / "tuning.json", tmp_path)
+    assert write_tuning_markdown(tmp_path).read_text() == committed
+    assert committed.count("(grid edge)") == 7  # fedmgda's two edges share one row

@@ -4,7 +4,8 @@
 ``rounds.jsonl``), so ``fairfl report <dir>`` rebuilds everything without re-running.
 Files written into the folder:
 
-- ``table6.md`` / ``table6.csv``: paper 000's Table 6 columns, mean ± std over seeds;
+- ``table6.md`` / ``table6.csv``: paper 000's Table 6 columns and the pooled accuracy,
+  mean ± std over seeds;
 - ``table_<columns>.md`` / ``.csv``: another column set when one was chosen
   (``qffl``: the q-FFL paper's Average, Worst 10%, Best 10%, Variance);
 - ``table2.md`` / ``table2.csv``: paper 000's Table 2 against the baseline;
@@ -320,8 +321,10 @@ def _report_markdown(
         "",
         "Statistics of the final global model over the clients' local test accuracies "
         "(%), mean ± std over seeds (population std); `Seeds` counts the seeds that "
-        "finished with finite accuracies. Definitions: `fairfl.metrics` and "
-        "specs/spec-vred-qffl.md §13.",
+        "finished with finite accuracies. `Mean` is the unweighted mean over clients, "
+        "`Pooled` the accuracy over all clients' test samples together (correct "
+        "predictions / test samples, so large clients weigh more). Definitions: "
+        "`fairfl.metrics` and specs/spec-vred-qffl.md §13.",
         "",
         "## Table 6: client accuracy statistics",
         "",
@@ -346,7 +349,8 @@ def _report_markdown(
             f"partition id. Suffering clients are below `{baseline}`'s mean accuracy on that "
             "seed, well-performing ones above it. Share in % of the group, mean ± std over "
             "seeds; the mean accuracy change of the group in parentheses, in percentage "
-            "points. [table2.csv](table2.csv) holds the same as fractions.",
+            "points. The overall changes are those of the unweighted client mean and of "
+            "the pooled accuracy. [table2.csv](table2.csv) holds the same as fractions.",
             "",
             files["table2.md"].read_text(encoding="utf-8"),
             "CSV: [table2.csv](table2.csv).",

@@ -5,13 +5,19 @@ in ``papers/``; spec ``specs/spec-vred-qffl.md`` §13, §14):
 
 - **Table 6**: per rule, the fairness statistics of the final global model over the
   clients' local test accuracies (Mean, Std, Worst, Worst 10%, Worst 20%, Best 10%;
-  definitions in :mod:`fairfl.metrics`), each as mean ± std over seeds.
+  definitions in :mod:`fairfl.metrics`), each as mean ± std over seeds. Beside the
+  paper's columns, "Pooled" is the accuracy over all clients' test samples together,
+  ``Σ_i n_i a_i / Σ_i n_i`` = correct predictions / test samples (``acc-weighted-mean``),
+  which most federated code prints as "the" accuracy: next to the unweighted client
+  Mean it shows whether a rule buys the small clients' accuracy with the large ones'.
 - **Table 2**: per rule X against FedAvg on the same seed (same partition, split and
   initial model), clients paired by partition id. Suffering clients
   ``S = {i : a_i^FedAvg < mean^FedAvg}``, well-performing ``W = {i : a_i^FedAvg >
   mean^FedAvg}``; "improved" is the share of S with ``a_i^X > a_i^FedAvg`` and the mean
   change over S, "degraded" the share of W with ``a_i^X < a_i^FedAvg`` and the mean
-  change over W, "overall" ``mean^X - mean^FedAvg``; each as mean ± std over seeds.
+  change over W, "overall" ``mean^X - mean^FedAvg`` and "overall pooled"
+  ``pooled^X - pooled^FedAvg`` (the change of the accuracy over all test samples);
+  each as mean ± std over seeds.
 
 Units: the numbers (:class:`SummaryRow`, :class:`Table2Row`) and the CSV files are
 fractions, as every results file (accuracies and client shares in [0, 1], accuracy
@@ -64,9 +70,10 @@ class Column:
         return f"{self.title} ({self.unit})"
 
 
-#: Paper 000's Table 6 columns.
+#: Paper 000's Table 6 columns, with the pooled accuracy after the (unweighted) Mean.
 TABLE6_COLUMNS: tuple[Column, ...] = (
     Column("Mean", "acc-mean"),
+    Column("Pooled", "acc-weighted-mean"),
     Column("Std", "acc-std"),
     Column("Worst", "acc-worst"),
     Column("Worst 10%", "acc-worst-10"),
@@ -237,13 +244,15 @@ class Table2Row:
     degraded_share: Stat
     degraded_change: Stat
     overall_change: Stat
+    overall_pooled_change: Stat
 
 
 def table2(groups: Mapping[str, Sequence[RunResult]], baseline: str) -> list[Table2Row]:
     """Table 2 rows for every variant but ``baseline``, runs paired by seed.
 
     A seed enters a row only when both that variant's run and the baseline's run on
-    that seed finished with finite accuracies.
+    that seed finished with finite accuracies. The pooled change is that of each run's
+    own pooled accuracy (``acc-weighted-mean`` of its final round).
 
     Raises
     ------
@@ -252,17 +261,20 @@ def table2(groups: Mapping[str, Sequence[RunResult]], baseline: str) -> list[Tab
     """
     if baseline not in groups:
         raise ValueError(f"baseline must be one of {list(groups)}, got {baseline!r}")
-    base_by_seed = {run.seed: run.final_accuracies() for run in groups[baseline] if run.ok}
+    base_runs = {run.seed: run for run in groups[baseline] if run.ok}
     rows = []
     for label, runs in groups.items():
         if label == baseline:
             continue
-        pairs = [
-            (run.seed, paired_comparison(base_by_seed[run.seed], run.final_accuracies()))
-            for run in runs
-            if run.ok and run.seed in base_by_seed
+        paired = [run for run in runs if run.ok and run.seed in base_runs]
+        values = [
+            paired_comparison(base_runs[run.seed].final_accuracies(), run.final_accuracies())
+            for run in paired
         ]
-        values = [p for _, p in pairs]
+        pooled_changes = [
+            pooled_change(base_runs[run.seed].final_metrics(), run.final_metrics())
+            for run in paired
+        ]
 
         def stat(name: str, values: list[PairedComparison] = values) -> Stat:
             return Stat.of([getattr(v, name) for v in values])
@@ -270,7 +282,7 @@ def table2(groups: Mapping[str, Sequence[RunResult]], baseline: str) -> list[Tab
         rows.append(
             Table2Row(
                 label=label,
-                seeds=tuple(seed for seed, _ in pairs),
+                seeds=tuple(run.seed for run in paired),
                 num_suffering=stat("num_suffering"),
                 num_well=stat("num_well"),
                 improved_share=stat("improved_share"),
@@ -278,9 +290,25 @@ def table2(groups: Mapping[str, Sequence[RunResult]], baseline: str) -> list[Tab
                 degraded_share=stat("degraded_share"),
                 degraded_change=stat("degraded_change"),
                 overall_change=stat("overall_change"),
+                overall_pooled_change=Stat.of(pooled_changes),
             )
         )
     return rows
+
+
+def pooled_change(baseline: Mapping[str, float], other: Mapping[str, float]) -> float:
+    """Change of the pooled accuracy, ``pooled^X - pooled^FedAvg`` (a fraction in [-1, 1]).
+
+    ``pooled = Σ_i n_i a_i / Σ_i n_i`` is the accuracy over all test samples together
+    (``acc-weighted-mean`` of :func:`fairfl.metrics.fairness_metrics`). NaN when either
+    run lacks it.
+
+    Parameters
+    ----------
+    baseline, other : Mapping[str, float]
+        Final-round fairness metrics of FedAvg's run and of rule X's run on one seed.
+    """
+    return other.get("acc-weighted-mean", math.nan) - baseline.get("acc-weighted-mean", math.nan)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -348,6 +376,7 @@ _TABLE2_FIELDS = (
     "degraded_share",
     "degraded_change",
     "overall_change",
+    "overall_pooled_change",
     "num_suffering",
     "num_well",
 )
@@ -357,12 +386,14 @@ def table2_markdown(rows: Sequence[Table2Row], baseline: str) -> str:
     """Table 2 as Markdown, in the paper's layout: ``share ± std (mean change)``.
 
     Shares in % of the group, accuracy changes in percentage points (the headers say so).
+    The change of the pooled accuracy follows the paper's overall (mean) change.
     """
     header = [
         "Rule",
         f"Improved suffering clients % (avg Δacc, % points) vs {baseline}",
         "Degraded well-performing clients % (avg Δacc, % points)",
         "Overall mean Δacc (% points)",
+        "Overall pooled Δacc (% points)",
         "Suffering / well clients",
         "Seeds",
     ]
@@ -372,6 +403,7 @@ def table2_markdown(rows: Sequence[Table2Row], baseline: str) -> str:
             [
                 row.label,
                 *table2_cells(row),
+                row.overall_pooled_change.format(signed=True, scale=PERCENT),
                 f"{_plain(row.num_suffering.mean)} / {_plain(row.num_well.mean)}",
                 str(len(row.seeds)),
             ]

@@ -29,21 +29,29 @@ Criteria (``--tune-criterion``), accuracies as fractions, ``tolerance`` in point
 
 Ties (equal to 1e-9) go to the higher mean, then the higher worst-10 %, then the
 setting listed first in the grid (values in the order given).
+
+Grid edges: a chosen value at the lowest or highest end of a numeric grid axis of three
+or more values (:func:`edge_side`) may mean the best setting lies beyond the grid.
+``tuning.md`` marks it (``beta=1 (grid edge)``) and lists it with its grid, and the
+tuning logs a WARNING for it: widen that axis with ``--tune-grid`` and tune again. With
+two values every choice is an end, so such an axis is never flagged.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from fairfl.report.compare import (
+    Assignment,
     compare,
     expand_variants,
     parse_assignment,
@@ -54,6 +62,8 @@ from fairfl.report.compare import (
 from fairfl.report.results import group_by_label, load_runs, read_manifest
 from fairfl.strategies.registry import STRATEGIES
 
+logger = logging.getLogger(__name__)
+
 CRITERIA: tuple[str, ...] = ("worst10-near-baseline", "worst10", "mean")
 DEFAULT_CRITERION = "worst10-near-baseline"
 #: Points of validation mean a setting may lose against the baseline (default criterion).
@@ -63,6 +73,8 @@ TUNING_DIR = "tuning"
 TUNING_JSON = "tuning.json"
 TUNING_MD = "tuning.md"
 _TIE = 1e-9
+#: Fewest distinct numeric values an axis needs before an end value is flagged.
+MIN_EDGE_GRID = 3
 
 #: FedMGDA+'s decay period (rounds; spec-fedmgda §1.7), for the decay axis.
 _FEDMGDA_DECAY_PERIOD = 100
@@ -279,6 +291,114 @@ def choose_settings(
     return chosen, baseline_mean
 
 
+def edge_side(values: Sequence[Any], chosen: Any) -> Literal["lowest", "highest"] | None:
+    """Which end of a numeric grid axis the chosen value is at, if any.
+
+    With v_1 < ... < v_k the axis's distinct values (k ≥ :data:`MIN_EDGE_GRID`): the
+    chosen value c is at the ``"lowest"`` end if c = v_1 and the ``"highest"`` if
+    c = v_k. None when c is inside the grid, the axis has fewer than three distinct
+    values (with two, every choice is an end and says nothing), or a value is not a
+    number (booleans and strings have no ends).
+    """
+    numbers = [*values, chosen]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers):
+        return None
+    distinct = sorted(set(values))
+    if len(distinct) < MIN_EDGE_GRID:
+        return None
+    if chosen == distinct[0]:
+        return "lowest"
+    if chosen == distinct[-1]:
+        return "highest"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class GridEdge:
+    """A rule's chosen value at an end of its numeric grid axis.
+
+    Parameters
+    ----------
+    rule : str
+        Registry name.
+    key : str
+        Run-config key of the axis (``vred-beta``).
+    value : float
+        The chosen value.
+    side : {"lowest", "highest"}
+        Which end of the axis it is.
+    grid : tuple[float, ...]
+        The axis's values, in the order given.
+    """
+
+    rule: str
+    key: str
+    value: float
+    side: Literal["lowest", "highest"]
+    grid: tuple[float, ...]
+
+    @property
+    def where(self) -> str:
+        """``"the highest value of its grid (0.01, 0.5, 1)"``."""
+        return f"the {self.side} value of its grid ({', '.join(map(_shown, self.grid))})"
+
+    @property
+    def short(self) -> str:
+        """``key=value`` as the rule's variant labels show it (``beta=1``)."""
+        key = self.key[len(self.rule) + 1 :] if self.key.startswith(f"{self.rule}-") else self.key
+        return f"{key}={_shown(self.value)}"
+
+    def describe(self) -> str:
+        """One line for people: the value, which end, the grid and what to do."""
+        return (
+            f"{self.rule}: {self.key}={_shown(self.value)} is {self.where}; the best setting "
+            f"may lie beyond it: widen the grid (--tune-grid {self.rule}:{self.key}=...) "
+            "and tune again"
+        )
+
+
+def grid_edges(
+    rules: Sequence[str], grid: Sequence[str], chosen: Mapping[str, Mapping[str, Any]]
+) -> list[GridEdge]:
+    """The chosen values that sit at an end of their grid axis (:func:`edge_side`).
+
+    Parameters
+    ----------
+    rules : Sequence[str]
+        The compared rules, in table order.
+    grid : Sequence[str]
+        The tuning grid items (``rule:key=v1,v2,...`` or ``key=...``; :func:`tuning_grid`).
+    chosen : Mapping[str, Mapping[str, Any]]
+        Each rule's chosen run-config overrides (:attr:`Candidate.overrides`).
+
+    Returns
+    -------
+    list[GridEdge]
+        In rule order, then grid order.
+    """
+    edges = []
+    for rule, axis in _rule_axes(rules, grid):
+        value = chosen.get(rule, {}).get(axis.key)
+        side = edge_side(axis.values, value)
+        if side is not None:
+            edges.append(GridEdge(rule, axis.key, value, side, tuple(axis.values)))
+    return edges
+
+
+def warn_grid_edges(
+    rules: Sequence[str], grid: Sequence[str], chosen: Mapping[str, Mapping[str, Any]]
+) -> list[GridEdge]:
+    """Log one WARNING per chosen value at a grid edge (:func:`grid_edges`); return them."""
+    edges = grid_edges(rules, grid, chosen)
+    for edge in edges:
+        logger.warning("tune_and_compare: %s", edge.describe())
+    return edges
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _grid_value(value: Any) -> str:
     """A run-config value as grid text that parses back to the same value."""
     if isinstance(value, bool):
@@ -320,16 +440,60 @@ def _tuning_markdown(summary: Mapping[str, Any]) -> str:
         "",
         "Grid: " + (", ".join(f"`{g}`" for g in summary["grid"]) or "(none)") + ".",
         "",
+    ]
+    edges = summary_edges(summary)
+    if edges:
+        lines += [
+            "Chosen at a grid edge (the lowest or highest value of a numeric axis of "
+            f"{MIN_EDGE_GRID} or more values): the best setting may lie beyond the grid, "
+            "so widen these axes with `--tune-grid` and tune again.",
+            "",
+            *[f"- {edge.rule}: `{edge.key}={_shown(edge.value)}`, {edge.where}." for edge in edges],
+            "",
+        ]
+    else:
+        lines += [
+            f"No chosen value is at an edge of a numeric grid axis of {MIN_EDGE_GRID} or "
+            "more values.",
+            "",
+        ]
+    lines += [
         "| Setting | Validation mean (%) | Validation worst 10% (%) | Chosen |",
         "| --- | --- | --- | --- |",
     ]
-    chosen = {c["label"] for c in summary["chosen"].values()}
+    chosen = {c["label"]: rule for rule, c in summary["chosen"].items()}
     for c in summary["candidates"]:
-        mark = "yes" if c["label"] in chosen else ""
+        mark = ""
+        if c["label"] in chosen:
+            at_edge = [edge.short for edge in edges if edge.rule == chosen[c["label"]]]
+            mark = "yes" + (f", {', '.join(at_edge)} (grid edge)" if at_edge else "")
         lines.append(
             f"| {c['label']} | {100 * c['mean']:.2f} | {100 * c['worst10']:.2f} | {mark} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def summary_edges(summary: Mapping[str, Any]) -> list[GridEdge]:
+    """The grid edges of a ``tuning.json`` summary (its rules, grid and choices)."""
+    chosen = summary["chosen"]
+    return grid_edges(list(chosen), summary["grid"], {r: c["overrides"] for r, c in chosen.items()})
+
+
+def write_tuning_markdown(folder: Path) -> Path:
+    """Rewrite ``tuning.md`` of a tuned comparison from its ``tuning.json``, running nothing.
+
+    Raises
+    ------
+    ValueError
+        If the folder has no ``tuning.json``.
+    """
+    path = folder / TUNING_JSON
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (not a `fairfl compare --tune` folder)")
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    out = folder / TUNING_MD
+    out.write_text(_tuning_markdown(summary), encoding="utf-8")
+    return out
 
 
 def tune_and_compare(
@@ -440,6 +604,7 @@ def tune_and_compare(
     chosen, baseline_mean = choose_settings(
         candidates, criterion=criterion, tolerance=tolerance, baseline_rule=baseline_rule
     )
+    warn_grid_edges(rules, grid, {rule: c.overrides for rule, c in chosen.items()})
     final_grid = [
         f"{rule}:{key}={_grid_value(chosen[rule].overrides[key])}"
         for rule, key in _grid_axes(rules, grid)
@@ -501,10 +666,10 @@ def tune_and_compare(
     return report
 
 
-def _grid_axes(rules: Sequence[str], grid: Sequence[str]) -> list[tuple[str, str]]:
-    """The (rule, key) grid axes of ``grid`` in expansion order (as ``expand_variants``)."""
+def _rule_axes(rules: Sequence[str], grid: Sequence[str]) -> list[tuple[str, Assignment]]:
+    """Each grid axis with each rule it applies to, in expansion order (``expand_variants``)."""
     shared = shared_keys()
-    axes: list[tuple[str, str]] = []
+    axes: list[tuple[str, Assignment]] = []
     for item in grid:
         axis = parse_assignment(item, multi=True)
         if axis.rule is not None:
@@ -513,5 +678,10 @@ def _grid_axes(rules: Sequence[str], grid: Sequence[str]) -> list[tuple[str, str
             targets = list(rules)
         else:
             targets = [r for r in rules if axis.key in STRATEGIES[r].parameters]
-        axes += [(rule, axis.key) for rule in targets]
+        axes += [(rule, axis) for rule in targets]
     return sorted(axes, key=lambda pair: list(rules).index(pair[0]))
+
+
+def _grid_axes(rules: Sequence[str], grid: Sequence[str]) -> list[tuple[str, str]]:
+    """The (rule, key) grid axes of ``grid`` in expansion order (as ``expand_variants``)."""
+    return [(rule, axis.key) for rule, axis in _rule_axes(rules, grid)]

@@ -72,16 +72,18 @@ def test_load_runs_finds_runs_by_folder_without_manifest(results):
 
 def test_build_report_writes_tables_plots_and_report(results):
     report = build_report(results)
-    # Table 6, FedAvg: mean 50, population std sqrt(500) = 22.36, worst 20,
-    # worst 10% and 20% (1 client of 4) 20, best 10% 80.
+    # Table 6, FedAvg: mean 50, pooled over the 10 + 11 + 12 + 13 = 46 test samples
+    # (4 + 6.6 + 9.6 + 2.6) / 46 = 22.8 / 46 = 49.57 %, population std sqrt(500) = 22.36,
+    # worst 20, worst 10% and 20% (1 client of 4) 20, best 10% 80.
     table6 = (results / "table6.md").read_text()
-    assert "| fedavg | 50.00 | 22.36 | 20.00 | 20.00 | 20.00 | 80.00 | 1/1 |" in table6
-    # Semi-VRed: mean 48.75; Table 2 against FedAvg: 50 % of the suffering clients
-    # improved (mean change 0), 50 % of the well-performing ones degraded (-2.50).
-    assert "| semivred | 48.75 |" in table6
+    assert "| fedavg | 50.00 | 49.57 | 22.36 | 20.00 | 20.00 | 20.00 | 80.00 | 1/1 |" in table6
+    # Semi-VRed: mean 48.75, pooled (4.5 + 6.05 + 9.6 + 1.95) / 46 = 22.1 / 46 = 48.04 %.
+    # Table 2 against FedAvg: 50 % of the suffering clients improved (mean change 0),
+    # 50 % of the well-performing ones degraded (-2.50); pooled -0.7 / 46 = -1.52 points.
+    assert "| semivred | 48.75 | 48.04 |" in table6
     table2 = (results / "table2.md").read_text()
-    assert "| semivred | 50.00 (+0.00) | 50.00 (-2.50) | -1.25 | 2 / 2 | 1 |" in table2
-    assert table6.startswith("| Rule | Mean (%) | Std (%) | Worst (%) |")
+    assert "| semivred | 50.00 (+0.00) | 50.00 (-2.50) | -1.25 | -1.52 | 2 / 2 | 1 |" in table2
+    assert table6.startswith("| Rule | Mean (%) | Pooled (%) | Std (%) | Worst (%) |")
     # The CSV files are records: fractions (Semi-VRed's mean 0.4875).
     table6_csv = (results / "table6.csv").read_text().splitlines()
     assert table6_csv[0].startswith("rule,label,seeds,seeds_ok,acc-mean mean,acc-mean std")
@@ -105,7 +107,7 @@ def test_build_report_writes_tables_plots_and_report(results):
 def test_report_command_rebuilds_from_saved_results(results, capsys):
     assert main(["report", str(results)]) == 0
     out = capsys.readouterr().out
-    assert "| fedavg | 50.00 | 22.36 |" in out
+    assert "| fedavg | 50.00 | 49.57 | 22.36 |" in out
     assert (results / "report.md").is_file()
 
 
@@ -125,7 +127,7 @@ def test_failed_run_is_reported_not_fatal(results):
     (failed / "error.txt").write_text("Traceback ...\nRuntimeError: diverged\n")
     (failed / "rounds.jsonl").write_text("")
     build_report(results)
-    assert "| afl | - | - | - | - | - | - | 0/1 |" in (results / "table6.md").read_text()
+    assert "| afl | - | - | - | - | - | - | - | 0/1 |" in (results / "table6.md").read_text()
     assert "- `afl` seed 0: RuntimeError: diverged" in (results / "report.md").read_text()
 
 

@@ -15,6 +15,7 @@ from fairfl.report.tables import (
     markdown_table,
     mean_std,
     paired_comparison,
+    pooled_change,
     summarize,
     table2,
     table2_csv,
@@ -25,16 +26,20 @@ from fairfl.report.tables import (
 
 
 def run_with(label, seed, accuracies, rule=None, num_examples=10):
-    """A finished run whose last round has these client accuracies (fractions)."""
+    """A finished run whose last round has these client accuracies (fractions).
+
+    ``num_examples``: every client's test samples, or one count per client.
+    """
+    counts = [num_examples] * len(accuracies) if isinstance(num_examples, int) else num_examples
     clients = [
         {
             "node_id": 1000 + i,
             "partition_id": i,
-            "num_examples": num_examples,
+            "num_examples": count,
             "eval_acc": acc,
             "eval_loss": 1.0,
         }
-        for i, acc in enumerate(accuracies)
+        for i, (acc, count) in enumerate(zip(accuracies, counts, strict=True))
     ]
     rounds = [{"round": 1, "clients": clients}]
     return RunResult(label=label, rule=rule or label, seed=seed, path=Path("."), rounds=rounds)
@@ -59,16 +64,60 @@ def test_table6_statistics_over_clients_and_seeds_by_hand():
     assert row.stats["acc-best-10"].mean == pytest.approx(0.65)  # (1.0 + 0.3) / 2
     assert row.stats["acc-best-10"].std == pytest.approx(0.35)
     # The Markdown table is for people: percent, and every header says so.
-    # Std: 100·sqrt(0.0825)/2 = 14.36 over seeds, ± the same (seed 1 has 0).
+    # Std: 100·sqrt(0.0825)/2 = 14.36 over seeds, ± the same (seed 1 has 0). Every
+    # client has 10 test samples, so the pooled accuracy is the mean.
     header, _, line = table6_markdown([row]).splitlines()
     assert header == (
-        "| Rule | Mean (%) | Std (%) | Worst (%) | Worst 10% (%) | Worst 20% (%) "
-        "| Best 10% (%) | Seeds |"
+        "| Rule | Mean (%) | Pooled (%) | Std (%) | Worst (%) | Worst 10% (%) "
+        "| Worst 20% (%) | Best 10% (%) | Seeds |"
     )
     assert line == (
-        "| fedavg | 42.50 ± 12.50 | 14.36 ± 14.36 | 20.00 ± 10.00 | 20.00 ± 10.00 "
-        "| 22.50 ± 7.50 | 65.00 ± 35.00 | 2/2 |"
+        "| fedavg | 42.50 ± 12.50 | 42.50 ± 12.50 | 14.36 ± 14.36 | 20.00 ± 10.00 "
+        "| 20.00 ± 10.00 | 22.50 ± 7.50 | 65.00 ± 35.00 | 2/2 |"
     )
+
+
+def test_pooled_column_weighs_clients_by_test_samples_by_hand():
+    # Seed 0: a client with 90 test samples at 0.9 and one with 10 at 0.5: mean 0.70,
+    # pooled (81 + 5) / 100 = 0.86. Seed 1: 30 samples at 0.6 and 10 at 0.2: mean 0.40,
+    # pooled (18 + 2) / 40 = 0.50. Over seeds: mean 0.55 ± 0.15, pooled 0.68 ± 0.18.
+    seed0 = run_with("r", 0, [0.9, 0.5], num_examples=[90, 10])
+    seed1 = run_with("r", 1, [0.6, 0.2], num_examples=[30, 10])
+    (row,) = summarize({"r": [seed0, seed1]})
+    assert row.stats["acc-weighted-mean"].mean == pytest.approx(0.68)
+    assert row.stats["acc-weighted-mean"].std == pytest.approx(0.18)
+    # Std 0.2 on both seeds; worst, worst 10 % and worst 20 % (one client of two) 0.5
+    # and 0.2; best 10 % 0.9 and 0.6.
+    line = table6_markdown([row]).splitlines()[2]
+    assert line == (
+        "| r | 55.00 ± 15.00 | 68.00 ± 18.00 | 20.00 ± 0.00 | 35.00 ± 15.00 "
+        "| 35.00 ± 15.00 | 35.00 ± 15.00 | 75.00 ± 15.00 | 2/2 |"
+    )
+    csv_header, csv_line = table6_csv([row]).splitlines()
+    columns = csv_header.split(",")
+    assert columns[4:8] == [
+        "acc-mean mean",
+        "acc-mean std",
+        "acc-weighted-mean mean",
+        "acc-weighted-mean std",
+    ]
+    assert [float(x) for x in csv_line.split(",")[4:8]] == pytest.approx([0.55, 0.15, 0.68, 0.18])
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1, allow_nan=False), st.integers(1, 1000)), min_size=1, max_size=20
+    )
+)
+def test_pooled_lies_between_the_worst_and_the_best_client(clients):
+    accuracies = [acc for acc, _ in clients]
+    (row,) = summarize({"r": [run_with("r", 0, accuracies, num_examples=[n for _, n in clients])]})
+    pooled = row.stats["acc-weighted-mean"].mean
+    assert min(accuracies) - 1e-12 <= pooled <= max(accuracies) + 1e-12
+    # Equal test sets: pooled is the unweighted mean.
+    (same,) = summarize({"r": [run_with("r", 0, accuracies, num_examples=7)]})
+    assert same.stats["acc-weighted-mean"].mean == pytest.approx(same.stats["acc-mean"].mean)
 
 
 def test_qffl_columns_variance_is_a_fraction_squared_shown_in_percent_squared():
@@ -98,7 +147,7 @@ def test_failed_seed_is_left_out_and_counted():
 def test_all_seeds_failed_shows_a_dash():
     failed = RunResult(label="afl", rule="afl", seed=0, path=Path("."), error="boom")
     (row,) = summarize({"afl": [failed]})
-    assert table6_markdown([row]).splitlines()[-1] == "| afl | - | - | - | - | - | - | 0/1 |"
+    assert table6_markdown([row]).splitlines()[-1] == "| afl | - | - | - | - | - | - | - | 0/1 |"
 
 
 def test_stat_format():
@@ -170,17 +219,18 @@ def test_table2_pairs_runs_by_seed_and_averages_over_seeds():
     assert row.degraded_share.mean == pytest.approx(0.25)  # (0.5 + 0) / 2
     assert row.overall_change.mean == pytest.approx((-0.0125 + 0.05) / 2)
     # Markdown in percent: shares 75 ± 25 %, changes in points (+5.00, -1.25);
-    # overall (-1.25 + 5) / 2 = +1.875 ± 3.125 points (in floats a hair above: .88, .13);
+    # overall (-1.25 + 5) / 2 = +1.875 ± 3.125 points (in floats a hair above: .88, .13),
+    # pooled the same (every client has 10 test samples);
     # suffering / well clients 2 / 2 on seed 0, 1 / 1 on seed 1 -> 1.5 / 1.5.
     header, _, line = table2_markdown([row], "fedavg").splitlines()
     assert header.startswith(
         "| Rule | Improved suffering clients % (avg Δacc, % points) vs fedavg "
         "| Degraded well-performing clients % (avg Δacc, % points) "
-        "| Overall mean Δacc (% points) |"
+        "| Overall mean Δacc (% points) | Overall pooled Δacc (% points) |"
     )
     assert line == (
         "| semivred | 75.00 ± 25.00 (+5.00) | 25.00 ± 25.00 (-1.25) | +1.88 ± 3.13 "
-        "| 1.5 / 1.5 | 2 |"
+        "| +1.88 ± 3.13 | 1.5 / 1.5 | 2 |"
     )
     # The CSV holds the same as fractions.
     header_csv, line_csv = table2_csv([row]).splitlines()
@@ -188,6 +238,39 @@ def test_table2_pairs_runs_by_seed_and_averages_over_seeds():
     assert line_csv.startswith("semivred,0 1,")
     numbers = [float(x) for x in line_csv.split(",")[2:6]]
     assert numbers == pytest.approx([0.75, 0.25, 0.05, 0.05])
+
+
+def test_table2_pooled_change_can_fall_while_the_mean_rises():
+    # FedAvg: 90 test samples at 0.9, 10 at 0.5 -> mean 0.70, pooled 0.86. Rule X: the
+    # large client drops to 0.8, the small one rises to 0.9 -> mean 0.85 (+0.15),
+    # pooled (72 + 9) / 100 = 0.81 (-0.05).
+    groups = {
+        "fedavg": [run_with("fedavg", 0, [0.9, 0.5], num_examples=[90, 10])],
+        "x": [run_with("x", 0, [0.8, 0.9], num_examples=[90, 10])],
+    }
+    (row,) = table2(groups, "fedavg")
+    assert row.overall_change.mean == pytest.approx(0.15)
+    assert row.overall_pooled_change.mean == pytest.approx(-0.05)
+    line = table2_markdown([row], "fedavg").splitlines()[2]
+    assert "| +15.00 | -5.00 | 1 / 1 | 1 |" in line
+    header_csv, line_csv = table2_csv([row]).splitlines()
+    columns = header_csv.split(",")
+    start = columns.index("overall_change mean")
+    assert columns[start : start + 4] == [
+        "overall_change mean",
+        "overall_change std",
+        "overall_pooled_change mean",
+        "overall_pooled_change std",
+    ]
+    values = [float(x) for x in line_csv.split(",")[start : start + 4]]
+    assert values == pytest.approx([0.15, 0.0, -0.05, 0.0])
+
+
+def test_pooled_change_is_the_difference_of_the_pooled_accuracies():
+    assert pooled_change({"acc-weighted-mean": 0.86}, {"acc-weighted-mean": 0.81}) == (
+        pytest.approx(-0.05)
+    )
+    assert math.isnan(pooled_change({}, {"acc-weighted-mean": 0.81}))
 
 
 def test_table2_unknown_baseline_raises():
@@ -198,13 +281,15 @@ def test_table2_unknown_baseline_raises():
 def test_table6_csv_holds_fractions_under_the_metric_names():
     # Accuracies 0.5 and 1.0: mean 0.75, std 0.25, worst and both worst tails 0.5, best 1.
     (row,) = summarize({"fedavg": [run_with("fedavg", 0, [0.5, 1.0])]})
+    # Equal test sets (10 samples each): pooled 0.75 too.
     header, line = table6_csv([row]).splitlines()
     assert header == (
-        "rule,label,seeds,seeds_ok,acc-mean mean,acc-mean std,acc-std mean,acc-std std,"
+        "rule,label,seeds,seeds_ok,acc-mean mean,acc-mean std,"
+        "acc-weighted-mean mean,acc-weighted-mean std,acc-std mean,acc-std std,"
         "acc-worst mean,acc-worst std,acc-worst-10 mean,acc-worst-10 std,"
         "acc-worst-20 mean,acc-worst-20 std,acc-best-10 mean,acc-best-10 std"
     )
-    assert line == "fedavg,fedavg,0,0,0.75,0.0,0.25,0.0,0.5,0.0,0.5,0.0,0.5,0.0,1.0,0.0"
+    assert line == "fedavg,fedavg,0,0,0.75,0.0,0.75,0.0,0.25,0.0,0.5,0.0,0.5,0.0,0.5,0.0,1.0,0.0"
 
 
 def test_markdown_table_escapes_pipes():

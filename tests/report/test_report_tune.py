@@ -3,20 +3,28 @@ never reads test data (poisoned test labels leave the choice unchanged)."""
 
 import dataclasses
 import json
+import logging
 import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fairfl.client.app as client_app
 from fairfl.cli import main
 from fairfl.report.tune import (
     Candidate,
+    GridEdge,
     choose_settings,
+    edge_side,
+    grid_edges,
     paper_grid,
     select_setting,
     tune_and_compare,
     tuning_grid,
+    warn_grid_edges,
+    write_tuning_markdown,
 )
 
 
@@ -220,3 +228,164 @@ def test_tune_refuses_overlapping_seeds_and_a_missing_baseline(tmp_path):
             settings=["evaluate-split=validation"],
         )
     assert not any(tmp_path.iterdir())
+
+
+def test_edge_side_flags_the_ends_of_a_numeric_axis_of_three_or_more_values():
+    assert edge_side([0.01, 0.1, 1], 1.0) == "highest"
+    assert edge_side([0.01, 0.1, 1], 0.01) == "lowest"
+    assert edge_side([0.01, 0.1, 1], 0.1) is None
+    # Order given does not matter; an int grid matches a float choice (2 == 2.0).
+    assert edge_side([5, 2, 4, 3], 2.0) == "lowest"
+    # Two values: every choice is an end, so nothing is flagged; nor with repeats that
+    # leave two distinct values.
+    assert edge_side([0.1, 1], 1) is None
+    assert edge_side([1, 1, 2], 2) is None
+    # Not numbers: no ends.
+    assert edge_side([True, False, True], True) is None
+    assert edge_side(["uniform", "num-examples", "x"], "x") is None
+    assert edge_side([0.1, 0.5, 1], None) is None
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=3, max_size=10, unique=True),
+    st.randoms(),
+)
+def test_edge_side_only_at_the_minimum_and_maximum(values, rng):
+    shuffled = list(values)
+    rng.shuffle(shuffled)
+    for value in values:
+        expected = "lowest" if value == min(values) else "highest" if value == max(values) else None
+        assert edge_side(shuffled, value) == expected
+
+
+# Rules fedavg, vred, fedmgda; `lr` is shared, so its axis applies to every rule.
+EDGE_RULES = ["fedavg", "vred", "fedmgda"]
+EDGE_GRID = ["lr=0.01,0.1,1", "vred:vred-beta=0.1,1", "fedmgda:fedmgda-epsilon=0.05,0.1,0.5,1"]
+EDGE_CHOSEN = {
+    "fedavg": {"lr": 0.1},  # inside
+    "vred": {"lr": 1.0, "vred-beta": 1.0},  # lr at the top; beta's axis has two values
+    "fedmgda": {"lr": 0.01, "fedmgda-epsilon": 0.05},  # both at the bottom
+}
+
+
+def test_grid_edges_in_rule_then_grid_order():
+    assert grid_edges(EDGE_RULES, EDGE_GRID, EDGE_CHOSEN) == [
+        GridEdge("vred", "lr", 1.0, "highest", (0.01, 0.1, 1.0)),
+        GridEdge("fedmgda", "lr", 0.01, "lowest", (0.01, 0.1, 1.0)),
+        GridEdge("fedmgda", "fedmgda-epsilon", 0.05, "lowest", (0.05, 0.1, 0.5, 1.0)),
+    ]
+
+
+def test_grid_edges_are_logged_as_warnings_naming_the_axis_and_the_fix(caplog):
+    with caplog.at_level(logging.WARNING, logger="fairfl.report.tune"):
+        edges = warn_grid_edges(EDGE_RULES, EDGE_GRID, EDGE_CHOSEN)
+    assert len(edges) == 3
+    messages = [r.getMessage() for r in caplog.records if r.name == "fairfl.report.tune"]
+    assert messages[2] == (
+        "tune_and_compare: fedmgda: fedmgda-epsilon=0.05 is the lowest value of its grid "
+        "(0.05, 0.1, 0.5, 1); the best setting may lie beyond it: widen the grid "
+        "(--tune-grid fedmgda:fedmgda-epsilon=...) and tune again"
+    )
+    assert messages[0].startswith("tune_and_compare: vred: lr=1 is the highest value")
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
+
+
+def _entry(label: str, rule: str, overrides: dict, mean: float, worst10: float, order: int):
+    return {
+        "label": label,
+        "rule": rule,
+        "overrides": overrides,
+        "mean": mean,
+        "worst10": worst10,
+        "order": order,
+    }
+
+
+def _hand_made_tuning() -> dict:
+    """A tuning.json written by hand: VRed chose β = 1, the top of 0.1, 0.5, 1 (an edge);
+    q-FFL q = 1 of two values (no edge); TERM α = 0.1, inside 0.01, 0.1, 0.5, 1."""
+    fedavg = _entry("fedavg", "fedavg", {}, 0.80, 0.40, 0)
+    vred = [
+        _entry(f"vred[beta={b:g}]", "vred", {"vred-beta": b}, m, w, i)
+        for i, (b, m, w) in enumerate([(0.1, 0.81, 0.41), (0.5, 0.82, 0.45), (1.0, 0.83, 0.5)], 1)
+    ]
+    qffl = [
+        _entry(f"qffl[q={q:g}]", "qffl", {"qffl-q": q}, m, w, i)
+        for i, (q, m, w) in enumerate([(0.1, 0.80, 0.42), (1.0, 0.79, 0.46)], 4)
+    ]
+    term = [
+        _entry(f"term[alpha={a:g}]", "term", {"term-alpha": a}, 0.8, w, i)
+        for i, (a, w) in enumerate([(0.01, 0.40), (0.1, 0.47), (0.5, 0.44), (1.0, 0.41)], 6)
+    ]
+    return {
+        "criterion": "worst10-near-baseline",
+        "tolerance": 2.0,
+        "baseline_rule": "fedavg",
+        "baseline_mean": 0.8,
+        "validation_fraction": 0.2,
+        "tuning_seeds": [100],
+        "seeds": [0],
+        "grid": [
+            "vred:vred-beta=0.1,0.5,1",
+            "qffl:qffl-q=0.1,1",
+            "term:term-alpha=0.01,0.1,0.5,1",
+        ],
+        "final_grid": ["vred:vred-beta=1.0", "qffl:qffl-q=1.0", "term:term-alpha=0.1"],
+        "candidates": [fedavg, *vred, *qffl, *term],
+        "chosen": {"fedavg": fedavg, "vred": vred[2], "qffl": qffl[1], "term": term[1]},
+        "wall_time_s": {"tuning": 10.0, "final": 5.0, "total": 15.0},
+        "command": "",
+    }
+
+
+def test_tuning_md_marks_and_lists_the_choices_at_a_grid_edge(tmp_path):
+    (tmp_path / "tuning.json").write_text(json.dumps(_hand_made_tuning()))
+    text = write_tuning_markdown(tmp_path).read_text()
+    assert text == (tmp_path / "tuning.md").read_text()
+    lines = text.splitlines()
+    assert "- vred: `vred-beta=1`, the highest value of its grid (0.1, 0.5, 1)." in lines
+    assert "| vred[beta=1] | 83.00 | 50.00 | yes, beta=1 (grid edge) |" in lines
+    assert "| vred[beta=0.5] | 82.00 | 45.00 |  |" in lines
+    # Two values (q-FFL) and an inside choice (TERM): chosen, not marked.
+    assert "| qffl[q=1] | 79.00 | 46.00 | yes |" in lines
+    assert "| term[alpha=0.1] | 80.00 | 47.00 | yes |" in lines
+    assert text.count("grid edge") == 2  # the list's heading and VRed's row
+    assert "widen these axes with `--tune-grid`" in text
+
+
+def test_tuning_md_says_when_no_choice_is_at_an_edge(tmp_path):
+    summary = _hand_made_tuning()
+    summary["chosen"]["vred"] = summary["candidates"][2]  # beta = 0.5, inside the grid
+    (tmp_path / "tuning.json").write_text(json.dumps(summary))
+    text = write_tuning_markdown(tmp_path).read_text()
+    assert "No chosen value is at an edge of a numeric grid axis of 3 or more values." in text
+    assert "| vred[beta=0.5] | 82.00 | 45.00 | yes |" in text
+    assert "(grid edge)" not in text
+
+
+def test_report_command_rewrites_tuning_md_from_tuning_json(tmp_path, capsys):
+    # A tuned folder: one saved run and a tuning.json; `fairfl report` rebuilds the
+    # report and replaces a stale tuning.md without running anything.
+    run = tmp_path / "runs" / "fedavg" / "seed-0"
+    run.mkdir(parents=True)
+    clients = [
+        {"node_id": 1, "partition_id": 0, "num_examples": 10, "eval_acc": 0.5, "eval_loss": 1.0},
+        {"node_id": 2, "partition_id": 1, "num_examples": 30, "eval_acc": 0.9, "eval_loss": 0.2},
+    ]
+    (run / "rounds.jsonl").write_text(json.dumps({"round": 1, "clients": clients}) + "\n")
+    (tmp_path / "tuning.json").write_text(json.dumps(_hand_made_tuning()))
+    (tmp_path / "tuning.md").write_text("stale\n")
+    assert main(["report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"tuning: {tmp_path / 'tuning.md'}" in out
+    # Mean (0.5 + 0.9) / 2 = 70 %; pooled (5 + 27) / 40 = 80 %.
+    assert "| fedavg | 70.00 | 80.00 |" in out
+    assert "| vred[beta=1] | 83.00 | 50.00 | yes, beta=1 (grid edge) |" in (
+        (tmp_path / "tuning.md").read_text()
+    )
+
+
+def test_write_tuning_markdown_needs_tuning_json(tmp_path):
+    with pytest.raises(ValueError, match=r"tuning\.json: no such file"):
+        write_tuning_markdown(tmp_path)
