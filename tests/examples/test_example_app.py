@@ -111,6 +111,8 @@ def test_example_runs_the_rule_with_flwr_run(flower, tmp_path, rule):
         -5000:
     ]
     assert "dropped reply" not in text
+    # The app reports each node's partition id: per-client state is keyed by device.
+    assert "reports no 'partition-id'" not in text
     accuracy = re.search(r"eval-acc=\{1: [0-9.]+, 2: ([0-9.]+)\}", text)
     assert accuracy is not None, text[-3000:]
     assert float(accuracy.group(1)) > 0.1  # better than chance on 10 digits

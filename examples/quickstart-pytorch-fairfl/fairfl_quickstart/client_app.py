@@ -26,7 +26,16 @@ def _loaders(context: Context, batch_size: int) -> tuple[DataLoader, DataLoader]
 def train_round(msg: Message, context: Context) -> Message:
     """Train on the local partition as the round's fair rule asks."""
     trainloader, _ = _loaders(context, int(msg.content["config"]["batch-size"]))
-    content = fair_train(msg, Net(), trainloader, nn.CrossEntropyLoss(), train)
+    # The partition id keys per-client state (AFL's λ, RC-FL's, Equitable FL's) by the
+    # device, not by the node id, which changes when a SuperNode restarts.
+    content = fair_train(
+        msg,
+        Net(),
+        trainloader,
+        nn.CrossEntropyLoss(),
+        train,
+        partition_id=int(context.node_config["partition-id"]),
+    )
     return Message(content=content, reply_to=msg)
 
 
@@ -34,5 +43,11 @@ def train_round(msg: Message, context: Context) -> Message:
 def evaluate_round(msg: Message, context: Context) -> Message:
     """Evaluate the global model on the local test split."""
     _, testloader = _loaders(context, 64)
-    content = fair_evaluate(msg, Net(), testloader, nn.CrossEntropyLoss())
+    content = fair_evaluate(
+        msg,
+        Net(),
+        testloader,
+        nn.CrossEntropyLoss(),
+        partition_id=int(context.node_config["partition-id"]),
+    )
     return Message(content=content, reply_to=msg)
