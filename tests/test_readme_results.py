@@ -60,6 +60,7 @@ def runs_csv_cells(folder: str, metric: str) -> dict[str, str]:
     [
         ("digits-table6", "| Rule | Mean (%) |"),
         ("digits-table6-tuned", "| Rule (chosen setting) |"),
+        ("digits-table6-tuned-wide", "| Rule (chosen setting, widened grid) |"),
     ],
 )
 def test_digits_mean_and_pooled_columns_come_from_the_runs(folder, header):
@@ -92,7 +93,9 @@ def test_digits_rules_with_pooled_below_mean_are_the_ones_the_readme_names():
     assert first(tuned["fedavg"]) == 83.36
 
 
-@pytest.mark.parametrize("folder", ["digits-table6", "digits-table6-tuned", "qffl-synthetic"])
+@pytest.mark.parametrize(
+    "folder", ["digits-table6", "digits-table6-tuned", "digits-table6-tuned-wide", "qffl-synthetic"]
+)
 def test_committed_tables_are_what_the_report_renders_from_the_committed_runs(folder):
     # `fairfl report` on the folder would write the same table6.md / table2.md: the
     # committed tables are not stale (rebuilt in memory, nothing is written).
@@ -425,3 +428,188 @@ def test_tuned_grid_edges_in_the_readme_and_tuning_md_are_those_of_tuning_json(t
     shutil.copy(folder / "tuning.json", tmp_path)
     assert write_tuning_markdown(tmp_path).read_text() == committed
     assert committed.count("(grid edge)") == 7  # fedmgda's two edges share one row
+
+
+WIDE = "digits-table6-tuned-wide"
+
+
+def widened_section() -> str:
+    """The README's "Widened grids" subsection, its whitespace collapsed."""
+    start = README.index("### Widened grids")
+    end = README.index("\n### ", start + 1)
+    return " ".join(README[start:end].split())
+
+
+def tuning_summary(folder: str) -> dict:
+    """The ``tuning.json`` of a committed tuned comparison."""
+    return json.loads((ROOT / "docs/results" / folder / "tuning.json").read_text())
+
+
+def numeric_axes(tuning: dict) -> dict[tuple[str, str], list[float]]:
+    """Each ``rule:key=v1,v2,...`` item of a tuning grid as (rule, key) -> its values."""
+    axes = {}
+    for item in tuning["grid"]:
+        target, values = item.split("=", 1)
+        rule, key = target.split(":")
+        axes[(rule, key)] = [float(v) for v in values.split(",")]
+    return axes
+
+
+def edge_sides(tuning: dict) -> dict[tuple[str, str], str]:
+    """The chosen values at an end of an axis of 3 or more values: (rule, key) -> side."""
+    sides = {}
+    for (rule, key), grid in numeric_axes(tuning).items():
+        chosen = tuning["chosen"][rule]["overrides"][key]
+        if len(set(grid)) >= 3 and chosen == min(grid):
+            sides[(rule, key)] = "lowest"
+        elif len(set(grid)) >= 3 and chosen == max(grid):
+            sides[(rule, key)] = "highest"
+    return sides
+
+
+def table6_rows(folder: str) -> dict[str, list[str]]:
+    """A committed ``table6.md``'s rows by rule (the label's text before ``[``)."""
+    text = (ROOT / "docs/results" / folder / "table6.md").read_text()
+    return {row[0].split("[")[0]: row for row in markdown_rows(text.splitlines())[1:]}
+
+
+def test_widened_digits_table_is_the_wide_reports_table_with_its_command_and_wall_time():
+    # docs/results/digits-table6-tuned-wide (fairfl compare --recipe digits-table6 --tune
+    # --tune-grid ...): the README's "Widened grids" table is the first six statistics of
+    # its table6.md; the command, the settings count and the wall times are the manifest's.
+    folder = ROOT / "docs/results" / WIDE
+    report = markdown_rows((folder / "table6.md").read_text().splitlines())
+    readme = readme_table("| Rule (chosen setting, widened grid) | Mean (%) |")
+    assert readme[0][1:] == report[0][1:7]
+    assert [row[:7] for row in report[1:]] == readme[1:]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    tuning = tuning_summary(WIDE)
+    assert manifest["tuning"] == {k: v for k, v in tuning.items() if k != "candidates"}
+    assert f"```bash\n{manifest['command']}\n```" in README
+    assert manifest["command"].startswith("fairfl compare --recipe digits-table6 --tune ")
+    section = widened_section()
+    wall = manifest["tuning"]["wall_time_s"]
+    assert (
+        f"{len(tuning['candidates'])} settings in {round(wall['total']):,} s on "
+        f"{manifest['cpu_count']} cores ({round(wall['tuning']):,} s tuning, "
+        f"{round(wall['final']):,} s reported runs), one worker" in section
+    )
+    assert manifest["workers"] == 1
+    seeds = ", ".join(map(str, tuning["tuning_seeds"]))
+    assert f"tuning seeds {seeds} and reported seeds {', '.join(map(str, tuning['seeds']))}" in (
+        section
+    )
+    assert f"its validation mean is again {100 * tuning['baseline_mean']:.2f} %" in section
+
+
+def test_widened_grids_extend_each_paper_grid_edge_and_keep_its_choice():
+    # Fair comparison: the widened run tunes exactly the axes whose paper-grid choice was
+    # at an edge, each axis holds that choice and reaches past it on the edge's side, the
+    # rules are those axes' rules plus the baseline, and everything else (seeds, split,
+    # criterion, run config) is the paper-grid run's, so a setting in both runs gives the
+    # same validation numbers.
+    paper, wide = tuning_summary("digits-table6-tuned"), tuning_summary(WIDE)
+    paper_edges = edge_sides(paper)
+    wide_axes = numeric_axes(wide)
+    assert sorted(wide_axes) == sorted(paper_edges)
+    for (rule, key), side in paper_edges.items():
+        chosen = paper["chosen"][rule]["overrides"][key]
+        grid = wide_axes[(rule, key)]
+        assert chosen in grid
+        assert min(grid) < chosen if side == "lowest" else max(grid) > chosen
+    assert set(wide["chosen"]) == {"fedavg"} | {rule for rule, _ in paper_edges}
+    for field in ("criterion", "tolerance", "baseline_rule", "validation_fraction"):
+        assert wide[field] == paper[field]
+    assert (wide["tuning_seeds"], wide["seeds"]) == (paper["tuning_seeds"], paper["seeds"])
+    manifests = [
+        json.loads((ROOT / "docs/results" / folder / "manifest.json").read_text())
+        for folder in ("digits-table6-tuned", WIDE)
+    ]
+    assert manifests[0]["base_config"] == manifests[1]["base_config"]
+    paper_stats = {c["label"]: (c["mean"], c["worst10"]) for c in paper["candidates"]}
+    shared = [c for c in wide["candidates"] if c["label"] in paper_stats]
+    assert {paper["chosen"][rule]["label"] for rule in wide["chosen"]} <= {
+        c["label"] for c in shared
+    }
+    for candidate in shared:
+        assert (candidate["mean"], candidate["worst10"]) == paper_stats[candidate["label"]]
+
+
+def test_widened_grid_comparison_and_new_edge_in_the_readme_come_from_the_results(tmp_path):
+    # The README's differences are those of the two committed table6.md files' means (in
+    # points, to two decimals, − for a loss); its validation figures are tuning.json's;
+    # the collapsed seed is runs.csv's; the one new edge is worked from tuning.json as in
+    # the paper-grid test above, and q-FFL cannot go below q = 0.
+    import csv
+    import shutil
+
+    from fairfl.report.tune import write_tuning_markdown
+    from fairfl.strategies.qffl import QFFL
+
+    section = widened_section()
+    paper_rows, wide_rows = table6_rows("digits-table6-tuned"), table6_rows(WIDE)
+
+    def first(cell: str) -> float:
+        return float(cell.split(" ± ")[0])
+
+    def points(difference: float) -> str:
+        return f"{difference:+.2f}".replace("-", "−")
+
+    for rule, row in wide_rows.items():
+        if rule == "fedavg":
+            continue
+        old = paper_rows[rule]
+        mean = points(first(row[1]) - first(old[1]))
+        worst = points(first(row[5]) - first(old[5]))
+        assert f"`{row[0]}` against `{old[0]}`: mean {mean}, worst 10 % {worst}" in section
+    assert (
+        f"its pooled accuracy, {wide_rows['fedmgda'][2].split(' ± ')[0]} %, now passes "
+        f"FedAvg's {wide_rows['fedavg'][2].split(' ± ')[0]} %" in section
+    )
+    wide = tuning_summary(WIDE)
+    validation = {c["label"]: c for c in wide["candidates"]}
+
+    def val(label: str, statistic: str) -> str:
+        return f"{100 * validation[label][statistic]:.2f}"
+
+    assert (
+        f"worst 10 % {val('vred[beta=1.5]', 'worst10')} % at β = 1.5 against "
+        f"{val('vred[beta=1]', 'worst10')} % at β = 1; {val('semivred[beta=2]', 'worst10')} % "
+        f"at β = 2 against {val('semivred[beta=1]', 'worst10')} %" in section
+    )
+    assert (
+        f"β = 3 gives a validation mean of {val('vred[beta=3]', 'mean')} % and "
+        f"{val('semivred[beta=3]', 'mean')} %" in section
+    )
+    floor = wide["baseline_mean"] - wide["tolerance"] / 100
+    for rule in ("qffl", "qfedsgd"):
+        means = [c["mean"] for c in wide["candidates"] if c["rule"] == rule]
+        assert max(means) < floor and wide["chosen"][rule]["mean"] == max(means)
+    with (ROOT / "docs/results" / WIDE / "runs.csv").open() as handle:
+        seed_1 = next(
+            row
+            for row in csv.DictReader(handle)
+            if row["label"] == "vred[beta=1.5]" and row["seed"] == "1"
+        )
+    mean, worst = (100 * float(seed_1[m]) for m in ("acc-mean", "acc-worst-10"))
+    assert f"collapsed on seed 1 ({mean:.2f} % mean, {worst:.2f} % worst 10 %)" in section
+    edges = {
+        f"{rule}:{key}={wide['chosen'][rule]['overrides'][key]:g}" for rule, key in edge_sides(wide)
+    }
+    assert edges == {"qffl:qffl-q=0"}
+    assert "One choice is again at a grid edge, `qffl:qffl-q=0`, the lowest value" in section
+    with pytest.raises(ValueError, match="q must be >= 0"):
+        QFFL(q=-0.001)
+    lowest = [validation[f"qffl[q={q}]"] for q in ("0", "0.001", "0.003")]
+    assert len({c["worst10"] for c in lowest}) == 1
+    spread = max(round(100 * c["mean"], 2) for c in lowest) - min(
+        round(100 * c["mean"], 2) for c in lowest
+    )
+    assert (
+        f"q = 0, 0.001 and 0.003 have the same validation worst 10 %, "
+        f"{100 * lowest[0]['worst10']:.2f} %, and means {spread:.2f} points apart" in section
+    )
+    committed = (ROOT / "docs/results" / WIDE / "tuning.md").read_text()
+    shutil.copy(ROOT / "docs/results" / WIDE / "tuning.json", tmp_path)
+    assert write_tuning_markdown(tmp_path).read_text() == committed
+    assert committed.count("(grid edge)") == 1
