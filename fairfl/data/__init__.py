@@ -10,7 +10,9 @@ Data sets (`DATASETS`):
   the embedded default; needs no files.
 - ``"synthetic"``: Synthetic(1, 1) of FedProx / q-FFL, generated in numpy;
   ``"synthetic-<α>-<β>"`` (e.g. ``"synthetic-0-0"``, ``"synthetic-0.5-0.5"``)
-  sets α and β. One device per partition (partitioner ``"natural"`` only).
+  sets α and β, ``"synthetic-<α>-<β>-sigma<σ>"`` also the spread of the device sizes
+  (``LogNormal(4, σ) + 50``; the reference σ = 2 by default). One device per
+  partition (partitioner ``"natural"`` only).
 - ``"mnist"``, ``"fashionmnist"``, ``"cifar10"``: the official training sets,
   read by torchvision from ``data_root`` (downloaded only if ``download=True``),
   then partitioned and re-split per client.

@@ -100,7 +100,8 @@ def load_client_data(
     dataset : str
         One of `DATASETS`. Synthetic(α, β) is ``"synthetic-<α>-<β>"``, e.g.
         ``"synthetic-0-0"`` or ``"synthetic-0.5-0.5"``; ``"synthetic"`` is
-        Synthetic(1, 1).
+        Synthetic(1, 1); ``"synthetic-<α>-<β>-sigma<σ>"`` also sets the σ of the
+        device sizes (`fairfl.data.synthetic`).
     partitioner : str
         One of `PARTITIONERS`: ``"iid"`` (uniformly random, near-equal sizes),
         ``"dirichlet"`` (label skew, Dir(``dirichlet_alpha``) per class),
@@ -173,9 +174,10 @@ def load_client_data(
             f"got {partition_id!r}"
         )
     partition_id = int(partition_id)
-    alpha_beta = synthetic.parse_name(dataset)
-    if alpha_beta is not None:
-        x, y = synthetic.device_data(*alpha_beta, int(seed), partition_id)
+    spec = synthetic.parse_name(dataset)
+    if spec is not None:
+        alpha, beta, size_sigma = spec
+        x, y = synthetic.device_data(alpha, beta, int(seed), partition_id, size_sigma)
         rows = np.arange(len(y))
     else:
         x, y = load_pool(dataset, resolve_data_root(data_root), download)
@@ -255,8 +257,9 @@ validation_fraction
         group_labels,
         group_samples_per_class,
     )
-    if synthetic.parse_name(dataset) is not None:
-        sizes = [synthetic.device_size(int(seed), pid) for pid in range(num_partitions)]
+    spec = synthetic.parse_name(dataset)
+    if spec is not None:
+        sizes = [synthetic.device_size(int(seed), pid, spec[2]) for pid in range(num_partitions)]
     else:
         sizes = [len(rows) for rows in _partition_lists(federation)]
     train = [size - num_test_samples(size, test_fraction) for size in sizes]

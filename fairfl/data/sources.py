@@ -63,7 +63,7 @@ def check_dataset(name: object) -> None:
     Parameters
     ----------
     name : object
-        A value of `DATASETS` or ``"synthetic-<α>-<β>"``.
+        A value of `DATASETS`, ``"synthetic-<α>-<β>"`` or ``"synthetic-<α>-<β>-sigma<σ>"``.
 
     Raises
     ------
@@ -74,8 +74,9 @@ def check_dataset(name: object) -> None:
     if isinstance(name, str) and (name in DATASETS or synthetic.parse_name(name) is not None):
         return
     raise ValueError(
-        f"dataset must be one of {DATASETS} or 'synthetic-<alpha>-<beta>' "
-        f"(e.g. 'synthetic-0.5-0.5'), got {name!r}"
+        f"dataset must be one of {DATASETS}, 'synthetic-<alpha>-<beta>' (e.g. "
+        f"'synthetic-0.5-0.5') or 'synthetic-<alpha>-<beta>-sigma<sigma>' (device sizes "
+        f"LogNormal(4, sigma) + 50; e.g. 'synthetic-1-1-sigma0.75'), got {name!r}"
     )
 
 

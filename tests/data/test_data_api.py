@@ -168,7 +168,7 @@ BASE = {"dataset": "digits", "partitioner": "iid", "partition_id": 0, "num_parti
     [
         ({"dataset": "foo"}, "dataset must be one of ('digits', 'synthetic', 'mnist', "),
         ({"dataset": "synthetic-1"}, "got 'synthetic-1'"),
-        ({"dataset": 3}, "(e.g. 'synthetic-0.5-0.5'), got 3"),
+        ({"dataset": 3}, "'synthetic-1-1-sigma0.75'), got 3"),
         ({"partitioner": "zipf"}, "partitioner must be one of ('iid', 'dirichlet', "),
         (
             {"dataset": "synthetic", "partitioner": "iid"},

@@ -12,10 +12,14 @@ NATURAL = {"partitioner": "natural", "num_partitions": 100}
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("synthetic", (1.0, 1.0)),
-        ("synthetic-0-0", (0.0, 0.0)),
-        ("synthetic-0.5-0.5", (0.5, 0.5)),
-        ("synthetic-1-0.25", (1.0, 0.25)),
+        ("synthetic", (1.0, 1.0, 2.0)),
+        ("synthetic-0-0", (0.0, 0.0, 2.0)),
+        ("synthetic-0.5-0.5", (0.5, 0.5, 2.0)),
+        ("synthetic-1-0.25", (1.0, 0.25, 2.0)),
+        ("synthetic-1-1-sigma0.75", (1.0, 1.0, 0.75)),
+        ("synthetic-1-1-sigma0", (1.0, 1.0, 0.0)),
+        ("synthetic-1-1-sigma", None),
+        ("synthetic-1-1-sigma-1", None),
         ("synthetic-1", None),
         ("synthetic--1-1", None),
         ("synthetic-a-b", None),
@@ -48,6 +52,29 @@ def test_sizes_are_lognormal_4_2_plus_50():
     # Power-law-like spread: P(LogNormal(4, 2) > exp(6)) = P(Z > 1) = 0.159.
     assert 0.13 <= np.mean(extra > np.exp(6)) <= 0.19
     assert sizes.max() / sizes.min() > 100
+
+
+def test_size_sigma_changes_only_the_number_of_samples():
+    # n_k = floor(exp(4 + σ Z_k)) + 50 with the same Z_k: σ = 0 gives floor(e^4) + 50 = 104
+    # for every device; σ = 0.75 and σ = 2 order the devices alike.
+    assert {device_size(3, k, 0.0) for k in range(50)} == {104}
+    light = np.array([device_size(3, k, 0.75) for k in range(3000)])
+    heavy = np.array([device_size(3, k) for k in range(3000)])
+    a, b = np.triu_indices(300, k=1)  # pairs of devices
+    assert np.all(np.sign(light[a] - light[b]) * np.sign(heavy[a] - heavy[b]) >= 0)
+    # E[LogNormal(4, 0.75)] = exp(4 + 0.75² / 2) = 72.2 -> mean ~122 samples per device
+    assert 115 <= light.mean() <= 130
+    assert light.max() / light.sum() < 0.01 < heavy.max() / heavy.sum()
+    for device in range(5):
+        x_light, y_light = device_data(1.0, 1.0, 3, device, 0.75)
+        x_heavy, y_heavy = device_data(1.0, 1.0, 3, device, 2.0)
+        rows = min(len(y_light), len(y_heavy))
+        assert np.array_equal(x_light[:rows], x_heavy[:rows])
+        assert np.array_equal(y_light[:rows], y_heavy[:rows])
+    sizes = partition_sizes(dataset="synthetic-1-1-sigma0.75", seed=3, **NATURAL)
+    data = load_client_data(dataset="synthetic-1-1-sigma0.75", seed=3, partition_id=7, **NATURAL)
+    assert sizes[7] == len(data.y_train)
+    assert len(data.y_train) + len(data.y_test) == device_size(3, 7, 0.75)
 
 
 def test_a_device_is_the_same_whatever_the_number_of_devices():
