@@ -338,7 +338,7 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         or (_present(recipe.weights_label, rules, grid) if recipe else None),
         columns=args.columns or (recipe.columns if recipe else "table6"),
         title=args.title or (recipe.title if recipe else None),
-        description=recipe.description if recipe else "",
+        description=_description(recipe, args),
         reference=list(recipe.reference) if recipe else [],
         command=shlex.join(["fairfl", *argv]),
         recipe=recipe.name if recipe else None,
@@ -358,6 +358,26 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         )
         return EXIT_FAILED
     return 0
+
+
+def _description(recipe: Any, args: argparse.Namespace) -> str:
+    """The recipe's description, then what this command's flags change of it."""
+    if recipe is None:
+        return ""
+    changes = [
+        f"{flag} {' '.join(str(value) for value in values)}"
+        for flag, values in (
+            ("--rules", args.rules),
+            ("--seeds", args.seeds),
+            ("--grid", args.grid),
+            ("--set", args.settings),
+            ("--tune-grid", args.tune_grid),
+        )
+        if values
+    ]
+    if not changes:
+        return str(recipe.description)
+    return f"{recipe.description} This run departs from the recipe: {'; '.join(changes)}."
 
 
 def _run_options(args: argparse.Namespace, workers: int) -> dict[str, Any]:
@@ -400,7 +420,7 @@ def _run_tuned(
         baseline_rule=args.baseline or (recipe.baseline if recipe else None) or "fedavg",
         weights_rule=args.weights_label or (recipe.weights_label if recipe else None),
         title=args.title or (f"{recipe.title}, tuned" if recipe else None),
-        description=recipe.description if recipe else "",
+        description=_description(recipe, args),
         command=shlex.join(["fairfl", *argv]),
         **_run_options(args, workers),
         columns=args.columns or (recipe.columns if recipe else "table6"),

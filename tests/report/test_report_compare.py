@@ -214,3 +214,36 @@ def test_recipes_parse_and_plan(tmp_path):
         labels = {v.label for v in variants}
         assert recipe.baseline in labels and recipe.weights_label in labels
         assert plan_runs(variants, recipe.seeds, base, Path(tmp_path))
+
+
+def test_a_recipe_run_with_changed_flags_says_so_in_its_description():
+    # A report opens with its recipe's description; flags that narrow or change the
+    # recipe are named after it, so "every registered rule" is not left unqualified.
+    from fairfl.cli import _description, build_parser
+    from fairfl.report.recipes import RECIPES
+
+    recipe = RECIPES["digits-table6"]
+    plain = build_parser().parse_args(["compare", "--recipe", "digits-table6", "--out", "x"])
+    assert _description(recipe, plain) == recipe.description
+    changed = build_parser().parse_args(
+        [
+            "compare",
+            "--recipe",
+            "digits-table6",
+            "--out",
+            "x",
+            "--rules",
+            "fedavg",
+            "vred",
+            "--tune",
+            "--tune-grid",
+            "vred:vred-beta=1,2",
+            "--set",
+            "num-server-rounds=5",
+        ]
+    )
+    assert _description(recipe, changed) == (
+        f"{recipe.description} This run departs from the recipe: --rules fedavg vred; "
+        "--set num-server-rounds=5; --tune-grid vred:vred-beta=1,2."
+    )
+    assert _description(None, changed) == ""
