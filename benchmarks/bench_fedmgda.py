@@ -8,7 +8,15 @@ Run: ``nice .venv/bin/python benchmarks/bench_fedmgda.py [--clients 50] [--repea
    model (float32), timed alternately; prints the best CPU time (``time.process_time``:
    what this process computed, BLAS threads included, not what other processes on a
    shared machine took) and wall time of each, and their CPU-time ratio (target:
-   FedMGDA+ within 2.5× of FedAvg), then FedMGDA+'s stages (float32 Gram and step).
+   FedMGDA+ within 2.5× of FedAvg), then FedMGDA+'s stages (float32 Gram, the norms
+   alone that FedAvg-n computes instead, and the step). Each run's minor page faults
+   are counted too: Flower's FedAvg allocates a fresh array per client and layer, and
+   its time depends on whether glibc's malloc hands back reused heap pages or fresh
+   ones. In this process it took ~5,800 faults per call (~10 ms, i.e. a 20 % slower
+   baseline) where ``bench_aggregate_loss_rules.py``'s process took ~0: that, not
+   FedMGDA+, is why the two gave 2.2-2.4x and 2.6-2.7x. Run with
+   ``MALLOC_MMAP_THRESHOLD_=67108864 MALLOC_TRIM_THRESHOLD_=1073741824`` to pin the
+   allocator: Flower then takes ~25 faults here as well, and the ratios agree.
 2. Threads, both sides: FedMGDA+ with its BLAS kernels pinned to one thread (the
    default, :func:`fairfl.strategies._threads.one_thread`) and with two; Flower's
    FedAvg with the BLAS pool limited to one thread and to two (its average is NumPy
@@ -32,6 +40,7 @@ import argparse
 import gc
 import logging
 import os
+import resource
 import statistics
 import sys
 import time
@@ -65,6 +74,7 @@ from fairfl.strategies.fedmgda import (  # noqa: E402
     min_norm_weights,
     normalize_gram,
     prior_weights,
+    squared_update_norms,
 )
 
 # A 2M-parameter MLP-like layout: 1000x1000, 1000, 1000x1000, 1000 (2,002,000 floats).
@@ -93,11 +103,14 @@ def timed(fn, *args, **kwargs) -> float:
     return time.perf_counter() - start
 
 
-def cpu_and_wall(fn, *args, **kwargs) -> tuple[float, float]:
+def cpu_wall_and_faults(fn, *args, **kwargs) -> tuple[float, float, int]:
+    """CPU and wall seconds of ``fn(...)``, and the minor page faults it took."""
     gc.collect()  # as the other aggregation benchmarks: no collection inside a timing
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     cpu, wall = time.process_time(), time.perf_counter()
     fn(*args, **kwargs)
-    return time.process_time() - cpu, time.perf_counter() - wall
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return cpu, wall, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
 #: Seconds of sleep before each timed run, for OpenBLAS workers woken by the previous
@@ -105,9 +118,13 @@ def cpu_and_wall(fn, *args, **kwargs) -> tuple[float, float]:
 SETTLE_S = 0.3
 
 
+#: Found once: finding the pools takes ~1 ms, which was inside Flower's timed runs.
+CONTROLLER = ThreadpoolController()
+
+
 def blas_threads(limit: int) -> AbstractContextManager:
     """The BLAS pool limited to ``limit`` threads."""
-    return ThreadpoolController().limit(limits=limit, user_api="blas")
+    return CONTROLLER.limit(limits=limit, user_api="blas")
 
 
 def two_threads() -> AbstractContextManager:
@@ -115,10 +132,10 @@ def two_threads() -> AbstractContextManager:
     return blas_threads(2)
 
 
-def settled(fn: Callable[[], object]) -> tuple[float, float]:
-    """CPU and wall time of ``fn()``, timed once the BLAS workers are parked."""
+def settled(fn: Callable[[], object]) -> tuple[float, float, int]:
+    """CPU and wall time of ``fn()`` and its page faults, once the BLAS workers are parked."""
     time.sleep(SETTLE_S)
-    return cpu_and_wall(fn)
+    return cpu_wall_and_faults(fn)
 
 
 def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
@@ -162,22 +179,25 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     # Warm up all (first decodes allocate), then alternate to share machine noise.
     for run in runs.values():
         run()
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    times: dict[str, list[tuple[float, float, int]]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
             times[name].append(settled(run))
     best = {name: tuple(min(t) for t in zip(*runs_, strict=True)) for name, runs_ in times.items()}
-    cpu_flower, wall_flower = best["flower"]
-    cpu_ours, wall_ours = best["fedmgda"]
-    cpu_two, wall_two = best["fedmgda-2-threads"]
-    cpu_flower_two, wall_flower_two = best["flower-2-threads"]
+    cpu_flower, wall_flower, faults_flower = best["flower"]
+    cpu_ours, wall_ours, faults_ours = best["fedmgda"]
+    cpu_two, wall_two, _ = best["fedmgda-2-threads"]
+    cpu_flower_two, wall_flower_two, _ = best["flower-2-threads"]
     size = sum(int(np.prod(s)) for s in SHAPES)
     print(f"aggregate_train, {num_clients} replies, {size:,} parameters (best of {repeats}):")
     print(
         f"  Flower FedAvg : {cpu_flower * 1e3:8.1f} ms CPU {wall_flower * 1e3:8.1f} ms wall "
-        "(BLAS 1 thread)"
+        f"{faults_flower:6d} page faults (BLAS 1 thread)"
     )
-    print(f"  FedMGDA+      : {cpu_ours * 1e3:8.1f} ms CPU {wall_ours * 1e3:8.1f} ms wall")
+    print(
+        f"  FedMGDA+      : {cpu_ours * 1e3:8.1f} ms CPU {wall_ours * 1e3:8.1f} ms wall "
+        f"{faults_ours:6d} page faults"
+    )
     print(
         f"  ratio FedMGDA+/FedAvg = {cpu_ours / cpu_flower:.2f} CPU, "
         f"{wall_ours / wall_flower:.2f} wall  (target <= 2.5)"
@@ -193,11 +213,12 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     )
 
     # Stages of FedMGDA+: the reader without its value pass (the Gram pass checks the
-    # values), the Gram, the QP and the step.
+    # values), the Gram (at ε = 0 only its diagonal), the QP and the step.
     layout = ModelLayout.of(global_record)
     stages = {
         "read (no values)": lambda: FairStrategy.read_train_replies(ours, 1, replies, layout),
         "gram (float32)": lambda: gram_matrix(global_arrays, locals_),
+        "norms (ε = 0)": lambda: squared_update_norms(global_arrays, locals_),
     }
     gram = gram_matrix(global_arrays, locals_)
     k_bar, norms = normalize_gram(gram)
@@ -215,12 +236,14 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
         "baseline": "flower FedAvg aggregate_train (BLAS 1 thread)",
         "baseline_cpu_ms": cpu_flower * 1e3,
         "baseline_wall_ms": wall_flower * 1e3,
+        "baseline_page_faults": faults_flower,
         "rules": {
             "fedmgda": {
                 "cpu_ms": cpu_ours * 1e3,
                 "ratio": cpu_ours / cpu_flower,
                 "wall_ms": wall_ours * 1e3,
                 "wall_ratio": wall_ours / wall_flower,
+                "page_faults": faults_ours,
             }
         },
         "blas_threads": {

@@ -22,6 +22,7 @@ import logging
 import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -66,6 +67,10 @@ GRAM_MIN_COLUMNS = 1024
 #: relative error is then below ``GRAM_CHUNK · 2^-24`` < :data:`GRAM_RTOL`, and the
 #: chunks' rounding errors average out in the float64 sum.
 GRAM_CHUNK = 4096
+#: Most rows past a multiple of 8 that :func:`_float32_block_gram` multiplies one by
+#: one (BLAS gemv) instead of in its syrk: with 4 to 6 it was as slow or slower
+#: (n = 12, 20, 52, 53, 54, 100, 101, 102).
+GRAM_SPLIT_ROWS = 3
 #: Bound on the relative error of a Gram diagonal ``‖g_i‖²`` computed in float32 blocks
 #: (float32 differences, products of at most :data:`GRAM_CHUNK` terms, summed in
 #: float64): the reply reader's bound on the values uses it as its margin.
@@ -164,6 +169,8 @@ class FedMGDAPlus(FairStrategy):
       need no ridge (spec §1.9) but is not installed; interior-point and ADMM backends
       are less accurate. If every ridge fails, λ = λ0 and the status says so.
     * Updates with ‖g_i‖ <= 1e-12 get λ_i = 0 and stay out of the QP (spec §7.2.5).
+    * At ε = 0 (FedAvg-n) λ = λ0 needs no QP: only the norms ‖g_i‖ are computed, not
+      the Gram, and the diagnostic ‖d‖ is measured on the step itself.
     * The reply reader's pass over every value is skipped: the Gram pass finds NaN/Inf
       and bounds the magnitudes (:meth:`read_train_replies`), so a bad reply is still
       dropped with the reader's reason, at no extra pass.
@@ -235,7 +242,8 @@ class FedMGDAPlus(FairStrategy):
         the Gram's diagonal ‖g_i‖² is NaN/Inf when a value is, and bounds every value by
         ``max|w_t| + ‖g_i‖``. Only a reply that fails this bound goes through
         :func:`fairfl.contract.check_array_values`, which names the reason exactly as
-        the reader would. Buffers, outside the Gram, are checked directly.
+        the reader would. Buffers, outside the Gram, are checked directly. At ε = 0 the
+        pass computes only the diagonal (:meth:`_update_products`).
         """
         accepted, dropped = super().read_train_replies(server_round, replies, layout)
         self._gram_cache = None
@@ -244,13 +252,14 @@ class FedMGDAPlus(FairStrategy):
         assert self.current_arrays is not None  # set by configure_train; checked by caller
         global_arrays = [array_view(a) for a in self.current_arrays.values()]
         trainable = trainable_mask(layout.keys, global_arrays)
-        gram = gram_matrix(global_arrays, [r.arrays for r in accepted], trainable=trainable)
+        products = self._update_products(global_arrays, [r.arrays for r in accepted], trainable)
+        squared_norms = _diagonal(products)
         peak = max(
             (_peak(g) for g, m in zip(global_arrays, trainable, strict=True) if m), default=0
         )
         kept: list[int] = []
         for index, reply in enumerate(accepted):
-            reason = self._value_problem(reply, layout.keys, trainable, gram[index, index], peak)
+            reason = self._value_problem(reply, layout.keys, trainable, squared_norms[index], peak)
             if reason is None:
                 kept.append(index)
                 continue
@@ -259,9 +268,26 @@ class FedMGDAPlus(FairStrategy):
         replies_kept = [accepted[i] for i in kept]
         self._gram_cache = (
             tuple(r.node_id for r in replies_kept),
-            gram[np.ix_(kept, kept)],
+            products[kept] if products.ndim == 1 else products[np.ix_(kept, kept)],
         )
         return replies_kept, dropped
+
+    def _update_products(
+        self,
+        global_arrays: Sequence[NDArray],
+        local_arrays: Sequence[Sequence[NDArray]],
+        trainable: Sequence[bool],
+    ) -> NDArray[np.float64]:
+        """The Gram K of the updates, (n, n); at ε = 0 only its diagonal ‖g_i‖², (n,).
+
+        At ε = 0 the box of eq. (25) is the point λ0: there is no QP, and the norms are
+        all the rule needs (:func:`squared_update_norms`: 30-35 ms of CPU where the Gram
+        took 90-99 ms at 50 clients x 2M parameters, ``benchmarks/bench_fedmgda.py``);
+        ‖d‖ is then measured on the step.
+        """
+        if self.epsilon == 0.0:
+            return squared_update_norms(global_arrays, local_arrays, trainable=trainable)
+        return gram_matrix(global_arrays, local_arrays, trainable=trainable)
 
     def _value_problem(
         self,
@@ -297,10 +323,13 @@ class FedMGDAPlus(FairStrategy):
         step = step_size(server_round, self.global_lr, self.global_lr_decay, self.decay_every)
         cached, self._gram_cache = self._gram_cache, None
         if cached is not None and cached[0] == tuple(r.node_id for r in replies):
-            gram = cached[1]
+            products = cached[1]
         else:
-            gram = gram_matrix(global_arrays, local_arrays, trainable=trainable)
-        norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))
+            products = self._update_products(global_arrays, local_arrays, trainable)
+        # At ε = 0 only the diagonal is known: λ = λ0 needs no more (min_norm_weights
+        # returns λ0 without reading K), and ‖d‖ is measured on the step instead.
+        gram = products if products.ndim == 2 else np.diag(products)
+        norms = np.sqrt(np.clip(_diagonal(products), 0.0, None))
         moving = norms > NORM_FLOOR
         zero_updates = int(np.count_nonzero(~moving))
         if zero_updates:
@@ -335,7 +364,7 @@ class FedMGDAPlus(FairStrategy):
                 server_round,
             )
         scales = np.where(moving, norms, 1.0) if self.normalize else None
-        new_arrays = fedmgda_step(
+        new_arrays, step_length = fedmgda_update(
             global_arrays,
             local_arrays,
             lambdas,
@@ -343,7 +372,10 @@ class FedMGDAPlus(FairStrategy):
             norms=scales,
             trainable=trainable,
             buffer_weights=prior_all,
+            measure=products.ndim == 1,
         )
+        if products.ndim == 1:  # ‖d‖ = ‖w_{t+1} − w_t‖ / η_t over the trainable arrays
+            direction_norm = step_length / step
         record = self.train_records[server_round]
         record.weights = {r.node_id: float(w) for r, w in zip(replies, lambdas, strict=True)}
         logger.debug("aggregate_train: round %d λ %s (%s)", server_round, record.weights, status)
@@ -641,15 +673,98 @@ def gram_matrix(
             if block.dtype == np.float64:
                 gram += block @ block.T
                 continue
-            product = np.zeros_like(gram)
-            for start in range(0, centre.size, GRAM_CHUNK):
-                chunk = block[:, start : start + GRAM_CHUNK]
-                product += chunk @ chunk.T  # float32 terms, summed in float64
+            product = _float32_block_gram(block)
             if not np.all(np.isfinite(product)):  # float32 overflow, or a NaN/Inf value
                 exact = _float64_differences(global_arrays, local_arrays, segments, centre.size)
                 product = exact @ exact.T
             gram += product
     return (gram + gram.T) / 2
+
+
+def squared_update_norms(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    *,
+    trainable: Sequence[bool] | None = None,
+) -> NDArray[np.float64]:
+    """‖g_i‖² = K_ii, the diagonal of :func:`gram_matrix`, without its other products.
+
+    The same blocks and the same precision as :func:`gram_matrix`: float32 blocks give
+    per-chunk sums of at most :data:`GRAM_CHUNK` float32 squares, added in float64
+    (within :data:`GRAM_RTOL`); a block whose sum is not finite is redone in float64; a
+    NaN/Inf value spoils only its client's entry. It costs a pass over the replies plus
+    ``n·d`` multiply-adds instead of ``n²·d / 2``: FedAvg-n (ε = 0) needs no more.
+
+    Parameters
+    ----------
+    global_arrays, local_arrays, trainable
+        As :func:`normalized_pseudo_gradients`.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        The n squared norms.
+
+    Raises
+    ------
+    ValueError
+        If a client's arrays do not match ``global_arrays`` in number or shape.
+    """
+    mask = _mask(global_arrays, trainable)
+    _check_shapes(global_arrays, local_arrays)
+    total = np.zeros(len(local_arrays))
+    with np.errstate(invalid="ignore", over="ignore"), one_thread():
+        for block, centre, segments in _packed_blocks(global_arrays, local_arrays, mask):
+            if block.dtype == np.float64:
+                total += _row_squares(block)
+                continue
+            squares = np.zeros_like(total)
+            for start in range(0, centre.size, GRAM_CHUNK):
+                squares += _row_squares(block[:, start : start + GRAM_CHUNK])  # float32 sums
+            if not np.all(np.isfinite(squares)):  # float32 overflow, or a NaN/Inf value
+                exact = _float64_differences(global_arrays, local_arrays, segments, centre.size)
+                squares = _row_squares(exact)
+            total += squares
+    return total
+
+
+def _row_squares(block: NDArray) -> NDArray:
+    """``Σ_j block_ij²`` per row, in the block's dtype: one BLAS dot per row, in one call.
+
+    A stack of (1, w) @ (w, 1) products; twice as fast as ``einsum("ij,ij->i")`` on a
+    float32 (50, 4096) chunk (6.9 ms against 13-14 ms for 2M parameters).
+    """
+    return np.matmul(block[:, None, :], block[:, :, None])[:, 0, 0]
+
+
+def _diagonal(products: NDArray[np.float64]) -> NDArray[np.float64]:
+    """‖g_i‖²: the diagonal of a Gram matrix, or the squared norms themselves (1-D)."""
+    return products if products.ndim == 1 else np.diag(products)
+
+
+def _float32_block_gram(block: NDArray[np.float32]) -> NDArray[np.float64]:
+    """``block @ blockᵀ``: products of at most :data:`GRAM_CHUNK` columns, added in float64.
+
+    OpenBLAS's syrk is slow on its edge tiles when n is not a multiple of 8: with
+    ``n mod 8 <= GRAM_SPLIT_ROWS`` the first ``8 ⌊n / 8⌋`` rows go through syrk and each
+    remaining row through one gemv against all rows (per chunk). On float32 blocks of
+    32,768 columns this took 76-98 % of the time of one syrk on all n rows (n = 9, 10,
+    17, 25, 26, 33, 49, 50, 51); FedMGDA+'s Gram at 50 x 2M went from 100.6 to 98.1 ms,
+    at 51 x 2M from 117.0 to 102.1 ms. Each product still sums at most GRAM_CHUNK
+    float32 terms: the bound of :func:`gram_matrix` holds.
+    """
+    n, width = block.shape
+    aligned = n - n % 8 if n >= 8 and n % 8 <= GRAM_SPLIT_ROWS else n
+    product = np.zeros((n, n))
+    head_product = product[:aligned, :aligned]
+    for start in range(0, width, GRAM_CHUNK):
+        chunk = block[:, start : start + GRAM_CHUNK]
+        head = chunk[:aligned]
+        head_product += head @ head.T  # float32 terms, summed in float64
+        for row in range(aligned, n):
+            product[row] += chunk @ chunk[row]
+    product[:aligned, aligned:] = product[aligned:, :aligned].T
+    return product
 
 
 def _float64_differences(
@@ -721,8 +836,11 @@ def _packed_blocks(
             stop = start + take
             packed = centre[filled : filled + take]
             packed[...] = flat[start:stop]
-            for i in range(n):
-                np.subtract(local_flat[i][start:stop], packed, out=block[i, filled : filled + take])
+            # One ufunc call per client and segment (~1 µs each, its Python part: the
+            # rows come from iterating the block, the slices from one itemgetter).
+            sources = map(itemgetter(slice(start, stop)), local_flat)
+            for source, row in zip(sources, block[:, filled : filled + take], strict=True):
+                np.subtract(source, packed, row)
             segments.append((index, start, stop, filled))
             filled += take
             start = stop
@@ -887,6 +1005,32 @@ def fedmgda_step(
 ) -> list[NDArray]:
     """w_{t+1} = w_t − η_t Σ_i λ_i g_i / s_i (paper 001, Algorithm 1 and eq. (22)).
 
+    The model of :func:`fedmgda_update` (parameters, errors and precision there).
+    """
+    return fedmgda_update(
+        global_arrays,
+        local_arrays,
+        lambdas,
+        step,
+        norms=norms,
+        trainable=trainable,
+        buffer_weights=buffer_weights,
+    )[0]
+
+
+def fedmgda_update(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    lambdas: ArrayLike,
+    step: float,
+    *,
+    norms: ArrayLike | None = None,
+    trainable: Sequence[bool] | None = None,
+    buffer_weights: ArrayLike | None = None,
+    measure: bool = False,
+) -> tuple[list[NDArray], float]:
+    """w_{t+1} = w_t − η_t Σ_i λ_i g_i / s_i, and optionally ‖w_{t+1} − w_t‖ (eq. (22)).
+
     This is the unified form ``w_t − Σ_i c_i (w_t − w_i)`` with ``c_i = η_t λ_i / s_i``
     (which need not sum to 1), applied to the trainable arrays as
     ``w_t + Σ_i c_i (w_i − w_t)`` in the blocks of :func:`gram_matrix`: float32 for
@@ -912,11 +1056,19 @@ def fedmgda_step(
     buffer_weights : ArrayLike | None
         Weights averaging the non-trainable floating arrays (buffers); ``None`` keeps
         their global values. Non-floating arrays always keep the global value.
+    measure : bool
+        Also measure the step's length ``‖Σ_i c_i (w_i − w_t)‖`` over the trainable
+        arrays (summed in float64 from the step's values before w_t is added);
+        otherwise 0.0 is returned for it.
 
     Returns
     -------
-    list[NDArray]
-        The new model, each array in its original dtype.
+    tuple[list[NDArray], float]
+        The new model, each array in its original dtype; the step's length.
+
+    Notes
+    -----
+    A client with ``c_i = 0`` adds nothing and is not read (MGDA's λ is often sparse).
 
     Raises
     ------
@@ -933,7 +1085,14 @@ def fedmgda_step(
     coefficients = step * lam / scales
     mask = _mask(global_arrays, trainable)
     _check_shapes(global_arrays, local_arrays)
-    stepped = _difference_step(global_arrays, local_arrays, coefficients, mask)
+    active = np.flatnonzero(coefficients)
+    stepped, squared_length = _difference_step(
+        global_arrays,
+        [local_arrays[i] for i in active],
+        coefficients[active],
+        mask,
+        measure=measure,
+    )
     new_arrays = [
         stepped[i] if m else np.array(array, copy=True)
         for i, (array, m) in enumerate(zip(global_arrays, mask, strict=True))
@@ -947,7 +1106,7 @@ def fedmgda_step(
         )
         for i, value in zip(buffers, averaged, strict=True):
             new_arrays[i] = value
-    return new_arrays
+    return new_arrays, math.sqrt(squared_length)
 
 
 def _difference_step(
@@ -955,32 +1114,40 @@ def _difference_step(
     local_arrays: Sequence[Sequence[NDArray]],
     coefficients: NDArray[np.float64],
     mask: Sequence[bool],
-) -> dict[int, NDArray]:
+    *,
+    measure: bool = False,
+) -> tuple[dict[int, NDArray], float]:
     """``w_t + Σ_i c_i (w_i − w_t)`` of each array in ``mask``, by index, in w_t's dtype.
 
     Each block of :func:`_packed_blocks` is turned into differences and combined by one
-    matrix-vector product ``cᵀ D`` in the block's dtype; a block whose result is not
-    finite is redone in float64 (see :func:`fedmgda_step`).
+    matrix-vector product ``cᵀ D`` in the block's dtype; a block whose ``cᵀ D`` is not
+    finite is redone in float64 (see :func:`fedmgda_update`). With ``measure``, also
+    ``‖cᵀ D‖²`` over all blocks, summed in float64 (else 0.0).
     """
     stepped = {
-        index: np.empty(
-            np.shape(global_arrays[index]), dtype=np.asarray(global_arrays[index]).dtype
-        )
-        for index, m in enumerate(mask)
+        index: np.empty(np.shape(array), dtype=np.asarray(array).dtype)
+        if local_arrays  # filled block by block below
+        else np.array(array, copy=True)  # no client: nothing moves
+        for index, (array, m) in enumerate(zip(global_arrays, mask, strict=True))
         if m
     }
     weights: NDArray | None = None
+    squared_length = 0.0
     with np.errstate(invalid="ignore", over="ignore"), one_thread():
         for block, centre, segments in _packed_blocks(global_arrays, local_arrays, mask):
             if weights is None:  # c in the blocks' dtype
                 weights = coefficients.astype(block.dtype)
-            new = centre + weights @ block
-            if new.dtype != np.float64 and not np.all(np.isfinite(new)):
+            update = weights @ block
+            if update.dtype != np.float64 and not np.all(np.isfinite(update)):
                 exact = _float64_differences(global_arrays, local_arrays, segments, centre.size)
-                new = centre.astype(np.float64) + coefficients @ exact
+                update = coefficients @ exact
+            new = centre + update
+            if measure:
+                wide = update.astype(np.float64)
+                squared_length += float(wide @ wide)
             for index, start, stop, offset in segments:
                 stepped[index].reshape(-1)[start:stop] = new[offset : offset + stop - start]
-    return stepped
+    return stepped, squared_length
 
 
 def _mask(global_arrays: Sequence[NDArray], trainable: Sequence[bool] | None) -> list[bool]:

@@ -26,12 +26,14 @@ from fairfl.strategies import fedmgda as fm
 from fairfl.strategies.fedmgda import (
     box_bounds,
     fedmgda_step,
+    fedmgda_update,
     gram_matrix,
     min_norm_weights,
     normalize_gram,
     normalized_pseudo_gradients,
     paper_decay_factor,
     prior_weights,
+    squared_update_norms,
     step_size,
 )
 from tests.conftest import arrays_of, make_reply
@@ -360,6 +362,29 @@ def test_gram_matches_the_reference_vectors_across_blocks(monkeypatch):
     np.testing.assert_allclose(k_norms, norms, rtol=1e-12)
 
 
+@pytest.mark.parametrize("clients", [9, 10, 11, 12, 16, 19])
+def test_gram_rows_past_a_multiple_of_eight_go_through_gemv(monkeypatch, clients):
+    # n mod 8 in 1..3: the last rows are gemv products (GRAM_SPLIT_ROWS), the rest one
+    # syrk; n mod 8 in {0, 4}: syrk only. Either way the float64 reference, and a NaN
+    # in a split-off row spoils only its row and column.
+    rng = np.random.default_rng(clients)
+    global_ = [rng.standard_normal(5000).astype(np.float32), np.zeros(7, np.float32)]
+    locals_ = [
+        [a + rng.standard_normal(a.shape).astype(np.float32) * 0.01 for a in global_]
+        for _ in range(clients)
+    ]
+    monkeypatch.setattr(fm, "GRAM_CHUNK", 1024)  # several chunks per block
+    u, norms = normalized_pseudo_gradients(global_, locals_)
+    expected = (u * norms[:, None]) @ (u * norms[:, None]).T
+    atol = 1e-6 * expected.max()  # float32 products: ~1e-7 of the largest entry
+    np.testing.assert_allclose(gram_matrix(global_, locals_), expected, rtol=1e-6, atol=atol)
+    locals_[-1][0][3] = np.nan
+    gram = gram_matrix(global_, locals_)
+    assert np.all(np.isnan(gram[-1])) and np.all(np.isnan(gram[:, -1]))
+    assert np.all(np.isfinite(gram[:-1, :-1]))
+    np.testing.assert_allclose(gram[:-1, :-1], expected[:-1, :-1], rtol=1e-6, atol=atol)
+
+
 def test_pseudo_gradient_sign_and_norm_hand_worked():
     # w_t = 0, w_1 = (3, 4, 0, ...): g_1 = w_t − w_1 = (−3, −4, 0, ...), ‖g_1‖ = 5.
     u, norms = normalized_pseudo_gradients(GLOBAL, [model([3, 4, 0, 0, 0, 0])])
@@ -386,6 +411,51 @@ def test_gram_precision_float32_blocks_and_float64_models():
 def test_gram_rejects_mismatched_arrays():
     with pytest.raises(ValueError, match="every client must send arrays shaped like"):
         gram_matrix(GLOBAL, [[np.zeros(3)]])
+    with pytest.raises(ValueError, match="every client must send arrays shaped like"):
+        squared_update_norms(GLOBAL, [[np.zeros(3)]])
+
+
+def test_squared_update_norms_hand_worked():
+    # w_t = 1: w_1 − w_t = (−4, 3, 0, 0, 0, 0) → 25; w_2 − w_t = (1, 1, 1, 1, 1, 1) → 6;
+    # w_3 = w_t → 0. Buffers (mask False) add nothing: 25 + 0 with a masked second array.
+    w_t = model(np.ones(6))
+    locals_ = [model([-3, 4, 1, 1, 1, 1]), model(np.full(6, 2.0)), model(np.ones(6))]
+    assert squared_update_norms(w_t, locals_).tolist() == [25.0, 6.0, 0.0]
+    masked = squared_update_norms(w_t, locals_, trainable=[True, False])
+    assert masked.tolist() == [25.0, 4.0, 0.0]
+
+
+def test_squared_update_norms_are_the_gram_diagonal_across_blocks(monkeypatch):
+    rng = np.random.default_rng(5)
+    global_ = [
+        rng.standard_normal((7, 5)).astype(np.float32),
+        rng.standard_normal(3).astype(np.float32),
+    ]
+    locals_ = [
+        [a + 0.01 * rng.standard_normal(a.shape).astype(np.float32) for a in global_]
+        for _ in range(4)
+    ]
+    _, norms = normalized_pseudo_gradients(global_, locals_)  # float64 reference
+    global64 = [a.astype(np.float64) for a in global_]
+    locals64 = [[a.astype(np.float64) for a in local] for local in locals_]
+    for block_bytes in (fm.GRAM_BLOCK_BYTES, 3 * 8 * 4):  # 3 columns: blocks cross arrays
+        monkeypatch.setattr(fm, "GRAM_BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(fm, "GRAM_MIN_COLUMNS", 1)
+        ours = squared_update_norms(global_, locals_)
+        np.testing.assert_allclose(ours, norms**2, rtol=1e-6)
+        np.testing.assert_allclose(ours, np.diag(gram_matrix(global_, locals_)), rtol=1e-6)
+        np.testing.assert_allclose(squared_update_norms(global64, locals64), norms**2, rtol=1e-12)
+
+
+def test_squared_update_norms_overflow_falls_back_and_a_nan_stays_in_its_entry():
+    # 2e19² = 4e38 overflows float32 (max 3.4e38): the block is redone in float64.
+    global_ = [np.zeros(3, np.float32)]
+    big = [[np.full(3, 2e19, np.float32)], [np.ones(3, np.float32)]]
+    g1 = np.float64(np.float32(2e19))
+    np.testing.assert_allclose(squared_update_norms(global_, big), [3 * g1 * g1, 3.0], rtol=1e-15)
+    nan = [[np.array([1, 0, 0], np.float32)], [np.array([0, np.nan, 0], np.float32)]]
+    squares = squared_update_norms(global_, nan)
+    assert squares[0] == 1.0 and np.isnan(squares[1])
 
 
 def test_fedmgda_step_hand_worked():
@@ -400,6 +470,50 @@ def test_fedmgda_step_hand_worked():
     # Unnormalised, η = 1, λ = λ0: plain FedAvg, Σ λ_i w_i.
     plain = fedmgda_step(w_t, [w1, w2], [0.25, 0.75], 1.0)
     np.testing.assert_allclose(flat(plain), 0.25 * flat(w1) + 0.75 * flat(w2), atol=1e-7)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(-1e3, 1e3, allow_nan=False, width=32), min_size=6, max_size=6),
+        min_size=1,
+        max_size=5,
+    ),
+    st.sampled_from([np.float32, np.float64]),
+)
+def test_norms_pass_is_the_gram_diagonal_and_the_measured_step_its_length(rows, dtype):
+    # Invariants of the ε = 0 path: the norms pass agrees with the Gram's diagonal, and
+    # the measured length is ‖w_{t+1} − w_t‖ of the model it returns.
+    global_ = [np.arange(4, dtype=dtype).reshape(2, 2), np.ones(2, dtype=dtype)]
+    locals_ = [[np.asarray(r[:4], dtype).reshape(2, 2), np.asarray(r[4:], dtype)] for r in rows]
+    squares = squared_update_norms(global_, locals_)
+    gram = gram_matrix(global_, locals_)
+    np.testing.assert_allclose(squares, np.diag(gram), rtol=1e-6, atol=1e-6)
+    lam = np.full(len(rows), 1.0 / len(rows))
+    new, length = fedmgda_update(global_, locals_, lam, 0.5, measure=True)
+    moved = np.linalg.norm(flat(new) - flat(global_))
+    assert length == pytest.approx(moved, rel=1e-5, abs=1e-3)
+
+
+def test_fedmgda_update_measures_the_step_length_hand_worked():
+    # w_t = 0, w_1 = (3, 4, 0, …): g_1 = (−3, −4), ‖g_1‖ = 5; λ = 1, η = 2:
+    # w_{t+1} = 0 − 2·(−0.6, −0.8) = (1.2, 1.6), a step of length 2 = η‖ḡ_1‖.
+    new, length = fedmgda_update(
+        GLOBAL, [model([3, 4, 0, 0, 0, 0])], [1.0], 2.0, norms=[5.0], measure=True
+    )
+    np.testing.assert_allclose(flat(new), [1.2, 1.6, 0, 0, 0, 0], atol=1e-7)
+    assert length == pytest.approx(2.0, rel=1e-7)
+    assert fedmgda_update(GLOBAL, [model([3, 4, 0, 0, 0, 0])], [1.0], 2.0)[1] == 0.0
+
+
+def test_a_client_with_weight_zero_is_not_read():
+    # λ_2 = 0: its NaN would spoil cᵀD (0·NaN = NaN) if it were read at all.
+    spoiled = model([np.nan, 0, 0, 0, 0, 0])
+    new = fedmgda_step(GLOBAL, [model([2, 0, 0, 0, 0, 0]), spoiled], [1.0, 0.0], 1.0)
+    np.testing.assert_allclose(flat(new), [2, 0, 0, 0, 0, 0], atol=0)
+    # Every weight 0: the model does not move (and is a copy, not w_t itself).
+    still = fedmgda_step(GLOBAL, [spoiled], [0.0], 1.0)
+    assert all(np.array_equal(a, b) and a is not b for a, b in zip(still, GLOBAL, strict=True))
 
 
 def test_fedmgda_step_rejects_bad_norms():
@@ -478,6 +592,26 @@ def test_fedavg_n_is_epsilon_zero(prior):
     expected = -0.5 * lam0 @ unit_rows(g)
     np.testing.assert_allclose(flat(new), expected, atol=1e-6)
     np.testing.assert_allclose(flat(same), flat(new), atol=0)
+
+
+def test_fedavg_n_computes_only_the_norms_and_measures_d_on_the_step(monkeypatch):
+    # ε = 0 needs no QP, so no Gram: ‖g_i‖ only, and ‖d‖ from the step. Orthonormal
+    # updates (1, 0, …), (0, 1, …) → ḡ = −e_1, −e_2, λ0 = (½, ½): d = −(½, ½), ‖d‖ = √½;
+    # η = 0.5: w_{t+1} = 0.5·(½, ½).
+    def no_gram(*args, **kwargs):
+        raise AssertionError("FedAvg-n computed the Gram matrix")
+
+    monkeypatch.setattr(fm, "gram_matrix", no_gram)
+    strategy = FedAvgN(global_lr=0.5)
+    new, metrics = aggregate(strategy, [model([1, 0, 0, 0, 0, 0]), model([0, 1, 0, 0, 0, 0])])
+    np.testing.assert_allclose(flat(new), [0.25, 0.25, 0, 0, 0, 0], atol=1e-7)
+    assert metrics["direction-norm"] == pytest.approx(np.sqrt(0.5), rel=1e-7)
+    assert strategy.train_records[1].diagnostics["qp-status"] == "prior"
+    # One reply: λ = 1, the single-client status, ‖d‖ = ‖ḡ_1‖ = 1.
+    single = FedAvgN()
+    _, metrics = aggregate(single, [model([0, 0, 3, 4, 0, 0])])
+    assert metrics["direction-norm"] == pytest.approx(1.0, rel=1e-7)
+    assert single.train_records[1].diagnostics["qp-status"] == "single-client"
 
 
 def test_unnormalised_epsilon_zero_unit_step_is_exact_fedavg():
@@ -675,10 +809,11 @@ def test_settings_and_summary_log(caplog):
 # --------------------------------------------------------------------------- value checks
 
 
-def test_bad_values_are_dropped_by_the_gram_pass_with_the_readers_reason():
+@pytest.mark.parametrize("rule", [FedMGDAPlus, FedAvgN])  # Gram pass; norms-only pass
+def test_bad_values_are_dropped_by_the_gram_pass_with_the_readers_reason(rule):
     # The reader skips its value pass (checks_array_values); the Gram pass must drop
     # exactly what it would have, naming the same field and reason.
-    strategy = FedMGDAPlus(max_abs_weight=100.0)
+    strategy = rule(max_abs_weight=100.0)
     nan = model([1, 0, 0, 0, 0, 0])
     nan[1] = np.array([np.nan, 0], np.float32)
     inf = model([0, 0, 1, 0, 0, 0])

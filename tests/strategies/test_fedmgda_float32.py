@@ -6,7 +6,9 @@ replies cast to float64 take the float64 path, the reference. On random, nearly
 collinear and duplicated updates the new model, λ and ‖d‖ must agree within 1e-6.
 Where λ is not determined by the updates (duplicates share their weight in any
 proportion, almost parallel updates nearly so) the identifiable quantities are
-compared instead: each duplicate group's total weight, d and the new model.
+compared instead: each duplicate group's total weight, d and the new model. FedAvg-n
+(ε = 0) computes only the norms and measures ‖d‖ on its float32 step: it is held to the
+same bounds.
 """
 
 from unittest.mock import Mock
@@ -18,8 +20,8 @@ from flwr.serverapp import Grid
 
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
-from fairfl.strategies import FedMGDAPlus
-from fairfl.strategies.fedmgda import fedmgda_step, gram_matrix
+from fairfl.strategies import FedAvgN, FedMGDAPlus
+from fairfl.strategies.fedmgda import fedmgda_step, gram_matrix, normalized_pseudo_gradients
 from tests.conftest import arrays_of, make_reply
 
 NUM_CLIENTS = 12
@@ -50,9 +52,9 @@ def split(flat: np.ndarray, dtype) -> list[np.ndarray]:
     return arrays
 
 
-def aggregate(global_arrays, local_models):
-    """FedMGDA+ (ε = 1, η = 1) on replies carrying ``local_models``: model, λ, ‖d‖."""
-    strategy = FedMGDAPlus()
+def aggregate(global_arrays, local_models, rule=FedMGDAPlus, status="optimal"):
+    """``rule`` (FedMGDA+: ε = 1, η = 1) on replies carrying ``local_models``: model, λ, ‖d‖."""
+    strategy = rule()
     grid = Mock(spec=Grid)
     grid.get_node_ids.return_value = list(range(1, NUM_CLIENTS + 1))
     with server_task_identity(1):
@@ -63,22 +65,29 @@ def aggregate(global_arrays, local_models):
     ]
     arrays, metrics = strategy.aggregate_train(1, replies)
     record = strategy.train_records[1]
-    assert arrays is not None and record.diagnostics["qp-status"] == "optimal"
+    assert arrays is not None and record.diagnostics["qp-status"] == status
     weights = record.weights
     lam = np.array([weights[node] for node in range(1, NUM_CLIENTS + 1)])
     return [a.numpy() for a in arrays.values()], lam, metrics["direction-norm"]
 
 
-def float32_and_float64(kind: str, seed: int):
+def float32_inputs(kind: str, seed: int):
+    """w_t and the clients' models, float32."""
     rng = np.random.default_rng(seed)
     global_flat = rng.standard_normal(sum(int(np.prod(s)) for s in SHAPES)) * 0.1
     global32 = split(global_flat, np.float32)
-    locals32 = [split(global_flat + u, np.float32) for u in updates(kind, rng)]
+    return global32, [split(global_flat + u, np.float32) for u in updates(kind, rng)]
+
+
+def float32_and_float64(kind: str, seed: int, rule=FedMGDAPlus, status="optimal"):
+    global32, locals32 = float32_inputs(kind, seed)
     # The reference: the same float32 values, cast to float64 (exact), on the float64 path.
-    ours = aggregate(global32, locals32)
+    ours = aggregate(global32, locals32, rule, status)
     reference = aggregate(
         [a.astype(np.float64) for a in global32],
         [[a.astype(np.float64) for a in local] for local in locals32],
+        rule,
+        status,
     )
     return ours, reference
 
@@ -93,6 +102,21 @@ def test_model_lambda_and_direction_norm_match_float64(kind, seed):
         assert np.abs(ours - reference).max() <= TOLERANCE
     assert np.abs(lam - ref_lam).max() <= TOLERANCE
     assert abs(norm - ref_norm) <= TOLERANCE
+
+
+@pytest.mark.parametrize("kind", ["random", "nearly-collinear", "almost-parallel"])
+def test_fedavg_n_norms_pass_matches_float64(kind):
+    (model, lam, norm), (ref_model, ref_lam, ref_norm) = float32_and_float64(
+        kind, 4, FedAvgN, "prior"
+    )
+    for ours, reference in zip(model, ref_model, strict=True):
+        assert np.abs(ours - reference).max() <= TOLERANCE
+    assert np.abs(lam - ref_lam).max() == 0.0  # λ = λ0 on both paths
+    assert abs(norm - ref_norm) <= TOLERANCE
+    # ‖d‖ measured on the step is ‖Σ λ0_i ḡ_i‖ of the float64 vectors (λ0 = 1/n).
+    global32, locals32 = float32_inputs(kind, 4)
+    unit, _ = normalized_pseudo_gradients(global32, locals32)
+    assert abs(norm - np.linalg.norm(unit.mean(axis=0))) <= TOLERANCE
 
 
 def test_duplicated_updates_match_float64_per_duplicate_group():
