@@ -613,3 +613,201 @@ def test_widened_grid_comparison_and_new_edge_in_the_readme_come_from_the_result
     shutil.copy(ROOT / "docs/results" / WIDE / "tuning.json", tmp_path)
     assert write_tuning_markdown(tmp_path).read_text() == committed
     assert committed.count("(grid edge)") == 1
+
+
+QFFL_OPTIMUM = ROOT / "docs/results/qffl-synthetic-optimum.json"
+#: The README's row names of the optima table, by σ.
+QFFL_OPTIMUM_ROWS = {2.0: "σ = 2 (`synthetic`)", 0.75: "σ = 0.75 (`synthetic-1-1-sigma0.75`)"}
+
+
+def qffl_optimum() -> dict:
+    """docs/results/qffl-synthetic-optimum.json (experiments/qffl_synthetic_optimum.py)."""
+    return json.loads(QFFL_OPTIMUM.read_text())
+
+
+def qffl_optimum_runs(result: dict, sigma: float, q: int) -> list[dict]:
+    """The runs of one (σ, q), checked to be seeds 1-5 in order."""
+    runs = [run for run in result["runs"] if run["sigma"] == sigma and run["q"] == q]
+    assert [run["seed"] for run in runs] == list(QFFL_SEEDS)
+    return runs
+
+
+def qffl_optimum_statistics(run: dict) -> dict[str, float]:
+    """A run's statistics in % (variance %²) from its per-device correct test counts.
+
+    NumPy alone, q-FFL's definitions: the unweighted device mean, the means of the 10
+    lowest and 10 highest of the 100 device accuracies, their population variance, and
+    the correct predictions over all test samples together.
+    """
+    correct = np.array(run["test_correct"], dtype=float)
+    samples = np.array(run["test_samples"], dtype=float)
+    accuracy = 100.0 * correct / samples
+    assert accuracy.size == 100
+    return {
+        "acc-mean": accuracy.mean(),
+        "acc-worst-10": np.sort(accuracy)[:10].mean(),
+        "acc-best-10": np.sort(accuracy)[-10:].mean(),
+        "acc-variance": accuracy.var(),
+        "acc-weighted-mean": 100.0 * correct.sum() / samples.sum(),
+    }
+
+
+def signed(value: float, digits: int) -> str:
+    """``+3.4`` / ``−1.1``: a signed number with the README's minus sign."""
+    return f"{value:+.{digits}f}".replace("-", "−")
+
+
+def in_words(items: list[str]) -> str:
+    """``a, b and c``."""
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def test_qffl_optimum_statistics_are_the_per_device_counts_on_the_recipes_test_splits():
+    # Each run's stored metrics (fairfl.metrics.fairness_metrics, fractions) are the
+    # statistics of its per-device counts, and for σ = 2 the per-device test sizes are
+    # those of the committed qffl-synthetic runs (same splits).
+    result = qffl_optimum()
+    assert result["config"]["seeds"] == list(QFFL_SEEDS)
+    assert result["config"]["datasets"] == {"2": "synthetic", "0.75": "synthetic-1-1-sigma0.75"}
+    assert len(result["runs"]) == 20
+    for run in result["runs"]:
+        for metric, value in qffl_optimum_statistics(run).items():
+            scale = 1e4 if metric == "acc-variance" else 100.0
+            assert scale * run["metrics"][metric] == pytest.approx(value, rel=1e-12, abs=1e-9)
+    for seed in QFFL_SEEDS:
+        clients = [line for line in qffl_run(0, seed) if line.get("clients")][-1]["clients"]
+        sizes = {c["partition_id"]: c["num_examples"] for c in clients}
+        for q in (0, 1):
+            run = qffl_optimum_runs(result, 2.0, q)[seed - 1]
+            assert run["test_samples"] == [sizes[k] for k in range(100)]
+
+
+def test_qffl_optimum_runs_converged():
+    # Every run stopped before maxiter, and continuing it changed no accuracy; the
+    # README quotes the largest final gradient norm.
+    result = qffl_optimum()
+    assert not any(run["reached_maxiter"] for run in result["runs"])
+    assert all(run["iterations"] < result["config"]["maxiter"] for run in result["runs"])
+    assert all(run["continued"]["accuracies_unchanged"] for run in result["runs"])
+    largest = max(run["gradient_norm"] for run in result["runs"])
+    assert largest < 1e-6
+    paragraph = " ".join(README.split())
+    assert f"the largest final gradient norm is {largest:.1e}" in paragraph
+    assert "continuing every solution for as many iterations again changes no device's" in (
+        paragraph
+    )
+
+
+def test_qffl_optimum_table_and_paragraph_come_from_the_results_file():
+    # The README's optima table (mean ± population std over seeds 1-5 of the statistics
+    # worked from the per-device counts) and every number of the paragraph under it.
+    from fairfl.report.recipes import QFFL_SYNTHETIC
+
+    result = qffl_optimum()
+    table = readme_table("| Optimum of f_q, test accuracy, mean ± std over seeds |")
+    assert table[0][1:] == ["Average (%)", "Worst 10 % (%)", "Variance (%²)", "Pooled (%)"]
+    rows = {row[0]: row[1:] for row in table[1:]}
+    assert sorted(rows) == sorted(
+        f"{name}, q = {q}" for name in QFFL_OPTIMUM_ROWS.values() for q in (0, 1)
+    )
+    means: dict[tuple[float, int], dict[str, float]] = {}
+    for sigma, name in QFFL_OPTIMUM_ROWS.items():
+        for q in (0, 1):
+            stats = [qffl_optimum_statistics(r) for r in qffl_optimum_runs(result, sigma, q)]
+
+            def cell(metric: str, digits: int, stats: list = stats) -> str:
+                values = np.array([s[metric] for s in stats])
+                return f"{values.mean():.{digits}f} ± {values.std():.{digits}f}"
+
+            assert rows[f"{name}, q = {q}"] == [
+                cell("acc-mean", 1),
+                cell("acc-worst-10", 1),
+                cell("acc-variance", 0),
+                cell("acc-weighted-mean", 1),
+            ]
+            means[(sigma, q)] = {m: np.mean([s[m] for s in stats]) for m in stats[0]}
+    paragraph = " ".join(README.split())
+    assert f"```bash\n{result['command']}\n```" in README
+    assert f"{round(result['wall_time_s'])} s on {result['cpu_count']} cores" in paragraph
+
+    # "All four optima score above both of the paper's rows on the average and the worst
+    # 10 % and below them on the variance": against the recipe's copy of the paper table.
+    reference = QFFL_SYNTHETIC.reference[0]
+    paper = {
+        row["name"]: {
+            column: float(value.split(" ± ")[0])
+            for column, value in zip(reference["columns"], row["values"], strict=True)
+        }
+        for row in reference["rows"]
+    }
+    for mean in means.values():
+        for row in paper.values():
+            assert mean["acc-mean"] > row["Average"]
+            assert mean["acc-worst-10"] > row["Worst 10%"]
+            assert mean["acc-variance"] < row["Variance"]
+    assert "All four optima score above both of the paper's rows on the average and the " in (
+        paragraph
+    )
+
+    # Paired by seed, q = 1's optimum minus q = 0's.
+    def paired(sigma: float, metric: str) -> np.ndarray:
+        zero, one = (
+            [qffl_optimum_statistics(r)[metric] for r in qffl_optimum_runs(result, sigma, q)]
+            for q in (0, 1)
+        )
+        return np.array(one) - np.array(zero)
+
+    def listed(values: np.ndarray, digits: int) -> str:
+        return ", ".join(signed(v, digits) for v in values)
+
+    worst, variance, average = (
+        {sigma: paired(sigma, m) for sigma in QFFL_OPTIMUM_ROWS}
+        for m in ("acc-worst-10", "acc-variance", "acc-mean")
+    )
+    assert (worst[2.0] > 0).all() and (variance[2.0] < 0).all() and (variance[0.75] < 0).all()
+    assert (
+        f"With σ = 2 it raises the worst 10 % in every seed ({listed(worst[2.0], 1)} points) "
+        f"and lowers the variance in every seed ({listed(variance[2.0], 0)} %²), the average "
+        f"changing by {signed(average[2.0].mean(), 1)} points; with σ = 0.75 it lowers the "
+        f"variance in every seed ({listed(variance[0.75], 0)} %²) and raises the worst 10 % "
+        f"in {int((worst[0.75] > 0).sum())} of the 5 ({listed(worst[0.75], 1)}), the average "
+        f"changing by {signed(average[0.75].mean(), 1)} (the paper: "
+        f"{signed(paper['q = 1']['Worst 10%'] - paper['q = 0']['Worst 10%'], 1)} worst 10 %, "
+        f"{signed(paper['q = 1']['Variance'] - paper['q = 0']['Variance'], 0)} %², "
+        f"{signed(paper['q = 1']['Average'] - paper['q = 0']['Average'], 1)} average)." in paragraph
+    )
+
+    # Device sizes, per seed.
+    def sizes(sigma: float) -> str:
+        rows = [s for s in result["sizes"] if s["sigma"] == sigma]
+        assert [s["seed"] for s in rows] == list(QFFL_SEEDS)
+        totals = in_words([f"{s['total_samples']:,}" for s in rows])
+        largest = in_words([f"{s['largest_samples']:,}" for s in rows])
+        shares = in_words([f"{100 * s['largest_samples'] / s['total_samples']:.1f}" for s in rows])
+        return (
+            f"hold {totals}{' samples' if sigma == 2.0 else ''}, the largest device {largest}"
+            f"{' of them' if sigma == 2.0 else ''} ({shares} %)"
+        )
+
+    assert f"with σ = 2 the federations {sizes(2.0)}; with σ = 0.75 they {sizes(0.75)}." in (
+        paragraph
+    )
+
+
+def test_qffl_optimum_report_is_what_the_experiment_renders_from_the_json():
+    # docs/results/qffl-synthetic-optimum.md is render_markdown of the committed JSON.
+    import importlib.util
+    import sys
+
+    name = "qffl_synthetic_optimum"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(
+            name, ROOT / "experiments" / "qffl_synthetic_optimum.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its dataclass looks the module up there
+        spec.loader.exec_module(module)
+    committed = QFFL_OPTIMUM.with_suffix(".md").read_text()
+    assert module.render_markdown(qffl_optimum()) == committed
