@@ -40,7 +40,7 @@ run_phase() {
     exit "$code"
   fi
 }
-.venv/bin/ruff check fairfl tests scripts benchmarks examples
+.venv/bin/ruff check fairfl tests scripts benchmarks examples experiments deploy
 run_phase "unit and property tests" -q -m "not integration and not deployment"
 run_phase "integration tests" -q -m "integration and not deployment" --durations=12
 run_phase "deployment tests" -q -m "deployment" -rs --durations=8
