@@ -348,7 +348,10 @@ def plan_runs(
 
 @dataclasses.dataclass(frozen=True)
 class RunStatus:
-    """How one run went: ``ok``, ``failed`` or ``skipped`` (already done), and its time."""
+    """How one run went: ``ok``, ``failed`` or ``skipped`` (already done), and its time.
+
+    A skipped run's time is the one it recorded when it ran.
+    """
 
     dir: str
     status: str
@@ -418,19 +421,26 @@ def _run_one(
         )
 
 
-def _already_done(run: PlannedRun) -> bool:
+def _finished_wall_time(run: PlannedRun) -> float | None:
+    """The wall time that a finished run with this very config recorded, else ``None``.
+
+    A run counts as finished when its ``summary.json`` holds the same config and all its
+    rounds; ``--skip-existing`` keeps it, and the manifest keeps its recorded time.
+    """
     summary = Path(run.config["out-dir"]) / SUMMARY_FILE
     if not summary.is_file():
-        return False
+        return None
     try:
         saved = json.loads(summary.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
-        return False
+        return None
     config = saved.get("config")
     if isinstance(config, dict):  # runs are started with overwrite=true (compare checks)
         config = {k: v for k, v in config.items() if k != "overwrite"}
     same = json.loads(json.dumps(run.config)) == config
-    return same and saved.get("rounds") == int(run.config.get("num-server-rounds", 0))
+    if not same or saved.get("rounds") != int(run.config.get("num-server-rounds", 0)):
+        return None
+    return float(saved.get("wall_time") or 0.0)
 
 
 def _rounds_done(run: PlannedRun) -> int:
@@ -501,8 +511,9 @@ def execute(
     statuses: dict[str, RunStatus] = {}
     todo = []
     for run in plan:
-        if skip_existing and _already_done(run):
-            statuses[run.dir] = RunStatus(run.dir, "skipped", 0.0)
+        wall_time = _finished_wall_time(run) if skip_existing else None
+        if wall_time is not None:
+            statuses[run.dir] = RunStatus(run.dir, "skipped", wall_time)
         else:
             todo.append(run)
     total_rounds = {run.dir: int(run.config.get("num-server-rounds", 1)) for run in plan}

@@ -186,6 +186,11 @@ def test_cli_compare_smoke_two_rules_one_seed_one_round(tmp_path, capsys):
     )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["runs"][0]["status"] == "skipped"
+    # ... and keeps the time that the run recorded when it ran.
+    run_dir = out / manifest["runs"][0]["dir"]
+    recorded = json.loads((run_dir / "summary.json").read_text())["wall_time"]
+    assert recorded > 0
+    assert manifest["runs"][0]["wall_time_s"] == round(recorded, 2)
 
 
 def test_cli_compare_reports_bad_input_without_running(tmp_path, capsys):
