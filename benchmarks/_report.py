@@ -17,13 +17,51 @@ import numpy as np
 
 
 def machine() -> dict[str, Any]:
-    """CPU model, logical cores, Python and numpy versions of this machine."""
+    """CPU model, vector ISA, logical cores, BLAS, Python and numpy versions of this machine.
+
+    The vector ISA and the BLAS kernel are recorded because two machines with one CPU
+    model name can differ in both, and the Gram-bound rules' ratios move with them.
+    """
     return {
         "cpu": cpu_model(),
+        "vector_isa": vector_isa(),
         "cores": os.cpu_count(),
+        "blas": blas(),
         "python": platform.python_version(),
         "numpy": np.__version__,
     }
+
+
+def vector_isa() -> str:
+    """The widest x86 vector extension in ``/proc/cpuinfo``'s flags (``"unknown"`` if none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            flags = next(
+                (line.split(":", 1)[1].split() for line in info if line.startswith("flags")), []
+            )
+    except OSError:
+        flags = []
+    for flag, name in (
+        ("avx512f", "AVX-512"),
+        ("avx2", "AVX2"),
+        ("avx", "AVX"),
+        ("sse4_2", "SSE4.2"),
+    ):
+        if flag in flags:
+            return name
+    return "unknown"
+
+
+def blas() -> str:
+    """numpy's BLAS library, version and the kernel it chose (threadpoolctl)."""
+    from threadpoolctl import threadpool_info
+
+    libraries = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    if not libraries:
+        return "unknown"
+    lib = libraries[0]
+    kernel = f" ({lib['architecture']} kernels)" if lib.get("architecture") else ""
+    return f"{lib.get('internal_api', 'blas')} {lib.get('version', '')}{kernel}".replace("  ", " ")
 
 
 def cpu_model() -> str:

@@ -9,12 +9,13 @@ Run: ``nice .venv/bin/python benchmarks/bench_fedmgda.py [--clients 50] [--repea
    what this process computed, BLAS threads included, not what other processes on a
    shared machine took) and wall time of each, and their CPU-time ratio (target:
    FedMGDA+ within 2.5× of FedAvg), then FedMGDA+'s stages (float32 Gram, the norms
-   alone that FedAvg-n computes instead, and the step). Each run's minor page faults
-   are counted too: Flower's FedAvg allocates a fresh array per client and layer, and
-   its time depends on whether glibc's malloc hands back reused heap pages or fresh
-   ones. In this process it took ~5,800 faults per call (~10 ms, i.e. a 20 % slower
-   baseline) where ``bench_aggregate_loss_rules.py``'s process took ~0: that, not
-   FedMGDA+, is why the two gave 2.2-2.4x and 2.6-2.7x. Run with
+   alone that FedAvg-n computes instead, and the step) and the Gram's floor on this
+   machine: its BLAS products alone on updates already packed into one array. Each run's
+   minor page faults are counted too: Flower's FedAvg allocates a fresh array per client
+   and layer, and its time depends on whether glibc's malloc hands back reused heap
+   pages or fresh ones. In this process it took ~5,800 faults per call (~10 ms, i.e. a
+   20 % slower baseline) where ``bench_aggregate_loss_rules.py``'s process took ~0:
+   that, not FedMGDA+, is why the two gave 2.2-2.4x and 2.6-2.7x. Run with
    ``MALLOC_MMAP_THRESHOLD_=67108864 MALLOC_TRIM_THRESHOLD_=1073741824`` to pin the
    allocator: Flower then takes ~25 faults here as well, and the ratios agree.
 2. Threads, both sides: FedMGDA+ with its BLAS kernels pinned to one thread (the
@@ -226,6 +227,16 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     lam, _ = min_norm_weights(k_bar, prior, 1.0)
     stages["QP"] = lambda: min_norm_weights(k_bar, prior, 1.0)
     stages["step (float32)"] = lambda: fedmgda_step(global_arrays, locals_, lam, 1.0, norms=norms)
+    # The floor of the Gram on this machine: its BLAS products alone, on the updates
+    # already packed into one float32 (n, d) array (no reading of the replies, no
+    # differences), in the same GRAM_CHUNK products as gram_matrix.
+    packed = np.stack(
+        [
+            np.concatenate([np.ravel(w - g) for w, g in zip(local, global_arrays, strict=True)])
+            for local in locals_
+        ]
+    )
+    stages["gram products only"] = lambda: products_only(packed)
     stage_ms = {}
     for name, fn in stages.items():
         stage_ms[name] = min(settled(fn)[0] for _ in range(3)) * 1e3
@@ -257,6 +268,12 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
         "settle_s": SETTLE_S,
         "stages_cpu_ms": stage_ms,
     }
+
+
+def products_only(packed: np.ndarray) -> np.ndarray:
+    """The float32 Gram products of ``gram_matrix`` on a packed (n, d) array, one thread."""
+    with fedmgda_module.one_thread():
+        return fedmgda_module._float32_block_gram(packed)
 
 
 def bench_qp(sizes: list[int], dim: int, repeats: int) -> dict[str, float]:

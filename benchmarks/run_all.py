@@ -74,6 +74,7 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
     print(f"=== {name}: {wall:.0f} s", flush=True)
     return {
         "command": command,
+        "machine": machine(),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_s": round(wall, 1),
         "load_1min_before": load_before,
