@@ -138,16 +138,18 @@ def test_qffl_table_rounds_the_fractions_of_the_results_csv():
         ]
 
 
-def qffl_run(q: int, seed: int) -> list[dict]:
+def qffl_run(q: int, seed: int, folder: str = "qffl-synthetic") -> list[dict]:
     """The rounds.jsonl lines of one committed q-FFL run."""
     import gzip
 
-    path = ROOT / f"docs/results/qffl-synthetic/runs/qffl_q_{q}/seed-{seed}/rounds.jsonl.gz"
+    path = ROOT / f"docs/results/{folder}/runs/qffl_q_{q}/seed-{seed}/rounds.jsonl.gz"
     with gzip.open(path, "rt") as handle:
         return [json.loads(line) for line in handle]
 
 
-def qffl_run_statistics(q: int, seed: int) -> list[tuple[float, float, float, float]]:
+def qffl_run_statistics(
+    q: int, seed: int, folder: str = "qffl-synthetic"
+) -> list[tuple[float, float, float, float]]:
     """(mean %, worst-10 % in %, variance in %², pooled %) of each evaluation of a run.
 
     Worked from the per-client ``eval_acc`` fractions and test-sample counts in the
@@ -156,7 +158,7 @@ def qffl_run_statistics(q: int, seed: int) -> list[tuple[float, float, float, fl
     definitions) and the accuracy over all test samples together.
     """
     statistics = []
-    for line in qffl_run(q, seed):
+    for line in qffl_run(q, seed, folder):
         clients = line.get("clients")
         if not clients:
             continue
@@ -811,3 +813,108 @@ def test_qffl_optimum_report_is_what_the_experiment_renders_from_the_json():
         spec.loader.exec_module(module)
     committed = QFFL_OPTIMUM.with_suffix(".md").read_text()
     assert module.render_markdown(qffl_optimum()) == committed
+
+
+QFFL_LIGHT = "qffl-synthetic-light"
+#: The README's row names of the light-tailed table, by q and evaluation.
+QFFL_LIGHT_ROWS = ("round 2,000", "round 20,000", "mean of rounds 18,500–20,000")
+
+
+def qffl_light_manifest() -> dict:
+    """The light-tailed comparison's manifest (its seeds, runs and their wall times)."""
+    return json.loads((ROOT / f"docs/results/{QFFL_LIGHT}/manifest.json").read_text())
+
+
+def qffl_light_statistics(q: int) -> np.ndarray:
+    """(seeds, 40 evaluations, 4) statistics of the committed light-tailed runs of q.
+
+    Evaluations every 500 rounds up to 20,000; the statistics of
+    :func:`qffl_run_statistics` (mean, worst 10 %, variance, pooled).
+    """
+    seeds = qffl_light_manifest()["seeds"]
+    runs = np.array([qffl_run_statistics(q, seed, QFFL_LIGHT) for seed in seeds])
+    assert runs.shape == (len(seeds), 40, 4)
+    return runs
+
+
+def test_qffl_light_table_and_paragraph_come_from_the_runs_and_the_optima():
+    # The σ = 0.75 table: rounds 2,000 and 20,000 (mean ± population std over seeds), the
+    # mean of the last four evaluations, and the optimum of f_q on the same devices and
+    # splits (docs/results/qffl-synthetic-optimum.json); then the paragraph's figures.
+    table = readme_table("| Synthetic(1, 1), σ = 0.75, mean ± std over seeds |")
+    assert table[0][1:] == ["Average (%)", "Worst 10 % (%)", "Variance (%²)", "Pooled (%)"]
+    rows = {row[0]: row[1:] for row in table[1:]}
+    optimum = qffl_optimum()
+    digits = (1, 1, 0, 1)
+
+    def cells(values: np.ndarray) -> list[str]:
+        return [
+            f"{m:.{d}f} ± {s:.{d}f}"
+            for m, s, d in zip(values.mean(axis=0), values.std(axis=0), digits, strict=True)
+        ]
+
+    runs, optima = {}, {}
+    for q in (0, 1):
+        runs[q] = qffl_light_statistics(q)
+        stats = [
+            qffl_optimum_statistics(qffl_optimum_runs(optimum, 0.75, q)[seed - 1])
+            for seed in qffl_light_manifest()["seeds"]
+        ]
+        optima[q] = np.array(
+            [
+                [s[m] for m in ("acc-mean", "acc-worst-10", "acc-variance", "acc-weighted-mean")]
+                for s in stats
+            ]
+        )
+        assert rows[f"ours, q = {q}, round 2,000"] == cells(runs[q][:, 3])
+        assert rows[f"ours, q = {q}, round 20,000"] == cells(runs[q][:, -1])
+        late = runs[q][:, -4:].mean(axis=1).mean(axis=0)
+        assert rows[f"ours, q = {q}, mean of rounds 18,500–20,000"] == [
+            f"{v:.{d}f}" for v, d in zip(late, digits, strict=True)
+        ]
+        assert rows[f"optimum of f_{q}"] == cells(optima[q])
+    assert len(rows) == 8
+
+    # The runs' devices and test splits are the optimum's: same test sizes per device.
+    manifest = qffl_light_manifest()
+    for seed in manifest["seeds"]:
+        clients = [line for line in qffl_run(0, seed, QFFL_LIGHT) if line.get("clients")][-1]
+        sizes = {c["partition_id"]: c["num_examples"] for c in clients["clients"]}
+        run = qffl_optimum_runs(optimum, 0.75, 0)[seed - 1]
+        assert run["test_samples"] == [sizes[k] for k in range(100)]
+
+    paragraph = " ".join(README.split())
+    times = [run["wall_time_s"] for run in manifest["runs"]]
+    assert all(time > 0 for time in times)
+    assert f"each run took {min(times):,.0f}–{max(times):,.0f} s" in paragraph
+    assert (
+        f"```bash\nfairfl compare --recipe {QFFL_LIGHT} --out docs/results/{QFFL_LIGHT} "
+        "--no-models --compress-runs\n```" in README
+    )
+
+    final = {q: runs[q][:, -1] for q in (0, 1)}
+
+    def pairs(metric: int, digits: int) -> str:
+        return ", ".join(
+            f"{a:.{digits}f} → {b:.{digits}f}"
+            for a, b in zip(final[0][:, metric], final[1][:, metric], strict=True)
+        )
+
+    assert (final[1][:, 1] > final[0][:, 1]).all()  # worst 10 % up in every seed
+    assert (final[1][:, 2] < final[0][:, 2]).all()  # variance down in every seed
+    assert f"raises the worst 10 % in every seed ({pairs(1, 1)})" in paragraph
+    assert f"lowers the variance in every seed ({pairs(2, 0)})" in paragraph
+    change = final[1].mean(axis=0) - final[0].mean(axis=0)
+    assert (
+        f"at a cost of {-change[0]:.1f} points of average and {-change[3]:.1f} of pooled accuracy"
+        in paragraph
+    )
+    gap = {q: optima[q].mean(axis=0) - final[q].mean(axis=0) for q in (0, 1)}
+    assert (
+        f"the average {gap[0][0]:.1f} and {gap[1][0]:.1f} points below it and the worst 10 % "
+        f"{gap[0][1]:.1f} and {gap[1][1]:.1f}" in paragraph
+    )
+    # From round 6,000 on, the seed-mean worst 10 % of each q stays within a band.
+    for q in (0, 1):
+        band = runs[q][:, 11:, 1].mean(axis=0)
+        assert f"q = {q} between {band.min():.1f} and {band.max():.1f} %" in paragraph
