@@ -816,8 +816,6 @@ def test_qffl_optimum_report_is_what_the_experiment_renders_from_the_json():
 
 
 QFFL_LIGHT = "qffl-synthetic-light"
-#: The README's row names of the light-tailed table, by q and evaluation.
-QFFL_LIGHT_ROWS = ("round 2,000", "round 20,000", "mean of rounds 18,500–20,000")
 
 
 def qffl_light_manifest() -> dict:
@@ -853,12 +851,14 @@ def test_qffl_light_table_and_paragraph_come_from_the_runs_and_the_optima():
             for m, s, d in zip(values.mean(axis=0), values.std(axis=0), digits, strict=True)
         ]
 
+    manifest = qffl_light_manifest()
+    assert manifest["seeds"] == list(QFFL_SEEDS)
     runs, optima = {}, {}
     for q in (0, 1):
         runs[q] = qffl_light_statistics(q)
         stats = [
             qffl_optimum_statistics(qffl_optimum_runs(optimum, 0.75, q)[seed - 1])
-            for seed in qffl_light_manifest()["seeds"]
+            for seed in manifest["seeds"]
         ]
         optima[q] = np.array(
             [
@@ -876,7 +876,6 @@ def test_qffl_light_table_and_paragraph_come_from_the_runs_and_the_optima():
     assert len(rows) == 8
 
     # The runs' devices and test splits are the optimum's: same test sizes per device.
-    manifest = qffl_light_manifest()
     for seed in manifest["seeds"]:
         clients = [line for line in qffl_run(0, seed, QFFL_LIGHT) if line.get("clients")][-1]
         sizes = {c["partition_id"]: c["num_examples"] for c in clients["clients"]}
@@ -886,6 +885,21 @@ def test_qffl_light_table_and_paragraph_come_from_the_runs_and_the_optima():
     paragraph = " ".join(README.split())
     times = [run["wall_time_s"] for run in manifest["runs"]]
     assert all(time > 0 for time in times)
+    # "seeds 4 and 5 ... added to seeds 1–3 by running the same command again with
+    # --skip-existing": the manifest of that second run skipped seeds 1-3 and ran 4 and 5.
+    statuses = {run["dir"]: run["status"] for run in manifest["runs"]}
+    assert statuses == {
+        f"runs/qffl_q_{q}/seed-{seed}": "skipped" if seed <= 3 else "ok"
+        for q in (0, 1)
+        for seed in QFFL_SEEDS
+    }
+    assert manifest["command"].endswith("--skip-existing")
+    assert (
+        "seeds 1–5, evaluated every 500 rounds" in paragraph
+        and "seeds 4 and 5 beside a run of the whole test suite; they were added to seeds 1–3 "
+        "by running the same command again with `--skip-existing`"
+        in paragraph
+    )
     assert f"each run took {min(times):,.0f}–{max(times):,.0f} s" in paragraph
     assert (
         f"```bash\nfairfl compare --recipe {QFFL_LIGHT} --out docs/results/{QFFL_LIGHT} "
