@@ -42,6 +42,12 @@ run_phase() {
 }
 .venv/bin/ruff check fairfl tests scripts benchmarks examples experiments deploy
 run_phase "unit and property tests" -q -m "not integration and not deployment"
+# The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers: the
+# Gram's float32 precision tests again under them (x86 only: OpenBLAS's kernel names).
+if [ "$(uname -m)" = x86_64 ]; then
+  OPENBLAS_CORETYPE=Haswell run_phase "FedMGDA+ on OpenBLAS's Haswell kernels" -q \
+    -p no:cacheprovider tests/strategies/test_fedmgda.py tests/strategies/test_fedmgda_float32.py
+fi
 run_phase "integration tests" -q -m "integration and not deployment" --durations=12
 run_phase "deployment tests" -q -m "deployment" -rs --durations=8
 echo "=== oldest supported flwr (Fleet API over gRPC) ==="

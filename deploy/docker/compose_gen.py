@@ -115,6 +115,8 @@ HEADER = """\
 #                             installed unless the image has nginx)
 #   FAIRFL_PIP_INSTALL_ARGS   extra pip arguments for installing fairfl into the
 #                             SuperExec image (e.g. an extra index for CPU-only torch)
+#   FAIRFL_SERVERAPP_OPENBLAS_CORETYPE   OpenBLAS kernels of the ServerApp (empty:
+#                             OpenBLAS's choice; Haswell on AMD Zen 4: README, Benchmarks)
 #   Resource limits (memory: Docker units b/k/m/g; CPUs: at most the host's cores):
 #     FAIRFL_SUPERLINK_MEM_LIMIT / FAIRFL_SUPERLINK_CPUS   SuperLink        ({superlink})
 #     FAIRFL_SUPERNODE_MEM_LIMIT / FAIRFL_SUPERNODE_CPUS   each SuperNode   ({supernode})
@@ -324,7 +326,10 @@ services:
       - --runtime-api-address=superlink:8000
       - --root-certificates=/run/secrets/ca.crt
       - --superexec-auth-secret-file=/run/secrets/superexec.secret
-    environment: *flower-env
+    environment:
+      <<: *flower-env
+      # Empty: OpenBLAS picks its kernels for the CPU (FedMGDA+'s Gram is BLAS-bound).
+      OPENBLAS_CORETYPE: ${{FAIRFL_SERVERAPP_OPENBLAS_CORETYPE:-}}
     volumes:
       # The ServerApp runs in /app: run-config out-dir "outputs/<name>" lands here.
       - ${{FAIRFL_RESULTS_DIR:-./outputs/docker}}:/app/outputs

@@ -37,6 +37,7 @@ from fairfl.contract import (
     check_array_values,
     keys,
 )
+from fairfl.strategies._blas_kernels import openblas_kernel_advice
 from fairfl.strategies._checks import check_real
 from fairfl.strategies._threads import one_thread
 from fairfl.strategies.aggregation import reweighted_average, sample_weights, weight_entropy
@@ -228,6 +229,13 @@ class FedMGDAPlus(FairStrategy):
             "proximal_mu": self.proximal_mu,
             "qp_solver": self.qp_solver,
         }
+
+    def summary(self) -> None:
+        """Log the settings; where the Gram runs on slow BLAS kernels, say which are faster."""
+        super().summary()
+        advice = openblas_kernel_advice() if self.epsilon > 0 else None
+        if advice is not None:
+            logger.info("%s: %s", self.rule_name, advice)
 
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """``proximal-mu`` when the clients add a proximal term (MGDA-Prox)."""

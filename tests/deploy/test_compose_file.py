@@ -311,6 +311,19 @@ def test_docker_compose_applies_hardening_and_limits(tmp_path: Path) -> None:
     assert devices[0]["capabilities"] == ["gpu"]
 
 
+def test_serverapp_openblas_kernels_come_from_one_variable(tmp_path: Path) -> None:
+    env = {name: "" for name in os.environ if name.startswith("FAIRFL_")}
+    env["FAIRFL_PKI_DIR"] = str(tmp_path)
+    default = _compose_config(COMPOSE, env=env)["services"]["superexec-serverapp"]
+    assert default["environment"]["OPENBLAS_CORETYPE"] == ""  # OpenBLAS's own choice
+    assert default["environment"]["FLWR_HOME"] == "/tmp/flwr"  # the shared settings stay
+    env["FAIRFL_SERVERAPP_OPENBLAS_CORETYPE"] = "Haswell"
+    services = _compose_config(COMPOSE, env=env)["services"]
+    assert services["superexec-serverapp"]["environment"]["OPENBLAS_CORETYPE"] == "Haswell"
+    others = [s for name, s in services.items() if name != "superexec-serverapp"]
+    assert all("OPENBLAS_CORETYPE" not in s.get("environment", {}) for s in others)
+
+
 def test_tls_auth_state_and_results() -> None:
     doc = yaml.safe_load(COMPOSE.read_text())
     link = doc["services"]["superlink"]["command"]

@@ -1,0 +1,84 @@
+"""Which OpenBLAS kernels numpy runs, and when another choice is measurably faster.
+
+OpenBLAS picks its kernels once, when the library loads, from the CPU it finds or from
+``OPENBLAS_CORETYPE``. On AMD Zen 4 (x86 family 25 with AVX-512) numpy's OpenBLAS picks
+its SkylakeX (AVX-512) kernels, but Zen 4 executes each 512-bit operation as two 256-bit
+halves, and for the Gram of FedMGDA+ (tens of rows by millions of float32 columns) the
+Haswell (AVX2) kernels were faster there: ``aggregate_train`` at 50 clients x 2M
+parameters took 197 ms of CPU against 239 ms, in the same harness, on 2026-11-27
+(``docs/results/benchmarks.json``; README, "Benchmarks"). A library cannot switch
+kernels once numpy is loaded, so the Gram rules say so in their summary and the operator
+sets the variable for the server process.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: OpenBLAS kernel families that use 512-bit vectors (threadpoolctl's ``architecture``).
+AVX512_KERNELS = frozenset({"SkylakeX", "Cooperlake", "SapphireRapids"})
+#: x86 family of AMD Zen 3 and Zen 4; of the two only Zen 4 has AVX-512.
+ZEN4_FAMILY = 25
+
+
+def openblas_kernel_advice() -> str | None:
+    """The advice to run OpenBLAS's Haswell kernels, or ``None`` where it does not apply.
+
+    It applies when numpy's BLAS is OpenBLAS running AVX-512 kernels on an AMD CPU of
+    family 25 (Zen 4) and ``OPENBLAS_CORETYPE`` is not set. Zen 5 (family 26) executes
+    AVX-512 at full width and was not measured, so it gets no advice.
+
+    Returns
+    -------
+    str | None
+        One sentence naming the kernels, the CPU and the variable to set.
+    """
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return None  # the operator chose
+    kernels = numpy_openblas_kernels()
+    if kernels not in AVX512_KERNELS or cpu_vendor_family() != ("AuthenticAMD", ZEN4_FAMILY):
+        return None
+    return (
+        f"numpy's OpenBLAS runs its {kernels} (AVX-512) kernels on this AMD Zen 4 CPU, "
+        "which splits AVX-512 into 256-bit halves; the Gram of the updates ran ~1.3x "
+        "faster with OpenBLAS's Haswell kernels: start the server process with "
+        "OPENBLAS_CORETYPE=Haswell (README, Benchmarks)"
+    )
+
+
+def numpy_openblas_kernels() -> str | None:
+    """The kernel family of numpy's OpenBLAS (e.g. ``"SkylakeX"``), or ``None``.
+
+    numpy's pool is the BLAS pool loaded from numpy's own libraries (wheels bundle one),
+    else the first BLAS pool found. ``None`` when that BLAS is not OpenBLAS or
+    threadpoolctl cannot tell.
+    """
+    from threadpoolctl import threadpool_info
+
+    pools = [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    bundled = [pool for pool in pools if "numpy" in str(pool.get("filepath", ""))]
+    for pool in (bundled or pools)[:1]:
+        if pool.get("internal_api") == "openblas":
+            return pool.get("architecture") or None
+    return None
+
+
+def cpu_vendor_family(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, int] | None:
+    """``(vendor_id, cpu family)`` of the first CPU in ``cpuinfo``, or ``None``.
+
+    ``None`` where the file is missing (not Linux) or lacks either field (not x86).
+    """
+    fields: dict[str, str] = {}
+    try:
+        with open(cpuinfo, encoding="utf-8") as info:
+            for line in info:
+                if not line.strip():
+                    break  # the first CPU's block ends here
+                name, _, value = line.partition(":")
+                fields[name.strip()] = value.strip()
+    except OSError:
+        return None
+    vendor, family = fields.get("vendor_id"), fields.get("cpu family")
+    if vendor is None or family is None or not family.isdigit():
+        return None
+    return vendor, int(family)
