@@ -57,6 +57,8 @@ def blas() -> str:
     from threadpoolctl import threadpool_info
 
     libraries = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    # numpy's own (its wheel bundles one), not scipy's, which may be loaded first.
+    libraries = [lib for lib in libraries if "numpy" in lib.get("filepath", "")] or libraries
     if not libraries:
         return "unknown"
     lib = libraries[0]

@@ -35,6 +35,9 @@ def _ratio(value: float) -> str:
 
 
 def _header(entry: dict[str, Any], title: str) -> list[str]:
+    environment = entry.get("environment") or {}
+    if environment:
+        title += ", with " + ", ".join(f"`{key}={value}`" for key, value in environment.items())
     return [
         f"**{title}** (load {entry['load_1min_before']:.1f} → {entry['load_1min_after']:.1f};"
         f" {entry['finished']}):",
@@ -87,6 +90,24 @@ def _fedmgda_verdict(row: dict[str, Any] | None) -> str:
         return "FedMGDA+ not measured."
     verdict = "met" if row["ratio"] <= FEDMGDA_GOAL else "missed"
     return f"FedMGDA+ {row['ratio']:.2f}×, {verdict}."
+
+
+def kernel_comparison(default: dict[str, Any], haswell: dict[str, Any]) -> str:
+    """FedMGDA+ in the same harness with OpenBLAS's own kernels and with its Haswell ones."""
+    own, advised = (
+        default["result"]["rules"].get("fedmgda"),
+        haswell["result"]["rules"].get("fedmgda"),
+    )
+    if own is None or advised is None:
+        return "FedMGDA+ was not measured under both kernel choices."
+    return (
+        f"FedMGDA+ took {advised['cpu_ms']:.1f} ms CPU with the Haswell kernels and "
+        f"{own['cpu_ms']:.1f} ms with OpenBLAS's own choice (the first table), "
+        f"{own['cpu_ms'] / advised['cpu_ms']:.2f}× less; against each run's own Flower FedAvg "
+        f"({haswell['result']['baseline_cpu_ms']:.1f} and "
+        f"{default['result']['baseline_cpu_ms']:.1f} ms, which uses no BLAS) that is "
+        f"{advised['ratio']:.2f}× and {own['ratio']:.2f}×."
+    )
 
 
 def fedmgda(entry: dict[str, Any]) -> list[str]:
@@ -297,7 +318,9 @@ def deployment_round_time(entry: dict[str, Any]) -> list[str]:
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "aggregate_loss_rules": aggregate_loss_rules,
+    "aggregate_loss_rules_openblas_haswell": aggregate_loss_rules,
     "fedmgda": fedmgda,
+    "fedmgda_openblas_haswell": fedmgda,
     "aggregate_all_rules": aggregate_all_rules,
     "client_epoch": client_epoch,
     "import_time": import_time,
@@ -342,6 +365,9 @@ def render(results: dict[str, Any]) -> str:
                 else "on an earlier machine whose vector ISA and BLAS were not recorded"
             )
             block[0] = f"{block[0].removesuffix('):')}; {where}):"
+        default = results["benchmarks"].get("aggregate_loss_rules")
+        if name == "aggregate_loss_rules_openblas_haswell" and default is not None:
+            block += ["", kernel_comparison(default, entry)]
         lines += [*block, ""]
     lines.append(END)
     return "\n".join(lines)

@@ -36,7 +36,13 @@ RESULTS = ROOT / "docs" / "results" / "benchmarks.json"
 #: name -> the script and its arguments (``--json PATH`` is appended).
 BENCHMARKS: dict[str, list[str]] = {
     "aggregate_loss_rules": ["benchmarks/bench_aggregate_loss_rules.py", "--repeats", "7"],
+    "aggregate_loss_rules_openblas_haswell": [
+        "benchmarks/bench_aggregate_loss_rules.py",
+        "--repeats",
+        "7",
+    ],
     "fedmgda": ["benchmarks/bench_fedmgda.py", "--repeats", "7"],
+    "fedmgda_openblas_haswell": ["benchmarks/bench_fedmgda.py", "--repeats", "7"],
     "aggregate_all_rules": ["benchmarks/bench_aggregate_all_rules.py", "--repeats", "3"],
     "client_epoch": ["benchmarks/bench_client_epoch.py"],
     "import_time": ["benchmarks/bench_import.py", "--repeats", "5"],
@@ -50,13 +56,24 @@ BENCHMARKS: dict[str, list[str]] = {
     ],
 }
 
+#: name -> variables added to the benchmark process's environment. The ``_openblas_haswell``
+#: entries rerun a harness with OpenBLAS's Haswell (AVX2) kernels, which the README
+#: advises for FedMGDA+ on AMD Zen 4 (``fairfl/strategies/_blas_kernels.py``); OpenBLAS
+#: reads the variable when it loads, so it is set on the benchmark's process.
+ENVIRONMENTS: dict[str, dict[str, str]] = {
+    "aggregate_loss_rules_openblas_haswell": {"OPENBLAS_CORETYPE": "Haswell"},
+    "fedmgda_openblas_haswell": {"OPENBLAS_CORETYPE": "Haswell"},
+}
+
 
 def run_one(name: str, timeout: float) -> dict[str, Any]:
     """Run benchmark ``name`` in its own process; its result with how it was run."""
     with tempfile.TemporaryDirectory(prefix=f"fairfl-bench-{name}-") as folder:
         out = Path(folder) / "result.json"
         argv = [*BENCHMARKS[name], "--json", str(out)]
-        command = "nice .venv/bin/python " + shlex.join(BENCHMARKS[name])
+        environment = ENVIRONMENTS.get(name, {})
+        command = "".join(f"{key}={shlex.quote(value)} " for key, value in environment.items())
+        command += "nice .venv/bin/python " + shlex.join(BENCHMARKS[name])
         print(f"=== {name}: {command}", flush=True)
         load_before = load_1min()
         started = time.perf_counter()
@@ -65,7 +82,8 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
             cwd=ROOT,
             timeout=timeout,
             check=False,
-            env=os.environ,
+            # A default entry runs with OpenBLAS's own kernel choice, whatever the caller set.
+            env={**_without(os.environ, "OPENBLAS_CORETYPE"), **environment},
         )
         wall = time.perf_counter() - started
         if done.returncode != 0 or not out.is_file():
@@ -74,6 +92,7 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
     print(f"=== {name}: {wall:.0f} s", flush=True)
     return {
         "command": command,
+        "environment": environment,
         "machine": machine(),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_s": round(wall, 1),
@@ -81,6 +100,10 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
         "load_1min_after": load_1min(),
         "result": result,
     }
+
+
+def _without(environment: os._Environ[str], name: str) -> dict[str, str]:
+    return {key: value for key, value in environment.items() if key != name}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -93,7 +116,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.list:
         for name, script in BENCHMARKS.items():
-            print(f"{name:24s} {shlex.join(script)}")
+            prefix = "".join(f"{k}={v} " for k, v in ENVIRONMENTS.get(name, {}).items())
+            print(f"{name:38s} {prefix}{shlex.join(script)}")
         return {}
     stored: dict[str, Any] = (
         json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}

@@ -32,6 +32,12 @@ def test_every_benchmark_of_run_all_is_in_the_results_file_with_its_command():
     tables = _readme_tables()
     assert set(results["benchmarks"]) == set(tables.RENDERERS)
     for name, entry in results["benchmarks"].items():
-        assert entry["command"].startswith("nice .venv/bin/python benchmarks/"), name
-        script = entry["command"].split()[2]
+        # Only the entries run with an environment name it, first, as a shell would.
+        environment = entry.get("environment") or {}
+        prefix = "".join(f"{key}={value} " for key, value in environment.items())
+        assert entry["command"].startswith(prefix + "nice .venv/bin/python benchmarks/"), name
+        assert name.endswith("_openblas_haswell") == (
+            environment == {"OPENBLAS_CORETYPE": "Haswell"}
+        )
+        script = entry["command"].removeprefix(prefix).split()[2]
         assert (ROOT / script).is_file(), (name, script)
