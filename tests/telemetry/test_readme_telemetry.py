@@ -18,9 +18,9 @@ def test_cost_figures_come_from_the_benchmarks_file_and_the_screenshot_is_shown(
     section = _section()
     assert "bench_telemetry.py" in section
     assert '"Telemetry cost" under' in section
-    assert "telemetry" in json.loads((ROOT / "docs/results/benchmarks.json").read_text())[
-        "benchmarks"
-    ]
+    assert (
+        "telemetry" in json.loads((ROOT / "docs/results/benchmarks.json").read_text())["benchmarks"]
+    )
     assert re.search(r"!\[[^]]*\]\(docs/figures/tensorboard\.png\)", section)
     assert (ROOT / "docs/figures/tensorboard.png").stat().st_size > 10_000
 
