@@ -40,8 +40,8 @@ def openblas_kernel_advice() -> str | None:
         return None
     return (
         f"numpy's OpenBLAS runs its {kernels} (AVX-512) kernels on this AMD Zen 4 CPU, "
-        "which splits AVX-512 into 256-bit halves; the Gram of the updates ran ~1.3x "
-        "faster with OpenBLAS's Haswell kernels: start the server process with "
+        "which splits AVX-512 into 256-bit halves; with OpenBLAS's Haswell kernels the "
+        "aggregation took ~1.2x less CPU on such a machine: start the server process with "
         "OPENBLAS_CORETYPE=Haswell (README, Benchmarks)"
     )
 
