@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from fairfl.strategies._blas_kernels import first_cpu_fields, numpy_blas_pool
+
 
 def machine() -> dict[str, Any]:
     """CPU model, vector ISA, logical cores, BLAS, Python and numpy versions of this machine.
@@ -34,13 +36,7 @@ def machine() -> dict[str, Any]:
 
 def vector_isa() -> str:
     """The widest x86 vector extension in ``/proc/cpuinfo``'s flags (``"unknown"`` if none)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            flags = next(
-                (line.split(":", 1)[1].split() for line in info if line.startswith("flags")), []
-            )
-    except OSError:
-        flags = []
+    flags = first_cpu_fields().get("flags", "").split()
     for flag, name in (
         ("avx512f", "AVX-512"),
         ("avx2", "AVX2"),
@@ -54,28 +50,16 @@ def vector_isa() -> str:
 
 def blas() -> str:
     """numpy's BLAS library, version and the kernel it chose (threadpoolctl)."""
-    from threadpoolctl import threadpool_info
-
-    libraries = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    # numpy's own (its wheel bundles one), not scipy's, which may be loaded first.
-    libraries = [lib for lib in libraries if "numpy" in lib.get("filepath", "")] or libraries
-    if not libraries:
+    lib = numpy_blas_pool()
+    if lib is None:
         return "unknown"
-    lib = libraries[0]
     kernel = f" ({lib['architecture']} kernels)" if lib.get("architecture") else ""
     return f"{lib.get('internal_api', 'blas')} {lib.get('version', '')}{kernel}".replace("  ", " ")
 
 
 def cpu_model() -> str:
     """The ``model name`` of ``/proc/cpuinfo`` (Linux), else ``platform.processor()``."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return first_cpu_fields().get("model name") or platform.processor() or platform.machine()
 
 
 def load_1min() -> float:

@@ -94,10 +94,8 @@ def _fedmgda_verdict(row: dict[str, Any] | None) -> str:
 
 def kernel_comparison(default: dict[str, Any], haswell: dict[str, Any]) -> str:
     """FedMGDA+ in the same harness with OpenBLAS's own kernels and with its Haswell ones."""
-    own, advised = (
-        default["result"]["rules"].get("fedmgda"),
-        haswell["result"]["rules"].get("fedmgda"),
-    )
+    own = default["result"]["rules"].get("fedmgda")
+    advised = haswell["result"]["rules"].get("fedmgda")
     if own is None or advised is None:
         return "FedMGDA+ was not measured under both kernel choices."
     return (

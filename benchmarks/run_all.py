@@ -28,9 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _report import load_1min, machine
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without `pip install -e .`
+
+from _report import load_1min, machine  # noqa: E402 (after sys.path)
+
 RESULTS = ROOT / "docs" / "results" / "benchmarks.json"
 
 #: name -> the script and its arguments (``--json PATH`` is appended).
@@ -66,15 +68,21 @@ ENVIRONMENTS: dict[str, dict[str, str]] = {
 }
 
 
+def command(name: str) -> str:
+    """The shell command that runs benchmark ``name`` (its environment first)."""
+    environment = ENVIRONMENTS.get(name, {})
+    prefix = "".join(f"{key}={shlex.quote(value)} " for key, value in environment.items())
+    return prefix + "nice .venv/bin/python " + shlex.join(BENCHMARKS[name])
+
+
 def run_one(name: str, timeout: float) -> dict[str, Any]:
     """Run benchmark ``name`` in its own process; its result with how it was run."""
     with tempfile.TemporaryDirectory(prefix=f"fairfl-bench-{name}-") as folder:
         out = Path(folder) / "result.json"
         argv = [*BENCHMARKS[name], "--json", str(out)]
         environment = ENVIRONMENTS.get(name, {})
-        command = "".join(f"{key}={shlex.quote(value)} " for key, value in environment.items())
-        command += "nice .venv/bin/python " + shlex.join(BENCHMARKS[name])
-        print(f"=== {name}: {command}", flush=True)
+        shell = command(name)
+        print(f"=== {name}: {shell}", flush=True)
         load_before = load_1min()
         started = time.perf_counter()
         done = subprocess.run(
@@ -83,15 +91,18 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
             timeout=timeout,
             check=False,
             # A default entry runs with OpenBLAS's own kernel choice, whatever the caller set.
-            env={**_without(os.environ, "OPENBLAS_CORETYPE"), **environment},
+            env={
+                **{k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"},
+                **environment,
+            },
         )
         wall = time.perf_counter() - started
         if done.returncode != 0 or not out.is_file():
-            raise RuntimeError(f"benchmark {name} failed (exit {done.returncode}): {command}")
+            raise RuntimeError(f"benchmark {name} failed (exit {done.returncode}): {shell}")
         result = json.loads(out.read_text(encoding="utf-8"))
     print(f"=== {name}: {wall:.0f} s", flush=True)
     return {
-        "command": command,
+        "command": shell,
         "environment": environment,
         "machine": machine(),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -100,10 +111,6 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
         "load_1min_after": load_1min(),
         "result": result,
     }
-
-
-def _without(environment: os._Environ[str], name: str) -> dict[str, str]:
-    return {key: value for key, value in environment.items() if key != name}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -115,9 +122,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--list", action="store_true", help="print the benchmarks and exit")
     args = parser.parse_args(argv)
     if args.list:
-        for name, script in BENCHMARKS.items():
-            prefix = "".join(f"{k}={v} " for k, v in ENVIRONMENTS.get(name, {}).items())
-            print(f"{name:38s} {prefix}{shlex.join(script)}")
+        for name in BENCHMARKS:
+            print(f"{name:38s} {command(name)}")
         return {}
     stored: dict[str, Any] = (
         json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}

@@ -14,6 +14,7 @@ sets the variable for the server process.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 #: OpenBLAS kernel families that use 512-bit vectors (threadpoolctl's ``architecture``).
 AVX512_KERNELS = frozenset({"SkylakeX", "Cooperlake", "SapphireRapids"})
@@ -49,18 +50,25 @@ def openblas_kernel_advice() -> str | None:
 def numpy_openblas_kernels() -> str | None:
     """The kernel family of numpy's OpenBLAS (e.g. ``"SkylakeX"``), or ``None``.
 
+    ``None`` when numpy's BLAS is not OpenBLAS or threadpoolctl cannot tell.
+    """
+    pool = numpy_blas_pool()
+    if pool is None or pool.get("internal_api") != "openblas":
+        return None
+    return pool.get("architecture") or None
+
+
+def numpy_blas_pool() -> dict[str, Any] | None:
+    """The description threadpoolctl gives of numpy's BLAS, or ``None`` if none is loaded.
+
     numpy's pool is the BLAS pool loaded from numpy's own libraries (wheels bundle one),
-    else the first BLAS pool found. ``None`` when that BLAS is not OpenBLAS or
-    threadpoolctl cannot tell.
+    else the first BLAS pool found: scipy's, if loaded, may be listed before it.
     """
     from threadpoolctl import threadpool_info
 
     pools = [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]
     bundled = [pool for pool in pools if "numpy" in str(pool.get("filepath", ""))]
-    for pool in (bundled or pools)[:1]:
-        if pool.get("internal_api") == "openblas":
-            return pool.get("architecture") or None
-    return None
+    return (bundled or pools or [None])[0]
 
 
 def cpu_vendor_family(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, int] | None:
@@ -68,6 +76,15 @@ def cpu_vendor_family(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, int] | None:
 
     ``None`` where the file is missing (not Linux) or lacks either field (not x86).
     """
+    fields = first_cpu_fields(cpuinfo)
+    vendor, family = fields.get("vendor_id"), fields.get("cpu family")
+    if vendor is None or family is None or not family.isdigit():
+        return None
+    return vendor, int(family)
+
+
+def first_cpu_fields(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The ``name: value`` fields of the first CPU in ``cpuinfo`` (empty if unreadable)."""
     fields: dict[str, str] = {}
     try:
         with open(cpuinfo, encoding="utf-8") as info:
@@ -77,8 +94,5 @@ def cpu_vendor_family(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, int] | None:
                 name, _, value = line.partition(":")
                 fields[name.strip()] = value.strip()
     except OSError:
-        return None
-    vendor, family = fields.get("vendor_id"), fields.get("cpu family")
-    if vendor is None or family is None or not family.isdigit():
-        return None
-    return vendor, int(family)
+        return {}
+    return fields

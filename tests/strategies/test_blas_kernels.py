@@ -81,6 +81,23 @@ def test_numpy_kernels_are_those_threadpoolctl_reports_for_numpy():
     assert numpy_openblas_kernels() == expected
 
 
+def test_numpy_pool_wins_over_a_blas_listed_before_it(monkeypatch):
+    import threadpoolctl
+
+    scipy_pool = {"user_api": "blas", "internal_api": "openblas", "architecture": "Haswell"}
+    scipy_pool["filepath"] = "/venv/site-packages/scipy.libs/libscipy_openblas.so"
+    numpy_pool = {"user_api": "blas", "internal_api": "openblas", "architecture": "SkylakeX"}
+    numpy_pool["filepath"] = "/venv/site-packages/numpy.libs/libscipy_openblas64_.so"
+    openmp = {"user_api": "openmp", "internal_api": "openmp", "filepath": "/numpy/libgomp.so"}
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [openmp, scipy_pool, numpy_pool])
+    assert numpy_openblas_kernels() == "SkylakeX"
+    mkl = {"user_api": "blas", "internal_api": "mkl", "filepath": "/conda/lib/libmkl_rt.so"}
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [mkl])
+    assert numpy_openblas_kernels() is None  # not OpenBLAS: no kernels to name
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [openmp])
+    assert numpy_openblas_kernels() is None  # no BLAS loaded
+
+
 @pytest.mark.skipif(
     platform.machine() != "x86_64" or numpy_openblas_kernels() is None,
     reason="OpenBLAS's x86 kernel choice",
