@@ -220,13 +220,26 @@ def client_start(entry: dict[str, Any]) -> list[str]:
     imports = result["importtime_fairfl_client_app"]["largest_packages_ms"]
     lines += [
         "",
-        f"Goal {'met' if result['goal_met'] else 'missed'}.",
+        f"Goal {'met' if result['goal_met'] else 'missed'}.{_before_and_after(entry, 'fairfl')}",
         "",
         "`python -X importtime -c 'import fairfl.client.app'`, cumulative ms by package: "
         + ", ".join(f"{name} {ms:,.0f}" for name, ms in list(imports.items())[:6])
         + ".",
     ]
     return lines
+
+
+def _before_and_after(entry: dict[str, Any], app: str) -> str:
+    """`` Before: … now …`` for a client_start entry timed against ``fairfl-before``."""
+    best = entry["result"]["best"]
+    if "fairfl-before" not in best:
+        return ""
+    before, after = best["fairfl-before"]["to_reply_s"], best[app]["to_reply_s"]
+    return (
+        f" Before and after: `fairfl-before` is commit {entry['before_commit']}, the code "
+        f"issue #17 measured; a fresh ClientApp process replied in {before:.2f} s then and "
+        f"{after:.2f} s now ({before / after:.1f}× faster)."
+    )
 
 
 def scale(entry: dict[str, Any]) -> list[str]:
@@ -300,17 +313,33 @@ def deployment_round_time(entry: dict[str, Any]) -> list[str]:
         f"authentication; Flower's polls make the floor {result['floor_s_per_round']:.1f} s "
         "per round)",
     )
+    sizes = result["sizes"].values() if isinstance(result["sizes"], dict) else result["sizes"]
+    before = entry.get("before_commit")
     lines += [
-        "| SuperNodes | fairfl, s/round | Minimal Flower app, s/round | Ratio | × floor |",
-        "| --- | --- | --- | --- | --- |",
+        "| SuperNodes | fairfl, s/round | Minimal Flower app, s/round | Ratio | × floor |"
+        + (f" fairfl before ({before}), s/round | Before × minimal |" if before else ""),
+        "| --- | --- | --- | --- | --- |" + (" --- | --- |" if before else ""),
     ]
-    for size in result["sizes"].values() if isinstance(result["sizes"], dict) else result["sizes"]:
+    for size in sizes:
         seconds = size["deployed_s_per_round"]
-        lines.append(
+        row = (
             f"| {size['supernodes']} | {seconds['fairfl']:.1f} | {seconds['flower-minimal']:.1f} "
             f"| {_ratio(size['ratio_fairfl_to_minimal'])} | "
             f"{seconds['fairfl'] / result['floor_s_per_round']:.1f} |"
         )
+        if before:
+            row += (
+                f" {seconds['fairfl-before']:.1f} | {_ratio(size['ratio_before_to_minimal'])} |"
+                if "fairfl-before" in seconds
+                else " not run | |"
+            )
+        lines.append(row)
+    if before:
+        lines += [
+            "",
+            f"`fairfl before` is commit {before}, the code issue #17 measured, on the same "
+            "federation in the same alternating runs.",
+        ]
     return lines
 
 

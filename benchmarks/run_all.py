@@ -54,9 +54,16 @@ BENCHMARKS: dict[str, list[str]] = {
     "dashboard": ["benchmarks/bench_dashboard.py"],
     "deployment_round_time": [
         "benchmarks/deployment_round_time.py",
-        *("--supernodes", "3", "10", "--rounds", "3"),
+        *("--supernodes", "3", "10", "--rounds", "3", "--before-sizes", "3"),
     ],
 }
+
+#: The code issue #17 ("Speed at the floor") measured: the commit before its first change
+#: (b425437, one pass over the replies). It came before the lean ClientApp (e406281),
+#: whose own parent does not import (``fairfl.settings`` needs a module added after it).
+BEFORE_COMMIT = "9244a23"
+#: Benchmarks that also time that commit's app (``--before DIR``, a ``git archive`` of it).
+WITH_BEFORE = ("client_start", "deployment_round_time")
 
 #: name -> variables added to the benchmark process's environment. The ``_openblas_haswell``
 #: entries rerun a harness with OpenBLAS's Haswell (AVX2) kernels, which the README
@@ -69,10 +76,26 @@ ENVIRONMENTS: dict[str, dict[str, str]] = {
 
 
 def command(name: str) -> str:
-    """The shell command that runs benchmark ``name`` (its environment first)."""
+    """The shell command that runs benchmark ``name``: its environment first, and for the
+    :data:`WITH_BEFORE` ones the checkout of :data:`BEFORE_COMMIT` they compare against."""
     environment = ENVIRONMENTS.get(name, {})
     prefix = "".join(f"{key}={shlex.quote(value)} " for key, value in environment.items())
-    return prefix + "nice .venv/bin/python " + shlex.join(BENCHMARKS[name])
+    line = prefix + "nice .venv/bin/python " + shlex.join(BENCHMARKS[name])
+    if name in WITH_BEFORE:
+        checkout = f'BEFORE=$(mktemp -d) && git archive {BEFORE_COMMIT} | tar -x -C "$BEFORE" && '
+        line = checkout + line + ' --before "$BEFORE"'
+    return line
+
+
+def checkout_before(folder: Path) -> Path:
+    """Extract :data:`BEFORE_COMMIT`'s tree into ``folder/before``; return that path."""
+    target = folder / "before"
+    target.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", BEFORE_COMMIT], cwd=ROOT, check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
 
 
 def run_one(name: str, timeout: float) -> dict[str, Any]:
@@ -80,6 +103,8 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"fairfl-bench-{name}-") as folder:
         out = Path(folder) / "result.json"
         argv = [*BENCHMARKS[name], "--json", str(out)]
+        if name in WITH_BEFORE:
+            argv += ["--before", str(checkout_before(Path(folder)))]
         environment = ENVIRONMENTS.get(name, {})
         shell = command(name)
         print(f"=== {name}: {shell}", flush=True)
@@ -104,6 +129,7 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
     return {
         "command": shell,
         "environment": environment,
+        **({"before_commit": BEFORE_COMMIT} if name in WITH_BEFORE else {}),
         "machine": machine(),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_s": round(wall, 1),
