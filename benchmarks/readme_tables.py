@@ -143,6 +143,32 @@ def fedmgda(entry: dict[str, Any]) -> list[str]:
     return lines
 
 
+def gram_kernel(entry: dict[str, Any]) -> list[str]:
+    """FedMGDA+'s Gram: fairfl's numpy path against a compiled AVX2 kernel (not shipped)."""
+    result = entry["result"]
+    lines = _header(
+        entry,
+        f"FedMGDA+'s Gram, {result['clients']} updates × {result['params'] / 1e6:.1f}M float32, "
+        f"best of {result['repeats']}: fairfl's numpy path against a compiled kernel that "
+        "fairfl does not ship",
+    )
+    if "skipped" in result:
+        return [*lines, f"Not measured: {result['skipped']}."]
+    differences = result["max_relative_difference_from_float64"]
+    names = {
+        "fairfl": "fairfl's `gram_matrix` (numpy, OpenBLAS syrk)",
+        "compiled": "AVX2 C kernel (`benchmarks/gram_kernel.c`)",
+    }
+    lines += [
+        "| Gram | CPU ms | × fairfl's | Largest relative difference from float64 |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, ms in result["best_cpu_ms"].items():
+        ratio = ms / result["best_cpu_ms"]["fairfl"]
+        lines.append(f"| {names[name]} | {ms:.1f} | {_ratio(ratio)} | {differences[name]:.1e} |")
+    return [*lines, "", f"Built with `{result['built_with']}`."]
+
+
 def aggregate_all_rules(entry: dict[str, Any]) -> list[str]:
     """The size matrix: every rule's ratio at 10/50/100 clients × 0.1M/2M parameters."""
     result = entry["result"]
@@ -348,6 +374,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "aggregate_loss_rules_openblas_haswell": aggregate_loss_rules,
     "fedmgda": fedmgda,
     "fedmgda_openblas_haswell": fedmgda,
+    "gram_kernel": gram_kernel,
     "aggregate_all_rules": aggregate_all_rules,
     "client_epoch": client_epoch,
     "import_time": import_time,

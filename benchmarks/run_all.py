@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, list[str]] = {
     ],
     "fedmgda": ["benchmarks/bench_fedmgda.py", "--repeats", "7"],
     "fedmgda_openblas_haswell": ["benchmarks/bench_fedmgda.py", "--repeats", "7"],
+    "gram_kernel": ["benchmarks/bench_gram_kernel.py", "--repeats", "7"],
     "aggregate_all_rules": ["benchmarks/bench_aggregate_all_rules.py", "--repeats", "3"],
     "client_epoch": ["benchmarks/bench_client_epoch.py"],
     "import_time": ["benchmarks/bench_import.py", "--repeats", "5"],
