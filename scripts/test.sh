@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite: fast unit tests first, then the
 # integration tests (Flower's simulation engine, real SuperLink/SuperNodes), then the
-# deployment tests (network namespaces, TLS, Docker), then the strategy tests and a
-# gRPC loopback deployment again under the oldest supported flwr.
+# strategy tests and a gRPC loopback deployment again under the oldest supported flwr;
+# the deployment tests (network namespaces, TLS, Docker) run beside all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Deployment tests need a Docker engine, debootstrap (offline base image), iproute2
@@ -41,6 +41,14 @@ run_phase() {
   fi
 }
 .venv/bin/ruff check fairfl tests scripts benchmarks examples experiments deploy
+# The deployment tests spend most of their time waiting on Flower's 3 s polls, so they run
+# beside the other phases, in their own session (so that an early exit stops them all);
+# their output is printed when they end.
+deploy_log="$(mktemp)"
+setsid bash -c "$(declare -f run_phase); run_phase 'deployment tests' -q -m deployment -rs \
+  --durations=8" >"$deploy_log" 2>&1 &
+deploy_pid=$!
+trap 'kill -- -"$deploy_pid" 2>/dev/null || true' EXIT
 run_phase "unit and property tests" -q -m "not integration and not deployment"
 # The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers: the
 # Gram's float32 precision tests again under them (x86 only: OpenBLAS's kernel names).
@@ -49,7 +57,6 @@ if [ "$(uname -m)" = x86_64 ]; then
     -p no:cacheprovider tests/strategies/test_fedmgda.py tests/strategies/test_fedmgda_float32.py
 fi
 run_phase "integration tests" -q -m "integration and not deployment" --durations=12
-run_phase "deployment tests" -q -m "deployment" -rs --durations=8
 echo "=== oldest supported flwr (Fleet API over gRPC) ==="
 start=$SECONDS
 bash scripts/setup_oldest_flwr.sh
@@ -58,5 +65,14 @@ set +e
   tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat
 code=$?
 set -e
-echo "=== oldest supported flwr: $((SECONDS - start)) s (whole suite: $SECONDS s) ==="
+echo "=== oldest supported flwr: $((SECONDS - start)) s ==="
 [ "$code" -eq 0 ] || exit "$code"
+start=$SECONDS
+set +e
+wait "$deploy_pid"
+deploy_code=$?
+set -e
+trap - EXIT
+cat "$deploy_log"
+echo "=== waited $((SECONDS - start)) s for the deployment tests (whole suite: $SECONDS s) ==="
+exit "$deploy_code"
