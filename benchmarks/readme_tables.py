@@ -330,14 +330,19 @@ def dashboard(entry: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _runs(count: int) -> str:
+    """How many deployed runs of each app a time per round comes from."""
+    return "1 run per app" if count == 1 else f"median of {count} runs per app, alternating"
+
+
 def deployment_round_time(entry: dict[str, Any]) -> list[str]:
     """Deployed seconds per round: fairfl's ClientApp against a minimal Flower app."""
     result = entry["result"]
     lines = _header(
         entry,
         f"Deployed rounds ({result['strategy']}, {result['rounds']} rounds, TLS and SuperNode "
-        f"authentication; Flower's polls make the floor {result['floor_s_per_round']:.1f} s "
-        "per round)",
+        f"authentication, {_runs(result.get('repeats', 1))}; "
+        f"Flower's polls make the floor {result['floor_s_per_round']:.1f} s per round)",
     )
     sizes = result["sizes"].values() if isinstance(result["sizes"], dict) else result["sizes"]
     before = entry.get("before_commit")

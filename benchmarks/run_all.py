@@ -55,7 +55,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "dashboard": ["benchmarks/bench_dashboard.py"],
     "deployment_round_time": [
         "benchmarks/deployment_round_time.py",
-        *("--supernodes", "3", "10", "--rounds", "3", "--before-sizes", "3"),
+        *("--supernodes", "3", "10", "--rounds", "3", "--repeats", "2", "--before-sizes", "3"),
     ],
 }
 
