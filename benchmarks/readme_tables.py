@@ -256,7 +256,8 @@ def client_start(entry: dict[str, Any]) -> list[str]:
 
 
 def _before_and_after(entry: dict[str, Any], app: str) -> str:
-    """`` Before: … now …`` for a client_start entry timed against ``fairfl-before``."""
+    """The sentence comparing ``app`` with ``fairfl-before`` in a client_start entry ("" if
+    that entry has no before run)."""
     best = entry["result"]["best"]
     if "fairfl-before" not in best:
         return ""
