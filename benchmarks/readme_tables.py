@@ -246,7 +246,7 @@ def client_start(entry: dict[str, Any]) -> list[str]:
     imports = result["importtime_fairfl_client_app"]["largest_packages_ms"]
     lines += [
         "",
-        f"Goal {'met' if result['goal_met'] else 'missed'}.{_before_and_after(entry, 'fairfl')}",
+        f"Goal {'met' if result['goal_met'] else 'missed'}.{_before_and_after(entry)}",
         "",
         "`python -X importtime -c 'import fairfl.client.app'`, cumulative ms by package: "
         + ", ".join(f"{name} {ms:,.0f}" for name, ms in list(imports.items())[:6])
@@ -255,13 +255,13 @@ def client_start(entry: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _before_and_after(entry: dict[str, Any], app: str) -> str:
-    """The sentence comparing ``app`` with ``fairfl-before`` in a client_start entry ("" if
+def _before_and_after(entry: dict[str, Any]) -> str:
+    """The sentence comparing fairfl with ``fairfl-before`` in a client_start entry ("" if
     that entry has no before run)."""
     best = entry["result"]["best"]
     if "fairfl-before" not in best:
         return ""
-    before, after = best["fairfl-before"]["to_reply_s"], best[app]["to_reply_s"]
+    before, after = best["fairfl-before"]["to_reply_s"], best["fairfl"]["to_reply_s"]
     return (
         f" Before and after: `fairfl-before` is commit {entry['before_commit']}, the code "
         f"issue #17 measured; a fresh ClientApp process replied in {before:.2f} s then and "
