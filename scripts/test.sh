@@ -48,7 +48,9 @@ deploy_log="$(mktemp)"
 setsid bash -c "$(declare -f run_phase); run_phase 'deployment tests' -q -m deployment -rs \
   --durations=8" >"$deploy_log" 2>&1 &
 deploy_pid=$!
-trap 'kill -- -"$deploy_pid" 2>/dev/null || true' EXIT
+trap 'kill -- -"$deploy_pid" 2>/dev/null || true
+  echo "=== deployment tests stopped: an earlier phase failed; their output so far: ==="
+  cat "$deploy_log"' EXIT
 run_phase "unit and property tests" -q -m "not integration and not deployment"
 # The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers: the
 # Gram's float32 precision tests again under them (x86 only: OpenBLAS's kernel names).
