@@ -33,32 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-logger = logging.getLogger(__name__)
+from fairfl._cache import CACHE_ENV, cache_dir
 
-CACHE_ENV = "FAIRFL_CACHE_DIR"
-"""Environment variable naming the cache folder; the value ``off`` disables the cache."""
+__all__ = ["CACHE_ENV", "cache_dir", "cached_partition", "partition_key"]
+
+logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 """Bumped whenever the file layout or the meaning of a key changes."""
-
-
-def cache_dir() -> Path | None:
-    """Return the cache folder (not created here), or ``None`` if the cache is off.
-
-    Returns
-    -------
-    Path | None
-        ``$FAIRFL_CACHE_DIR``, else ``$XDG_CACHE_HOME/fairfl``, else
-        ``~/.cache/fairfl``; ``None`` when ``FAIRFL_CACHE_DIR`` is ``off``.
-
-    """
-    configured = os.environ.get(CACHE_ENV, "")
-    if configured.strip().lower() == "off":
-        return None
-    if configured:
-        return Path(configured).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    return (Path(xdg) if xdg else Path("~/.cache").expanduser()) / "fairfl"
 
 
 def partition_key(settings: Mapping[str, object], labels: np.ndarray) -> str:
