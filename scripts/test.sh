@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 # Deployment tests need a Docker engine, debootstrap (offline base image), iproute2
 # (network namespaces), openssl/ssh-keygen (TLS, SuperNode keys) and nginx (the Fleet
 # proxy in front of the SuperLink); the dashboard's browser tests need headless Chromium
-# and its driver; as root, install them.
+# and its driver; FedMGDA+'s Gram kernel a C compiler; as root, install them.
 missing_tools() {
-  for tool in dockerd docker-compose debootstrap ip openssl ssh-keygen nginx chromium chromedriver; do
+  for tool in dockerd docker-compose debootstrap ip openssl ssh-keygen nginx chromium chromedriver cc; do
     command -v "$tool" >/dev/null || return 0
   done
   return 1
@@ -19,13 +19,16 @@ if [ "$(id -u)" = 0 ] && missing_tools; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     docker.io docker-compose debootstrap iproute2 openssl openssh-client nginx-light \
-    chromium chromium-driver >/dev/null
+    chromium chromium-driver gcc libc6-dev >/dev/null
 fi
 # Built Docker base images are cached outside the checkout, so a fresh clone reuses them.
 export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"
 bash scripts/setup.sh
 export FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 export FLWR_HOME="$PWD/.flwr-home"
+# FedMGDA+'s compiled Gram kernel must build here: its tests fail instead of falling
+# back to numpy (tests that pin the fallback set the variable themselves).
+export FAIRFL_GRAM_KERNEL=compiled
 run_phase() {
   local name=$1; shift
   echo "=== $name ==="
@@ -52,8 +55,9 @@ trap 'kill -- -"$deploy_pid" 2>/dev/null || true
   echo "=== deployment tests stopped: an earlier phase failed; their output so far: ==="
   cat "$deploy_log"' EXIT
 run_phase "unit and property tests" -q -m "not integration and not deployment"
-# The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers: the
-# Gram's float32 precision tests again under them (x86 only: OpenBLAS's kernel names).
+# The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers where
+# the compiled Gram kernel cannot be built: the Gram's float32 precision tests again under
+# them, on both paths (x86 only: OpenBLAS's kernel names).
 if [ "$(uname -m)" = x86_64 ]; then
   OPENBLAS_CORETYPE=Haswell run_phase "FedMGDA+ on OpenBLAS's Haswell kernels" -q \
     -p no:cacheprovider tests/strategies/test_fedmgda.py tests/strategies/test_fedmgda_float32.py

@@ -5,10 +5,12 @@ OpenBLAS picks its kernels once, when the library loads, from the CPU it finds o
 its SkylakeX (AVX-512) kernels, but Zen 4 executes each 512-bit operation as two 256-bit
 halves, and for the Gram of FedMGDA+ (tens of rows by millions of float32 columns) the
 Haswell (AVX2) kernels were faster there: ``aggregate_train`` at 50 clients x 2M
-parameters took 197 ms of CPU against 239 ms, in the same harness, on 2026-11-27
-(``docs/results/benchmarks.json``; README, "Benchmarks"). A library cannot switch
-kernels once numpy is loaded, so the Gram rules say so in their summary and the operator
-sets the variable for the server process.
+parameters took 199 ms of CPU against 239 ms on numpy's Gram path, in the same harness,
+on 2026-11-27 (``docs/results/benchmarks.json``; README, "Benchmarks"). This matters where the Gram
+runs in numpy, i.e. where fairfl's compiled Gram kernel (:mod:`._gram_kernel`) cannot be
+built or ``FAIRFL_GRAM_KERNEL=numpy``. A library cannot switch kernels once numpy is
+loaded, so the Gram rules say so in their summary and the operator sets the variable for
+the server process.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import sys
 import pytest
 from threadpoolctl import threadpool_info
 
-from fairfl.strategies import FedAvgN, FedMGDAPlus, _blas_kernels
+from fairfl.strategies import FedAvgN, FedMGDAPlus, _blas_kernels, fedmgda
 from fairfl.strategies._blas_kernels import (
     cpu_vendor_family,
     numpy_openblas_kernels,
@@ -115,10 +115,11 @@ def test_the_advised_variable_selects_the_haswell_kernels():
     assert done.stdout.strip() == "Haswell"
 
 
-def test_gram_rules_log_the_advice_in_their_summary(monkeypatch, caplog):
+def test_gram_rules_log_the_advice_in_their_summary_when_numpy_forms_the_gram(monkeypatch, caplog):
     monkeypatch.setattr(_blas_kernels, "numpy_openblas_kernels", lambda: "SkylakeX")
     monkeypatch.setattr(_blas_kernels, "cpu_vendor_family", lambda: ("AuthenticAMD", 25))
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.setenv("FAIRFL_GRAM_KERNEL", "numpy")
     with caplog.at_level(logging.INFO, logger="fairfl"):
         FedMGDAPlus().summary()
     assert sum("OPENBLAS_CORETYPE=Haswell" in r.message for r in caplog.records) == 1
@@ -130,6 +131,16 @@ def test_gram_rules_log_the_advice_in_their_summary(monkeypatch, caplog):
 
 def test_no_advice_is_logged_where_it_does_not_apply(monkeypatch, caplog):
     monkeypatch.setattr(_blas_kernels, "numpy_openblas_kernels", lambda: "Haswell")
+    with caplog.at_level(logging.INFO, logger="fairfl"):
+        FedMGDAPlus().summary()
+    assert not any("OPENBLAS_CORETYPE" in r.message for r in caplog.records)
+
+
+def test_no_advice_is_logged_when_the_compiled_kernel_forms_the_gram(monkeypatch, caplog):
+    monkeypatch.setattr(_blas_kernels, "numpy_openblas_kernels", lambda: "SkylakeX")
+    monkeypatch.setattr(_blas_kernels, "cpu_vendor_family", lambda: ("AuthenticAMD", 25))
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.setattr(fedmgda, "gram_kernel", lambda: object())
     with caplog.at_level(logging.INFO, logger="fairfl"):
         FedMGDAPlus().summary()
     assert not any("OPENBLAS_CORETYPE" in r.message for r in caplog.records)

@@ -8,9 +8,11 @@ Where λ is not determined by the updates (duplicates share their weight in any
 proportion, almost parallel updates nearly so) the identifiable quantities are
 compared instead: each duplicate group's total weight, d and the new model. FedAvg-n
 (ε = 0) computes only the norms and measures ‖d‖ on its float32 step: it is held to the
-same bounds.
+same bounds. Every test runs twice: with the compiled Gram kernel
+(``fairfl.strategies._gram_kernel``) and with numpy's blocks.
 """
 
+import platform
 from unittest.mock import Mock
 
 import numpy as np
@@ -27,6 +29,15 @@ from tests.conftest import arrays_of, make_reply
 NUM_CLIENTS = 12
 SHAPES = [(300, 400), (400,), (200, 300)]  # 180,400 parameters, several blocks
 TOLERANCE = 1e-6
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def gram_path(request, monkeypatch):
+    """The Gram's path under test (``FAIRFL_GRAM_KERNEL``)."""
+    if request.param == "compiled" and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the compiled Gram kernel is built on x86-64 only")
+    monkeypatch.setenv("FAIRFL_GRAM_KERNEL", request.param)
+    return request.param
 
 
 def updates(kind: str, rng: np.random.Generator) -> list[np.ndarray]:
