@@ -51,6 +51,7 @@ from _report import load_1min, machine, write_json  # noqa: E402 (after sys.path
 
 from fairfl._compat import server_task_identity  # noqa: E402
 from fairfl.contract import keys  # noqa: E402 (after sys.path)
+from fairfl.strategies._gram_kernel import gram_kernel_description  # noqa: E402
 from fairfl.strategies.registry import STRATEGIES, build_strategy  # noqa: E402
 
 RUN_CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
@@ -236,6 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "worst_ratio": worst,
         "target": args.target,
         "errors": errors,
+        "gram_path": gram_kernel_description(with_path=False),
     }
     if args.json:
         write_json(args.json, result)

@@ -9,8 +9,10 @@ Run: ``nice .venv/bin/python benchmarks/bench_fedmgda.py [--clients 50] [--repea
    what this process computed, BLAS threads included, not what other processes on a
    shared machine took) and wall time of each, and their CPU-time ratio (target:
    FedMGDA+ within 2.5× of FedAvg), then FedMGDA+'s stages (float32 Gram, the norms
-   alone that FedAvg-n computes instead, and the step) and the Gram's floor on this
-   machine: its BLAS products alone on updates already packed into one array. Each run's
+   alone that FedAvg-n computes instead, and the step; the Gram takes the path
+   ``FAIRFL_GRAM_KERNEL`` selects, recorded as ``gram_path``) and the floor of numpy's
+   path on this machine: its BLAS products alone on updates already packed into one
+   array (the compiled kernel replaces both them and the packing). Each run's
    minor page faults are counted too: Flower's FedAvg allocates a fresh array per client
    and layer, and its time depends on whether glibc's malloc hands back reused heap
    pages or fresh ones. In this process it took ~5,800 faults per call (~10 ms, i.e. a
@@ -69,6 +71,7 @@ from fairfl._compat import server_task_identity  # noqa: E402
 from fairfl.contract import ModelLayout, keys  # noqa: E402
 from fairfl.strategies import FairStrategy, FedMGDAPlus  # noqa: E402
 from fairfl.strategies import fedmgda as fedmgda_module  # noqa: E402
+from fairfl.strategies._gram_kernel import gram_kernel_description  # noqa: E402
 from fairfl.strategies.fedmgda import (  # noqa: E402
     fedmgda_step,
     gram_matrix,
@@ -227,7 +230,7 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     lam, _ = min_norm_weights(k_bar, prior, 1.0)
     stages["QP"] = lambda: min_norm_weights(k_bar, prior, 1.0)
     stages["step (float32)"] = lambda: fedmgda_step(global_arrays, locals_, lam, 1.0, norms=norms)
-    # The floor of the Gram on this machine: its BLAS products alone, on the updates
+    # The floor of numpy's Gram on this machine: its BLAS products alone, on the updates
     # already packed into one float32 (n, d) array (no reading of the replies, no
     # differences), in the same GRAM_CHUNK products as gram_matrix.
     packed = np.stack(
@@ -267,6 +270,7 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
         },
         "settle_s": SETTLE_S,
         "stages_cpu_ms": stage_ms,
+        "gram_path": gram_kernel_description(with_path=False),
     }
 
 

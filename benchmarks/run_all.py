@@ -38,13 +38,15 @@ RESULTS = ROOT / "docs" / "results" / "benchmarks.json"
 #: name -> the script and its arguments (``--json PATH`` is appended).
 BENCHMARKS: dict[str, list[str]] = {
     "aggregate_loss_rules": ["benchmarks/bench_aggregate_loss_rules.py", "--repeats", "7"],
-    "aggregate_loss_rules_openblas_haswell": [
+    "aggregate_loss_rules_numpy_gram": [
         "benchmarks/bench_aggregate_loss_rules.py",
-        "--repeats",
-        "7",
+        *("--repeats", "7"),
+    ],
+    "aggregate_loss_rules_numpy_gram_openblas_haswell": [
+        "benchmarks/bench_aggregate_loss_rules.py",
+        *("--repeats", "7"),
     ],
     "fedmgda": ["benchmarks/bench_fedmgda.py", "--repeats", "7"],
-    "fedmgda_openblas_haswell": ["benchmarks/bench_fedmgda.py", "--repeats", "7"],
     "gram_kernel": ["benchmarks/bench_gram_kernel.py", "--repeats", "7"],
     "aggregate_all_rules": ["benchmarks/bench_aggregate_all_rules.py", "--repeats", "3"],
     "client_epoch": ["benchmarks/bench_client_epoch.py"],
@@ -66,13 +68,23 @@ BEFORE_COMMIT = "9244a23"
 #: Benchmarks that also time that commit's app (``--before DIR``, a ``git archive`` of it).
 WITH_BEFORE = ("client_start", "deployment_round_time")
 
-#: name -> variables added to the benchmark process's environment. The ``_openblas_haswell``
-#: entries rerun a harness with OpenBLAS's Haswell (AVX2) kernels, which the README
-#: advises for FedMGDA+ on AMD Zen 4 (``fairfl/strategies/_blas_kernels.py``); OpenBLAS
-#: reads the variable when it loads, so it is set on the benchmark's process.
+#: Variables each entry's name selects (suffix -> variable and value), added to its
+#: process's environment: ``_numpy_gram`` forms FedMGDA+'s Gram with numpy instead of the
+#: compiled kernel (``fairfl/strategies/_gram_kernel.py``), as where no C compiler is
+#: found; ``_openblas_haswell`` runs OpenBLAS's Haswell (AVX2) kernels, which the README
+#: advises for numpy's Gram on AMD Zen 4 (``fairfl/strategies/_blas_kernels.py``; OpenBLAS
+#: reads the variable when it loads, so it is set on the benchmark's process).
+NAME_VARIABLES: dict[str, tuple[str, str]] = {
+    "_numpy_gram": ("FAIRFL_GRAM_KERNEL", "numpy"),
+    "_openblas_haswell": ("OPENBLAS_CORETYPE", "Haswell"),
+}
+#: The variables an entry's name sets or, when it does not, leaves unset.
+CHOSEN_BY_NAME = frozenset(variable for variable, _ in NAME_VARIABLES.values())
+#: name -> variables added to the benchmark process's environment.
 ENVIRONMENTS: dict[str, dict[str, str]] = {
-    "aggregate_loss_rules_openblas_haswell": {"OPENBLAS_CORETYPE": "Haswell"},
-    "fedmgda_openblas_haswell": {"OPENBLAS_CORETYPE": "Haswell"},
+    name: dict(value for part, value in NAME_VARIABLES.items() if part in name)
+    for name in BENCHMARKS
+    if any(part in name for part in NAME_VARIABLES)
 }
 
 
@@ -116,9 +128,10 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
             cwd=ROOT,
             timeout=timeout,
             check=False,
-            # A default entry runs with OpenBLAS's own kernel choice, whatever the caller set.
+            # A default entry runs with OpenBLAS's own kernel choice and fairfl's default
+            # Gram path, whatever the caller set.
             env={
-                **{k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"},
+                **{k: v for k, v in os.environ.items() if k not in CHOSEN_BY_NAME},
                 **environment,
             },
         )
@@ -155,7 +168,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stored: dict[str, Any] = (
         json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
     )
-    benchmarks = dict(stored.get("benchmarks", {}))
+    # Entries of benchmarks that run_all no longer has are dropped, not kept stale.
+    benchmarks = {k: v for k, v in stored.get("benchmarks", {}).items() if k in BENCHMARKS}
     for name in args.only or list(BENCHMARKS):
         benchmarks[name] = run_one(name, args.timeout)
         # Written after each one: a long run that fails later keeps what it measured.
