@@ -59,8 +59,9 @@ def shows(element_id: str, text: str) -> str:
 TEXT_JS = "return ((document.getElementById('{}') || {{}}).textContent || '')"
 
 
-def rounds_shown(driver) -> int:
-    match = re.search(r"rounds received: (\d+)", text_of(driver, "round-count"))
+def rounds_in(status_line: str) -> int:
+    """The round count of the page's status line (-1 before the first round)."""
+    match = re.search(r"rounds received: (\d+)", status_line)
     return int(match.group(1)) if match else -1
 
 
@@ -76,10 +77,12 @@ def test_page_follows_a_running_federation(tmp_path, browser):
         seen: list[int] = []
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            count = rounds_shown(browser)
+            # Count and status from one read: the page may update between two reads.
+            status_line = text_of(browser, "round-count")
+            count = rounds_in(status_line)
             if count > 0 and (not seen or count != seen[-1]):
                 seen.append(count)
-            if "status: completed" in text_of(browser, "round-count"):
+            if "status: completed" in status_line:
                 break
             assert run.poll() in (None, 0), (tmp_path / "run.log").read_text()[-2000:]
             time.sleep(0.2)
@@ -150,7 +153,7 @@ def test_late_folder_with_malformed_and_truncated_lines(tmp_path, browser, line,
         )
         wait_until(browser, shows("round-count", "rounds received: 2"), timeout=30)
         wait_until(browser, shows("notes", "last line incomplete"), timeout=30)
-        assert rounds_shown(browser) == 2
+        assert rounds_in(text_of(browser, "round-count")) == 2
         notes = text_of(browser, "notes")
         assert "2 line(s) of rounds.jsonl not shown" in notes
         assert "rounds.jsonl:3: skipped: not valid JSON" in notes
