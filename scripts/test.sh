@@ -51,9 +51,20 @@ deploy_log="$(mktemp)"
 setsid bash -c "$(declare -f run_phase); run_phase 'deployment tests' -q -m deployment -rs \
   --durations=8" >"$deploy_log" 2>&1 &
 deploy_pid=$!
-trap 'kill -- -"$deploy_pid" 2>/dev/null || true
+# On an early exit: SIGTERM, which their pytest turns into an interrupt that runs the
+# fixtures' teardown (stopping the federations' processes, removing the namespaces);
+# then, if it has not ended within 3 minutes, SIGKILL.
+stop_deployment_tests() {
+  kill -TERM -- -"$deploy_pid" 2>/dev/null || true
+  for _ in $(seq 180); do
+    kill -0 -- -"$deploy_pid" 2>/dev/null || break
+    sleep 1
+  done
+  kill -KILL -- -"$deploy_pid" 2>/dev/null || true
   echo "=== deployment tests stopped: an earlier phase failed; their output so far: ==="
-  cat "$deploy_log"' EXIT
+  cat "$deploy_log"
+}
+trap stop_deployment_tests EXIT
 run_phase "unit and property tests" -q -m "not integration and not deployment"
 # The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers where
 # the compiled Gram kernel cannot be built: the Gram's float32 precision tests again under
