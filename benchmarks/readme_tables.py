@@ -97,36 +97,21 @@ def _fedmgda_verdict(row: dict[str, Any] | None) -> str:
     return f"FedMGDA+ {row['ratio']:.2f}×, {verdict}."
 
 
-def gram_path_comparison(compiled: dict[str, Any], numpy_path: dict[str, Any]) -> str:
-    """FedMGDA+ in the same harness with the compiled Gram kernel and with numpy's path."""
-    fast = compiled["result"]["rules"].get("fedmgda")
-    slow = numpy_path["result"]["rules"].get("fedmgda")
-    if fast is None or slow is None:
-        return "FedMGDA+ was not measured on both Gram paths."
+def fedmgda_comparison(
+    before: dict[str, Any], this: dict[str, Any], before_as: str, this_as: str
+) -> str:
+    """FedMGDA+ in two same-harness runs: ``before`` (the table before) and ``this``."""
+    first = before["result"]["rules"].get("fedmgda")
+    second = this["result"]["rules"].get("fedmgda")
+    if first is None or second is None:
+        return f"FedMGDA+ was not measured both {before_as} and {this_as}."
     return (
-        f"FedMGDA+ took {fast['cpu_ms']:.1f} ms CPU with the compiled Gram kernel (the first "
-        f"table) and {slow['cpu_ms']:.1f} ms with numpy's path (this table), "
-        f"{slow['cpu_ms'] / fast['cpu_ms']:.2f}× more; against each run's own Flower FedAvg "
-        f"({compiled['result']['baseline_cpu_ms']:.1f} and "
-        f"{numpy_path['result']['baseline_cpu_ms']:.1f} ms) that is {fast['ratio']:.2f}× "
-        f"and {slow['ratio']:.2f}×."
-    )
-
-
-def kernel_comparison(default: dict[str, Any], haswell: dict[str, Any]) -> str:
-    """FedMGDA+ on numpy's Gram path with OpenBLAS's own kernels and with its Haswell ones."""
-    own = default["result"]["rules"].get("fedmgda")
-    advised = haswell["result"]["rules"].get("fedmgda")
-    if own is None or advised is None:
-        return "FedMGDA+ was not measured under both kernel choices."
-    return (
-        f"On numpy's Gram path FedMGDA+ took {advised['cpu_ms']:.1f} ms CPU with the "
-        f"Haswell kernels and {own['cpu_ms']:.1f} ms with OpenBLAS's own choice (the table "
-        "before), "
-        f"{own['cpu_ms'] / advised['cpu_ms']:.2f}× less; against each run's own Flower FedAvg "
-        f"({haswell['result']['baseline_cpu_ms']:.1f} and "
-        f"{default['result']['baseline_cpu_ms']:.1f} ms, which uses no BLAS) that is "
-        f"{advised['ratio']:.2f}× and {own['ratio']:.2f}×."
+        f"FedMGDA+ took {first['cpu_ms']:.1f} ms CPU {before_as} (the table before) and "
+        f"{second['cpu_ms']:.1f} ms {this_as} (this table), "
+        f"{second['cpu_ms'] / first['cpu_ms']:.2f}× the time; against each run's own Flower "
+        f"FedAvg ({before['result']['baseline_cpu_ms']:.1f} and "
+        f"{this['result']['baseline_cpu_ms']:.1f} ms, which uses no BLAS) that is "
+        f"{first['ratio']:.2f}× and {second['ratio']:.2f}×."
     )
 
 
@@ -414,12 +399,17 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
 }
 
 
-#: name -> (the entry it is compared with, the sentence that compares them).
-COMPARISONS: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], str]]] = {
-    "aggregate_loss_rules_numpy_gram": ("aggregate_loss_rules", gram_path_comparison),
+#: name -> (the entry it is compared with, and how each of the two formed FedMGDA+'s Gram).
+COMPARISONS: dict[str, tuple[str, str, str]] = {
+    "aggregate_loss_rules_numpy_gram": (
+        "aggregate_loss_rules",
+        "with the compiled Gram kernel",
+        "on numpy's path",
+    ),
     "aggregate_loss_rules_numpy_gram_openblas_haswell": (
         "aggregate_loss_rules_numpy_gram",
-        kernel_comparison,
+        "on numpy's path with OpenBLAS's own kernels",
+        "on numpy's path with its Haswell kernels",
     ),
 }
 
@@ -457,9 +447,10 @@ def render(results: dict[str, Any]) -> str:
                 else "on an earlier machine whose vector ISA and BLAS were not recorded"
             )
             block[0] = f"{block[0].removesuffix('):')}; {where}):"
-        compared = COMPARISONS.get(name)
-        if compared is not None and compared[0] in results["benchmarks"]:
-            block += ["", compared[1](results["benchmarks"][compared[0]], entry)]
+        if name in COMPARISONS and COMPARISONS[name][0] in results["benchmarks"]:
+            before, before_as, this_as = COMPARISONS[name]
+            before_entry = results["benchmarks"][before]
+            block += ["", fedmgda_comparison(before_entry, entry, before_as, this_as)]
         lines += [*block, ""]
     lines.append(END)
     return "\n".join(lines)

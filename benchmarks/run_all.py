@@ -35,17 +35,14 @@ from _report import load_1min, machine  # noqa: E402 (after sys.path)
 
 RESULTS = ROOT / "docs" / "results" / "benchmarks.json"
 
+#: ``bench_aggregate_loss_rules.py`` and its arguments.
+LOSS_RULES = ["benchmarks/bench_aggregate_loss_rules.py", "--repeats", "7"]
 #: name -> the script and its arguments (``--json PATH`` is appended).
 BENCHMARKS: dict[str, list[str]] = {
-    "aggregate_loss_rules": ["benchmarks/bench_aggregate_loss_rules.py", "--repeats", "7"],
-    "aggregate_loss_rules_numpy_gram": [
-        "benchmarks/bench_aggregate_loss_rules.py",
-        *("--repeats", "7"),
-    ],
-    "aggregate_loss_rules_numpy_gram_openblas_haswell": [
-        "benchmarks/bench_aggregate_loss_rules.py",
-        *("--repeats", "7"),
-    ],
+    # The same harness three times: the environments differ (ENVIRONMENTS).
+    "aggregate_loss_rules": LOSS_RULES,
+    "aggregate_loss_rules_numpy_gram": LOSS_RULES,
+    "aggregate_loss_rules_numpy_gram_openblas_haswell": LOSS_RULES,
     "fedmgda": ["benchmarks/bench_fedmgda.py", "--repeats", "7"],
     "gram_kernel": ["benchmarks/bench_gram_kernel.py", "--repeats", "7"],
     "aggregate_all_rules": ["benchmarks/bench_aggregate_all_rules.py", "--repeats", "3"],

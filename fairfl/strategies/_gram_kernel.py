@@ -190,8 +190,7 @@ class GramKernel:
         status = self.library.gram_f32(pointers, centre_data, n, centre.size, out_data)
         if status != 0:
             raise MemoryError(f"the compiled Gram kernel could not allocate its buffer ({n} rows)")
-        upper = np.triu(out)
-        return upper + np.triu(out, 1).T
+        return out + np.triu(out, 1).T  # the kernel fills j >= i only
 
 
 def gram_kernel() -> GramKernel | None:
