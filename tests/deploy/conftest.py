@@ -19,13 +19,15 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def sigterm_runs_teardown() -> Iterator[None]:
     """SIGTERM ends the session as Ctrl-C does, so fixtures still stop what they started.
 
     The federations' processes run in sessions of their own and the namespaces outlive
     them; killed outright, pytest would leave both behind. ``scripts/test.sh`` stops this
-    phase with SIGTERM when an earlier phase fails, then waits for the teardown.
+    phase with SIGTERM when an earlier phase fails, then waits for the teardown. Module
+    scope: set up before each module's federation and restored after its teardown, so the
+    handler never reaches tests outside ``tests/deploy`` (some check SIGTERM's default).
     """
     previous = signal.signal(signal.SIGTERM, _interrupt)
     yield
