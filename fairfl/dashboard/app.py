@@ -51,6 +51,7 @@ from dash.exceptions import PreventUpdate
 from flask import Flask, Response, redirect, request
 from plotly.offline import get_plotlyjs_version
 from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from fairfl.dashboard import figures
 from fairfl.dashboard.follow import COMPLETED, FAILED, RUNNING, WAITING, Registry, RunFollower
@@ -127,7 +128,7 @@ def install_guard(server: Flask, *, token: str | None, loopback: bool) -> None:
     proof = _proof(token) if token else None
 
     @server.before_request
-    def _guard() -> Response | None:
+    def _guard() -> WerkzeugResponse | None:
         if loopback and request.host.rsplit(":", 1)[0] not in LOOPBACK_NAMES:
             return Response("fairfl dashboard: unknown Host header\n", status=403)
         if token is None or proof is None:
@@ -243,7 +244,7 @@ def create_app(
     app = Dash(
         __name__,
         title="fairfl dashboard",
-        update_title=None,
+        update_title=None,  # type: ignore[arg-type]  # None turns it off (Dash docs)
         serve_locally=True,
         assets_folder=str(ASSETS),
         assets_ignore="" if cartesian else re.escape(CARTESIAN_BUNDLE.name),
@@ -251,7 +252,7 @@ def create_app(
     )
     install_guard(app.server, token=token, loopback=loopback)
     # Dash checks callbacks against this one, so setting the layout reads nothing yet
-    app.validation_layout = _layout(interval_s, (None, [], [], [], None))
+    app.validation_layout = _layout(interval_s, (None, [], [], [], None))  # type: ignore[assignment]
     app.layout = lambda: _layout(interval_s, _head(registry, None))  # per page load
     _register_callbacks(app, registry)
     figures.warm_up()
@@ -269,7 +270,7 @@ def _head(registry: Registry, selected: str | None) -> tuple[Any, ...]:
     runs = registry.runs()
     if selected not in runs:
         with_rounds = [name for name, run in runs.items() if run.rounds]
-        selected = (with_rounds or list(runs) or [None])[0]
+        selected = with_rounds[0] if with_rounds else next(iter(runs), None)
     options = [{"label": f"{n} ({run.status})", "value": n} for n, run in runs.items()]
     return version, _status_line(registry, runs), _notes(runs), options, selected
 
@@ -281,7 +282,7 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
     for at once, without waiting for a first poll.
     """
     version, sources, notes, options, selected = head
-    graph = {"config": {"displaylogo": False}}
+    graph: dict[str, Any] = {"config": {"displaylogo": False}}
     tab = {"padding": "6px 14px"}
     return html.Div(
         [
@@ -533,7 +534,7 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
         run = runs.get(selected) if selected else None
         if run is not None:
             _, names = figures.diagnostic_names(run)
-            key = key if key in names else (names or [None])[0]
+            key = key if key in names else (names[0] if names else None)
         keys = _part_keys(version, selected, run, sort, key)
         shown = dict(shown or {})
         values: list[Any] = []

@@ -231,7 +231,8 @@ def parse_entry(entry: Any) -> RoundData:
         keys.append(key)
         accuracy.append(_number(item.get("eval_acc")))
         examples.append(_number(item.get("num_examples")))
-    train = entry.get("train") if isinstance(entry.get("train"), Mapping) else {}
+    raw_train = entry.get("train")
+    train: Mapping[str, Any] = raw_train if isinstance(raw_train, Mapping) else {}
     weights: dict[int, float] = {}
     raw_weights = train.get("weights")
     for item in raw_weights if isinstance(raw_weights, list) else []:
