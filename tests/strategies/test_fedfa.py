@@ -1,0 +1,187 @@
+"""FedFa: information-quantity weights and server momentum (docs/specs/spec-fedfa.md)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairfl.strategies.fedfa import fedfa_momentum_step, fedfa_weights
+
+
+def reference_fedfa_round(
+    model: np.ndarray,
+    momentum: np.ndarray,
+    models: list[np.ndarray],
+    acc: list[float],
+    freq: list[int],
+    beta: float,
+    gamma: float,
+    eta: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """FLGo's ``Server.iterate`` (flgo/algorithm/fedfa.py, WwZzz/easyFL commit ea07f1d,
+    lines 21-38) on flat numpy vectors, statement for statement: the oracle."""
+    alpha = 1.0 - beta
+    sum_acc = np.sum(acc)
+    sum_f = np.sum(freq)
+    ACCinf = [-np.log2(1.0 * a / sum_acc + 0.000001) for a in acc]
+    Finf = [-np.log2(1 - 1.0 * f / sum_f + 0.00001) for f in freq]
+    sum_acc = np.sum(ACCinf)
+    sum_f = np.sum(Finf)
+    ACCinf = [a / sum_acc for a in ACCinf]
+    Finf = [f / sum_f for f in Finf]
+    p = [alpha * accinf + beta * finf for accinf, finf in zip(ACCinf, Finf, strict=True)]
+    wnew = sum(pk * mk for pk, mk in zip(p, models, strict=True))  # fmodule._model_average
+    dw = wnew - model
+    momentum = gamma * momentum + (1 - gamma) * dw
+    return wnew - momentum * eta, momentum
+
+
+# ----------------------------------------------------------------------------- weights
+def test_weights_by_hand():
+    # Acc = (0.2, 0.3, 0.5), Σ = 1: I^acc = -log2(share) = (2.321928, 1.736966, 1), Σ = 5.058894
+    #   Ī^acc = (0.458979, 0.343351, 0.197671)
+    # f = (1, 1, 2), Σ = 4: I^f = -log2(0.75, 0.75, 0.5) = (0.415037, 0.415037, 1), Σ = 1.830075
+    #   Ī^f = (0.226787, 0.226787, 0.546425)
+    # β = 0.5: p = (Ī^acc + Ī^f)/2 = (0.342883, 0.285069, 0.372048); the ε terms move it < 1e-5.
+    p = fedfa_weights([0.2, 0.3, 0.5], [1, 1, 2], beta=0.5)
+    np.testing.assert_allclose(p, [0.342883, 0.285069, 0.372048], atol=1e-5)
+    assert p.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_accuracy_only_and_frequency_only():
+    # β = 0: Ī^acc alone; the least-served client (0.2) weighs most.
+    np.testing.assert_allclose(
+        fedfa_weights([0.2, 0.3, 0.5], [1, 1, 2], beta=0.0),
+        [0.458979, 0.343351, 0.197671],
+        atol=1e-5,
+    )
+    # β = 1: Ī^f alone; the client seen twice weighs most, whatever the accuracies.
+    np.testing.assert_allclose(
+        fedfa_weights([0.9, 0.1, 0.5], [1, 1, 2], beta=1.0),
+        [0.226787, 0.226787, 0.546425],
+        atol=1e-5,
+    )
+
+
+def test_equal_reports_give_equal_weights():
+    np.testing.assert_allclose(fedfa_weights([0.4] * 4, [3] * 4, beta=0.5), [0.25] * 4)
+
+
+def test_all_accuracies_zero_gives_equal_accuracy_shares():
+    # The reference divides 0 by 0 (NaN); fairfl takes a_i = 1/m: Ī^acc uniform.
+    np.testing.assert_allclose(fedfa_weights([0.0, 0.0], [1, 3], beta=0.0), [0.5, 0.5])
+
+
+def test_a_client_holding_every_correct_answer_gets_no_negative_weight():
+    # a = (1, 0): the reference's -log2(1 + 1e-6) < 0 is clipped to 0; Ī^acc = (0, 1).
+    p = fedfa_weights([0.7, 0.0], [1, 1], beta=0.0)
+    np.testing.assert_allclose(p, [0.0, 1.0])
+    assert np.all(p >= 0)
+
+
+def test_a_lone_participant_gets_weight_one():
+    np.testing.assert_allclose(fedfa_weights([0.3], [5], beta=0.5), [1.0])
+
+
+@pytest.mark.parametrize(
+    ("acc", "freq", "beta", "match"),
+    [
+        ([], [], 0.5, "non-empty 1-D"),
+        ([0.5, 0.5], [1], 0.5, "of one shape"),
+        ([0.5, 1.5], [1, 1], 0.5, r"accuracies must be finite numbers in \[0, 1\]"),
+        ([0.5, math.nan], [1, 1], 0.5, "accuracies must be finite"),
+        ([0.5, 0.5], [0, 1], 0.5, "frequencies must be finite numbers >= 1"),
+        ([0.5, 0.5], [1, 1], 1.5, "beta must be <= 1"),
+        ([0.5, 0.5], [1, 1], math.inf, "beta must be a finite number"),
+    ],
+)
+def test_bad_input_is_refused(acc, freq, beta, match):
+    with pytest.raises(ValueError, match=match):
+        fedfa_weights(acc, freq, beta)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.01, 1.0), st.integers(1, 50)),
+        min_size=2,
+        max_size=8,
+    ),
+    st.floats(0.0, 1.0),
+    st.randoms(use_true_random=False),
+)
+def test_weights_sum_to_one_and_follow_the_clients(reports, beta, random):
+    acc, freq = (list(column) for column in zip(*reports, strict=True))
+    p = fedfa_weights(acc, freq, beta)
+    assert p.sum() == pytest.approx(1.0, abs=1e-9)
+    assert np.all(p >= 0)
+    permutation = list(range(len(acc)))
+    random.shuffle(permutation)
+    shuffled = fedfa_weights([acc[i] for i in permutation], [freq[i] for i in permutation], beta)
+    np.testing.assert_allclose(shuffled, p[permutation], rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- momentum
+def test_momentum_by_hand_over_two_rounds():
+    # γ = 0.9, η = 0.1. Round 1: w^t = 1, w̄ = 0: m = 0.1·(0 - 1) = -0.1; w = 0 - 0.1·(-0.1) = 0.01.
+    new, m = fedfa_momentum_step([np.array([1.0])], [np.array([0.0])], None, gamma=0.9, eta=0.1)
+    np.testing.assert_allclose(m[0], [-0.1])
+    np.testing.assert_allclose(new[0], [0.01])
+    # Round 2: w^t = 0.01, w̄ = -0.99: m = 0.9·(-0.1) + 0.1·(-1) = -0.19; w = -0.99 + 0.019.
+    new, m = fedfa_momentum_step(new, [np.array([-0.99])], m, gamma=0.9, eta=0.1)
+    np.testing.assert_allclose(m[0], [-0.19])
+    np.testing.assert_allclose(new[0], [-0.971])
+
+
+def test_momentum_reductions_and_integer_arrays():
+    global_arrays = [np.array([1.0, 2.0], dtype=np.float32), np.array([7], dtype=np.int64)]
+    average = [np.array([0.0, 1.0], dtype=np.float32), np.array([9], dtype=np.int64)]
+    before = [a.copy() for a in global_arrays]
+    # η = 0 and γ = 1 both give w̄.
+    for gamma, eta in ((0.9, 0.0), (1.0, 0.5)):
+        new, _ = fedfa_momentum_step(global_arrays, average, None, gamma=gamma, eta=eta)
+        np.testing.assert_array_equal(new[0], average[0])
+        assert new[0].dtype == np.float32
+        np.testing.assert_array_equal(new[1], [7])  # a counter keeps the global value
+    for got, want in zip(global_arrays, before, strict=True):
+        np.testing.assert_array_equal(got, want)  # inputs unchanged
+
+
+@pytest.mark.parametrize(
+    ("gamma", "eta", "match"),
+    [(1.5, 0.1, "gamma must be <= 1"), (0.9, -0.1, "eta must be >= 0")],
+)
+def test_momentum_refuses_bad_settings(gamma, eta, match):
+    with pytest.raises(ValueError, match=match):
+        fedfa_momentum_step([np.zeros(2)], [np.zeros(2)], None, gamma=gamma, eta=eta)
+
+
+def test_momentum_refuses_other_shapes():
+    with pytest.raises(ValueError, match="array 0: shapes differ"):
+        fedfa_momentum_step([np.zeros(2)], [np.zeros(3)], None, gamma=0.9, eta=0.1)
+
+
+# ------------------------------------------------------------------- reference oracle
+def test_matches_the_reference_loop_over_rounds():
+    rng = np.random.default_rng(3)
+    dim, beta, gamma, eta = 6, 0.5, 0.9, 0.1
+    model = rng.normal(size=dim)
+    oracle_model, oracle_momentum = model.copy(), np.zeros(dim)
+    ours, momentum = [model.copy()], None
+    counts = np.zeros(5, dtype=int)
+    for _ in range(4):
+        clients = sorted(rng.choice(5, size=3, replace=False))
+        counts[clients] += 1
+        models = [oracle_model + rng.normal(size=dim) for _ in clients]
+        acc = rng.uniform(0.05, 0.95, size=3).tolist()
+        freq = counts[clients].tolist()
+        oracle_model, oracle_momentum = reference_fedfa_round(
+            oracle_model, oracle_momentum, models, acc, freq, beta, gamma, eta
+        )
+        p = fedfa_weights(acc, freq, beta)
+        average = [sum(w * m for w, m in zip(p, models, strict=True))]
+        ours, momentum = fedfa_momentum_step(ours, average, momentum, gamma=gamma, eta=eta)
+        np.testing.assert_allclose(ours[0], oracle_model, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(momentum[0], oracle_momentum, rtol=1e-12, atol=1e-12)
