@@ -1,0 +1,143 @@
+"""FedFV: federated fair averaging, projecting conflicting client gradients before averaging.
+
+Wang, Fan, Qi, Wen, Wang and Yu, *Federated Learning with Fair Averaging*, IJCAI 2021,
+https://arxiv.org/abs/2104.14937. The paper's text was not available; the steps are those
+of the official code (``algorithm/fedfv.py`` in ``WwZzz/easyFL``, today
+``flgo/algorithm/fedfv.py``, commit ``ea07f1d``), numbered as in ``docs/specs/spec-fedfv.md``.
+With g_i = w^t - w_i and the clients in ascending order of their loss F_i(w^t):
+
+    K = order[⌈(m - 1)(1 - α)⌉:]   (α > 0; the highest losses keep their gradient)   (F1)
+    g_i ← g_i - (g_j · g_i / ‖g_j‖²) g_j   for j in order, when g_j · g_i < 0, i ∉ K  (F2)
+    g' = (1/m) Σ_i g_i                                                             (F3)
+    g' ← g' - (g' · g_con / ‖g_con‖²) g_con,  g_con = Σ of the gradients remembered
+         from round t - k that conflict with g', for k = τ - 1, ..., 0             (F4, F5)
+    g^t = g' ‖(1/m) Σ_i g_i‖ / ‖g'‖ (original g_i),   w^{t+1} = w^t - g^t          (F6, F7)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fairfl.strategies._checks import check_real
+
+
+@dataclass(frozen=True)
+class FedFVStep:
+    """FedFV's direction g^t and what it did to get there.
+
+    Attributes
+    ----------
+    direction : NDArray[np.float64]
+        g^t (F6); the new model is w^t - g^t. Zeros where g' vanished.
+    projections : int
+        Internal projections made (F2).
+    external_projections : int
+        External corrections made (F5), at most one per window round.
+    kept : int
+        |K|, the gradients left as they were (F1).
+    zero_direction : bool
+        Whether the projections cancelled g' (‖g'‖ = 0; the reference divides by it).
+    """
+
+    direction: NDArray[np.float64]
+    projections: int
+    external_projections: int
+    kept: int
+    zero_direction: bool
+
+
+def kept_clients(order: Sequence[int], alpha: float) -> list[int]:
+    """K of F1: the clients whose gradients are not projected, as the official code takes them.
+
+    ``order[ceil((m - 1) * (1 - α)):]`` for α > 0 (computed in floating point exactly as
+    there; it keeps at least one client), none for α = 0. ``order`` is ascending in loss.
+    """
+    if alpha <= 0:
+        return []
+    return list(order[math.ceil((len(order) - 1) * (1 - alpha)) :])
+
+
+def fedfv_direction(
+    gradients: ArrayLike,
+    losses: ArrayLike,
+    alpha: float,
+    windows: Sequence[ArrayLike] = (),
+) -> FedFVStep:
+    """FedFV's step g^t from the round's pseudo-gradients (spec-fedfv F1-F6).
+
+    Parameters
+    ----------
+    gradients : ArrayLike
+        g_i = w^t - w_i, shape (m, d), in the replies' order (client-key order in fairfl).
+    losses : ArrayLike
+        F_i(w^t), shape (m,), finite; sorted ascending with ties in the given order (a
+        stable sort, as Python's ``sorted`` in the reference).
+    alpha : float
+        α in [0, 1]: the share of highest-loss clients whose gradients are kept.
+    windows : Sequence[ArrayLike] (default: ())
+        For F4-F5: the remembered gradients of the clients last seen in each window round,
+        oldest round first (rounds t - τ + 1, ..., t, the current round's replies
+        included), each of shape (k, d). Empty for τ = 0 or before round τ.
+
+    Returns
+    -------
+    FedFVStep
+        g^t and the counts of what the steps did.
+
+    Raises
+    ------
+    ValueError
+        If ``gradients`` is not a non-empty (m, d) array of finite numbers, ``losses`` not
+        m finite numbers, a window not (k, d) finite, or ``alpha`` not in [0, 1].
+    """
+    grads = np.asarray(gradients, dtype=np.float64)
+    f = np.asarray(losses, dtype=np.float64)
+    if grads.ndim != 2 or grads.shape[0] == 0 or f.shape != (grads.shape[0],):
+        raise ValueError(
+            f"gradients must be (m, d) and losses (m,) with m >= 1, got {grads.shape} and {f.shape}"
+        )
+    if not (np.all(np.isfinite(grads)) and np.all(np.isfinite(f))):
+        raise ValueError("gradients and losses must be finite")
+    alpha = check_real("alpha", alpha, lower=0.0, upper=1.0)
+    remembered = [np.asarray(w, dtype=np.float64).reshape(-1, grads.shape[1]) for w in windows]
+    if not all(np.all(np.isfinite(w)) for w in remembered):
+        raise ValueError("the remembered gradients must be finite")
+
+    order = [int(i) for i in np.argsort(f, kind="stable")]
+    kept = set(kept_clients(order, alpha))  # F1
+    squared_norms = np.einsum("ij,ij->i", grads, grads)
+    projected = grads.copy()
+    projections = 0
+    for i in range(len(order)):
+        if i in kept:
+            continue
+        for j in order:  # F2, against the original g_j
+            if j == i:
+                continue
+            dot = float(grads[j] @ projected[i])
+            if dot < 0:
+                projected[i] -= grads[j] * (dot / squared_norms[j])
+                projections += 1
+    direction = projected.mean(axis=0)  # F3
+
+    external = 0
+    for window in remembered:  # F4-F5, oldest window round first
+        conflicting = window[window @ direction < 0]
+        if conflicting.shape[0] == 0:
+            continue
+        g_con = conflicting.sum(axis=0)
+        dot = float(direction @ g_con)
+        if dot < 0:
+            direction = direction - g_con * (dot / float(g_con @ g_con))
+            external += 1
+
+    norm = float(np.linalg.norm(direction))
+    if norm == 0.0:
+        return FedFVStep(np.zeros_like(direction), projections, external, len(kept), True)
+    target = float(np.linalg.norm(grads.mean(axis=0)))  # F6
+    return FedFVStep(direction * (target / norm), projections, external, len(kept), False)

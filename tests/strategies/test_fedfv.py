@@ -1,0 +1,196 @@
+"""FedFV: projecting conflicting gradients in order of loss (docs/specs/spec-fedfv.md)."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairfl.strategies.fedfv import fedfv_direction, kept_clients
+
+
+class ReferenceFedFV:
+    """The official server loop (``Server.iterate`` of flgo/algorithm/fedfv.py, WwZzz/easyFL
+    commit ea07f1d, lines 19-68; the same loop as algorithm/fedfv.py at e9df08d) on flat
+    numpy vectors, statement for statement: the oracle. ``.dot`` is ``@``, ``.norm()`` is
+    ``np.linalg.norm``, ``_model_average`` a uniform mean and ``_model_sum`` a sum."""
+
+    def __init__(self, model: np.ndarray, num_clients: int, alpha: float, tau: int) -> None:
+        self.model, self.alpha, self.tau = model, alpha, tau
+        self.num_clients = num_clients
+        self.client_last_sample_round = [-1 for i in range(num_clients)]
+        self.client_grads_history = [0 for i in range(num_clients)]
+
+    def iterate(self, current_round, received_clients, ws, losses):
+        grads = [self.model - w for w in ws]
+        for cid, gi in zip(received_clients, grads, strict=True):
+            self.client_grads_history[cid] = gi
+            self.client_last_sample_round[cid] = current_round
+        order_grads = copy.deepcopy(grads)
+        order = [_ for _ in range(len(order_grads))]
+        tmp = sorted(list(zip(losses, order, strict=True)), key=lambda x: x[0])
+        order = [x[1] for x in tmp]
+        keep_original = []
+        if self.alpha > 0:
+            keep_original = order[math.ceil((len(order) - 1) * (1 - self.alpha)) :]
+        for i in range(len(order_grads)):
+            if i in keep_original:
+                continue
+            for j in order:
+                if j == i:
+                    continue
+                dot = grads[j] @ order_grads[i]
+                if dot < 0:
+                    order_grads[i] = order_grads[i] - grads[j] * dot / (
+                        np.linalg.norm(grads[j]) ** 2
+                    )
+        gt = np.mean(order_grads, axis=0)
+        if current_round >= self.tau:
+            for k in range(self.tau - 1, -1, -1):
+                gcs = [
+                    self.client_grads_history[cid]
+                    for cid in range(self.num_clients)
+                    if self.client_last_sample_round[cid] == current_round - k
+                    and gt @ self.client_grads_history[cid] < 0
+                ]
+                if gcs:
+                    g_con = np.sum(gcs, axis=0)
+                    dot = gt @ g_con
+                    if dot < 0:
+                        gt = gt - g_con * dot / (np.linalg.norm(g_con) ** 2)
+        gnorm = np.linalg.norm(np.mean(grads, axis=0))
+        gt = gt / np.linalg.norm(gt) * gnorm
+        self.model = self.model - gt
+        return self.model
+
+
+# ------------------------------------------------------------------------ by hand
+G1, G2 = [1.0, 0.0], [-1.0, 1.0]  # g1 · g2 = -1: a conflict; losses 1 < 2
+
+
+def test_internal_projection_by_hand():
+    # α = 0, no client kept. g1 ⊥-projected off g2: (1,0) - (-1)/2·(-1,1) = (0.5, 0.5);
+    # g2 off g1: (-1,1) - (-1)/1·(1,0) = (0, 1). g' = (0.25, 0.75), ‖g'‖ = √0.625;
+    # the plain mean (0, 0.5) has norm 0.5: g^t = (0.25, 0.75)·0.5/√0.625.
+    step = fedfv_direction([G1, G2], [1.0, 2.0], alpha=0.0)
+    np.testing.assert_allclose(step.direction, [0.158114, 0.474342], atol=1e-6)
+    assert (step.projections, step.kept, step.external_projections) == (2, 0, 0)
+
+
+def test_the_highest_loss_client_keeps_its_gradient():
+    # α = 0.5, m = 2: K = order[⌈1·0.5⌉:] = [client 2]. Only g1 moves, to (0.5, 0.5);
+    # g' = ((0.5,0.5) + (-1,1))/2 = (-0.25, 0.75): g^t = (-0.25, 0.75)·0.5/√0.625.
+    step = fedfv_direction([G1, G2], [1.0, 2.0], alpha=0.5)
+    np.testing.assert_allclose(step.direction, [-0.158114, 0.474342], atol=1e-6)
+    assert (step.projections, step.kept) == (1, 1)
+    # Swap the losses: client 1 is kept, g2 moves to (0, 1): g' = (0.5, 0.5).
+    step = fedfv_direction([G1, G2], [2.0, 1.0], alpha=0.5)
+    np.testing.assert_allclose(step.direction, [0.5 / math.sqrt(2)] * 2)
+
+
+def test_external_correction_with_the_current_round_by_hand():
+    # τ = 1: the window is this round's own originals. With α = 0.5, g' = (-0.25, 0.75)
+    # conflicts with g1 (g'·g1 = -0.25): g' - (1,0)·(-0.25)/1 = (0, 0.75); rescaled to 0.5.
+    step = fedfv_direction([G1, G2], [1.0, 2.0], alpha=0.5, windows=[[G1, G2]])
+    np.testing.assert_allclose(step.direction, [0.0, 0.5], atol=1e-15)
+    assert step.external_projections == 1
+
+
+def test_external_correction_with_an_absent_client_by_hand():
+    # τ = 2, α = 0: g' = (0.25, 0.75). Window t-1 holds absent client 3's h3 = (0, -1):
+    #   g'·h3 = -0.75: g' - (0,-1)·(-0.75)/1 = (0.25, 0).
+    # Window t (g1, g2): g'·g2 = -0.25 < 0, g'·g1 = 0.25 >= 0: g_con = g2,
+    #   g' - (-1,1)·(-0.25)/2 = (0.125, 0.125); rescaled to norm 0.5: (0.353553, 0.353553).
+    step = fedfv_direction([G1, G2], [1.0, 2.0], alpha=0.0, windows=[[[0.0, -1.0]], [G1, G2]])
+    np.testing.assert_allclose(step.direction, [0.353553, 0.353553], atol=1e-6)
+    assert step.external_projections == 2
+
+
+def test_agreeing_gradients_give_the_plain_average():
+    gradients = [[1.0, 2.0], [3.0, 1.0], [0.5, 0.5]]
+    for alpha in (0.0, 0.1, 1.0):
+        step = fedfv_direction(gradients, [3.0, 1.0, 2.0], alpha, windows=[gradients])
+        np.testing.assert_allclose(step.direction, np.mean(gradients, axis=0))
+        assert step.projections == step.external_projections == 0
+
+
+def test_alpha_one_keeps_every_gradient_and_one_client_is_fedavg():
+    step = fedfv_direction([G1, G2], [1.0, 2.0], alpha=1.0)
+    np.testing.assert_allclose(step.direction, [0.0, 0.5])  # mean, its own norm
+    assert step.kept == 2
+    step = fedfv_direction([[2.0, -1.0]], [0.3], alpha=0.0, windows=[[[2.0, -1.0]]])
+    np.testing.assert_allclose(step.direction, [2.0, -1.0])
+
+
+def test_cancelled_direction_is_zero_not_nan():
+    # Opposite gradients, α = 0: each is projected onto 0; the reference divides 0 by 0.
+    step = fedfv_direction([[1.0, 0.0], [-1.0, 0.0]], [1.0, 2.0], alpha=0.0)
+    np.testing.assert_array_equal(step.direction, [0.0, 0.0])
+    assert step.zero_direction
+
+
+@pytest.mark.parametrize(
+    ("m", "alpha", "kept"),
+    [(10, 0.1, 1), (10, 0.0, 0), (5, 0.5, 3), (4, 1.0, 4), (1, 0.1, 1), (20, 0.2, 4)],
+)
+def test_kept_clients_count(m, alpha, kept):
+    # ⌈(m-1)(1-α)⌉: (10, 0.1): ⌈8.1⌉ = 9 -> 1 kept; (5, 0.5): ⌈2⌉ -> 3; (20, 0.2): ⌈15.2⌉ -> 4.
+    assert len(kept_clients(list(range(m)), alpha)) == kept
+
+
+@pytest.mark.parametrize(
+    ("gradients", "losses", "alpha", "match"),
+    [
+        ([], [], 0.1, r"gradients must be \(m, d\)"),
+        ([[1.0]], [1.0, 2.0], 0.1, r"losses \(m,\)"),
+        ([[math.nan]], [1.0], 0.1, "must be finite"),
+        ([[1.0]], [1.0], 1.5, "alpha must be <= 1"),
+    ],
+)
+def test_bad_input_is_refused(gradients, losses, alpha, match):
+    with pytest.raises(ValueError, match=match):
+        fedfv_direction(gradients, losses, alpha)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.sampled_from([0.0, 0.1, 0.3, 1.0]))
+def test_norm_is_the_plain_averages(seed, alpha):
+    rng = np.random.default_rng(seed)
+    gradients = rng.normal(size=(5, 4))
+    step = fedfv_direction(gradients, rng.uniform(size=5), alpha, windows=[gradients])
+    assert np.linalg.norm(step.direction) == pytest.approx(
+        np.linalg.norm(gradients.mean(axis=0)), rel=1e-9
+    )
+
+
+# ------------------------------------------------------------------- reference oracle
+@pytest.mark.parametrize(("alpha", "tau"), [(0.1, 1), (0.0, 0), (0.3, 3), (0.5, 2)])
+def test_matches_the_official_loop_over_rounds(alpha, tau):
+    rng = np.random.default_rng(11)
+    clients, dim = 8, 5
+    reference = ReferenceFedFV(rng.normal(size=dim), clients, alpha, tau)
+    model = reference.model.copy()
+    last_round: dict[int, int] = {}
+    history: dict[int, np.ndarray] = {}
+    for t in range(1, 7):
+        chosen = sorted(int(c) for c in rng.choice(clients, size=4, replace=False))
+        # Local models far apart, so that gradients conflict and every step is exercised.
+        ws = [model + rng.normal(scale=2.0, size=dim) for _ in chosen]
+        losses = rng.uniform(0.1, 3.0, size=4).tolist()
+        expected = reference.iterate(t, chosen, [w.copy() for w in ws], losses)
+        gradients = np.array([model - w for w in ws])
+        for cid, g in zip(chosen, gradients, strict=True):
+            last_round[cid], history[cid] = t, g
+        windows = (
+            [
+                [history[c] for c in sorted(history) if last_round[c] == t - k]
+                for k in range(tau - 1, -1, -1)
+            ]
+            if t >= tau
+            else []
+        )
+        windows = [np.reshape(w, (-1, dim)) for w in windows]
+        model = model - fedfv_direction(gradients, losses, alpha, windows).direction
+        np.testing.assert_allclose(model, expected, rtol=1e-10, atol=1e-12)
