@@ -20,7 +20,7 @@ Without namespaces everything runs on 127.0.0.1 with free ports instead (``mode`
 says "loopback" and ``fallback_reason`` why); SuperNodes still go through the proxy,
 but nothing then keeps a local process from the SuperLink's own port.
 
-Used by ``tests/deploy/test_netns_federation.py``,
+Used by ``tests/deploy/test_netns_federation.py``, ``tests/deploy/test_proxy_paths.py``,
 ``tests/deploy/test_deployment_faults.py`` (``pause_supernode``, ``kill_supernode``,
 ``serverapp_pids``, ``restart_superlink``), ``tests/deploy/test_churn_soak.py``
 (``leave_supernode``, ``kill_supernode``, ``restart_supernode``) and
@@ -74,9 +74,28 @@ PROBE_REQUESTS: dict[str, tuple[str, str]] = {
     "control-unregister-node": ("POST", "/v1/control/unregister-node"),
     "control-list-nodes": ("POST", "/v1/control/list-nodes"),
     "runtime-get-run": ("POST", "/v1/runtime/get-run"),
-    "dot-segments": ("POST", "/v1/fleet/../control/start-run"),
-    "escaped-dot-segments": ("POST", "/v1/fleet/%2e%2e/control/start-run"),
     "api-docs": ("GET", "/docs"),
+}
+
+#: Non-canonical paths (dot segments, escapes, doubled slashes, backslashes) a device
+#: might send to slip past the proxy's routing: name -> (method, path). nginx routes on
+#: the normalised path but forwards the raw one, so the proxy refuses all of them with
+#: 400 before routing (deploy/proxy/nginx.conf.template); each would otherwise be
+#: routed as the Fleet method (or the 403 location) it normalises to.
+NON_CANONICAL_REQUESTS: dict[str, tuple[str, str]] = {
+    "control-then-dots-to-fleet": ("POST", "/v1/control/list-runs/../../fleet/pull-messages"),
+    "fleet-then-dots-to-control": ("POST", "/v1/fleet/../control/start-run"),
+    "dot-segment": ("POST", "/v1/fleet/./get-run"),
+    "trailing-dot-segment": ("POST", "/v1/fleet/get-run/."),
+    "escaped-dots-lower": ("POST", "/v1/control/x/%2e%2e/%2e%2e/fleet/get-run"),
+    "escaped-dots-upper": ("POST", "/v1/control/x/%2E%2E/%2E%2E/fleet/get-run"),
+    "escaped-slash": ("POST", "/v1/fleet%2fget-run"),
+    "escaped-letter": ("POST", "/v1/fleet/get%2drun"),
+    "double-slash": ("POST", "/v1/fleet//get-run"),
+    "leading-double-slash": ("POST", "//v1/fleet/get-run"),
+    "backslash": ("POST", "/v1/fleet\\get-run"),
+    "backslash-dots": ("POST", "/v1/fleet/..\\control\\start-run"),
+    "query-string": ("POST", "/v1/fleet/get-run?x=../../control/start-run"),
 }
 
 #: Flower's exit code (logged as "Exit Code: 305"; the process itself exits with 1)
@@ -609,15 +628,33 @@ class LocalFederation:
             raise RuntimeError(res.stderr)
         return json.loads(res.stdout)
 
-    def probe_apis_from_device(self, device: int = 0) -> dict[str, int | str]:
+    def probe_apis_from_device(
+        self, device: int = 0, requests: Mapping[str, tuple[str, str]] = PROBE_REQUESTS
+    ) -> dict[str, int | str]:
         """What SuperNode ``device``'s host gets from the server, request by request.
 
         Raw HTTPS requests (trusting our CA, as a device does) to the Fleet proxy: the
-        HTTP status of each of ``PROBE_REQUESTS`` (name -> status). Plus
-        ``"superlink-port"``: whether a TCP connection to the SuperLink's own port on
-        the server's device-facing address is ``"refused"`` or ``"open"`` (``"n/a"`` on
-        loopback, where the server has no separate address).
+        HTTP status of each of ``requests`` (name -> status), the path sent byte for
+        byte (no normalisation on the way). Plus ``"superlink-port"``: whether a TCP
+        connection to the SuperLink's own port on the server's device-facing address is
+        ``"refused"`` or ``"open"`` (``"n/a"`` on loopback, where the server has no
+        separate address).
         """
+        return {
+            name: got if isinstance(got, str) else got[0]
+            for name, got in self._probe_from_device(device, requests).items()
+        }
+
+    def probe_bodies_from_device(
+        self, requests: Mapping[str, tuple[str, str]], device: int = 0
+    ) -> dict[str, tuple[int, str]]:
+        """As ``probe_apis_from_device``: name -> (HTTP status, response body), no port."""
+        got = self._probe_from_device(device, requests)
+        return {name: (got[name][0], got[name][1]) for name in requests}
+
+    def _probe_from_device(
+        self, device: int, requests: Mapping[str, tuple[str, str]]
+    ) -> dict[str, Any]:
         host, port = self.fleet_addr.rsplit(":", 1)
         direct = f"{SERVER_IP}:{self.superlink_addr.rsplit(':', 1)[1]}"
         code = (
@@ -630,7 +667,8 @@ class LocalFederation:
             "    conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=10)\n"
             "    conn.request(method, path, body=b'' if method == 'POST' else None,\n"
             "                 headers={'content-type': 'application/protobuf'})\n"
-            "    out[name] = conn.getresponse().status\n"
+            "    res = conn.getresponse()\n"
+            "    out[name] = [res.status, res.read(300).decode('latin-1')]\n"
             "    conn.close()\n"
             "if direct == 'n/a':\n"
             "    out['superlink-port'] = 'n/a'\n"
@@ -648,7 +686,7 @@ class LocalFederation:
             port,
             str(self.pki / "ca.crt"),
             direct if self.mode == "netns" else "n/a",
-            json.dumps(PROBE_REQUESTS),
+            json.dumps(dict(requests)),
         ]
         res = subprocess.run(
             self._wrap(f"n{device + 1}", [sys.executable, "-c", code, *args]),

@@ -91,7 +91,7 @@ def test_device_cannot_reach_control_api(fed: LocalFederation, record_property) 
 
     got = fed.probe_apis_from_device(0)
     # Fleet requests reach the SuperLink, which wants a signature (401); everything
-    # else is the proxy's 403, dot segments and escapes included.
+    # else is the proxy's 403 (non-canonical paths get its 400: test_proxy_paths.py).
     want: dict[str, int | str] = {name: 403 for name in PROBE_REQUESTS}
     want["fleet-get-run"] = 401
     # In namespaces the SuperLink's own port is not open on the server's address.
