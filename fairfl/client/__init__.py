@@ -21,7 +21,9 @@ from fairfl.client.adapter import (
     loader_gradient,
     loader_mean_loss,
     qffl_h_for_config,
+    sgd_problems,
 )
+from fairfl.client.batches import BatchKeys, split_batch
 from fairfl.client.objectives import (
     LocalObjective,
     local_objective,
@@ -49,6 +51,7 @@ from fairfl.contract.qffl import qffl_h, write_gradient_reply
 
 __all__ = [
     "ActivationOptions",
+    "BatchKeys",
     "LocalObjective",
     "LossFn",
     "RCFLLocalResult",
@@ -73,6 +76,8 @@ __all__ = [
     "qffl_h",
     "qffl_h_for_config",
     "rcfl_settings",
+    "sgd_problems",
+    "split_batch",
     "train_local",
     "train_rcfl",
     "train_rcfl_loader",

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
+from fairfl.client.batches import BatchKeys, split_batch
 from fairfl.contract.activation import (
     ActivationOptions,
     check_int,
@@ -229,6 +230,8 @@ def client_activation(
         noise the server could regenerate from a known seed protects nothing.
     activation_layer : str | None
         See :func:`per_sample_activations`.
+    batch_keys : tuple[str, str] | None
+        A dict batch's ``(inputs, targets)`` keys (:func:`fairfl.client.batches.split_batch`).
 
     Returns
     -------
@@ -273,6 +276,7 @@ def loader_activation(
     *,
     noise_rng: np.random.Generator | None = None,
     activation_layer: str | None = None,
+    batch_keys: BatchKeys | None = None,
 ) -> NDArray[np.float64] | None:
     """:func:`client_activation` over the batches of a DataLoader instead of an array.
 
@@ -281,7 +285,7 @@ def loader_activation(
     model : nn.Module
         The received global model w^t (call this before local training).
     batches : Iterable
-        ``(inputs, targets)`` batches (a ``torch.utils.data.DataLoader`` or any
+        ``(inputs, targets)`` or dict batches (a ``torch.utils.data.DataLoader`` or any
         iterable); only the inputs are used.
     device : torch.device
         Where to run the model.
@@ -314,7 +318,7 @@ def loader_activation(
 
     def values() -> Iterator[Tensor]:
         for batch in batches:
-            inputs = torch.as_tensor(split_batch(batch)[0])
+            inputs = torch.as_tensor(split_batch(batch, batch_keys)[0])
             take = min(len(inputs), options.max_samples - min(counted[0], options.max_samples))
             counted[0] += len(inputs)
             if take > 0:
@@ -328,22 +332,6 @@ def loader_activation(
     if _too_few(counted[0], options):
         return None
     return _noisy_mean(total, used, options, noise_rng)
-
-
-def split_batch(batch: Any) -> tuple[Any, Any]:
-    """Return ``(inputs, targets)`` of a batch that is a pair (tuple or list).
-
-    Raises
-    ------
-    TypeError
-        If the batch is not a sequence of two items.
-    """
-    if not isinstance(batch, Sequence) or isinstance(batch, str) or len(batch) != 2:
-        raise TypeError(
-            "each batch must be an (inputs, targets) pair, got "
-            f"{type(batch).__name__}; wrap dict batches, e.g. (b['img'], b['label'])"
-        )
-    return batch[0], batch[1]
 
 
 def _too_few(n: int, options: ActivationOptions) -> bool:

@@ -15,14 +15,18 @@ with the loss the rule wants minimised, and writes the reply of wire contract v1
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from torch import Tensor, nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from fairfl.client.activation import loader_activation, split_batch
+from fairfl.client.activation import loader_activation
+from fairfl.client.batches import BatchKeys, split_batch
 from fairfl.client.objectives import objective_loss
 from fairfl.client.rcfl import rcfl_settings, train_rcfl_loader
 from fairfl.client.training import LossFn
@@ -30,6 +34,9 @@ from fairfl.contract import keys, write_evaluate_reply, write_train_reply
 from fairfl.contract.activation import ActivationOptions
 from fairfl.contract.config import get_config_value
 from fairfl.contract.qffl import qffl_h, write_gradient_reply
+from fairfl.logs import attach_flower_console
+
+logger = logging.getLogger(__name__)
 
 #: ``train_fn(model, trainloader, loss_fn, config) -> train loss or None``.
 TrainFn = Callable[[nn.Module, Any, LossFn, ConfigRecord], float | Tensor | None]
@@ -45,6 +52,7 @@ def fair_train(
     device: torch.device | str | None = None,
     activation_layer: str | None = None,
     partition_id: int | None = None,
+    batch_keys: BatchKeys | None = None,
 ) -> RecordDict:
     """Train ``model`` for one round of a fairfl rule and return the train reply.
 
@@ -65,7 +73,14 @@ def fair_train(
     and ``train_fn`` is not called. ``wrapped_loss`` is ``loss_fn`` with the round's
     objective (:func:`fairfl.client.objectives.objective_loss`): PropFair's transform
     (``propfair-m``) and FedProx's ``μ/2 ||w - w^t||²`` (``proximal-mu``); ``loss_fn``
-    itself when the rule asks for neither.
+    itself when the rule asks for neither. When the rule sends such an objective and
+    ``train_fn`` never calls ``wrapped_loss``, the objective was not applied: the reply
+    says so (``objective-ignored`` = 1) and a WARNING is logged.
+
+    In a q-FFL round (config key ``qffl-q``) the server's L = 1/lr holds for plain SGD at
+    the config's ``lr`` only: an optimizer that ``train_fn`` steps on ``model`` with
+    momentum, Nesterov, an adaptive rule (Adam, RMSprop, ...) or another learning rate is
+    logged at WARNING with the fix.
 
     Parameters
     ----------
@@ -76,8 +91,9 @@ def fair_train(
         The app's model; fair_train loads the received weights into it (strict: the
         same keys as the server's model) and it is trained in place.
     trainloader : Iterable
-        ``(inputs, targets)`` batches: a ``torch.utils.data.DataLoader`` or any
-        iterable that can be iterated several times. Inputs go to ``model(inputs)``.
+        ``(inputs, targets)`` pairs or dict batches (``{"img": ..., "label": ...}``, see
+        ``batch_keys``): a ``torch.utils.data.DataLoader`` or any iterable that can be
+        iterated several times. Inputs go to ``model(inputs)``.
     loss_fn : Callable[[Tensor, Tensor], Tensor]
         ``loss_fn(outputs, targets)``: the **mean** loss of a batch as a scalar tensor
         (e.g. ``nn.CrossEntropyLoss()``); F_k is the sample-weighted mean of these.
@@ -97,7 +113,13 @@ def fair_train(
         the input of the model's last ``nn.Linear`` (a forward pre-hook). A name from
         ``model.named_modules()``: that submodule's output (a forward hook).
     partition_id : int | None
-        Sent as ``partition-id`` when given (for per-client results).
+        Sent as ``partition-id`` when given (for per-client results; every fairfl rule
+        logs a warning for a reply without it).
+    batch_keys : tuple[str, str] | None
+        The ``(inputs, targets)`` keys of dict batches. ``None``: detected from the usual
+        names (``img``, ``image``, ``pixel_values``, ``x``, ``features``, ``inputs``;
+        ``label``, ``labels``, ``y``, ``target``, ``targets``, ``fine_label``; see
+        :func:`fairfl.client.batches.split_batch`).
 
     Returns
     -------
@@ -106,31 +128,35 @@ def fair_train(
         order); ``metrics``: ``num-examples``, ``loss-before-training`` (F_k(w^t)),
         ``train_loss`` when ``train_fn`` returns one (RC-FL: the loss of its last
         step), ``activation`` (Equitable FL), ``rcfl-eta`` (RC-FL) and ``qffl-h``
-        (q-FFL, config key ``qffl-q``). A q-FedSGD round replies ``gradient`` (the
-        gradient, in the received key order) instead of ``arrays``, with
-        ``num-examples`` and ``loss-before-training``.
+        (q-FFL, config key ``qffl-q``), ``objective-ignored`` (0 or 1, when the rule
+        sends a client objective). ``train_loss`` is the loss measured *during* local
+        training (what ``train_fn`` returns), not F_k(w^t). A q-FedSGD round replies
+        ``gradient`` (the gradient, in the received key order) instead of ``arrays``,
+        with ``num-examples`` and ``loss-before-training``.
 
     Raises
     ------
     ValueError
         If the loader yields no sample, a config key is missing or malformed (the
-        message names it), or the activation vector cannot be read (the message names
-        ``activation_layer``).
+        message names it), the activation vector cannot be read (the message names
+        ``activation_layer``), or a dict batch's keys cannot be detected.
+    KeyError
+        If a dict batch lacks one of ``batch_keys``.
     TypeError
-        If a batch is not an ``(inputs, targets)`` pair.
+        If a batch is neither an ``(inputs, targets)`` pair nor a dict.
     """
     config = message.content[keys.CONFIG]
     sent = message.content[keys.ARRAYS]
     run_on = _load(model, sent, device)
     if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: no local training
-        gradient, loss, count = loader_gradient(model, trainloader, loss_fn, run_on)
+        gradient, loss, count = loader_gradient(model, trainloader, loss_fn, run_on, batch_keys)
         return write_gradient_reply(
             ArrayRecord({key: gradient[key] for key in sent}),
             num_examples=count,
             loss_before_training=loss,
             partition_id=partition_id,
         )
-    loss_before, num_examples = loader_mean_loss(model, trainloader, loss_fn, run_on)
+    loss_before, num_examples = loader_mean_loss(model, trainloader, loss_fn, run_on, batch_keys)
     activation = None
     if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable FL, before local steps
         vector = loader_activation(
@@ -139,9 +165,10 @@ def fair_train(
             run_on,
             ActivationOptions.from_config(config),
             activation_layer=activation_layer,
+            batch_keys=batch_keys,
         )
         activation = None if vector is None else vector.tolist()
-    rcfl, rcfl_eta, train_loss = rcfl_settings(config), None, None
+    rcfl, rcfl_eta, train_loss, ignored = rcfl_settings(config), None, None, None
     if rcfl is not None:  # RC-FL: κ joint steps in (ω, η) on the smoothed objective
         result = train_rcfl_loader(
             model,
@@ -150,15 +177,42 @@ def fair_train(
             settings=rcfl,
             lr=get_config_value(config, keys.LR, float),
             device=run_on,
+            batch_keys=batch_keys,
         )
         rcfl_eta, train_loss = result.eta, result.loss_last
     else:
         wrapped = objective_loss(loss_fn, config, model)
+        calls = [0]
+
+        def counted(outputs: Tensor, targets: Tensor) -> Tensor:
+            calls[0] += 1
+            return wrapped(outputs, targets)
+
         model.train()
-        returned = train_fn(model, trainloader, wrapped, config)
+        handed = loss_fn if wrapped is loss_fn else counted  # no objective: the app's own
+        with _stepped_optimizers(model) as optimizers:
+            returned = train_fn(model, trainloader, handed, config)
         if isinstance(returned, Tensor):
             returned = returned.detach()
         train_loss = None if returned is None else float(returned)
+        if wrapped is not loss_fn:  # the rule sent a client objective
+            ignored = calls[0] == 0
+            if ignored:
+                _warn(
+                    "fair_train: the rule sent a client objective (%s) but train_fn never "
+                    "called the loss_fn it was handed, so it was not applied; train with "
+                    "that loss_fn (its 3rd argument) instead of the app's own criterion",
+                    ", ".join(k for k in _OBJECTIVE_KEYS if k in config),
+                )
+        if keys.QFFL_Q in config and keys.LR in config:
+            for problem in sgd_problems(optimizers, get_config_value(config, keys.LR, float)):
+                _warn(
+                    "fair_train: q-FFL computes L = 1/lr for plain SGD at the config's lr, "
+                    "but train_fn %s; train with torch.optim.SGD(params, lr=config['lr']) "
+                    "(no momentum), or set the strategy's client_learning_rate to the "
+                    "step size the clients really take (about lr / (1 - momentum))",
+                    problem,
+                )
     state = {key: value.detach().cpu() for key, value in model.state_dict().items()}
     state = {key: state[key] for key in sent}  # the received order
     h = qffl_h_for_config(config, loss_before, sent, state)
@@ -171,6 +225,7 @@ def fair_train(
         activation=activation,
         qffl_h=h,
         rcfl_eta=rcfl_eta,
+        objective_ignored=ignored,
     )
 
 
@@ -182,6 +237,7 @@ def fair_evaluate(
     *,
     device: torch.device | str | None = None,
     partition_id: int | None = None,
+    batch_keys: BatchKeys | None = None,
 ) -> RecordDict:
     """Evaluate the received model on ``testloader`` and return the evaluate reply.
 
@@ -194,7 +250,7 @@ def fair_evaluate(
     ----------
     message : Message
         The evaluate message (``arrays``).
-    model, testloader, loss_fn, device, partition_id
+    model, testloader, loss_fn, device, partition_id, batch_keys
         As in :func:`fair_train`.
 
     Returns
@@ -208,14 +264,18 @@ def fair_evaluate(
         If the loader yields no sample.
     """
     run_on = _load(model, message.content[keys.ARRAYS], device)
-    loss, accuracy, num_examples = loader_evaluate(model, testloader, loss_fn, run_on)
+    loss, accuracy, num_examples = loader_evaluate(model, testloader, loss_fn, run_on, batch_keys)
     return write_evaluate_reply(
         num_examples=num_examples, eval_loss=loss, eval_acc=accuracy, partition_id=partition_id
     )
 
 
 def loader_mean_loss(
-    model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, device: torch.device
+    model: nn.Module,
+    batches: Iterable[Any],
+    loss_fn: LossFn,
+    device: torch.device,
+    batch_keys: BatchKeys | None = None,
 ) -> tuple[float, int]:
     """Mean of ``loss_fn`` over all samples of ``batches`` and their number.
 
@@ -227,12 +287,16 @@ def loader_mean_loss(
     ValueError
         If ``batches`` yields no sample.
     """
-    loss, _, count = _loader_pass(model, batches, loss_fn, device, accuracy=False)
+    loss, _, count = _loader_pass(model, batches, loss_fn, device, batch_keys, accuracy=False)
     return loss, count
 
 
 def loader_gradient(
-    model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, device: torch.device
+    model: nn.Module,
+    batches: Iterable[Any],
+    loss_fn: LossFn,
+    device: torch.device,
+    batch_keys: BatchKeys | None = None,
 ) -> tuple[dict[str, Tensor], float, int]:
     """Full-batch gradient ∇F_k(w) and F_k(w) of ``model`` in one pass over ``batches``.
 
@@ -248,11 +312,13 @@ def loader_gradient(
     model : nn.Module
         The received model w^t, on ``device``.
     batches : Iterable
-        ``(inputs, targets)`` pairs (tensors or arrays), iterated once.
+        ``(inputs, targets)`` pairs or dict batches (tensors or arrays), iterated once.
     loss_fn : Callable[[Tensor, Tensor], Tensor]
         The **mean** loss of a batch.
     device : torch.device
         Where the batches are moved.
+    batch_keys : tuple[str, str] | None
+        A dict batch's ``(inputs, targets)`` keys (:func:`fairfl.client.batches.split_batch`).
 
     Returns
     -------
@@ -265,7 +331,7 @@ def loader_gradient(
     ValueError
         If ``batches`` yields no sample.
     TypeError
-        If a batch is not an ``(inputs, targets)`` pair.
+        If a batch is neither an ``(inputs, targets)`` pair nor a dict.
     """
     model.eval()
     parameters = dict(model.named_parameters())
@@ -273,7 +339,7 @@ def loader_gradient(
     total_loss, count = 0.0, 0
     with torch.enable_grad():
         for batch in batches:
-            inputs, targets = split_batch(batch)
+            inputs, targets = split_batch(batch, batch_keys)
             inputs = torch.as_tensor(inputs).to(device)
             targets = torch.as_tensor(targets).to(device)
             size = len(targets)
@@ -295,7 +361,11 @@ def loader_gradient(
 
 
 def loader_evaluate(
-    model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, device: torch.device
+    model: nn.Module,
+    batches: Iterable[Any],
+    loss_fn: LossFn,
+    device: torch.device,
+    batch_keys: BatchKeys | None = None,
 ) -> tuple[float, float, int]:
     """Mean loss, accuracy (fraction, argmax over dim 1) and sample count of ``batches``.
 
@@ -304,7 +374,7 @@ def loader_evaluate(
     ValueError
         If ``batches`` yields no sample.
     """
-    return _loader_pass(model, batches, loss_fn, device, accuracy=True)
+    return _loader_pass(model, batches, loss_fn, device, batch_keys, accuracy=True)
 
 
 @torch.no_grad()
@@ -313,13 +383,14 @@ def _loader_pass(
     batches: Iterable[Any],
     loss_fn: LossFn,
     device: torch.device,
+    batch_keys: BatchKeys | None,
     *,
     accuracy: bool,
 ) -> tuple[float, float, int]:
     model.eval()
     total_loss, correct, count = 0.0, 0, 0
     for batch in batches:
-        inputs, targets = split_batch(batch)
+        inputs, targets = split_batch(batch, batch_keys)
         inputs = torch.as_tensor(inputs).to(device)
         targets = torch.as_tensor(targets).to(device)
         outputs = model(inputs)
@@ -360,3 +431,70 @@ def qffl_h_for_config(
         get_config_value(config, keys.QFFL_Q, float),
         get_config_value(config, keys.LR, float),
     )
+
+
+#: Config keys of the client objectives :func:`objective_loss` applies.
+_OBJECTIVE_KEYS = (keys.PROXIMAL_MU, keys.PROPFAIR_M)
+
+
+def sgd_problems(optimizers: Iterable[torch.optim.Optimizer], lr: float) -> list[str]:
+    """How each optimizer departs from plain SGD at learning rate ``lr``, in words.
+
+    q-FFL's Lipschitz estimate L = 1/η (paper 002, §4: "L is used as 1/η") is exact for
+    plain SGD with step size η: with momentum β the steps grow towards η/(1 - β), and an
+    adaptive optimizer (Adam, RMSprop, ...) has no single step size.
+
+    Parameters
+    ----------
+    optimizers : Iterable[torch.optim.Optimizer]
+        The optimizers that stepped the model.
+    lr : float
+        η, the config's ``lr``.
+
+    Returns
+    -------
+    list[str]
+        One phrase per problem (empty: plain SGD at ``lr``), e.g. ``"stepped SGD with
+        momentum=0.9"``.
+    """
+    problems: list[str] = []
+    for optimizer in optimizers:
+        name = type(optimizer).__name__
+        if not isinstance(optimizer, torch.optim.SGD):
+            problems.append(f"stepped {name}, not plain SGD")
+            continue
+        for group in optimizer.param_groups:
+            if float(group.get("momentum", 0.0)) > 0 or bool(group.get("nesterov", False)):
+                problems.append(f"stepped SGD with momentum={group['momentum']:g}")
+            if float(group["lr"]) != lr:
+                problems.append(f"stepped SGD with lr={float(group['lr']):g}, not lr={lr:g}")
+    return list(dict.fromkeys(problems))  # one line per distinct problem
+
+
+@contextmanager
+def _stepped_optimizers(model: nn.Module) -> Iterator[list[torch.optim.Optimizer]]:
+    """Collect, while the block runs, each optimizer that steps a parameter of ``model``.
+
+    A global optimizer step pre-hook (torch >= 2.0), removed on exit: ``train_fn``
+    builds its optimizer itself, so this is the one place the adapter can see it.
+    """
+    own = {id(p) for p in model.parameters()}
+    seen: list[torch.optim.Optimizer] = []
+
+    def hook(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if all(optimizer is not o for o in seen) and any(
+            id(p) in own for group in optimizer.param_groups for p in group["params"]
+        ):
+            seen.append(optimizer)
+
+    handle = register_optimizer_step_pre_hook(hook)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+def _warn(message: str, *args: object) -> None:
+    """Log a WARNING where Flower's console shows it (a ClientApp has no handler)."""
+    attach_flower_console(level=None)
+    logger.warning(message, *args)

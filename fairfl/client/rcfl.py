@@ -31,7 +31,7 @@ import torch
 from flwr.app import ConfigRecord
 from torch import Tensor, nn
 
-from fairfl.client.activation import split_batch
+from fairfl.client.batches import BatchKeys, split_batch
 from fairfl.client.training import LossFn, sgd_step, zero_grad
 from fairfl.contract import keys
 from fairfl.contract.config import get_config_value
@@ -257,6 +257,7 @@ def train_rcfl_loader(
     settings: RCFLSettings,
     lr: float,
     device: torch.device,
+    batch_keys: BatchKeys | None = None,
 ) -> RCFLLocalResult:
     """:func:`train_rcfl` with the user's loss over the batches of a DataLoader.
 
@@ -265,7 +266,7 @@ def train_rcfl_loader(
     model : nn.Module
         ω, loaded with the received global model; trained in place.
     trainloader : Iterable
-        ``(inputs, targets)`` batches, iterated again whenever a pass ends (a
+        ``(inputs, targets)`` or dict batches, iterated again whenever a pass ends (a
         ``torch.utils.data.DataLoader``, a list; not a one-shot generator).
     loss_fn : Callable[[Tensor, Tensor], Tensor]
         ``loss_fn(outputs, targets)``: the **mean** loss of a batch.
@@ -278,6 +279,8 @@ def train_rcfl_loader(
         β > 0, the model step size.
     device : torch.device
         Where the model is; batches are moved there.
+    batch_keys : tuple[str, str] | None
+        A dict batch's ``(inputs, targets)`` keys (:func:`fairfl.client.batches.split_batch`).
 
     Returns
     -------
@@ -292,7 +295,7 @@ def train_rcfl_loader(
 
     def batches() -> Iterator[tuple[Tensor, Tensor]]:
         for batch in trainloader:
-            inputs, targets = split_batch(batch)
+            inputs, targets = split_batch(batch, batch_keys)
             yield torch.as_tensor(inputs).to(device), torch.as_tensor(targets).to(device)
 
     def steps() -> Iterator[Iterable[tuple[Tensor, Tensor]]]:

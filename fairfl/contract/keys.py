@@ -76,6 +76,10 @@ QFFL_H: Final = "qffl-h"
 ACTIVATION: Final = "activation"
 RCFL_ETA: Final = "rcfl-eta"
 PARTITION_ID: Final = "partition-id"
+# 1 when the round's rule sent a client objective (PROXIMAL_MU, PROPFAIR_M) and the
+# app's training never called the loss that applies it, so the update ignores it; 0 when
+# it was applied. Absent when the rule sends none (fairfl.contract.objective).
+OBJECTIVE_IGNORED: Final = "objective-ignored"
 
 # Evaluate reply (client -> server), MetricRecord keys.
 EVAL_LOSS: Final = "eval_loss"

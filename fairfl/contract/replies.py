@@ -74,6 +74,7 @@ TRAIN_METRICS: Mapping[str, FieldSpec] = {
     keys.ACTIVATION: FieldSpec("float-list", lower=-MAX_ABS_ACTIVATION, upper=MAX_ABS_ACTIVATION),
     keys.RCFL_ETA: _eta_spec(MAX_LOSS),
     keys.PARTITION_ID: FieldSpec("int", lower=0),
+    keys.OBJECTIVE_IGNORED: FieldSpec("int", lower=0, upper=1),
 }
 
 # Python side of message EvaluateMetrics in contract.proto.
@@ -462,13 +463,15 @@ def write_train_reply(
     qffl_h: float | None = None,
     rcfl_eta: float | None = None,
     loss_before_training: float | None = None,
+    objective_ignored: bool | None = None,
 ) -> RecordDict:
     """Build the content of a train reply (see ``TrainReply`` in the .proto).
 
     ``loss_before_training`` is F_k(w^t), the loss of the received global model before
     local training, which the loss-aware rules read; ``train_loss`` is Flower's key,
     read by Flower's QFedAvg and by fairfl's rules only with
-    ``train_loss_key="train_loss"``.
+    ``train_loss_key="train_loss"``. ``objective_ignored`` is sent as 0 or 1 when given
+    (whether the app's training skipped the rule's client objective).
     """
     values: dict[str, int | float | list[float]] = {keys.NUM_EXAMPLES: int(num_examples)}
     optional: dict[str, int | float | list[float] | None] = {
@@ -480,6 +483,7 @@ def write_train_reply(
         keys.ACTIVATION: None if activation is None else [float(v) for v in activation],
         keys.RCFL_ETA: None if rcfl_eta is None else float(rcfl_eta),
         keys.PARTITION_ID: None if partition_id is None else int(partition_id),
+        keys.OBJECTIVE_IGNORED: None if objective_ignored is None else int(objective_ignored),
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     return RecordDict({keys.ARRAYS: arrays, keys.METRICS: MetricRecord(values)})

@@ -155,11 +155,8 @@ def test_any_iterable_of_pairs_works_and_a_bad_batch_is_named():
         message(global_model()), global_model(), pairs, nn.CrossEntropyLoss(), no_training
     )
     assert metrics_of(content)[keys.NUM_EXAMPLES] == N
-    dict_batches = [{"img": x, "label": y}]
-    with pytest.raises(TypeError, match=r"\(inputs, targets\) pair, got dict"):
-        fair_train(
-            message(global_model()), global_model(), dict_batches, nn.CrossEntropyLoss(), None
-        )
+    with pytest.raises(TypeError, match=r"\(inputs, targets\) pair or a dict .*, got Tensor"):
+        fair_train(message(global_model()), global_model(), [x], nn.CrossEntropyLoss(), None)
     with pytest.raises(ValueError, match="the loader yielded no sample"):
         fair_train(message(global_model()), global_model(), [], nn.CrossEntropyLoss(), None)
 

@@ -70,7 +70,7 @@ class TrainReply(_message.Message):
     def __init__(self, arrays: _Optional[_Mapping[str, Tensor]] = ..., metrics: _Optional[_Union[TrainMetrics, _Mapping]] = ..., gradient: _Optional[_Mapping[str, Tensor]] = ...) -> None: ...
 
 class TrainMetrics(_message.Message):
-    __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id", "loss_before_training")
+    __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id", "loss_before_training", "objective_ignored")
     NUM_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     TRAIN_LOSS_FIELD_NUMBER: _ClassVar[int]
     QFFL_H_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,7 @@ class TrainMetrics(_message.Message):
     RCFL_ETA_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     LOSS_BEFORE_TRAINING_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_IGNORED_FIELD_NUMBER: _ClassVar[int]
     num_examples: int
     train_loss: float
     qffl_h: float
@@ -85,7 +86,8 @@ class TrainMetrics(_message.Message):
     rcfl_eta: float
     partition_id: int
     loss_before_training: float
-    def __init__(self, num_examples: _Optional[int] = ..., train_loss: _Optional[float] = ..., qffl_h: _Optional[float] = ..., activation: _Optional[_Iterable[float]] = ..., rcfl_eta: _Optional[float] = ..., partition_id: _Optional[int] = ..., loss_before_training: _Optional[float] = ...) -> None: ...
+    objective_ignored: int
+    def __init__(self, num_examples: _Optional[int] = ..., train_loss: _Optional[float] = ..., qffl_h: _Optional[float] = ..., activation: _Optional[_Iterable[float]] = ..., rcfl_eta: _Optional[float] = ..., partition_id: _Optional[int] = ..., loss_before_training: _Optional[float] = ..., objective_ignored: _Optional[int] = ...) -> None: ...
 
 class EvaluateReply(_message.Message):
     __slots__ = ("metrics",)
