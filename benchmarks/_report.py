@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fairfl.strategies._blas_kernels import first_cpu_fields, numpy_blas_pool
+from fairfl.strategies._ops.blas import first_cpu_fields, numpy_blas_pool
 
 
 def machine() -> dict[str, Any]:

@@ -51,7 +51,7 @@ from _report import load_1min, machine, write_json  # noqa: E402 (after sys.path
 
 from fairfl._compat import server_task_identity  # noqa: E402
 from fairfl.contract import keys  # noqa: E402 (after sys.path)
-from fairfl.strategies._gram_kernel import gram_kernel_description  # noqa: E402
+from fairfl.strategies._ops.gram_kernel import gram_kernel_description  # noqa: E402
 from fairfl.strategies.registry import STRATEGIES, build_strategy  # noqa: E402
 
 RUN_CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]

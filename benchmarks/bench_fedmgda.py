@@ -21,7 +21,7 @@ Run: ``nice .venv/bin/python benchmarks/bench_fedmgda.py [--clients 50] [--repea
    ``MALLOC_MMAP_THRESHOLD_=67108864 MALLOC_TRIM_THRESHOLD_=1073741824`` to pin the
    allocator: Flower then takes ~25 faults here as well, and the ratios agree.
 2. Threads, both sides: FedMGDA+ with its BLAS kernels pinned to one thread (the
-   default, :func:`fairfl.strategies._threads.one_thread`) and with two; Flower's
+   default, :func:`fairfl.strategies._ops.blas.one_thread`) and with two; Flower's
    FedAvg with the BLAS pool limited to one thread and to two (its average is NumPy
    ufuncs, which use no BLAS: both should match). Every timed run starts after
    :data:`SETTLE_S` of sleep: after a call on two threads, OpenBLAS's worker thread
@@ -71,7 +71,7 @@ from fairfl._compat import server_task_identity  # noqa: E402
 from fairfl.contract import ModelLayout, keys  # noqa: E402
 from fairfl.strategies import FairStrategy, FedMGDAPlus  # noqa: E402
 from fairfl.strategies import fedmgda as fedmgda_module  # noqa: E402
-from fairfl.strategies._gram_kernel import gram_kernel_description  # noqa: E402
+from fairfl.strategies._ops.gram_kernel import gram_kernel_description  # noqa: E402
 from fairfl.strategies.fedmgda import (  # noqa: E402
     fedmgda_step,
     gram_matrix,

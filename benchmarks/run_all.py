@@ -67,9 +67,9 @@ WITH_BEFORE = ("client_start", "deployment_round_time")
 
 #: Variables each entry's name selects (suffix -> variable and value), added to its
 #: process's environment: ``_numpy_gram`` forms FedMGDA+'s Gram with numpy instead of the
-#: compiled kernel (``fairfl/strategies/_gram_kernel.py``), as where no C compiler is
+#: compiled kernel (``fairfl/strategies/_ops/gram_kernel.py``), as where no C compiler is
 #: found; ``_openblas_haswell`` runs OpenBLAS's Haswell (AVX2) kernels, which the README
-#: advises for numpy's Gram on AMD Zen 4 (``fairfl/strategies/_blas_kernels.py``; OpenBLAS
+#: advises for numpy's Gram on AMD Zen 4 (``fairfl/strategies/_ops/blas.py``; OpenBLAS
 #: reads the variable when it loads, so it is set on the benchmark's process).
 NAME_VARIABLES: dict[str, tuple[str, str]] = {
     "_numpy_gram": ("FAIRFL_GRAM_KERNEL", "numpy"),

@@ -19,7 +19,7 @@ from contextlib import nullcontext
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies._threads import one_thread
+from fairfl.strategies._ops.blas import one_thread
 
 # Elements per block of reweighted_average: two float64 buffers
 # of 256 KiB and a client's float32 block of 128 KiB stay in a 1 MiB L2 cache. At 50

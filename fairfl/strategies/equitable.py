@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, client_key_order, keys, sorted_client_keys
 from fairfl.contract.activation import ActivationOptions
-from fairfl.strategies._threads import one_thread
+from fairfl.strategies._ops.blas import one_thread
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy, check_positive_int
 from fairfl.strategies.defences import cap_weights
 
@@ -405,7 +405,7 @@ def spectral_labels(
     inertia) on the rows. scikit-learn finds the eigenvectors with ARPACK; a dense
     ``eigh`` is exact and fast for the few hundred clients a round has. A graph that is
     not connected needs no special case: its components separate in the embedding.
-    It runs on one thread (:func:`fairfl.strategies._threads.one_thread`): on a busy
+    It runs on one thread (:func:`fairfl.strategies._ops.blas.one_thread`): on a busy
     machine the BLAS threads made clustering ~7x slower.
 
     Parameters

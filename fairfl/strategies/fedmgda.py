@@ -37,10 +37,9 @@ from fairfl.contract import (
     check_array_values,
     keys,
 )
-from fairfl.strategies._blas_kernels import openblas_kernel_advice
 from fairfl.strategies._checks import check_real
-from fairfl.strategies._gram_kernel import GramKernel, gram_kernel, gram_kernel_description
-from fairfl.strategies._threads import one_thread
+from fairfl.strategies._ops.blas import one_thread, openblas_kernel_advice
+from fairfl.strategies._ops.gram_kernel import GramKernel, gram_kernel, gram_kernel_description
 from fairfl.strategies.aggregation import reweighted_average, sample_weights, weight_entropy
 from fairfl.strategies.base import ConfigValue, FairStrategy, check_positive_int
 
@@ -660,7 +659,7 @@ def gram_matrix(
     float64. Models with wider floats are computed in float64 blocks.
 
     Where every selected array is float32 and the compiled kernel is available
-    (:mod:`fairfl.strategies._gram_kernel`, ``FAIRFL_GRAM_KERNEL``), each array's
+    (:mod:`fairfl.strategies._ops.gram_kernel`, ``FAIRFL_GRAM_KERNEL``), each array's
     products come from it instead, at the same precision (float32 differences and
     products, at most 512 terms per float32 sum, added in double); an array whose
     product is not finite goes through the blocks above.
@@ -691,7 +690,7 @@ def gram_matrix(
         mask = _compiled_gram(kernel, global_arrays, local_arrays, mask, gram)
     # A NaN/Inf value only spoils its client's row and column; callers check them. One
     # BLAS thread: with two, the products took 6x longer at 100 clients on a busy
-    # machine (fairfl.strategies._threads).
+    # machine (fairfl.strategies._ops.blas).
     with np.errstate(invalid="ignore", over="ignore"), one_thread():
         for block, centre, segments in _packed_blocks(global_arrays, local_arrays, mask):
             # Row i: w_i − w_t (the Gram does not see the sign).

@@ -39,7 +39,7 @@ from fairfl.contract import (
     keys,
 )
 from fairfl.contract.qffl import QFFL_EPSILON, h_term
-from fairfl.strategies._threads import one_thread
+from fairfl.strategies._ops.blas import one_thread
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 

@@ -3,7 +3,7 @@
 import numpy as np
 from threadpoolctl import threadpool_info
 
-from fairfl.strategies._threads import one_thread
+from fairfl.strategies._ops.blas import one_thread
 from fairfl.strategies.equitable import spectral_labels
 from fairfl.strategies.fedmgda import gram_matrix
 

@@ -9,8 +9,9 @@ import sys
 import pytest
 from threadpoolctl import threadpool_info
 
-from fairfl.strategies import FedAvgN, FedMGDAPlus, _blas_kernels, fedmgda
-from fairfl.strategies._blas_kernels import (
+from fairfl.strategies import FedAvgN, FedMGDAPlus, fedmgda
+from fairfl.strategies._ops import blas
+from fairfl.strategies._ops.blas import (
     cpu_vendor_family,
     numpy_openblas_kernels,
     openblas_kernel_advice,
@@ -58,8 +59,8 @@ def test_cpu_vendor_family_without_the_file_is_none(tmp_path):
 def test_advice_only_for_avx512_kernels_on_zen4_without_a_choice(
     monkeypatch, kernels, cpu, coretype, advised
 ):
-    monkeypatch.setattr(_blas_kernels, "numpy_openblas_kernels", lambda: kernels)
-    monkeypatch.setattr(_blas_kernels, "cpu_vendor_family", lambda: cpu)
+    monkeypatch.setattr(blas, "numpy_openblas_kernels", lambda: kernels)
+    monkeypatch.setattr(blas, "cpu_vendor_family", lambda: cpu)
     if coretype is None:
         monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
     else:
@@ -105,7 +106,7 @@ def test_numpy_pool_wins_over_a_blas_listed_before_it(monkeypatch):
 def test_the_advised_variable_selects_the_haswell_kernels():
     code = (
         "import numpy\n"
-        "from fairfl.strategies._blas_kernels import numpy_openblas_kernels\n"
+        "from fairfl.strategies._ops.blas import numpy_openblas_kernels\n"
         "print(numpy_openblas_kernels())\n"
     )
     env = {**os.environ, "OPENBLAS_CORETYPE": "Haswell"}
@@ -116,8 +117,8 @@ def test_the_advised_variable_selects_the_haswell_kernels():
 
 
 def test_gram_rules_log_the_advice_in_their_summary_when_numpy_forms_the_gram(monkeypatch, caplog):
-    monkeypatch.setattr(_blas_kernels, "numpy_openblas_kernels", lambda: "SkylakeX")
-    monkeypatch.setattr(_blas_kernels, "cpu_vendor_family", lambda: ("AuthenticAMD", 25))
+    monkeypatch.setattr(blas, "numpy_openblas_kernels", lambda: "SkylakeX")
+    monkeypatch.setattr(blas, "cpu_vendor_family", lambda: ("AuthenticAMD", 25))
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
     monkeypatch.setenv("FAIRFL_GRAM_KERNEL", "numpy")
     with caplog.at_level(logging.INFO, logger="fairfl"):
@@ -130,15 +131,15 @@ def test_gram_rules_log_the_advice_in_their_summary_when_numpy_forms_the_gram(mo
 
 
 def test_no_advice_is_logged_where_it_does_not_apply(monkeypatch, caplog):
-    monkeypatch.setattr(_blas_kernels, "numpy_openblas_kernels", lambda: "Haswell")
+    monkeypatch.setattr(blas, "numpy_openblas_kernels", lambda: "Haswell")
     with caplog.at_level(logging.INFO, logger="fairfl"):
         FedMGDAPlus().summary()
     assert not any("OPENBLAS_CORETYPE" in r.message for r in caplog.records)
 
 
 def test_no_advice_is_logged_when_the_compiled_kernel_forms_the_gram(monkeypatch, caplog):
-    monkeypatch.setattr(_blas_kernels, "numpy_openblas_kernels", lambda: "SkylakeX")
-    monkeypatch.setattr(_blas_kernels, "cpu_vendor_family", lambda: ("AuthenticAMD", 25))
+    monkeypatch.setattr(blas, "numpy_openblas_kernels", lambda: "SkylakeX")
+    monkeypatch.setattr(blas, "cpu_vendor_family", lambda: ("AuthenticAMD", 25))
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
     monkeypatch.setattr(fedmgda, "gram_kernel", lambda: object())
     with caplog.at_level(logging.INFO, logger="fairfl"):

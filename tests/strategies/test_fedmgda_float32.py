@@ -9,7 +9,7 @@ proportion, almost parallel updates nearly so) the identifiable quantities are
 compared instead: each duplicate group's total weight, d and the new model. FedAvg-n
 (ε = 0) computes only the norms and measures ‖d‖ on its float32 step: it is held to the
 same bounds. Every test runs twice: with the compiled Gram kernel
-(``fairfl.strategies._gram_kernel``) and with numpy's blocks.
+(``fairfl.strategies._ops.gram_kernel``) and with numpy's blocks.
 """
 
 import platform

@@ -1,4 +1,4 @@
-"""The compiled float32 Gram kernel of FedMGDA+ (``fairfl.strategies._gram_kernel``).
+"""The compiled float32 Gram kernel of FedMGDA+ (``fairfl.strategies._ops.gram_kernel``).
 
 Its products are checked against ``⟨w_i − c, w_j − c⟩`` computed in float64 from the
 definition, on shapes that hit every edge of its tiles (4 x 3 rows) and chunks (8
@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairfl.strategies import FedMGDAPlus, _gram_kernel
-from fairfl.strategies._gram_kernel import (
+from fairfl.strategies import FedMGDAPlus
+from fairfl.strategies._ops import gram_kernel as gram_kernel_module
+from fairfl.strategies._ops.gram_kernel import (
     GramKernel,
     GramKernelUnavailableError,
     build_and_load,
@@ -190,7 +191,7 @@ def test_a_built_kernel_is_loaded_without_compiling_again(tmp_path, monkeypatch)
     first, reason = build_and_load(folder)
     assert first is not None, reason
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    monkeypatch.setattr(_gram_kernel, "_compile", lambda *args: pytest.fail("compiled again"))
+    monkeypatch.setattr(gram_kernel_module, "_compile", lambda *args: pytest.fail("compiled again"))
     second, _ = build_and_load(folder)
     assert second is not None and second.path == first.path
     assert [p.name for p in folder.iterdir()] == [first.path.name]  # no build leftovers

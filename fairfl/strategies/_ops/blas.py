@@ -1,13 +1,22 @@
-"""Which OpenBLAS kernels numpy runs, and when another choice is measurably faster.
+"""BLAS in the server process: small kernels on one thread, and which OpenBLAS kernels run.
 
-OpenBLAS picks its kernels once, when the library loads, from the CPU it finds or from
-``OPENBLAS_CORETYPE``. On AMD Zen 4 (x86 family 25 with AVX-512) numpy's OpenBLAS picks
-its SkylakeX (AVX-512) kernels, but Zen 4 executes each 512-bit operation as two 256-bit
-halves, and for the Gram of FedMGDA+ (tens of rows by millions of float32 columns) the
-Haswell (AVX2) kernels were faster there: ``aggregate_train`` at 50 clients x 2M
-parameters took 199 ms of CPU against 239 ms on numpy's Gram path, in the same harness,
-on 2026-11-27 (``docs/results/benchmarks.json``; README, "Benchmarks"). This matters where the Gram
-runs in numpy, i.e. where fairfl's compiled Gram kernel (:mod:`._gram_kernel`) cannot be
+**One thread** (:func:`one_thread`). A pool's threads spin while they wait for work. For
+the sizes a server aggregates (a Gram of tens to hundreds of clients, K-means on as many
+points) waking them costs more than they save, and on a machine whose cores are busy
+(other jobs, a simulation's clients) it is far worse: a 100-client FedMGDA+ Gram took
+6x longer on two threads than on one at load 3 on two cores, and Equitable FL's
+clustering 7x (``benchmarks/``).
+
+**OpenBLAS's kernels** (:func:`openblas_kernel_advice`): which OpenBLAS kernels numpy
+runs, and when another choice is measurably faster. OpenBLAS picks its kernels once,
+when the library loads, from the CPU it finds or from ``OPENBLAS_CORETYPE``. On AMD
+Zen 4 (x86 family 25 with AVX-512) numpy's OpenBLAS picks its SkylakeX (AVX-512)
+kernels, but Zen 4 executes each 512-bit operation as two 256-bit halves, and for the
+Gram of FedMGDA+ (tens of rows by millions of float32 columns) the Haswell (AVX2)
+kernels were faster there: ``aggregate_train`` at 50 clients x 2M parameters took 199 ms
+of CPU against 239 ms on numpy's Gram path, in the same harness, on 2026-11-27
+(``docs/results/benchmarks.json``; README, "Benchmarks"). This matters where the Gram
+runs in numpy, i.e. where fairfl's compiled Gram kernel (:mod:`.gram_kernel`) cannot be
 built or ``FAIRFL_GRAM_KERNEL=numpy``. A library cannot switch kernels once numpy is
 loaded, so the Gram rules say so in their summary and the operator sets the variable for
 the server process.
@@ -15,8 +24,33 @@ the server process.
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from typing import Any
+
+
+def one_thread() -> Any:
+    """Context manager limiting every loaded BLAS and OpenMP pool to one thread.
+
+    The pools are looked up again when the set of loaded native libraries that bring one
+    (numpy's and scipy's BLAS, an OpenMP runtime via torch or scikit-learn) has changed.
+    """
+    return _controller(frozenset(name for name in _POOL_MODULES if name in sys.modules)).limit(
+        limits=1
+    )
+
+
+_POOL_MODULES = ("numpy", "scipy.linalg", "sklearn", "torch")
+
+
+@functools.cache
+def _controller(loaded: frozenset[str]) -> Any:
+    # Finding the pools takes ~20 ms, a limit on a found controller ~0.03 ms.
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
 
 #: OpenBLAS kernel families that use 512-bit vectors (threadpoolctl's ``architecture``).
 AVX512_KERNELS = frozenset({"SkylakeX", "Cooperlake", "SapphireRapids"})
