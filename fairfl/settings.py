@@ -17,9 +17,13 @@ from fairfl.contract.config import (
     dataclass_fields_from_config,
     get_config_value,
 )
-from fairfl.data import DATASETS, PARTITIONERS
+from fairfl.data import PARTITIONERS
+from fairfl.data.sources import check_dataset
 from fairfl.models import MODELS
 from fairfl.telemetry.config import TelemetrySettings
+
+#: Seeds are in [0, 2^32): NumPy's global seed (np.random.seed) takes no other.
+MAX_SEED = 2**32 - 1
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -86,7 +90,10 @@ class RunSettings:
         TelemetrySettings(
             **{item.name: getattr(self, item.name) for item in fields(TelemetrySettings)}
         )
-        _check_choice("dataset", self.dataset.split("-")[0], DATASETS)
+        try:
+            check_dataset(self.dataset)
+        except ValueError as error:
+            raise ValueError(f"run config {error}") from None
         _check_choice("partitioner", self.partitioner, PARTITIONERS)
         _check_choice("model", self.model, MODELS)
         _check_choice("sampling", self.sampling, ("uniform", "size-proportional"))
@@ -116,6 +123,8 @@ class RunSettings:
             "max-loss": self.max_loss > 0,
             "loss-clip-mad": self.loss_clip_mad >= 0,
             "max-client-share": 0.0 < self.max_client_share <= 1.0,
+            "seed": 0 <= self.seed <= MAX_SEED,
+            "out-dir": bool(self.out_dir.strip()),
         }
         bounds = {
             "num-server-rounds": ">= 1",
@@ -137,6 +146,8 @@ class RunSettings:
             "max-loss": "> 0",
             "loss-clip-mad": ">= 0 (0: off)",
             "max-client-share": "in (0, 1] (1: off)",
+            "seed": f"in [0, {MAX_SEED}] (NumPy's seeds)",
+            "out-dir": "a folder, not empty (results would land in the working directory)",
         }
         for item in fields(self):
             value = getattr(self, item.name)

@@ -52,7 +52,7 @@ def test_out_of_range_numbers_are_refused_naming_key_and_range(key, value, bound
 def test_bounds_on_weights_and_losses_reach_the_strategy() -> None:
     # max-abs-weight / max-loss are run-config keys of fairfl's ServerApp: they bound the
     # replies and the new global model (fairfl.contract.bounds), and are range-checked.
-    from fairfl.server.run import make_strategy
+    from fairfl.server.preflight import make_strategy
 
     settings = RunSettings.from_run_config({"max-abs-weight": 50.0, "max-loss": 7.5})
     strategy = make_strategy(settings, {"strategy": "fedavg"})
@@ -147,7 +147,8 @@ def test_out_dir_that_cannot_be_created_fails_before_any_wait_naming_it(tmp_path
 
     from flwr.serverapp import Grid
 
-    from fairfl.server.run import OutDirError, run_federation
+    from fairfl.server.preflight import OutDirError
+    from fairfl.server.run import run_federation
 
     blocker = tmp_path / "blocker"
     blocker.write_text("a file, not a folder")
@@ -162,7 +163,7 @@ def test_out_dir_that_cannot_be_created_fails_before_any_wait_naming_it(tmp_path
 
 
 def test_out_dir_is_created_and_left_without_the_write_check_file(tmp_path):
-    from fairfl.server.run import prepare_out_dir
+    from fairfl.server.preflight import prepare_out_dir
 
     out_dir = tmp_path / "a" / "b"
     prepare_out_dir(out_dir)
@@ -171,7 +172,7 @@ def test_out_dir_is_created_and_left_without_the_write_check_file(tmp_path):
 
 # --------------------------------------------------------------------------- defences
 def test_loss_defences_reach_the_strategy_and_are_range_checked() -> None:
-    from fairfl.server.run import make_strategy
+    from fairfl.server.preflight import make_strategy
 
     settings = RunSettings.from_run_config({"loss-clip-mad": 3, "max-client-share": 0.25})
     strategy = make_strategy(settings, {"strategy": "term"})

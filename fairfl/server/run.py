@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import logging
+import os
+import platform
 import random
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -21,16 +24,23 @@ from fairfl.metrics import PERCENT
 from fairfl.models import build_model
 from fairfl.server.checkpoint import (
     check_fingerprint,
-    check_out_dir,
     clear_results,
     load_checkpoint,
     restore_random_state,
     run_fingerprint,
 )
-from fairfl.server.results import COMPLETED, FAILED, RoundLog
-from fairfl.settings import RunSettings, check_run_config_keys
-from fairfl.strategies import FairStrategy, build_strategy
-from fairfl.strategies.registry import STRATEGIES
+from fairfl.server.preflight import (
+    CheckedRun,
+    check_partitions,
+    check_run,
+    fingerprint_config,
+    partitions_checkable,
+    required_nodes,
+)
+from fairfl.server.results import COMPLETED, FAILED, SUMMARY_FILE, RoundLog
+from fairfl.settings import RunSettings
+from fairfl.strategies import FairStrategy
+from fairfl.telemetry.ledger import json_safe, seal_summary
 
 logger = logging.getLogger(__name__)
 
@@ -51,35 +61,6 @@ class RunFailedError(RuntimeError):
     """The run went through its rounds but trained or evaluated nothing."""
 
 
-class OutDirError(ValueError):
-    """The run config's out-dir cannot be created or written."""
-
-
-def prepare_out_dir(out_dir: Path) -> None:
-    """Create ``out_dir`` (and its parents) and check that a file can be written there.
-
-    Called before the run waits for SuperNodes, so that an out-dir the ServerApp cannot
-    write fails the run at once instead of after set-up (or after training).
-
-    Raises
-    ------
-    OutDirError
-        Naming the run-config key, the folder and the operating system's reason.
-    """
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".fairfl-write-check-"):
-            pass
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        if error.filename is not None and str(error.filename) != str(out_dir):
-            reason = f"{reason} ({error.filename})"  # a parent, or the probe file
-        raise OutDirError(
-            f"run config out-dir: cannot create or write {out_dir}: {reason}. "
-            "Choose a folder the ServerApp's user can write (-c 'out-dir=\"<folder>\"')."
-        ) from error
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     """What a finished run leaves: the final global model and the summary."""
@@ -96,28 +77,54 @@ def initial_arrays(settings: RunSettings) -> ArrayRecord:
     return ArrayRecord(model.state_dict())
 
 
-def required_nodes(settings: RunSettings) -> int:
-    """SuperNodes a run waits for: ``min-available-nodes``, or all ``num-partitions`` if 0."""
-    return settings.min_available_nodes or settings.num_partitions
+def environment() -> dict[str, Any]:
+    """The versions a run ran with (fairfl, flwr, torch, numpy, Python) and the machine."""
+    versions: dict[str, str | None] = {}
+    for package in ("fairfl", "flwr", "torch", "numpy"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    versions["python"] = platform.python_version()
+    return {
+        "versions": versions,
+        "machine": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "processor": platform.processor() or None,
+            "cpu_count": os.cpu_count(),
+        },
+    }
 
 
-def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairStrategy:
-    """Build the configured rule, waiting for all ``num-partitions`` nodes by default."""
-    return build_strategy(
-        settings.strategy,
-        # The lr the clients are sent (q-FFL's L = 1/lr), also when the key is defaulted.
-        {**run_config, keys.LR: settings.lr},
-        fraction_train=settings.fraction_train,
-        fraction_evaluate=settings.fraction_evaluate,
-        evaluate_every=settings.evaluate_every,
-        min_train_nodes=1,
-        min_evaluate_nodes=1 if settings.fraction_evaluate > 0 else 0,
-        min_available_nodes=required_nodes(settings),
-        max_abs_weight=settings.max_abs_weight,
-        max_loss=settings.max_loss,
-        loss_clip_mad=settings.loss_clip_mad,
-        max_client_share=settings.max_client_share,
+def describe_run(summary: Mapping[str, Any], checked: CheckedRun) -> dict[str, Any]:
+    """``summary`` with what makes it self-describing, sealed into the ledger head.
+
+    ``config`` already holds the effective configuration (every default resolved);
+    this adds the keys the run was given (``config_given``) and :func:`environment`,
+    then seals the summary (:func:`fairfl.telemetry.ledger.seal_summary`) so that
+    ``fairfl verify`` catches a later edit.
+    """
+    described = {
+        **summary,
+        "config_given": json_safe(checked.run_config),
+        "environment": environment(),
+    }
+    return seal_summary(described)
+
+
+def finish_run(
+    round_log: RoundLog, checked: CheckedRun, *, status: str, error: str | None
+) -> dict[str, Any]:
+    """Close the run's log and write its self-describing, sealed ``summary.json``."""
+    summary = describe_run(
+        round_log.finish(checked.strategy.settings(), status=status, error=error), checked
     )
+    path = round_log.out_dir / SUMMARY_FILE
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)  # a reader never sees half a summary
+    return summary
 
 
 def is_flower_simulation(grid: Grid) -> bool:
@@ -324,37 +331,44 @@ def failure_reason(strategy: FairStrategy, rounds: int) -> str | None:
     return None
 
 
-def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
+def run_federation(
+    grid: Grid, run_config: Mapping[str, Any], *, checked: CheckedRun | None = None
+) -> RunOutcome:
     """Run the configured rule for ``num-server-rounds`` on ``grid`` and write results.
 
-    Before round 1 it waits for the SuperNodes the run needs (:func:`await_federation`).
-    ``summary.json`` records the outcome (``status``, ``error``) under this run's id,
-    also when a round raises.
+    Before it waits for the SuperNodes the run needs (:func:`await_federation`) every
+    up-front check runs (:func:`fairfl.server.preflight.check_run`), unless the caller
+    passes the result of that check as ``checked``. ``summary.json`` records the
+    outcome (``status``, ``error``) under this run's id, also when a round raises, with
+    the effective configuration and the versions it ran with (:func:`describe_run`).
 
     Raises
     ------
     ValueError
         If a run-config key is unknown (the message suggests the closest ones), a value
-        is invalid (the message names the key and the choices), or the out-dir cannot be
-        created or written (:class:`OutDirError`).
+        is invalid (the message names the key and the choices), an extra the run needs
+        is missing, or the out-dir cannot be created or written (:class:`OutDirError`).
     TimeoutError
         If too few SuperNodes connect within ``node-wait-timeout`` seconds, or fewer
         than ``min-available-nodes`` for a round within ``round-timeout``.
     RunFailedError
         If the run trained or evaluated nothing (:func:`failure_reason`).
     """
-    check_run_config_keys(run_config, {name: spec.parameters for name, spec in STRATEGIES.items()})
-    settings = RunSettings.from_run_config(run_config)
-    strategy = make_strategy(settings, run_config)  # a bad rule fails before any wait
+    if checked is None:
+        checked = check_run(run_config, local_clients=False)
+    settings, strategy = checked.settings, checked.strategy
     out_dir = Path(settings.out_dir)
-    check_out_dir(out_dir, resume_from=settings.resume_from, overwrite=settings.overwrite)
-    prepare_out_dir(out_dir)
     settings, run_config = await_federation(grid, settings, run_config)
+    if settings.num_partitions != checked.settings.num_partitions or (
+        partitions_checkable(settings) and not checked.local_clients
+    ):
+        check_partitions(settings)  # as the SuperNodes cut the data, once, not per client
+    checked = replace(checked, settings=settings, run_config=dict(run_config))
     strategy.min_available_nodes = required_nodes(settings)
     strategy.client_key_timeout = settings.round_timeout
     arrays = initial_arrays(settings)
     previous_rounds: list[dict[str, Any]] = []
-    fingerprint = run_fingerprint(settings, run_config)
+    fingerprint = run_fingerprint(settings, fingerprint_config(settings, run_config))
     # Flower samples nodes with the global `random`: seed it so a run is reproducible.
     random.seed(settings.seed)
     np.random.seed(settings.seed)
@@ -375,9 +389,9 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
     elif settings.overwrite:
         clear_results(out_dir)
     round_log = RoundLog(
-        Path(settings.out_dir),
+        out_dir,
         strategy,
-        run_config,
+        checked.effective_config(),  # summary.json and every sink record it
         checkpoint=settings.checkpoint,
         previous_rounds=previous_rounds,
         fingerprint=fingerprint,
@@ -402,20 +416,16 @@ def run_federation(grid: Grid, run_config: Mapping[str, Any]) -> RunOutcome:
             evaluate_fn=round_log.on_round_end,
         )
     except BaseException as error:  # also a stop signal: the summary says why it ended
-        round_log.finish(
-            strategy.settings(), status=FAILED, error=f"{type(error).__name__}: {error}"
-        )
+        finish_run(round_log, checked, status=FAILED, error=f"{type(error).__name__}: {error}")
         raise
     final_arrays = result.arrays if remaining > 0 and len(result.arrays) else arrays
     save_model(final_arrays, Path(settings.out_dir) / FINAL_MODEL_FILE)
     failure = failure_reason(strategy, max(remaining, 0))
-    summary = round_log.finish(
-        strategy.settings(), status=FAILED if failure else COMPLETED, error=failure
-    )
+    summary = finish_run(round_log, checked, status=FAILED if failure else COMPLETED, error=failure)
     if failure:
         raise RunFailedError(f"the run {failure}; results in {settings.out_dir}")
     final = summary["final_metrics"]
-    if final:
+    if final.get("num-clients"):  # 0: no client evaluated in the last round
         logger.info(
             "final: accuracy (%%) mean %.2f | worst-10%% %.2f | std %.2f over %d clients -> %s",
             PERCENT * final["acc-mean"],

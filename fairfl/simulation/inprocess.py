@@ -176,13 +176,21 @@ def run_inprocess(
         Optional fault injection.
     node_configs : Mapping[int, Mapping[str, Any]] | None
         Defaults to one node per partition (``num-partitions`` of the run config).
-    """
-    from fairfl.settings import RunSettings
 
+    Raises
+    ------
+    ValueError
+        Before anything runs, if the run config fails a check of
+        :func:`fairfl.server.preflight.check_run` (the clients run here, so their
+        extras and partitions are checked too); else as
+        :func:`fairfl.server.run.run_federation`.
+    """
+    from fairfl.server.preflight import check_run
+
+    checked = check_run(run_config, local_clients=True)
     if client_app is None:
         from fairfl.client.app import app as client_app
-    settings = RunSettings.from_run_config(run_config)
-    nodes = node_configs or node_configs_for(settings.num_partitions)
+    nodes = node_configs or node_configs_for(checked.settings.num_partitions)
     grid = InMemoryGrid(client_app, nodes, run_config, reply_filter=reply_filter)
     with server_task_identity(grid.run_id):
-        return run_federation(grid, run_config)
+        return run_federation(grid, run_config, checked=checked)

@@ -11,7 +11,9 @@ Every line a :class:`~fairfl.telemetry.stream.RecordStream` writes carries two k
     :func:`config_fingerprint` of the run config for the drop-in wrapper.
 
 ``summary.json`` holds ``ledger``: the number of lines and the SHA-256 of the last one,
-so that cutting whole lines off the end is caught too. :func:`verify_ledger` walks the
+so that cutting whole lines off the end is caught too, and (fairfl's ServerApp,
+:func:`seal_summary`) ``summary_sha256``, the SHA-256 of the summary itself without
+that field, so that an edited summary is caught as well. :func:`verify_ledger` walks the
 chain and names the first round whose line was altered, removed or cut short
 (``fairfl verify <out-dir>``). The chain proves integrity against edits after the
 fact, not authorship: whoever can rewrite the whole file can rewrite the whole chain
@@ -33,8 +35,10 @@ from typing import Any
 GENESIS = "0" * 64
 PREV_KEY = "prev_sha256"
 CONFIG_KEY = "config_sha256"
-#: ``summary.json`` key with ``{"lines": n, "head_sha256": hex}``.
+#: ``summary.json`` key with ``{"lines": n, "head_sha256": hex[, "summary_sha256": hex]}``.
 SUMMARY_KEY = "ledger"
+#: Field of the ledger head that seals ``summary.json`` (:func:`seal_summary`).
+SEAL_KEY = "summary_sha256"
 
 
 def encode_line(entry: Mapping[str, Any]) -> str:
@@ -67,6 +71,28 @@ def config_fingerprint(run_config: Mapping[str, Any]) -> str:
 def chain(entry: Mapping[str, Any], prev_sha256: str, config_sha256: str) -> dict[str, Any]:
     """``entry`` with the ledger keys set (a new dict; ``entry`` is not changed)."""
     return {**entry, PREV_KEY: prev_sha256, CONFIG_KEY: config_sha256}
+
+
+def summary_sha256(summary: Mapping[str, Any]) -> str:
+    """SHA-256 of a summary as sorted JSON, leaving out the seal itself."""
+    head = summary.get(SUMMARY_KEY)
+    unsealed = dict(summary)
+    if isinstance(head, Mapping):
+        unsealed[SUMMARY_KEY] = {k: v for k, v in head.items() if k != SEAL_KEY}
+    text = json.dumps(json_safe(unsealed), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` with its own SHA-256 in the ledger head (``ledger.summary_sha256``).
+
+    The summary must already hold the ledger head (``RoundLog.finish`` writes it).
+    Values go through :func:`json_safe` first, so the hash is of what JSON keeps.
+    """
+    safe = json.loads(json.dumps(json_safe(dict(summary))))
+    head = dict(safe.get(SUMMARY_KEY) or {})
+    head[SEAL_KEY] = summary_sha256(safe)
+    return {**safe, SUMMARY_KEY: head}
 
 
 @dataclass(frozen=True)
@@ -119,7 +145,10 @@ def verify_ledger(out_dir: Path) -> LedgerReport:
     - a ``config_sha256`` that differs from the first line's (the settings changed
       mid-run, e.g. a ``resume-force``);
     - a ``summary.json`` whose ledger head is not the last line: the last line was
-      tampered with, or rounds are missing at the end.
+      tampered with, or rounds are missing at the end;
+    - a sealed ``summary.json`` (:func:`seal_summary`) whose content no longer matches
+      its seal: the summary was edited. A summary without a seal (written by the
+      drop-in wrapper, or before seals) is checked for its head only.
 
     A run that ``fairfl compare --compress-runs`` gzipped is read from
     ``rounds.jsonl.gz`` (the same bytes).
@@ -219,5 +248,12 @@ def verify_ledger(out_dir: Path) -> LedgerReport:
                     previous_round,
                     f"round {previous_round} was tampered with: the last line's SHA-256 "
                     f"is not the head {summary_path.name} recorded",
+                )
+            if SEAL_KEY in head and head[SEAL_KEY] != summary_sha256(summary):
+                return _fail(
+                    len(complete),
+                    None,
+                    f"{summary_path.name} was edited after the run wrote it: its content "
+                    f"does not match the {SUMMARY_KEY}.{SEAL_KEY} it was sealed with",
                 )
     return LedgerReport(ok=True, rounds=len(complete))
