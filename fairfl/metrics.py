@@ -170,6 +170,29 @@ def gini_coefficient(values: ArrayLike) -> float:
     return mean_pairwise_gap(x) * (x.size - 1) / (2.0 * x.size * float(x.mean()))
 
 
+#: The keys of :func:`fairness_metrics`, in its order: every round's record has all of them.
+FAIRNESS_METRICS: tuple[str, ...] = (
+    "acc-mean",
+    "acc-weighted-mean",
+    "acc-std",
+    "acc-variance",
+    "acc-worst",
+    "acc-worst-10",
+    "acc-worst-20",
+    "acc-best-10",
+    "jain-index",
+    "loss-mean",
+    "loss-gap",
+    "num-clients",
+    "acc-best",
+    "acc-bottom-decile",
+    "acc-top-decile",
+    "entropy",
+    "cosine-uniform",
+    "gini-index",
+)
+
+
 def fairness_metrics(
     accuracies: Sequence[float],
     num_examples: Sequence[int],
@@ -201,18 +224,23 @@ def fairness_metrics(
         inputs; the last three are unitless (no ``acc-`` prefix, so :func:`in_percent`
         leaves them as they are).
 
+        A round in which no client evaluated (every reply lost or dropped, or no
+        evaluation that round) has the same keys: ``num-clients`` 0 and every statistic
+        NaN (``null`` in the results files), so each round's record has one shape.
+
     Raises
     ------
     ValueError
-        If the sequences are empty or of different lengths.
+        If the sequences are of different lengths.
     """
-    if not accuracies:
-        raise ValueError("accuracies must not be empty")
     if not len(accuracies) == len(num_examples) == len(losses):
         raise ValueError(
             "accuracies, num_examples and losses must have one entry per client, got "
             f"{len(accuracies)}, {len(num_examples)} and {len(losses)}"
         )
+    if not accuracies:
+        # No statistic of zero clients exists; the count does.
+        return {name: 0.0 if name == "num-clients" else math.nan for name in FAIRNESS_METRICS}
     acc: NDArray[np.float64] = np.asarray(accuracies, dtype=np.float64)
     counts = np.asarray(num_examples, dtype=np.float64)
     bottom_decile, top_decile = decile_values(acc)

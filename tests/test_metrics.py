@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairfl.metrics import (
+    FAIRNESS_METRICS,
     best_fraction_mean,
     fairness_metrics,
     in_percent,
@@ -101,10 +102,22 @@ def test_jain_index_of_tiny_values():
 
 
 def test_fairness_metrics_rejects_bad_input():
-    with pytest.raises(ValueError, match="must not be empty"):
-        fairness_metrics([], [], [])
     with pytest.raises(ValueError, match="one entry per client"):
         fairness_metrics([0.5], [1, 2], [0.1])
+    with pytest.raises(ValueError, match="one entry per client"):
+        fairness_metrics([], [1], [])
+
+
+def test_a_round_without_clients_has_every_key_zero_clients_and_nan_statistics():
+    # Issue 41: no client evaluated, yet the record has the shape of every other round.
+    empty = fairness_metrics([], [], [])
+    two = fairness_metrics([0.5, 1.0], [1, 3], [0.2, 0.4])
+    assert list(empty) == list(two) == list(FAIRNESS_METRICS)
+    assert empty["num-clients"] == 0.0 and two["num-clients"] == 2.0
+    assert all(math.isnan(v) for k, v in empty.items() if k != "num-clients")
+    # (0.5·1 + 1.0·3) / 4 = 0.875; the pair's loss gap |0.2 − 0.4| = 0.2.
+    assert two["acc-weighted-mean"] == pytest.approx(0.875)
+    assert two["loss-gap"] == pytest.approx(0.2)
 
 
 @given(st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=40))

@@ -164,13 +164,12 @@ class RoundLog:
                 }
                 for r in evaluations
             ],
+            # Every round has every key: none evaluated -> num-clients 0, NaN statistics.
             "metrics": fairness_metrics(
                 [r.eval_acc for r in evaluations],
                 [r.num_examples for r in evaluations],
                 [r.eval_loss for r in evaluations],
-            )
-            if evaluations
-            else {},
+            ),
             "sampled": self.strategy.sampled.get(server_round, {}),
             "evaluate_dropped": _drops(
                 self.strategy.evaluation_drops.get(server_round, {}),
@@ -221,7 +220,7 @@ class RoundLog:
                 ),
             )
         metrics = entry["metrics"]
-        if metrics:
+        if metrics["num-clients"]:
             logger.info(
                 "round %d: accuracy (%%) mean %.2f | worst-10%% %.2f | std %.2f | %d of %s "
                 "clients answered",

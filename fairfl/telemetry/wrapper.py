@@ -151,9 +151,7 @@ class RoundRecorder:
                 [c["eval_acc"] for c in clients],
                 [c["num_examples"] or 1 for c in clients],
                 [math.nan if c["eval_loss"] is None else c["eval_loss"] for c in clients],
-            )
-            if clients
-            else {},
+            ),
             "sampled": dict(self.sampled),
             "evaluate_dropped": dict(self.evaluate_dropped),
         }

@@ -78,7 +78,7 @@ def test_invalid_run_config_names_the_key_and_choices(tmp_path):
 def test_evaluate_every_skips_rounds_but_always_evaluates_the_last(tmp_path):
     run_inprocess({**SMALL, "num-server-rounds": 5, "evaluate-every": 2, "out-dir": str(tmp_path)})
     lines = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
-    evaluated = [line["round"] for line in lines if line["metrics"]]
+    evaluated = [line["round"] for line in lines if line["metrics"]["num-clients"]]
     assert evaluated == [2, 4, 5]
     assert [line["sampled"]["evaluate"] for line in lines] == [0, 5, 0, 5, 5]
     assert all(line["train"]["accepted"] == 5 for line in lines)
