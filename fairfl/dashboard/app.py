@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 import dash
@@ -53,7 +53,7 @@ from plotly.offline import get_plotlyjs_version
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from fairfl.dashboard import figures
+from fairfl.dashboard import answers, figures
 from fairfl.dashboard.follow import COMPLETED, FAILED, RUNNING, WAITING, Registry, RunFollower
 
 #: Name of the cookie that carries proof of the token after ``?token=``.
@@ -71,6 +71,8 @@ CARTESIAN_BUNDLE = ASSETS / "plotly-cartesian.min.js"
 logger = logging.getLogger(__name__)
 
 _SECTION = {"marginTop": "28px", "marginBottom": "6px", "fontSize": "18px"}
+_HEADLINE = {"display": "flex", "gap": "14px", "flexWrap": "wrap", "margin": "8px 0"}
+_CARD = {"border": "1px solid #d0d7de", "borderRadius": "6px", "padding": "6px 12px"}
 _NOTE = {"color": "#9a3412", "fontFamily": "monospace", "fontSize": "12px"}
 
 
@@ -307,6 +309,7 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
                 ],
                 style={"display": "flex", "alignItems": "center", "gap": "8px", **_SECTION},
             ),
+            html.Div(id="headline", style=_HEADLINE),
             dcc.Tabs(
                 id="view",
                 value=VIEWS[0],
@@ -318,11 +321,6 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
                         style=tab,
                         selected_style=tab,
                         children=[
-                            html.H3(
-                                "Fairness per round (client accuracy in %; Jain's index 0-1)",
-                                style=_SECTION,
-                            ),
-                            dcc.Graph(id="metrics", **graph),
                             html.H3("Per-client accuracy (%) over rounds", style=_SECTION),
                             dcc.RadioItems(
                                 id="sort",
@@ -330,7 +328,7 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
                                     {"label": f"sort by {t}", "value": v}
                                     for v, t in figures.SORTS.items()
                                 ],
-                                value="client",
+                                value="final",
                                 inline=True,
                                 inputStyle={"marginLeft": "12px", "marginRight": "4px"},
                             ),
@@ -347,6 +345,35 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
                                 ],
                                 style={"display": "flex", "flexWrap": "wrap"},
                             ),
+                            html.H3(
+                                "Who gains, who loses: this run against another", style=_SECTION
+                            ),
+                            dcc.Dropdown(
+                                id="compare-with",
+                                placeholder="compare each client with another run...",
+                                style={"width": "420px"},
+                            ),
+                            html.Div(
+                                [
+                                    html.Div(
+                                        dcc.Graph(id="comparison", **graph),
+                                        style={"flex": "3 1 500px"},
+                                    ),
+                                    html.Div(id="gainers", style={"flex": "2 1 300px"}),
+                                ],
+                                style={"display": "flex", "flexWrap": "wrap"},
+                            ),
+                            html.H3(
+                                "Fairness per round (client accuracy in %; Jain's index 0-1)",
+                                style=_SECTION,
+                            ),
+                            dcc.Checklist(
+                                id="seeds",
+                                options=[{"label": " show each seed's own line", "value": "seeds"}],
+                                value=[],
+                            ),
+                            dcc.Graph(id="metrics", **graph),
+                            html.Div(id="runs-table"),
                         ],
                     ),
                     dcc.Tab(
@@ -408,6 +435,127 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
     )
 
 
+def _points(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %"
+
+
+def _change(fraction: float, first_round: int) -> html.Span:
+    colour = "#1a7f37" if fraction > 0 else "#cf222e" if fraction < 0 else "#57606a"
+    return html.Span(
+        f" {fraction * 100:+.1f} points since round {first_round}",
+        style={"color": colour, "fontSize": "13px"},
+    )
+
+
+def _headline(head: answers.Headline | None) -> list[Any]:
+    """The numbers at the top: worst client, worst 10 %, mean, each with its change."""
+    if head is None:
+        return [html.Span("no client evaluated yet", style={"fontSize": "14px"})]
+    cards = [
+        (
+            "worst client",
+            f"client {head.worst_client}: {_points(head.worst_accuracy)}",
+            head.change_worst,
+        ),
+        ("worst 10 %", _points(head.worst_10), head.change_worst_10),
+        ("mean", _points(head.mean), head.change_mean),
+    ]
+    return [
+        html.Div(
+            [
+                html.Div(title, style={"fontSize": "12px", "color": "#57606a"}),
+                html.Div(
+                    [html.B(value, style={"fontSize": "20px"}), _change(change, head.first_round)]
+                ),
+            ],
+            className="headline-card",
+            style=_CARD,
+        )
+        for title, value, change in cards
+    ] + [
+        html.Div(
+            f"{head.run}: round {head.round}, {head.clients} clients evaluated",
+            style={"fontSize": "12px", "alignSelf": "end", "color": "#57606a"},
+        )
+    ]
+
+
+def _runs_table(runs: dict[str, RunFollower]) -> html.Div:
+    """Every run's headline, worst 10 % first (shown when there is more than one run)."""
+    heads = [h for h in map(answers.headline, runs.values()) if h is not None]
+    if len(heads) < 2:
+        return html.Div()
+    heads.sort(key=lambda h: (h.worst_10, h.run))
+    columns = ("run", "round", "worst client", "worst 10 %", "mean", "Δ worst 10 %", "Δ mean")
+    rows = [
+        (
+            h.run,
+            h.round,
+            f"{h.worst_client}: {_points(h.worst_accuracy)}",
+            _points(h.worst_10),
+            _points(h.mean),
+            f"{h.change_worst_10 * 100:+.1f}",
+            f"{h.change_mean * 100:+.1f}",
+        )
+        for h in heads
+    ]
+    return html.Div(
+        [
+            html.H3(
+                "Every run at a glance (worst 10 % first; Δ in points since the first "
+                "evaluated round)",
+                style=_SECTION,
+            ),
+            html.Table(
+                [html.Tr([html.Th(c) for c in columns])]
+                + [html.Tr([html.Td(str(c)) for c in row]) for row in rows],
+                id="runs-glance",
+                style={"fontSize": "12px", "fontFamily": "monospace"},
+            ),
+        ]
+    )
+
+
+def _comparison(
+    run: RunFollower, runs: dict[str, RunFollower], other: str | None
+) -> tuple[Any, ...]:
+    """The per-client comparison with ``other``, its gainers and losers, the run choices."""
+    options = [{"label": name, "value": name} for name in runs if name != run.label]
+    if other is None:
+        message = "choose a run above" if options else "only one run: nothing to compare"
+        return (figures.empty_figure(message, height=120), html.Div(), options)
+    comparison = answers.compare_clients(run, runs[other])
+    gainers, losers = answers.gainers_and_losers(comparison)
+
+    def listing(title: str, items: list[tuple[int, float]], colour: str) -> html.Div:
+        return html.Div(
+            [
+                html.H4(title, style={"margin": "6px 0"}),
+                html.Ul(
+                    [html.Li(f"client {c}: {g * 100:+.1f} points") for c, g in items]
+                    or [html.Li("none")],
+                    style={"color": colour, "fontSize": "13px"},
+                ),
+            ]
+        )
+
+    summary = (
+        f"{len(comparison.clients)} clients: {int((comparison.gain > 0).sum())} gain, "
+        f"{int((comparison.gain < 0).sum())} lose under B = {other} against A = {run.label}"
+    )
+    return (
+        figures.comparison_figure(comparison),
+        html.Div(
+            [
+                html.Div(summary, id="comparison-summary", style={"fontSize": "13px"}),
+                listing("Gain most under B", gainers, "#1a7f37"),
+                listing("Lose most under B", losers, "#cf222e"),
+            ]
+        ),
+        options,
+    )
+
+
 def _drops_table(run: RunFollower) -> html.Div:
     rows = figures.drop_rows(run)
     if not rows:
@@ -441,9 +589,14 @@ _POLL_OUTPUTS = (
 #: what it depends on (its key, see :func:`_part_keys`) changed since it was last sent.
 _PARTS: dict[str, tuple[str | None, tuple[tuple[str, str], ...]]] = {
     "count": (None, (("round-count", "children"),)),
-    "metrics": ("fairness", (("metrics", "figure"),)),
+    "headline": (None, (("headline", "children"),)),
+    "metrics": ("fairness", (("metrics", "figure"), ("runs-table", "children"))),
     "heatmap": ("fairness", (("client-heatmap", "figure"),)),
     "distribution": ("fairness", (("distribution", "figure"),)),
+    "comparison": (
+        "fairness",
+        (("comparison", "figure"), ("gainers", "children"), ("compare-with", "options")),
+    ),
     "rule": (
         "rule",
         (
@@ -460,13 +613,21 @@ _PARTS: dict[str, tuple[str | None, tuple[tuple[str, str], ...]]] = {
 
 
 def _part_keys(
-    version: int, name: str | None, run: RunFollower | None, sort: str, key: str | None
+    version: int,
+    name: str | None,
+    run: RunFollower | None,
+    sort: str,
+    key: str | None,
+    other: str | None,
+    seeds: bool,
 ) -> dict[str, list[Any]]:
     """What each part of :data:`_PARTS` depends on; a part whose key is unchanged is kept."""
     of_run = [name, run.version if run is not None else None]
     return {
         "count": of_run,
-        "metrics": [version],
+        "headline": of_run,
+        "metrics": [version, seeds],
+        "comparison": [version, name, other],
         "heatmap": [*of_run, sort],
         "distribution": of_run,
         "rule": of_run,
@@ -512,6 +673,8 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
         Input("view", "value"),
         Input("sort", "value"),
         Input("per-client-key", "value"),
+        Input("compare-with", "value"),
+        Input("seeds", "value"),
         State("shown", "data"),
         State("url", "search"),
         prevent_initial_call="initial_duplicate",  # draw at once; poll also sets the run
@@ -522,6 +685,8 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
         view: str,
         sort: str,
         key: str | None,
+        other: str | None,
+        seeds: list[str] | None,
         shown: dict[str, list[Any]] | None,
         search: str | None,
     ) -> tuple[Any, ...]:
@@ -535,13 +700,15 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
         if run is not None:
             _, names = figures.diagnostic_names(run)
             key = key if key in names else (names[0] if names else None)
-        keys = _part_keys(version, selected, run, sort, key)
+        other = other if other in runs and other != selected else None
+        each_seed = "seeds" in (seeds or [])
+        keys = _part_keys(version, selected, run, sort, key, other, each_seed)
         shown = dict(shown or {})
         values: list[Any] = []
         for part, (part_view, outputs) in _PARTS.items():
             built = None
             if part_view in (None, view) and shown.get(part) != keys[part]:
-                built = _build(part, registry, runs, run, sort, key)
+                built = _build(part, registry, runs, run, _Choices(sort, key, other, each_seed))
             if built is None:
                 values.extend([dash.no_update] * len(outputs))
             else:
@@ -552,23 +719,35 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
         return (*values, shown, picked)
 
 
+class _Choices(NamedTuple):
+    """What the user chose on the page besides the run and the view."""
+
+    sort: str
+    key: str | None
+    other: str | None
+    seeds: bool
+
+
 def _build(
     part: str,
     registry: Registry,
     runs: dict[str, RunFollower],
     run: RunFollower | None,
-    sort: str,
-    key: str | None,
+    choices: _Choices,
 ) -> tuple[Any, ...] | None:
     """The outputs of one part of :data:`_PARTS`; None when it needs a run and has none."""
     if part == "metrics":
-        return (figures.metrics_figure(runs),)
+        return (figures.metrics_figure(runs, seeds=choices.seeds), _runs_table(runs))
     if run is None:
         return None
     if part == "count":
         return (f"rounds received: {len(run.rounds)} · status: {run.status}",)
+    if part == "headline":
+        return (_headline(answers.headline(run)),)
+    if part == "comparison":
+        return _comparison(run, runs, choices.other)
     if part == "heatmap":
-        return (figures.client_heatmap(run, sort),)  # type: ignore[arg-type]
+        return (figures.client_heatmap(run, choices.sort),)  # type: ignore[arg-type]
     if part == "distribution":
         return (figures.distribution_figure(run),)
     if part == "rule":
@@ -577,10 +756,10 @@ def _build(
             figures.weights_heatmap(run),
             figures.diagnostics_figure(run),
             [{"label": figures.DIAGNOSTIC_TITLES.get(k, k), "value": k} for k in names],
-            key,
+            choices.key,
         )
     if part == "per-client":
-        return (figures.per_client_figure(run, key),)
+        return (figures.per_client_figure(run, choices.key),)
     if part == "participation":
         return (figures.participation_figure(run), _drops_table(run))
     if part == "facts":

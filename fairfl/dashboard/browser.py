@@ -4,18 +4,23 @@ Uses the system's Chromium and chromedriver (Debian's ``chromium`` and
 ``chromium-driver``; ``scripts/test.sh`` installs them as root) and never downloads a
 browser or driver (``SE_OFFLINE``). Selenium is in the ``dev`` extra.
 
-Screenshots of a dashboard (what ``docs/figures/dashboard.png`` and
-``docs/figures/dashboard-rule.png`` were made with)::
+Screenshots of a dashboard (what the ``docs/figures/dashboard*.png`` files were made
+with)::
 
     python -m fairfl.dashboard.browser docs/results/digits-table6 --run "rcfl seed 0" \\
         --out docs/figures/dashboard.png
     python -m fairfl.dashboard.browser docs/results/digits-table6 --run "rcfl seed 0" \\
         --view rule --out docs/figures/dashboard-rule.png
+    python -m fairfl.dashboard.browser docs/results/digits-table6 --run "fedavg seed 0" \\
+        --first-screen --out docs/figures/dashboard-glance.png
+    python -m fairfl.dashboard.browser docs/results/digits-table6 --run "fedavg seed 0" \\
+        --compare-with "qffl seed 0" --out docs/figures/dashboard-compare.png
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -133,6 +138,32 @@ def open_view(driver: Any, view: str, timeout: float = 60) -> None:
     wait_until(driver, VIEW_DRAWN_JS, timeout)
 
 
+#: True once the per-client comparison has drawn its scatter of clients.
+COMPARED_JS = """
+const gd = document.querySelector('#comparison .js-plotly-plot');
+return !!gd && !!gd._fullData && gd._fullData.length === 2
+  && !!document.getElementById('comparison-summary');
+"""
+
+
+def choose(driver: Any, dropdown_id: str, value: str, timeout: float = 60) -> None:
+    """Pick ``value`` in the Dash dropdown ``dropdown_id``: open it, type, click the option.
+
+    Raises
+    ------
+    TimeoutError
+        If the option does not show within ``timeout`` seconds.
+    """
+    driver.find_element("css selector", f"#{dropdown_id}").click()
+    driver.switch_to.active_element.send_keys(value)
+    pick = (
+        "const option = Array.from(document.querySelectorAll('.dash-dropdown-content label input'))"
+        f".find(i => i.value === {json.dumps(value)});"
+        "if (!option) return false; option.closest('label').click(); return true;"
+    )
+    wait_until(driver, pick, timeout)
+
+
 def screenshot(
     folders: list[Path],
     out: Path,
@@ -141,11 +172,15 @@ def screenshot(
     width: int,
     height: int,
     view: str = "fairness",
+    compare_with: str | None = None,
+    full_page: bool = True,
 ) -> Path:
     """Serve ``folders`` on a free loopback port, open the page's ``view``, save a PNG.
 
-    The whole page is shot (the window grows to its height). The PNG is reduced to a
-    256-colour palette (Pillow), as the report's plots are.
+    With ``compare_with``, that run is chosen in the per-client comparison and the page
+    is scrolled to it. The whole page is shot (the window grows to its height), or only
+    the first ``width`` x ``height`` screen when not ``full_page``. The PNG is reduced to
+    a 256-colour palette (Pillow), as the report's plots are.
     """
     from PIL import Image
 
@@ -158,7 +193,12 @@ def screenshot(
             wait_until(driver, RENDERED_JS, timeout=60)
             if view != "fairness":
                 open_view(driver, view)
-            for _ in range(3):  # grow the window until the page fits (graphs may reflow)
+            if compare_with is not None:
+                choose(driver, "compare-with", compare_with)
+                wait_until(driver, COMPARED_JS, timeout=60)
+            for _ in range(
+                3 if full_page else 0
+            ):  # grow the window until the page fits (graphs may reflow)
                 full, inner, outer = driver.execute_script(
                     "return [document.body.scrollHeight, innerHeight, outerHeight]"
                 )
@@ -189,11 +229,24 @@ def main(argv: list[str] | None = None) -> int:
         choices=["fairness", "rule", "participation", "facts"],
         help="the tab to shoot (default: the first, fairness and clients)",
     )
+    parser.add_argument("--compare-with", help="a second run for the per-client comparison")
+    parser.add_argument(
+        "--first-screen",
+        action="store_true",
+        help="shoot only the first WIDTH x HEIGHT screen (what a user sees without scrolling)",
+    )
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1000)
     args = parser.parse_args(argv)
     path = screenshot(
-        args.folders, args.out, run=args.run, width=args.width, height=args.height, view=args.view
+        args.folders,
+        args.out,
+        run=args.run,
+        width=args.width,
+        height=args.height,
+        view=args.view,
+        compare_with=args.compare_with,
+        full_page=not args.first_screen,
     )
     print(path)
     return 0

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from fairfl.dashboard.answers import ClientComparison
 from fairfl.dashboard.follow import CURVE_METRICS, RoundData, RunFollower
 from fairfl.metrics import PERCENT, in_percent
 
@@ -70,7 +71,8 @@ SORTS: dict[str, str] = {
 _PALETTE = qualitative.Plotly + qualitative.Dark24
 
 
-def _empty(message: str, height: int = 260) -> go.Figure:
+def empty_figure(message: str, height: int = 260) -> go.Figure:
+    """A blank figure that says ``message`` (nothing to draw yet)."""
     figure = go.Figure()
     figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     figure.update_layout(
@@ -99,14 +101,66 @@ def variant_of(label: str) -> str:
     return head if sep and seed.isdigit() else label
 
 
-def metrics_figure(runs: Mapping[str, RunFollower]) -> go.Figure:
-    """Mean, worst-10 %, worst-20 %, std (percent) and Jain's index per round, runs overlaid.
+def round_axis(rounds: Sequence[int] | NDArray[np.int64]) -> dict[str, Any]:
+    """An x axis of rounds with integer ticks only (a tick per round up to 10 rounds).
 
-    One colour per rule variant, one line per run (seeds of a variant share a colour).
+    Plotly's automatic ticks put 0.5-round steps on a short run.
     """
-    shown = {name: run for name, run in runs.items() if run.rounds}
+    axis: dict[str, Any] = {"title": {"text": "round"}, "tickformat": "d"}
+    if len(rounds) <= INTEGER_TICKS:
+        axis.update(tickmode="linear", tick0=1, dtick=1)
+    return axis
+
+
+#: Up to this many rounds (or clients on a count axis) an axis gets a tick for each.
+INTEGER_TICKS = 10
+
+
+def count_axis(title: str, largest: float) -> dict[str, Any]:
+    """A y axis of counts (clients) from zero, integer ticks only."""
+    axis: dict[str, Any] = {"title": {"text": title}, "rangemode": "tozero", "tickformat": "d"}
+    if not math.isfinite(largest) or largest <= INTEGER_TICKS:
+        axis.update(tickmode="linear", tick0=0, dtick=1)
+    return axis
+
+
+def _curves(run: RunFollower) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+    evaluated = [r for r in run.rounds if r.metrics]
+    rounds = np.array([r.round for r in evaluated], dtype=np.int64)
+    return rounds, [in_percent(r.metrics) for r in evaluated]
+
+
+def seed_mean(
+    series: Sequence[tuple[NDArray[np.int64], NDArray[np.float64]]],
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Mean, minimum and maximum over seeds of one metric, per round.
+
+    Each seed contributes ``(rounds, values)``; a round is shown when every seed
+    evaluated it, so the mean never mixes a different set of seeds from round to round.
+
+    Returns
+    -------
+    rounds, mean, low, high : NDArray
+        The rounds all seeds share, and the mean, minimum and maximum there (NaN where a
+        seed's value is NaN: that seed's round is not known).
+    """
+    common = series[0][0]
+    for rounds, _ in series[1:]:
+        common = np.intersect1d(common, rounds)
+    stacked = np.array([values[np.searchsorted(rounds, common)] for rounds, values in series])
+    return common, stacked.mean(axis=0), stacked.min(axis=0), stacked.max(axis=0)
+
+
+def metrics_figure(runs: Mapping[str, RunFollower], seeds: bool = False) -> go.Figure:
+    """Mean, worst-10 %, worst-20 %, std (percent) and Jain's index per round.
+
+    One colour per rule variant. A variant with one run is one line; a variant with
+    several seeds (``"afl seed 1"``, ``"afl seed 2"``) is its mean over the seeds with a
+    band from their minimum to their maximum, and each seed's own line when ``seeds``.
+    """
+    shown = {name: run for name, run in runs.items() if any(r.metrics for r in run.rounds)}
     if not shown:
-        return _empty("no round evaluated yet", height=300)
+        return empty_figure("no round evaluated yet", height=300)
     figure = make_subplots(
         rows=len(CURVE_METRICS),
         cols=1,
@@ -114,29 +168,50 @@ def metrics_figure(runs: Mapping[str, RunFollower]) -> go.Figure:
         vertical_spacing=0.03,
         subplot_titles=[CURVE_TITLES[m] for m in CURVE_METRICS],
     )
-    colours: dict[str, str] = {}
+    variants: dict[str, dict[str, RunFollower]] = {}
     for name, run in shown.items():
-        variant = variant_of(name)
-        colour = colours.setdefault(variant, _PALETTE[len(colours) % len(_PALETTE)])
-        evaluated = [r for r in run.rounds if r.metrics]
-        x = np.array([r.round for r in evaluated], dtype=np.int64)
-        shown_metrics = [in_percent(r.metrics) for r in evaluated]
+        variants.setdefault(variant_of(name), {})[name] = run
+    all_rounds: set[int] = set()
+    for index, (variant, members) in enumerate(variants.items()):
+        colour = _PALETTE[index % len(_PALETTE)]
+        curves = {name: _curves(run) for name, run in members.items()}
+        for x, _ in curves.values():
+            all_rounds.update(x.tolist())
+        averaged = len(members) > 1
         for row, metric in enumerate(CURVE_METRICS, start=1):
-            figure.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=np.array([m.get(metric, math.nan) for m in shown_metrics], dtype=np.float64),
-                    name=name,
-                    legendgroup=variant,
-                    showlegend=row == 1,
-                    mode="lines",
-                    line={"color": colour, "width": 1.5},
-                    hovertemplate=f"{name}<br>round %{{x}}<br>%{{y:.2f}}<extra></extra>",
-                ),
-                row=row,
-                col=1,
-            )
-    figure.update_xaxes(title_text="round", row=len(CURVE_METRICS), col=1)
+            values = {
+                name: (x, np.array([m.get(metric, math.nan) for m in ms], dtype=np.float64))
+                for name, (x, ms) in curves.items()
+            }
+            if averaged:
+                x, mean, low, high = seed_mean(list(values.values()))
+                _add_band(figure, variant, colour, x, low, high, row)
+                _add_line(
+                    figure,
+                    f"{variant} (mean of {len(members)} seeds)",
+                    variant,
+                    colour,
+                    x,
+                    mean,
+                    row,
+                    width=2.0,
+                    legend=row == 1,
+                )
+            if seeds or not averaged:
+                for name, (x, y) in values.items():
+                    _add_line(
+                        figure,
+                        name,
+                        variant,
+                        colour,
+                        x,
+                        y,
+                        row,
+                        width=1.0 if averaged else 1.5,
+                        legend=row == 1 and not averaged,
+                        dash="dot" if averaged else None,
+                    )
+    figure.update_xaxes(**round_axis(sorted(all_rounds)), row=len(CURVE_METRICS), col=1)
     figure.update_layout(
         height=170 * len(CURVE_METRICS) + 60,
         margin={"l": 50, "r": 10, "t": 30, "b": 40},
@@ -144,6 +219,62 @@ def metrics_figure(runs: Mapping[str, RunFollower]) -> go.Figure:
         uirevision="metrics",
     )
     return figure
+
+
+def _add_line(
+    figure: go.Figure,
+    name: str,
+    variant: str,
+    colour: str,
+    x: NDArray[np.int64],
+    y: NDArray[np.float64],
+    row: int,
+    *,
+    width: float,
+    legend: bool,
+    dash: str | None = None,
+) -> None:
+    figure.add_trace(
+        go.Scatter(
+            x=x,
+            y=y,
+            name=name,
+            legendgroup=variant,
+            showlegend=legend,
+            mode="lines",
+            line={"color": colour, "width": width, "dash": dash},
+            hovertemplate=f"{name}<br>round %{{x}}<br>%{{y:.2f}}<extra></extra>",
+        ),
+        row=row,
+        col=1,
+    )
+
+
+def translucent(colour: str, alpha: float = 0.18) -> str:
+    """``#rrggbb`` as ``rgba(r, g, b, alpha)`` (a band must not hide the lines under it)."""
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+def _add_band(
+    figure: go.Figure,
+    variant: str,
+    colour: str,
+    x: NDArray[np.int64],
+    low: NDArray[np.float64],
+    high: NDArray[np.float64],
+    row: int,
+) -> None:
+    """A filled band between the seeds' minimum and maximum (no legend entry, no hover)."""
+    band = {"legendgroup": variant, "showlegend": False, "hoverinfo": "skip", "mode": "lines"}
+    figure.add_trace(go.Scatter(x=x, y=high, line={"width": 0}, **band), row=row, col=1)
+    figure.add_trace(
+        go.Scatter(
+            x=x, y=low, line={"width": 0}, fill="tonexty", fillcolor=translucent(colour), **band
+        ),
+        row=row,
+        col=1,
+    )
 
 
 def client_matrix(
@@ -216,11 +347,11 @@ def _client_axis(rows: int) -> dict[str, Any]:
     return axis
 
 
-def client_heatmap(run: RunFollower, sort: Sort = "client") -> go.Figure:
+def client_heatmap(run: RunFollower, sort: Sort = "final") -> go.Figure:
     """Per-client accuracy (%) over rounds: one row per client, one column per round."""
     round_numbers, clients, matrix, sizes = client_matrix(run.rounds)
     if not clients.size:
-        return _empty(f"{run.label}: no client evaluated yet")
+        return empty_figure(f"{run.label}: no client evaluated yet")
     order = client_order(matrix, sizes, sort)
     labels = [
         f"client {clients[i]} (n={'?' if np.isnan(sizes[i]) else int(sizes[i])})" for i in order
@@ -241,7 +372,7 @@ def client_heatmap(run: RunFollower, sort: Sort = "client") -> go.Figure:
         uirevision=run.label,  # keeps zoom and pan across live updates
         height=_height(clients.size),
         margin={"l": 10, "r": 10, "t": 10, "b": 40},
-        xaxis={"title": {"text": "round"}},
+        xaxis=round_axis(round_numbers),
         yaxis=_client_axis(clients.size),
     )
     return figure
@@ -251,7 +382,7 @@ def distribution_figure(run: RunFollower) -> go.Figure:
     """Histogram of the client accuracies (%) of the run's latest evaluated round."""
     evaluated = [r for r in run.rounds if r.clients.size]
     if not evaluated:
-        return _empty(f"{run.label}: no client evaluated yet")
+        return empty_figure(f"{run.label}: no client evaluated yet")
     latest = evaluated[-1]
     figure = go.Figure(
         go.Histogram(
@@ -270,7 +401,7 @@ def distribution_figure(run: RunFollower) -> go.Figure:
             "font": {"size": 13},
         },
         xaxis={"title": {"text": "client accuracy (%)"}, "range": [0, 100]},
-        yaxis={"title": {"text": "clients"}},
+        yaxis=count_axis("clients", latest.clients.size),
         bargap=0.05,
     )
     return figure
@@ -294,7 +425,7 @@ def weights_heatmap(run: RunFollower) -> go.Figure:
     """The rule's aggregation weights λ_i per client and round (``train.weights``)."""
     round_numbers, clients, matrix = _per_client_matrix(run.rounds, [r.weights for r in run.rounds])
     if not clients.size:
-        return _empty(f"{run.label}: no aggregation weights recorded yet")
+        return empty_figure(f"{run.label}: no aggregation weights recorded yet")
     figure = go.Figure(
         go.Heatmap(
             z=matrix,
@@ -309,7 +440,7 @@ def weights_heatmap(run: RunFollower) -> go.Figure:
         uirevision=run.label,  # keeps zoom and pan across live updates
         height=_height(clients.size),
         margin={"l": 10, "r": 10, "t": 10, "b": 40},
-        xaxis={"title": {"text": "round"}},
+        xaxis=round_axis(round_numbers),
         yaxis=_client_axis(clients.size),
     )
     return figure
@@ -346,7 +477,7 @@ def diagnostics_figure(run: RunFollower) -> go.Figure:
     """
     scalars, _ = diagnostic_names(run)
     if not scalars:
-        return _empty(f"{run.label}: this rule recorded no diagnostics yet")
+        return empty_figure(f"{run.label}: this rule recorded no diagnostics yet")
     columns = 1 if len(scalars) == 1 else 2
     rows = math.ceil(len(scalars) / columns)
     figure = make_subplots(
@@ -388,7 +519,7 @@ def per_client_figure(run: RunFollower, key: str | None) -> go.Figure:
     """A per-client diagnostic (RC-FL's q_i, Equitable FL's clusters) over rounds."""
     _, names = diagnostic_names(run)
     if not names:
-        return _empty(f"{run.label}: this rule records no per-client state", height=200)
+        return empty_figure(f"{run.label}: this rule records no per-client state", height=200)
     key = key if key in names else names[0]
     round_numbers, clients, matrix = _per_client_matrix(
         run.rounds, [r.per_client.get(key, {}) for r in run.rounds]
@@ -408,7 +539,7 @@ def per_client_figure(run: RunFollower, key: str | None) -> go.Figure:
         height=_height(clients.size),
         margin={"l": 10, "r": 10, "t": 40, "b": 40},
         title={"text": _title(key), "font": {"size": 13}},
-        xaxis={"title": {"text": "round"}},
+        xaxis=round_axis(round_numbers),
         yaxis=_client_axis(clients.size),
     )
     return figure
@@ -417,9 +548,9 @@ def per_client_figure(run: RunFollower, key: str | None) -> go.Figure:
 def participation_figure(run: RunFollower) -> go.Figure:
     """Sampled, answered and dropped clients per round, for training and evaluation."""
     if not run.rounds:
-        return _empty(f"{run.label}: no round yet")
+        return empty_figure(f"{run.label}: no round yet")
     x = [r.round for r in run.rounds]
-    series = {
+    series: dict[str, list[float]] = {
         "train sampled": [r.sampled.get("train", math.nan) for r in run.rounds],
         "train aggregated": [math.nan if r.accepted is None else r.accepted for r in run.rounds],
         "train dropped": [len(r.train_dropped) for r in run.rounds],
@@ -446,8 +577,10 @@ def participation_figure(run: RunFollower) -> go.Figure:
         uirevision=run.label,  # keeps zoom and pan across live updates
         height=300,
         margin={"l": 50, "r": 10, "t": 10, "b": 40},
-        xaxis={"title": {"text": "round"}},
-        yaxis={"title": {"text": "clients"}, "rangemode": "tozero"},
+        xaxis=round_axis(x),
+        yaxis=count_axis(
+            "clients", max((n for v in series.values() for n in v if not math.isnan(n)), default=0)
+        ),
         barmode="group",
     )
     return figure
@@ -508,3 +641,63 @@ def run_facts(run: RunFollower, manifest: Mapping[str, Any] | None) -> dict[str,
         "Rule settings": dict(summary.get("strategy_settings") or {}),
         "Hardware / device": hardware,
     }
+
+
+def comparison_figure(comparison: ClientComparison) -> go.Figure:
+    """Each client's latest accuracy (%) under run A (x) against run B (y).
+
+    Points above the diagonal gain under B, below it lose; colour is the change in
+    points. Hover names the client.
+    """
+    if not comparison.clients.size:
+        return empty_figure(
+            f"no client evaluated by both {comparison.run_a} and {comparison.run_b}"
+        )
+    a = comparison.accuracy_a * PERCENT
+    b = comparison.accuracy_b * PERCENT
+    gain = b - a
+    reach = float(max(np.abs(gain).max(), 1.0))
+    figure = go.Figure(
+        [
+            go.Scatter(
+                x=[0, 100],
+                y=[0, 100],
+                mode="lines",
+                line={"color": "grey", "dash": "dash", "width": 1},
+                hoverinfo="skip",
+                showlegend=False,
+            ),
+            go.Scatter(
+                x=a,
+                y=b,
+                mode="markers",
+                text=[f"client {c}" for c in comparison.clients.tolist()],
+                marker={
+                    "size": 9,
+                    "color": gain,
+                    "colorscale": "RdYlGn",
+                    "cmin": -reach,
+                    "cmax": reach,
+                    "colorbar": {"title": {"text": "B - A (points)"}},
+                    "line": {"width": 0.5, "color": "black"},
+                },
+                showlegend=False,
+                hovertemplate=(
+                    "%{text}<br>A %{x:.1f} %<br>B %{y:.1f} %<br>"
+                    "change %{marker.color:+.1f} points<extra></extra>"
+                ),
+            ),
+        ]
+    )
+    figure.update_layout(
+        height=380,
+        margin={"l": 60, "r": 10, "t": 30, "b": 50},
+        title={
+            "text": f"{comparison.clients.size} clients evaluated by both",
+            "font": {"size": 13},
+        },
+        xaxis={"title": {"text": f"A: {comparison.run_a} (%)"}, "range": [-3, 103]},
+        yaxis={"title": {"text": f"B: {comparison.run_b} (%)"}, "range": [-3, 103]},
+        uirevision=f"{comparison.run_a}|{comparison.run_b}",
+    )
+    return figure

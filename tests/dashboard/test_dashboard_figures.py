@@ -53,9 +53,10 @@ def test_client_heatmap_shows_percent_with_one_row_per_client(tmp_path, line):
 def test_metrics_figure_overlays_runs_in_percent(tmp_path, line):
     one = follower_with(tmp_path, [line(1, [0.5, 1.0]), line(2, [1.0, 1.0])], "afl seed 0")
     two = follower_with(tmp_path, [line(1, [0.0, 1.0])], "afl seed 1")
-    figure = figures.metrics_figure({"afl seed 0": one, "afl seed 1": two})
-    assert len(figure.data) == 2 * 5
+    figure = figures.metrics_figure({"afl seed 0": one, "afl seed 1": two}, seeds=True)
     by_name = {(t.name, t.yaxis): t for t in figure.data}
+    # each seed's line, plus the variant's mean and its band, in each of the 5 rows
+    assert {name for name, _ in by_name} >= {"afl seed 0", "afl seed 1", "afl (mean of 2 seeds)"}
     # row 1 mean (%), row 4 std (%), row 5 Jain's index (unitless)
     assert list(by_name[("afl seed 0", "y")].y) == [75.0, 100.0]
     assert list(by_name[("afl seed 0", "y4")].y) == [25.0, 0.0]
@@ -63,6 +64,26 @@ def test_metrics_figure_overlays_runs_in_percent(tmp_path, line):
     # seeds of one variant share a colour
     assert by_name[("afl seed 0", "y")].line.color == by_name[("afl seed 1", "y")].line.color
     assert "Mean accuracy (%)" in [a.text for a in figure.layout.annotations]
+
+
+def test_seeds_of_a_variant_are_one_mean_line_with_a_band(tmp_path, line):
+    # seed 0: mean 75 % then 100 %; seed 1: 50 % then 75 %; seed 1 also has round 3
+    one = follower_with(tmp_path, [line(1, [0.5, 1.0]), line(2, [1.0, 1.0])], "afl seed 0")
+    two = follower_with(
+        tmp_path, [line(1, [0.0, 1.0]), line(2, [0.5, 1.0]), line(3, [1.0, 1.0])], "afl seed 1"
+    )
+    solo = follower_with(tmp_path, [line(1, [0.25, 0.25])], "fedavg")
+    figure = figures.metrics_figure({"afl seed 0": one, "afl seed 1": two, "fedavg": solo})
+    names = {t.name for t in figure.data if t.showlegend}
+    assert names == {"afl (mean of 2 seeds)", "fedavg"}  # no per-seed lines unless asked
+    mean = next(t for t in figure.data if t.name == "afl (mean of 2 seeds)" and t.yaxis == "y")
+    # only the rounds both seeds evaluated: (75 + 50) / 2 and (100 + 75) / 2
+    assert list(mean.x) == [1, 2] and list(mean.y) == [62.5, 87.5]
+    band = [t for t in figure.data if t.legendgroup == "afl" and t.fill == "tonexty"]
+    assert len(band) == 5 and list(band[0].y) == [50.0, 75.0]  # the lower edge: the minimum
+    # 3 rounds or fewer: one tick per round, integers only
+    axis = figure.layout.xaxis5
+    assert (axis.dtick, axis.tick0, axis.tickformat) == (1, 1, "d")
 
 
 def test_weights_and_per_client_state(tmp_path, line):

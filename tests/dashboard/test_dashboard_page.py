@@ -17,7 +17,15 @@ from fairfl.dashboard import app as page
 from fairfl.dashboard import create_app
 
 #: What each view sends the first time it is drawn (besides the round count).
-FAIRNESS = {"metrics", "client-heatmap", "distribution"}
+FAIRNESS = {
+    "metrics",
+    "runs-table",
+    "client-heatmap",
+    "distribution",
+    "comparison",
+    "gainers",
+    "compare-with",
+}
 RULE = {"weights", "diagnostics", "per-client-key", "per-client"}
 OTHERS = {"participation", "drops", "facts"}
 
@@ -124,7 +132,7 @@ def test_a_page_load_builds_the_first_view_only(folder):
     visit = start(folder)
     assert visit.values["run"] == "a"  # the first run with rounds
     sent = visit.draw()
-    assert sent == FAIRNESS | {"round-count", "shown"}
+    assert sent == FAIRNESS | {"round-count", "headline", "shown"}
     assert not sent & (RULE | OTHERS)
 
 
@@ -157,7 +165,16 @@ def test_another_run_redraws_the_open_view(folder):
     visit.values["run"] = "b"
     sent = visit.draw("run.value")
     # the fairness curves overlay every run: unchanged, not sent again
-    assert sent == {"client-heatmap", "distribution", "round-count", "shown"}
+    assert sent == {
+        "client-heatmap",
+        "distribution",
+        "comparison",
+        "gainers",
+        "compare-with",
+        "round-count",
+        "headline",
+        "shown",
+    }
 
 
 def test_run_in_the_address_picks_the_run(folder):
@@ -201,3 +218,22 @@ def test_the_cartesian_bundle_is_served_only_for_its_plotly(tmp_path, monkeypatc
         client = create_app([tmp_path]).server.test_client()
     assert "plotly-cartesian" not in client.get("/").get_data(as_text=True)
     assert "is plotly.js 4.1.1, the installed Plotly wants 9.0.0" in caplog.text
+
+
+def test_choosing_a_second_run_compares_each_client(tmp_path, line, lines):
+    for name, accuracies in (("fedavg", [0.5, 0.25, 0.75]), ("qffl", [0.5, 0.5, 0.5])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "rounds.jsonl").write_bytes(lines(line(1, accuracies)))
+    visit = start(tmp_path)
+    first = visit.call("version", [])
+    assert visit.values["run"] == "fedavg"
+    assert [o["value"] for o in first["compare-with"]["options"]] == ["qffl"]
+    visit.values["compare-with"] = "qffl"
+    response = visit.call("version", ["compare-with.value"])
+    assert set(response) == {"comparison", "gainers", "compare-with", "shown"}
+    text = str(response["gainers"]["children"])
+    # client 1 gains 25 points under qffl, client 2 loses 25; client 0 is unchanged
+    assert "3 clients: 1 gain, 1 lose under B = qffl against A = fedavg" in text
+    assert "client 1: +25.0 points" in text and "client 2: -25.0 points" in text
+    # the headline of fedavg: client 1 is worst at 25 %
+    assert "client 1: 25.0 %" in str(first["headline"]["children"])
