@@ -62,6 +62,7 @@ def test_train_config_keys_match_proto():
         keys.LOCAL_EPOCHS,
         keys.BATCH_SIZE,
         keys.WANT_ACTIVATION,
+        keys.WANT_ACCURACY,
     }
     records = {f.json_name for f in contract_pb2.TrainReply.DESCRIPTOR.fields}
     assert records == {keys.ARRAYS, keys.METRICS, keys.GRADIENT}
@@ -76,6 +77,7 @@ def test_writers_output_parses_as_the_proto_messages():
         arrays_of([np.zeros(2, np.float32)]),
         num_examples=7,
         loss_before_training=0.4,
+        acc_before_training=0.75,
         train_loss=0.5,
         partition_id=3,
         activation=[0.1, 0.2],

@@ -127,11 +127,13 @@ def fair_train(
         ``arrays``: the trained model's ``state_dict`` (CPU, in the received key
         order); ``metrics``: ``num-examples``, ``loss-before-training`` (F_k(w^t)),
         ``train_loss`` when ``train_fn`` returns one (RC-FL: the loss of its last
-        step), ``activation`` (Equitable FL), ``rcfl-eta`` (RC-FL) and ``qffl-h``
-        (q-FFL, config key ``qffl-q``), ``objective-ignored`` (0 or 1, when the rule
-        sends a client objective). ``train_loss`` is the loss measured *during* local
-        training (what ``train_fn`` returns), not F_k(w^t). A q-FedSGD round replies
-        ``gradient`` (the gradient, in the received key order) instead of ``arrays``,
+        step), ``acc-before-training`` (the received model's accuracy, argmax over
+        dim 1, when the config has ``want-accuracy``: FedFa), ``activation`` (Equitable
+        FL), ``rcfl-eta`` (RC-FL) and ``qffl-h`` (q-FFL, config key ``qffl-q``),
+        ``objective-ignored`` (0 or 1, when the rule sends a client objective).
+        ``train_loss`` is the loss measured *during* local training (what ``train_fn``
+        returns), not F_k(w^t). A q-FedSGD round replies ``gradient`` (the gradient, in
+        the received key order) instead of ``arrays``,
         with ``num-examples`` and ``loss-before-training``.
 
     Raises
@@ -156,7 +158,15 @@ def fair_train(
             loss_before_training=loss,
             partition_id=partition_id,
         )
-    loss_before, num_examples = loader_mean_loss(model, trainloader, loss_fn, run_on, batch_keys)
+    acc_before = None
+    if bool(config.get(keys.WANT_ACCURACY, False)):  # FedFa: the accuracy of the same pass
+        loss_before, acc_before, num_examples = loader_evaluate(
+            model, trainloader, loss_fn, run_on, batch_keys
+        )
+    else:
+        loss_before, num_examples = loader_mean_loss(
+            model, trainloader, loss_fn, run_on, batch_keys
+        )
     activation = None
     if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable FL, before local steps
         vector = loader_activation(
@@ -221,6 +231,7 @@ def fair_train(
         num_examples=num_examples,
         train_loss=train_loss,
         loss_before_training=loss_before,
+        acc_before_training=acc_before,
         partition_id=partition_id,
         activation=activation,
         qffl_h=h,

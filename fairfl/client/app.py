@@ -125,7 +125,11 @@ def train(message: Message, context: Context) -> Message:
     model = load_global_model(message, settings, device)
     if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: gradient, no training
         return Message(content=_gradient_reply(model, data, device, node), reply_to=message)
-    loss_before = mean_loss(model, data.x_train, data.y_train, device)
+    acc_before = None
+    if bool(config.get(keys.WANT_ACCURACY, False)):  # FedFa: the accuracy of the same pass
+        loss_before, acc_before = evaluate(model, data.x_train, data.y_train, device)
+    else:
+        loss_before = mean_loss(model, data.x_train, data.y_train, device)
     server_round = get_config_value(config, keys.SERVER_ROUND, int)
     activation = None
     if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable-FL, before local steps
@@ -167,6 +171,7 @@ def train(message: Message, context: Context) -> Message:
         ArrayRecord(state),
         num_examples=len(data.y_train),
         loss_before_training=loss_before,
+        acc_before_training=acc_before,
         train_loss=loss_before,  # also for a stock Flower QFedAvg server
         partition_id=node.partition_id,
         activation=activation,

@@ -25,6 +25,8 @@ LR: Final = "lr"
 LOCAL_EPOCHS: Final = "local-epochs"
 BATCH_SIZE: Final = "batch-size"
 WANT_ACTIVATION: Final = "want-activation"
+# Ask the client for ACC_BEFORE_TRAINING below (FedFa); absent means no.
+WANT_ACCURACY: Final = "want-accuracy"
 # PropFair's client-side loss transform (rule keys, documented in
 # fairfl.strategies.propfair; not part of the proto's TrainConfig).
 PROPFAIR_M: Final = "propfair-m"
@@ -69,6 +71,10 @@ NUM_EXAMPLES: Final = "num-examples"
 # measured before local training. The loss-aware rules read this key by default
 # (their ``train_loss_key``).
 LOSS_BEFORE_TRAINING: Final = "loss-before-training"
+# Acc_k(w^t): accuracy (a fraction) of the *received* global model on the local training
+# split, from the same pass as LOSS_BEFORE_TRAINING; sent when the config has
+# WANT_ACCURACY. FedFa weighs clients by it.
+ACC_BEFORE_TRAINING: Final = "acc-before-training"
 # Flower's name: a stock ClientApp reports the loss *during* local training here. Read
 # by Flower's QFedAvg; fairfl's rules read it only with ``train_loss_key="train_loss"``.
 TRAIN_LOSS: Final = "train_loss"

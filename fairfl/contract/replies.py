@@ -69,6 +69,7 @@ def _eta_spec(max_loss: float) -> FieldSpec:
 TRAIN_METRICS: Mapping[str, FieldSpec] = {
     keys.NUM_EXAMPLES: FieldSpec("int", lower=0, lower_inclusive=False),
     keys.LOSS_BEFORE_TRAINING: _loss_spec(MAX_LOSS),
+    keys.ACC_BEFORE_TRAINING: FieldSpec("float", lower=0.0, upper=1.0),
     keys.TRAIN_LOSS: _loss_spec(MAX_LOSS),
     keys.QFFL_H: FieldSpec("float", lower=0.0, lower_inclusive=False, upper=MAX_QFFL_H),
     keys.ACTIVATION: FieldSpec("float-list", lower=-MAX_ABS_ACTIVATION, upper=MAX_ABS_ACTIVATION),
@@ -464,14 +465,17 @@ def write_train_reply(
     rcfl_eta: float | None = None,
     loss_before_training: float | None = None,
     objective_ignored: bool | None = None,
+    acc_before_training: float | None = None,
 ) -> RecordDict:
     """Build the content of a train reply (see ``TrainReply`` in the .proto).
 
     ``loss_before_training`` is F_k(w^t), the loss of the received global model before
     local training, which the loss-aware rules read; ``train_loss`` is Flower's key,
     read by Flower's QFedAvg and by fairfl's rules only with
-    ``train_loss_key="train_loss"``. ``objective_ignored`` is sent as 0 or 1 when given
-    (whether the app's training skipped the rule's client objective).
+    ``train_loss_key="train_loss"``. ``acc_before_training`` is the received model's
+    accuracy from the same pass as F_k(w^t) (FedFa; sent when the config asks for it).
+    ``objective_ignored`` is sent as 0 or 1 when given (whether the app's training
+    skipped the rule's client objective).
     """
     values: dict[str, int | float | list[float]] = {keys.NUM_EXAMPLES: int(num_examples)}
     optional: dict[str, int | float | list[float] | None] = {
@@ -484,6 +488,9 @@ def write_train_reply(
         keys.RCFL_ETA: None if rcfl_eta is None else float(rcfl_eta),
         keys.PARTITION_ID: None if partition_id is None else int(partition_id),
         keys.OBJECTIVE_IGNORED: None if objective_ignored is None else int(objective_ignored),
+        keys.ACC_BEFORE_TRAINING: None
+        if acc_before_training is None
+        else float(acc_before_training),
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     return RecordDict({keys.ARRAYS: arrays, keys.METRICS: MetricRecord(values)})

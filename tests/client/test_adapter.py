@@ -135,6 +135,32 @@ def test_plain_round_reports_loss_before_count_and_trained_weights():
         assert not np.allclose(arrays[key].numpy(), sent.state_dict()[key].numpy())
 
 
+def test_accuracy_before_training_is_reported_when_the_config_asks():
+    # FedFa's want-accuracy: the sent model's accuracy on all N samples (argmax over the
+    # classes), from the same pass as the loss; the loss is the one reported without it.
+    sent = global_model()
+    x, y = data()
+    with torch.no_grad():
+        by_hand = int((sent(x).argmax(dim=1) == y).sum()) / N
+    asked = metrics_of(
+        fair_train(
+            message(sent, **{keys.WANT_ACCURACY: True}),
+            global_model(seed=99),
+            loader(),
+            nn.CrossEntropyLoss(),
+            no_training,
+        )
+    )
+    plain = metrics_of(
+        fair_train(
+            message(sent), global_model(seed=99), loader(), nn.CrossEntropyLoss(), no_training
+        )
+    )
+    assert asked[keys.ACC_BEFORE_TRAINING] == pytest.approx(by_hand, abs=1e-12)
+    assert asked[keys.LOSS_BEFORE_TRAINING] == plain[keys.LOSS_BEFORE_TRAINING]
+    assert keys.ACC_BEFORE_TRAINING not in plain
+
+
 def test_plain_round_passes_the_users_loss_unchanged_and_omits_train_loss_if_none():
     seen = {}
 
