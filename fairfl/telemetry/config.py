@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -16,6 +17,21 @@ KEYS = ("client", "node-key")
 EXTRA = "fairfl[telemetry]"
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is a loopback address.
+
+    The one check for every listener fairfl opens: the dashboard's ``--host`` and the
+    Prometheus endpoint's ``telemetry-host``. A host name other than ``localhost`` is
+    not trusted to resolve to loopback.
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True)
 class TelemetrySettings:
     """Which sinks get each round's record, and their options (run-config keys hyphenated).
@@ -28,7 +44,9 @@ class TelemetrySettings:
         Folder of the TensorBoard event files, the MLflow file store and the W&B run
         ("" = ``<out-dir>/telemetry``).
     telemetry_host : str
-        Address the Prometheus endpoint binds (loopback by default: open it on purpose).
+        Address the Prometheus endpoint binds (loopback by default: open it on purpose;
+        any other address is logged as a warning when the endpoint starts, since the
+        endpoint has no authentication).
     telemetry_port : int
         Port of the Prometheus endpoint (0 = any free port, logged).
     telemetry_max_clients : int

@@ -4,7 +4,9 @@ One record per round (:class:`RoundRecord`, built from the ``rounds.jsonl`` entr
 every sink, so all outputs agree. A sink is anything with ``open()``, ``record(round)``
 and ``close()`` (:class:`Sink`). Each tracker's library is an optional extra
 (``pip install "fairfl[telemetry]"``), imported when its sink opens; a missing one
-raises :class:`MissingExtraError` naming the extra.
+raises :class:`MissingExtraError` naming the extra. A sink that cannot start (a busy
+Prometheus port, an unwritable ``telemetry-dir``) raises :class:`SinkStartError`
+naming the run-config key to change (:func:`open_sink`).
 
 Scalars every tracker gets (:meth:`RoundRecord.scalars`): the fairness metrics of
 :func:`fairfl.metrics.fairness_metrics` under ``fairness/<name>`` (accuracy statistics
@@ -17,6 +19,7 @@ clients (:class:`ClientCap`).
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from fairfl.telemetry.config import EXTRA, TelemetrySettings
+from fairfl.telemetry.config import EXTRA, TelemetrySettings, is_loopback
 from fairfl.telemetry.ledger import encode_line
 
 logger = logging.getLogger(__name__)
@@ -34,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 class MissingExtraError(ImportError):
     """A sink's library is not installed (the message names the extra)."""
+
+
+class SinkStartError(ValueError):
+    """A sink could not start; the message names the run-config key to change."""
 
 
 def _require(module: str, sink: str) -> Any:
@@ -162,6 +169,40 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Flush and release (safe to call twice)."""
+
+
+#: The run-config keys that decide where each tracker writes or listens, named when its
+#: sink cannot start (by class name; ``telemetry-dir`` holds the trackers' files).
+SINK_KEYS = {
+    "TensorBoardSink": "telemetry-dir",
+    "MlflowSink": "telemetry-dir",
+    "WandbSink": "telemetry-dir",
+    "PrometheusSink": "telemetry-host / telemetry-port",
+    "JsonlSink": "out-dir",
+}
+
+
+def open_sink(sink: Sink) -> None:
+    """``sink.open()``, with a failure to start named by its run-config key.
+
+    Raises
+    ------
+    MissingExtraError
+        The sink's library is missing (unchanged).
+    SinkStartError
+        Anything else ``open`` raised (an ``OSError`` of a busy port or unwritable
+        folder, a tracker's own error), with the key (:data:`SINK_KEYS`) and the cause.
+    """
+    try:
+        sink.open()
+    except (MissingExtraError, SinkStartError):
+        raise
+    except Exception as error:
+        name = type(sink).__name__
+        key = SINK_KEYS.get(name, "telemetry")
+        raise SinkStartError(
+            f"run config {key}: the {name} could not start ({type(error).__name__}: {error})"
+        ) from error
 
 
 class JsonlSink:
@@ -392,9 +433,32 @@ class PrometheusSink:
         self.unlabelled = make(
             "fairfl_clients_unlabelled", "Clients beyond telemetry-max-clients (no label)"
         )
-        self._server, self._thread = prometheus.start_http_server(
-            self.port, addr=self.host, registry=self.registry
-        )
+        if not is_loopback(self.host):
+            # The dashboard refuses such a host without a token; this endpoint has no
+            # token to give, so the operator is told what it exposes.
+            logger.warning(
+                "telemetry-host %s is not a loopback address: the Prometheus endpoint "
+                "(no authentication) serves other machines; keep it on 127.0.0.1 and use "
+                "an SSH tunnel (deploy/README.md), or firewall the port",
+                self.host,
+            )
+        try:
+            self._server, self._thread = prometheus.start_http_server(
+                self.port, addr=self.host, registry=self.registry
+            )
+        except OSError as error:
+            # A busy or privileged port is the port's fault; anything else (no such
+            # local address, a name that does not resolve) the host's.
+            key = (
+                "telemetry-port"
+                if error.errno in (errno.EADDRINUSE, errno.EACCES)
+                else "telemetry-host"
+            )
+            raise SinkStartError(
+                f"run config {key}: the Prometheus endpoint cannot listen on "
+                f"{self.host}:{self.port} ({error}); choose a free telemetry-port "
+                "(0 = any free port, logged) or another telemetry-host"
+            ) from error
         self.port = int(self._server.server_port)
         logger.info("telemetry: Prometheus metrics on http://%s:%d/metrics", self.host, self.port)
 

@@ -17,7 +17,7 @@ from fairfl.telemetry.ledger import (
     line_sha256,
 )
 from fairfl.telemetry.nodes import NodeKeys
-from fairfl.telemetry.sinks import ClientCap, JsonlSink, RoundRecord, Sink
+from fairfl.telemetry.sinks import ClientCap, JsonlSink, RoundRecord, Sink, open_sink
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +75,16 @@ class RecordStream:
         self.lines = len(previous)
         self._opened: list[Sink] = []
         try:
-            for sink in self.sinks:
-                sink.open()
+            # The trackers first: one that cannot start (a busy Prometheus port) fails
+            # the run before rounds.jsonl is written, so the out-dir stays free for a
+            # rerun (an out-dir holding rounds.jsonl refuses a new run).
+            for sink in [*self.sinks[1:], self.sinks[0]]:
+                open_sink(sink)
                 self._opened.append(sink)
         except BaseException:
             self.close()
             raise
+        self._opened = list(self.sinks)  # records go to rounds.jsonl first
 
     def record(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         """Chain ``entry`` (adding ``prev_sha256`` and ``config_sha256``) and send it out.

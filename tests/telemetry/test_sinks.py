@@ -10,11 +10,12 @@ import urllib.request
 
 import pytest
 
-from fairfl.telemetry.config import TelemetrySettings
+from fairfl.telemetry.config import TelemetrySettings, is_loopback
 from fairfl.telemetry.sinks import (
     MissingExtraError,
     MlflowSink,
     PrometheusSink,
+    SinkStartError,
     TensorBoardSink,
     WandbSink,
     _require,
@@ -206,3 +207,102 @@ def test_settings_choose_the_sinks_and_name_bad_ones(tmp_path):
         TelemetrySettings(telemetry_port=70000)
     with pytest.raises(MissingExtraError, match=r'pip install "fairfl\[telemetry\]"'):
         _require("fairfl_no_such_tracker", "tensorboard")
+
+
+# ------------------------------------------------------------------ failing to start
+def _busy_port():
+    """A socket listening on a loopback port (close it when done)."""
+    import socket
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    return holder, holder.getsockname()[1]
+
+
+def test_busy_prometheus_port_names_the_key_and_writes_no_rounds_file(tmp_path):
+    holder, port = _busy_port()
+    tensorboard = TensorBoardSink(tmp_path / "tb")
+    try:
+        with pytest.raises(
+            SinkStartError,
+            match=rf"run config telemetry-port: .* 127\.0\.0\.1:{port} .*Address already in use",
+        ):
+            RecordStream(
+                tmp_path / "rounds.jsonl",
+                "f" * 64,
+                [tensorboard, PrometheusSink("127.0.0.1", port)],
+            )
+    finally:
+        holder.close()
+    assert not (tmp_path / "rounds.jsonl").exists()  # trackers start before it is written
+    assert tensorboard._writer is None  # the sink opened before the failure was closed
+
+
+def test_busy_prometheus_port_leaves_the_out_dir_reusable(tmp_path):
+    from fairfl.server.checkpoint import RESULT_FILES
+    from fairfl.simulation import run_inprocess
+
+    config = {
+        "num-partitions": 2,
+        "num-server-rounds": 1,
+        "local-epochs": 1,
+        "out-dir": str(tmp_path),
+        "telemetry": "prometheus",
+    }
+    holder, port = _busy_port()
+    try:
+        with pytest.raises(SinkStartError, match="run config telemetry-port"):
+            run_inprocess({**config, "telemetry-port": port})
+    finally:
+        holder.close()
+    assert [name for name in RESULT_FILES if (tmp_path / name).exists()] == []
+    # The same out-dir takes the rerun (no overwrite needed).
+    outcome = run_inprocess({**config, "telemetry-port": 0})
+    assert outcome.summary["status"] == "completed"
+
+
+def test_unusable_host_and_telemetry_dir_name_their_keys(tmp_path):
+    with pytest.raises(SinkStartError, match=r"run config telemetry-host: .*192\.0\.2\.1:0"):
+        PrometheusSink("192.0.2.1", 0).open()  # TEST-NET-1: never a local address
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SinkStartError, match=r"run config telemetry-dir: the TensorBoardSink"):
+        RecordStream(tmp_path / "rounds.jsonl", "f" * 64, [TensorBoardSink(blocker / "tb")])
+    assert not (tmp_path / "rounds.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.0.0.1", False),
+        ("example.org", False),
+    ],
+)
+def test_is_loopback(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_non_loopback_telemetry_host_warns(caplog):
+    for host, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
+        caplog.clear()
+        sink = PrometheusSink(host, 0)
+        with caplog.at_level("WARNING", logger="fairfl.telemetry.sinks"):
+            sink.open()
+        sink.close()
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        if warned:
+            assert len(warnings) == 1
+            assert warnings[0].startswith(
+                "telemetry-host 0.0.0.0 is not a loopback address: the Prometheus endpoint "
+                "(no authentication) serves other machines"
+            )
+        else:
+            assert warnings == []
