@@ -153,6 +153,7 @@ def test_core_dependencies_leave_out_the_extras():
     assert "flwr[simulation]" not in "".join(project["dependencies"])
     assert Requirement(extras["all"][0]).extras == {
         "client",
+        "vision",
         "data",
         "report",
         "simulation",
