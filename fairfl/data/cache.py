@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fairfl._cache import CACHE_ENV, cache_dir
+from fairfl._cache import CACHE_ENV, PRIVATE_FILE_MODE, cache_dir, make_private_dir
 
 __all__ = ["CACHE_ENV", "cache_dir", "cached_partition", "partition_key"]
 
@@ -144,8 +144,9 @@ def _write(path: Path, lists: list[np.ndarray]) -> None:
     indices = np.concatenate(lists).astype(np.int64) if lists else np.zeros(0, dtype=np.int64)
     temporary: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path.parent)  # 0700 and 0600 whatever the umask
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
+        os.fchmod(handle, PRIVATE_FILE_MODE)
         with os.fdopen(handle, "wb") as file:
             np.savez(file, indices=indices, offsets=offsets)
         os.replace(temporary, path)

@@ -9,9 +9,12 @@ make. CI sets ``FAIRFL_GRAM_KERNEL=compiled``, so a kernel that does not build t
 fails these tests instead of skipping them.
 """
 
+import ctypes
+import hashlib
 import logging
 import os
 import platform
+import shutil
 import stat
 import threading
 from pathlib import Path
@@ -194,7 +197,10 @@ def test_a_built_kernel_is_loaded_without_compiling_again(tmp_path, monkeypatch)
     monkeypatch.setattr(gram_kernel_module, "_compile", lambda *args: pytest.fail("compiled again"))
     second, _ = build_and_load(folder)
     assert second is not None and second.path == first.path
-    assert [p.name for p in folder.iterdir()] == [first.path.name]  # no build leftovers
+    # No build leftovers: the library and the hash recorded when it was built.
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [first.path.name, first.path.with_suffix(".sha256").name]
+    )
 
 
 def test_a_damaged_cached_kernel_is_built_again(tmp_path):
@@ -242,3 +248,141 @@ def test_fedmgda_summary_names_the_grams_path(monkeypatch, caplog, kernel):
     with caplog.at_level(logging.INFO, logger="fairfl"):
         FedMGDAPlus().summary()
     assert any("Gram of the updates: numpy" in r.message for r in caplog.records)
+
+
+# --------------------------------------------------------------- whose file is loaded
+# A library found in the cache folder is loaded only when it is ours: a regular file,
+# owned by this user, not writable by group or others, with the hash recorded when it
+# was built (issue 35). Each test plants a library that *would* load (a copy of a real
+# build, its hash recorded correctly) and checks by inode that ctypes never opened it;
+# all under a umask of 000, where files and folders would otherwise be created 0777.
+
+
+@pytest.fixture
+def umask_000():
+    previous = os.umask(0)
+    yield
+    os.umask(previous)
+
+
+@pytest.fixture
+def opened(monkeypatch) -> list[int]:
+    """The inodes of every library ctypes is asked to load during the test."""
+    inodes: list[int] = []
+    real = ctypes.CDLL
+
+    def spy(name, *args, **kwargs):
+        inodes.append(os.stat(name).st_ino)  # follows /proc/self/fd/N and symlinks
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(gram_kernel_module.ctypes, "CDLL", spy)
+    return inodes
+
+
+def plant(tmp_path: Path, folder: Path) -> tuple[Path, int]:
+    """A working library at the name the loader looks for in ``folder``, hash recorded.
+
+    Returns its path and its inode, kept alive by a hard link outside ``folder`` so that
+    no file built later can get the same inode number.
+    """
+    built, reason = build_and_load(tmp_path / "origin")
+    assert built is not None, reason
+    folder.mkdir(mode=0o700, exist_ok=True)
+    planted = folder / built.path.name
+    shutil.copyfile(built.path, planted)
+    planted.chmod(0o700)
+    recorded = planted.with_suffix(".sha256")
+    recorded.write_text(hashlib.sha256(planted.read_bytes()).hexdigest() + "\n")
+    recorded.chmod(0o600)
+    os.link(planted, tmp_path / "planted-inode")
+    return planted, planted.stat().st_ino
+
+
+def assert_rebuilt_privately(kernel, reason, planted: Path, inode: int, opened: list[int]):
+    assert kernel is not None, reason
+    assert inode not in opened  # never handed to the dynamic loader
+    assert opened and kernel.path == planted  # what was loaded is the fresh build
+    status = os.lstat(planted)
+    assert stat.S_ISREG(status.st_mode) and status.st_ino != inode
+    assert status.st_uid == os.getuid() and stat.S_IMODE(status.st_mode) == 0o700
+    centre, rows = float32_updates(3, 50)
+    assert np.allclose(kernel.gram(centre, rows), float64_gram(centre, rows), rtol=1e-6)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+def test_a_library_of_another_user_is_never_loaded(tmp_path, umask_000, opened):
+    planted, inode = plant(tmp_path, tmp_path / "cache")
+    os.chown(planted, 4242, 4242)  # another uid, as if it had been planted
+    opened.clear()
+    kernel, reason = build_and_load(tmp_path / "cache")
+    assert_rebuilt_privately(kernel, reason, planted, inode, opened)
+
+
+def test_a_symlink_into_a_world_writable_folder_is_never_followed(tmp_path, umask_000, opened):
+    planted, inode = plant(tmp_path, tmp_path / "cache")
+    shared = tmp_path / "world-writable"
+    shared.mkdir()
+    shared.chmod(0o777)
+    target = shared / "kernel.so"
+    os.replace(planted, target)
+    planted.symlink_to(target)
+    opened.clear()
+    kernel, reason = build_and_load(tmp_path / "cache")
+    assert_rebuilt_privately(kernel, reason, planted, inode, opened)
+    assert target.exists()  # the link was replaced; its target left alone
+
+
+@pytest.mark.parametrize("mode", [0o720, 0o702, 0o777])
+def test_a_library_group_or_others_may_write_is_never_loaded(tmp_path, umask_000, opened, mode):
+    planted, inode = plant(tmp_path, tmp_path / "cache")
+    planted.chmod(mode)
+    opened.clear()
+    kernel, reason = build_and_load(tmp_path / "cache")
+    assert_rebuilt_privately(kernel, reason, planted, inode, opened)
+
+
+def test_a_library_whose_hash_was_not_recorded_is_never_loaded(tmp_path, umask_000, opened):
+    planted, inode = plant(tmp_path, tmp_path / "cache")
+    with planted.open("ab") as library:  # still a loadable library, with other bytes
+        library.write(b"\0" * 16)
+    opened.clear()
+    kernel, reason = build_and_load(tmp_path / "cache")
+    assert_rebuilt_privately(kernel, reason, planted, inode, opened)
+
+
+def test_a_hash_file_others_may_write_is_not_trusted(tmp_path, umask_000, opened):
+    planted, inode = plant(tmp_path, tmp_path / "cache")
+    planted.with_suffix(".sha256").chmod(0o666)
+    opened.clear()
+    kernel, reason = build_and_load(tmp_path / "cache")
+    assert_rebuilt_privately(kernel, reason, planted, inode, opened)
+
+
+def test_a_build_under_umask_000_is_private(tmp_path, umask_000):
+    folder = tmp_path / "new" / "nested" / "cache"
+    kernel, reason = build_and_load(folder)
+    assert kernel is not None, reason
+    for created in (tmp_path / "new", tmp_path / "new" / "nested", folder):
+        assert stat.S_IMODE(created.stat().st_mode) == 0o700, created
+    assert stat.S_IMODE(kernel.path.stat().st_mode) == 0o700
+    assert stat.S_IMODE(kernel.path.with_suffix(".sha256").stat().st_mode) == 0o600
+
+
+def test_a_fifo_at_the_librarys_name_neither_blocks_nor_loads(tmp_path, umask_000, opened):
+    planted, inode = plant(tmp_path, tmp_path / "cache")
+    planted.unlink()
+    os.mkfifo(planted, 0o600)  # opening it for reading would wait for a writer
+    opened.clear()
+    kernel, reason = build_and_load(tmp_path / "cache")
+    assert_rebuilt_privately(kernel, reason, planted, inode, opened)
+
+
+def test_what_cannot_be_replaced_is_refused_naming_the_variable(tmp_path, umask_000, opened):
+    planted, _ = plant(tmp_path, tmp_path / "cache")
+    planted.unlink()
+    planted.mkdir()  # a folder at the library's name: no rebuild can replace it
+    (planted / "kernel.so").symlink_to(tmp_path / "planted-inode")
+    opened.clear()
+    kernel, reason = build_and_load(tmp_path / "cache")
+    assert kernel is None and "FAIRFL_CACHE_DIR" in reason
+    assert opened == []

@@ -26,8 +26,11 @@ the source, the flags and the compiler, and later processes load that file.
 The library is kept in fairfl's cache folder (:func:`fairfl._cache.cache_dir`:
 ``FAIRFL_CACHE_DIR``, else ``$XDG_CACHE_HOME/fairfl``, else ``~/.cache/fairfl``), which
 must belong to the user and not be writable by others: a library loaded from it runs in
-the server process. With ``FAIRFL_CACHE_DIR=off`` each process compiles it into a
-temporary folder of its own.
+the server process. The library itself is loaded only when it is a regular file (not a
+symlink) of this user that group and others may not write, with the SHA-256 recorded
+when it was built; anything else at its name is compiled again (:func:`build_and_load`).
+Folders and files are created 0700 (the hash file 0600) whatever the umask. With
+``FAIRFL_CACHE_DIR=off`` each process compiles it into a temporary folder of its own.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import logging
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -50,7 +54,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from fairfl._cache import CACHE_ENV, cache_dir
+from fairfl._cache import CACHE_ENV, PRIVATE_FILE_MODE, cache_dir, is_private, make_private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +66,8 @@ MODES = ("auto", "numpy", "compiled")
 FLAGS = ("-O3", "-std=c11", "-shared", "-fPIC")
 #: Seconds a compilation may take before the numpy path is used instead.
 COMPILE_TIMEOUT_S = 120.0
+#: Mode of the compiled library, whatever the umask: this user's only.
+LIBRARY_MODE = 0o700
 
 #: The kernel. ``gram_f32`` adds ``<w_i - c, w_j - c>`` (j >= i) of n float32 rows of
 #: k values to ``out`` (n x n, row-major). Each column chunk is at most 4,096 values and
@@ -260,6 +266,13 @@ def _load_once() -> tuple[GramKernel | None, str]:
 def build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
     """Load the kernel from ``folder``, compiling it there first if needed.
 
+    A library found in ``folder`` is loaded only when it is ours: a regular file (not a
+    symlink), owned by this user, not writable by group or others, and with the SHA-256
+    recorded next to it when it was built (a sidecar file that passes the same checks).
+    Otherwise (missing, planted, damaged, or from an older build) it is compiled again
+    in a private scratch folder and moved into place, and that file is loaded after the
+    same checks against the hash of what this process built.
+
     Returns
     -------
     tuple[GramKernel | None, str]
@@ -286,19 +299,15 @@ def build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
         return None, problem
     digest = hashlib.sha256("\0".join([SOURCE, *FLAGS, compiler, version]).encode()).hexdigest()
     library = folder / f"gram-kernel-{digest[:24]}.so"
-    built = not library.exists()
-    if built and (problem := _compile(compiler, library)):
-        return None, problem
-    try:
-        handle = ctypes.CDLL(str(library))
-    except OSError as error:
-        # A damaged file (a full disk, say) is built again, once.
-        if built or (problem := _compile(compiler, library)):
-            return None, problem or f"{library} does not load ({error})"
-        try:
-            handle = ctypes.CDLL(str(library))
-        except OSError as again:
-            return None, f"{library} does not load ({again})"
+    recorded = _read_private(_sidecar(library))
+    handle, _ = _load_checked(library, recorded.decode("ascii", "replace").strip())
+    if handle is None:  # missing, not ours, or not what was built: built afresh
+        problem, built = _compile(compiler, library)
+        if problem:
+            return None, problem
+        handle, problem = _load_checked(library, built)
+        if handle is None:
+            return None, f"{problem}; set {CACHE_ENV} to a private folder"
     handle.gram_kernel_usable.restype = ctypes.c_int
     if not handle.gram_kernel_usable():
         return None, "this CPU lacks AVX2 or FMA"
@@ -316,11 +325,11 @@ def build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
 def _private_folder(folder: Path) -> str:
     """Create ``folder`` (mode 0700) if needed; a reason not to use it, or ``""``."""
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(folder)
         status = folder.stat()
     except OSError as error:
-        return f"the cache folder {folder} cannot be created ({error})"
-    if status.st_uid != os.getuid() or status.st_mode & 0o022:
+        return f"the cache folder {folder} cannot be created ({error}); set {CACHE_ENV}"
+    if not is_private(status):
         return (
             f"the cache folder {folder} belongs to another user or others may write to it; "
             f"set {CACHE_ENV} to a private folder"
@@ -328,21 +337,107 @@ def _private_folder(folder: Path) -> str:
     return ""
 
 
-def _compile(compiler: str, library: Path) -> str:
-    """Compile :data:`SOURCE` to ``library`` atomically; a reason it failed, or ``""``."""
-    with tempfile.TemporaryDirectory(dir=library.parent, prefix=".build-") as scratch:
-        source = Path(scratch) / "gram_kernel.c"
-        source.write_text(SOURCE, encoding="utf-8")
-        built = Path(scratch) / library.name
-        argv = [compiler, *FLAGS, "-o", str(built), str(source)]
+def _sidecar(library: Path) -> Path:
+    """The file holding the SHA-256 of ``library`` as it was built."""
+    return library.with_suffix(".sha256")
+
+
+def _open_private(path: Path) -> tuple[int | None, str]:
+    """A read-only descriptor of ``path`` if it is a private regular file of ours.
+
+    ``O_NOFOLLOW`` refuses a symlink at ``path`` and ``O_NONBLOCK`` keeps a planted FIFO
+    from blocking the open; the checks are made on the opened file (``fstat``), so
+    nothing can be swapped in between. Returns the descriptor and ``""``, or ``None`` and
+    why the file is not trusted.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, f"{path} does not exist"
+    except OSError as error:  # ELOOP: a symlink
+        return None, f"{path} is a symlink or cannot be opened ({error})"
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode) or not is_private(status):
+        os.close(fd)
+        return None, (
+            f"{path} is not a regular file of this user that only it may write "
+            f"(owner uid {status.st_uid}, mode {stat.filemode(status.st_mode)})"
+        )
+    return fd, ""
+
+
+def _read_private(path: Path) -> bytes:
+    """The content of ``path`` if it is a private regular file of ours (else ``b""``)."""
+    fd, _ = _open_private(path)
+    if fd is None:
+        return b""
+    with os.fdopen(fd, "rb") as file:
+        return file.read(4096)
+
+
+def _load_checked(library: Path, digest: str) -> tuple[ctypes.CDLL | None, str]:
+    """Load ``library`` if it is a private regular file of ours whose SHA-256 is ``digest``.
+
+    On Linux the library is loaded through the descriptor that was checked
+    (``/proc/self/fd``), elsewhere by its path, in a folder only this user may write.
+    Returns the handle and ``""``, or ``None`` and the reason it was not loaded.
+    """
+    fd, problem = _open_private(library)
+    if fd is None:
+        return None, problem
+    try:
+        content = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            content.update(chunk)
+        if not digest or content.hexdigest() != digest:
+            return None, f"{library} is not the library this process built or recorded"
+        by_descriptor = Path(f"/proc/self/fd/{fd}")
+        name = str(by_descriptor if by_descriptor.exists() else library)
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+            return ctypes.CDLL(name), ""
+        except OSError as error:
+            return None, f"{library} does not load ({error})"
+    finally:
+        os.close(fd)
+
+
+def _compile(compiler: str, library: Path) -> tuple[str, str]:
+    """Compile :data:`SOURCE` to ``library`` atomically, its hash recorded next to it.
+
+    Returns
+    -------
+    tuple[str, str]
+        A reason it failed and ``""``, or ``""`` and the library's SHA-256.
+    """
+    with tempfile.TemporaryDirectory(dir=library.parent, prefix=".build-") as scratch:
+        # mkdtemp's folder is 0700; the compiler's output gets 0777 & ~umask, set below.
+        (Path(scratch) / "gram_kernel.c").write_text(SOURCE, encoding="utf-8")
+        built = Path(scratch) / library.name
+        # Relative names (cwd=scratch): no scratch path ends up in the library, so the
+        # processes that build it at once build the same bytes.
+        argv = [compiler, *FLAGS, "-o", library.name, "gram_kernel.c"]
+        try:
+            done = subprocess.run(
+                argv, cwd=scratch, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S
+            )
         except (OSError, subprocess.SubprocessError) as error:
-            return f"compiling it failed ({error})"
+            return f"compiling it failed ({error})", ""
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            return f"compiling it with {compiler} failed: {' | '.join(tail)}"
-        # Another process may have finished first: replacing its file is harmless.
-        os.replace(built, library)
+            return f"compiling it with {compiler} failed: {' | '.join(tail)}", ""
+        try:
+            os.chmod(built, LIBRARY_MODE)
+            digest = hashlib.sha256(built.read_bytes()).hexdigest()
+            recorded = Path(scratch) / _sidecar(library).name
+            fd = os.open(recorded, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+            with os.fdopen(fd, "w", encoding="ascii") as file:
+                os.fchmod(file.fileno(), PRIVATE_FILE_MODE)
+                file.write(digest + "\n")
+            # Another process may have finished first: replacing its files is harmless.
+            # The hash first: a reader between the two moves sees a mismatch and rebuilds.
+            os.replace(recorded, _sidecar(library))
+            os.replace(built, library)
+        except OSError as error:
+            return f"the kernel cannot be stored as {library} ({error}); set {CACHE_ENV}", ""
     logger.info("Compiled FedMGDA+'s Gram kernel: %s", library)
-    return ""
+    return "", digest
