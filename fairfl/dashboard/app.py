@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import logging
 import re
 import threading
@@ -55,6 +54,7 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 
 from fairfl.dashboard import answers, figures
 from fairfl.dashboard.follow import COMPLETED, FAILED, RUNNING, WAITING, Registry, RunFollower
+from fairfl.telemetry.config import is_loopback
 
 #: Name of the cookie that carries proof of the token after ``?token=``.
 COOKIE = "fairfl_dashboard"
@@ -74,16 +74,6 @@ _SECTION = {"marginTop": "28px", "marginBottom": "6px", "fontSize": "18px"}
 _HEADLINE = {"display": "flex", "gap": "14px", "flexWrap": "wrap", "margin": "8px 0"}
 _CARD = {"border": "1px solid #d0d7de", "borderRadius": "6px", "padding": "6px 12px"}
 _NOTE = {"color": "#9a3412", "fontFamily": "monospace", "fontSize": "12px"}
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) is a loopback address."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_binding(host: str, *, allow_remote: bool, token: str | None) -> None:
