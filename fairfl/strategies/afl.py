@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -37,11 +38,20 @@ from fairfl.contract import TrainReply, client_key_order, sorted_client_keys
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
+from fairfl.strategies.params import RuleParameters, choice, real
 
 logger = logging.getLogger(__name__)
 
 Variant = Literal["mohri", "propfair-code"]
 VARIANTS: tuple[str, ...] = ("mohri", "propfair-code")
+
+
+@dataclass(frozen=True)
+class AFLParameters(RuleParameters):
+    """AFL's hyperparameters: the λ step size and the variant (see :class:`AFL`)."""
+
+    lambda_lr: float = real(0.1, key="afl-lambda-lr", lower=0.0)
+    variant: Variant = choice("mohri", VARIANTS, key="afl-variant")
 
 
 class AFL(ReweightedStrategy):
@@ -107,15 +117,14 @@ class AFL(ReweightedStrategy):
 
     needs_loss = True
     rule_name = "AFL"
+    registry_name = "afl"
+    Parameters = AFLParameters
+    params: AFLParameters
 
-    def __init__(
-        self, *, lambda_lr: float = 0.1, variant: Variant = "mohri", **kwargs: Any
-    ) -> None:
-        self.lambda_lr = check_real("lambda_lr", lambda_lr, lower=0.0)
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        self.variant: Variant = variant
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.variant: Variant = self.params.variant
+        self.lambda_lr = self.params.lambda_lr
         #: λ^t by client key, for every client seen so far (sums to 1).
         self.client_lambdas: dict[str, float] = {}
         #: λ^A, the running average of the λ iterates, by client key (``"mohri"``).

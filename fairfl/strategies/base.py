@@ -52,6 +52,7 @@ from fairfl.metrics import fairness_metrics
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import reweighted_average_and_squared_norms, weight_entropy
 from fairfl.strategies.defences import LossClip, clip_reported_losses, share_capped
+from fairfl.strategies.params import NoParameters, RuleParameters
 from fairfl.strategies.sampling import SAMPLINGS, Sampling, SizeSampler, sampled_messages
 
 if TYPE_CHECKING:
@@ -252,8 +253,16 @@ min_available_nodes
     #: True for a rule that reads every reply value in a pass of its own and checks them
     #: there (:func:`fairfl.contract.check_array_values`), saving the reader's pass.
     checks_array_values: ClassVar[bool] = False
-    #: Short name used in logs and the registry.
+    #: Short name used in logs and ``summary()`` (``"TERM"``).
     rule_name: ClassVar[str] = "fair-strategy"
+    #: The rule's name in the registry and the run config (``strategy = "term"``); a
+    #: class that sets it in its own body is registered (:mod:`fairfl.strategies.registry`).
+    registry_name: ClassVar[str | None] = None
+    #: The rule's hyperparameters (:mod:`fairfl.strategies.params`): the constructor
+    #: takes each field as a keyword, and the rule reads them from :attr:`params`.
+    Parameters: ClassVar[type[RuleParameters]] = NoParameters
+    #: The validated hyperparameters of this instance.
+    params: RuleParameters
 
     def __init__(
         self,
@@ -276,7 +285,13 @@ min_available_nodes
         client_sampling: Sampling = "uniform",
         loss_clip_mad: float = 0.0,
         max_client_share: float = 1.0,
+        **parameters: Any,
     ) -> None:
+        # The rule's own hyperparameters first, as before: its errors name its fields.
+        self.params = type(self).Parameters(**parameters)
+        for name, value in self.params.settings().items():
+            if not hasattr(type(self), name):  # a property of the rule (QFedSGD's L) wins
+                setattr(self, name, value)
         check_fraction("fraction_train", fraction_train)
         check_fraction("fraction_evaluate", fraction_evaluate)
         check_positive_int("min_train_nodes", min_train_nodes, minimum=0)
@@ -389,8 +404,8 @@ min_available_nodes
         return self.train_loss_key in reply.metrics
 
     def settings(self) -> dict[str, Any]:
-        """The rule's own settings, for ``summary()`` and results files."""
-        return {}
+        """The rule's own settings, for ``summary()`` and results files: :attr:`params`."""
+        return self.params.settings()
 
     def summary(self) -> None:
         """Log the rule's settings, then Flower's sampling settings."""

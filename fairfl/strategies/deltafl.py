@@ -14,6 +14,7 @@ highest losses until the mass reaches 1), then ``θ^{t+1} = Σ_i π_i θ_i^{t+1}
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,23 @@ from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
+from fairfl.strategies.params import RuleParameters, real
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeltaFLParameters(RuleParameters):
+    """Δ-FL's hyperparameter: the tail fraction α (see :class:`DeltaFL`)."""
+
+    alpha: float = real(
+        0.5,
+        key="deltafl-alpha",
+        lower=0.0,
+        lower_open=True,
+        upper=1.0,
+        grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    )
 
 
 class DeltaFL(ReweightedStrategy):
@@ -72,10 +88,9 @@ class DeltaFL(ReweightedStrategy):
 
     needs_loss = True
     rule_name = "Delta-FL"
-
-    def __init__(self, *, alpha: float = 0.5, **kwargs: Any) -> None:
-        self.alpha = check_real("alpha", alpha, lower=0.0, upper=1.0, lower_open=True)
-        super().__init__(**kwargs)
+    registry_name = "deltafl"
+    Parameters = DeltaFLParameters
+    params: DeltaFLParameters
 
     def settings(self) -> dict[str, Any]:
         """Return the tail fraction α and its convention."""

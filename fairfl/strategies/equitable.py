@@ -19,6 +19,7 @@ import logging
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
@@ -26,10 +27,11 @@ from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, client_key_order, keys, sorted_client_keys
-from fairfl.contract.activation import ActivationOptions
+from fairfl.contract.activation import ACTIVATION_SOURCES, ActivationOptions
 from fairfl.strategies._ops.blas import one_thread
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy, check_positive_int
 from fairfl.strategies.defences import cap_weights
+from fairfl.strategies.params import RuleParameters, choice, integer, real
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,31 @@ IntraCluster = Literal["uniform", "samples"]
 AFFINITIES: tuple[str, ...] = get_args(Affinity)
 SCOPES: tuple[str, ...] = get_args(Scope)
 INTRA_CLUSTER: tuple[str, ...] = get_args(IntraCluster)
+
+
+@dataclass(frozen=True)
+class EquitableParameters(RuleParameters):
+    """Equitable FL's hyperparameters (see :class:`EquitableFL`)."""
+
+    num_clusters: int = integer(2, key="equitable-num-clusters", lower=1)
+    scope: Scope = choice("round", SCOPES, key="equitable-scope")
+    affinity: Affinity = choice("rbf_median", AFFINITIES, key="equitable-affinity")
+    intra_cluster: IntraCluster = choice("uniform", INTRA_CLUSTER, key="equitable-intra-cluster")
+    proximal_mu: float = real(0.01, key="equitable-proximal-mu", lower=0.0)
+    server_lr: float = real(1.0, key="equitable-server-lr", lower=0.0, lower_open=True)
+    max_client_weight: float = real(
+        1.0, key="equitable-max-client-weight", lower=0.0, lower_open=True, upper=1.0
+    )
+    seed: int = integer(0, key="equitable-seed", lower=0)
+    activation_source: str = choice(
+        "penultimate_logsoftmax", ACTIVATION_SOURCES, key="equitable-activation-source"
+    )
+    activation_max_samples: int = integer(2048, key="equitable-activation-max-samples", lower=1)
+    activation_min_samples: int = integer(0, key="equitable-activation-min-samples", lower=0)
+    activation_projection_dim: int = integer(0, key="equitable-activation-projection-dim", lower=0)
+    activation_dp_clip: float = real(0.0, key="equitable-activation-dp-clip", lower=0.0)
+    activation_dp_noise: float = real(0.0, key="equitable-activation-dp-noise", lower=0.0)
+
 
 #: Vectors closer than this (relative to their scale) count as identical.
 IDENTICAL_RTOL = 1e-12
@@ -112,56 +139,32 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
 
     required_train_metrics: ClassVar[tuple[str, ...]] = (keys.ACTIVATION,)
     rule_name = "Equitable-FL"
+    registry_name = "equitable"
+    Parameters = EquitableParameters
+    params: EquitableParameters
 
-    def __init__(
-        self,
-        *,
-        num_clusters: int = 2,
-        scope: str = "round",
-        affinity: str = "rbf_median",
-        intra_cluster: str = "uniform",
-        proximal_mu: float = 0.01,
-        server_lr: float = 1.0,
-        max_client_weight: float = 1.0,
-        seed: int = 0,
-        activation_source: str = "penultimate_logsoftmax",
-        activation_max_samples: int = 2048,
-        activation_min_samples: int = 0,
-        activation_projection_dim: int = 0,
-        activation_dp_clip: float = 0.0,
-        activation_dp_noise: float = 0.0,
-        **kwargs: Any,
-    ) -> None:
-        check_positive_int("num_clusters", num_clusters)
-        _check_choice("scope", scope, SCOPES)
-        _check_choice("affinity", affinity, AFFINITIES)
-        _check_choice("intra_cluster", intra_cluster, INTRA_CLUSTER)
-        if not proximal_mu >= 0:
-            raise ValueError(f"proximal_mu must be >= 0, got {proximal_mu}")
-        if not server_lr > 0:
-            raise ValueError(f"server_lr must be > 0, got {server_lr}")
-        if not 0 < max_client_weight <= 1:
-            raise ValueError(f"max_client_weight must be in (0, 1], got {max_client_weight}")
-        check_positive_int("seed", seed, minimum=0)
-        # Validates the client options here, on the server, before any round is sent.
-        self.activation = ActivationOptions(
-            source=activation_source,
-            max_samples=activation_max_samples,
-            min_samples=activation_min_samples,
-            projection_dim=activation_projection_dim,
-            projection_seed=seed,
-            dp_clip=activation_dp_clip,
-            dp_noise=activation_dp_noise,
-        )
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.num_clusters = num_clusters
-        self.scope = scope
-        self.affinity = affinity
-        self.intra_cluster = intra_cluster
-        self.proximal_mu = float(proximal_mu)
-        self.server_lr = float(server_lr)
-        self.max_client_weight = float(max_client_weight)
-        self.seed = seed
+        params = self.params
+        # Checks the client options (dp_noise needs dp_clip) here, on the server,
+        # before any round is sent.
+        self.activation = ActivationOptions(
+            source=params.activation_source,
+            max_samples=params.activation_max_samples,
+            min_samples=params.activation_min_samples,
+            projection_dim=params.activation_projection_dim,
+            projection_seed=params.seed,
+            dp_clip=params.activation_dp_clip,
+            dp_noise=params.activation_dp_noise,
+        )
+        self.num_clusters = params.num_clusters
+        self.scope = params.scope
+        self.affinity = params.affinity
+        self.intra_cluster = params.intra_cluster
+        self.proximal_mu = params.proximal_mu
+        self.server_lr = params.server_lr
+        self.max_client_weight = params.max_client_weight
+        self.seed = params.seed
         #: Registry mode: last activation vector of every client seen, by client key
         #: (:mod:`fairfl.contract.clients`).
         self.registry: dict[str, NDArray[np.float64]] = {}

@@ -23,6 +23,7 @@ class FedAvg(ReweightedStrategy):
     """
 
     rule_name = "FedAvg"
+    registry_name = "fedavg"
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """``p_i = n_i / Σ n_j`` (paper 000, Algorithm 1, line 5)."""

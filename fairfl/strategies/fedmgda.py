@@ -22,6 +22,7 @@ import logging
 import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, ClassVar, Literal
 
@@ -42,6 +43,16 @@ from fairfl.strategies._ops.blas import one_thread, openblas_kernel_advice
 from fairfl.strategies._ops.gram_kernel import GramKernel, gram_kernel, gram_kernel_description
 from fairfl.strategies.aggregation import reweighted_average, sample_weights, weight_entropy
 from fairfl.strategies.base import ConfigValue, FairStrategy, check_positive_int
+from fairfl.strategies.params import (
+    NoParameters,
+    ParameterError,
+    RuleParameters,
+    choice,
+    flag,
+    integer,
+    real,
+    text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +106,64 @@ QP_SINGLE = "single-client"
 QP_ZERO_GRAM = "zero-gram"
 QP_FAILED = "failed-fallback-prior"
 QP_NO_DIRECTION = "no-direction"
+
+
+@dataclass(frozen=True)
+class FedMGDAParameters(RuleParameters):
+    """FedMGDA+'s hyperparameters (see :class:`FedMGDAPlus`)."""
+
+    epsilon: float = real(1.0, key="fedmgda-epsilon", lower=0.0)
+    global_lr: float = real(1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True)
+    global_lr_decay: float = real(
+        PAPER_DECAY_FACTOR, key="fedmgda-global-lr-decay", lower=0.0, lower_open=True, upper=1.0
+    )
+    decay_every: int = integer(100, key="fedmgda-decay-every", lower=1)
+    normalize: bool = flag(True, key="fedmgda-normalize")
+    prior: Prior = choice("uniform", PRIORS, key="fedmgda-prior")
+    proximal_mu: float = real(0.0, key="fedmgda-proximal-mu", lower=0.0)
+    qp_solver: str = text("quadprog", key="fedmgda-qp-solver")
+
+    def check(self) -> None:
+        """``qp_solver`` must be an installed qpsolvers backend."""
+        _check_solver_parameter(self.qp_solver)
+
+
+@dataclass(frozen=True)
+class FedAvgNParameters(RuleParameters):
+    """FedAvg-n's hyperparameters: FedMGDA+'s step size schedule and prior (ε = 0)."""
+
+    global_lr: float = real(1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True)
+    global_lr_decay: float = real(
+        PAPER_DECAY_FACTOR, key="fedmgda-global-lr-decay", lower=0.0, lower_open=True, upper=1.0
+    )
+    decay_every: int = integer(100, key="fedmgda-decay-every", lower=1)
+    prior: Prior = choice("uniform", PRIORS, key="fedmgda-prior")
+
+
+@dataclass(frozen=True)
+class MGDAProxParameters(RuleParameters):
+    """MGDA-Prox's hyperparameters: FedMGDA+'s with μ > 0 of its own key (see :class:`MGDAProx`)."""
+
+    proximal_mu: float = real(0.2, key="mgda-prox-mu", lower=0.0, lower_open=True)
+    epsilon: float = real(1.0, key="fedmgda-epsilon", lower=0.0)
+    global_lr: float = real(1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True)
+    global_lr_decay: float = real(
+        PAPER_DECAY_FACTOR, key="fedmgda-global-lr-decay", lower=0.0, lower_open=True, upper=1.0
+    )
+    decay_every: int = integer(100, key="fedmgda-decay-every", lower=1)
+    prior: Prior = choice("uniform", PRIORS, key="fedmgda-prior")
+    qp_solver: str = text("quadprog", key="fedmgda-qp-solver")
+
+    def check(self) -> None:
+        """``qp_solver`` must be an installed qpsolvers backend."""
+        _check_solver_parameter(self.qp_solver)
+
+
+def _check_solver_parameter(name: str) -> None:
+    try:
+        check_qp_solver(name)
+    except ValueError as error:
+        raise ParameterError("qp_solver", str(error)) from error
 
 
 class FedMGDAPlus(FairStrategy):
@@ -183,39 +252,25 @@ class FedMGDAPlus(FairStrategy):
     #: The Gram pass reads every reply value; it checks them (see ``read_train_replies``).
     checks_array_values: ClassVar[bool] = True
     rule_name = "FedMGDA+"
+    registry_name = "fedmgda"
+    Parameters = FedMGDAParameters
+    #: Settings a variant fixes instead of declaring (FedAvg-n: ε = 0).
+    fixed: ClassVar[dict[str, Any]] = {}
 
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        global_lr: float = 1.0,
-        global_lr_decay: float = PAPER_DECAY_FACTOR,
-        decay_every: int = 100,
-        normalize: bool = True,
-        prior: Prior = "uniform",
-        proximal_mu: float = 0.0,
-        qp_solver: str = "quadprog",
-        **kwargs: Any,
-    ) -> None:
-        self.epsilon = check_real("epsilon", epsilon, lower=0.0)
-        self.global_lr = check_real("global_lr", global_lr, lower=0.0, lower_open=True)
-        self.global_lr_decay = check_real(
-            "global_lr_decay", global_lr_decay, lower=0.0, lower_open=True, upper=1.0
-        )
-        check_positive_int("decay_every", decay_every)
-        self.decay_every = decay_every
-        if not isinstance(normalize, bool):
-            raise ValueError(f"normalize must be a bool, got {normalize!r}")
-        self.normalize = normalize
-        if prior not in PRIORS:
-            raise ValueError(f"prior must be one of {list(PRIORS)}, got {prior!r}")
-        self.prior: Prior = prior
-        self.proximal_mu = check_real("proximal_mu", proximal_mu, lower=0.0)
-        check_qp_solver(qp_solver)
-        self.qp_solver = qp_solver
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # A variant declares some of FedMGDA+'s parameters and fixes others.
+        values = {**FedMGDAParameters().settings(), **self.params.settings(), **self.fixed}
+        self.epsilon: float = values["epsilon"]
+        self.global_lr: float = values["global_lr"]
+        self.global_lr_decay: float = values["global_lr_decay"]
+        self.decay_every: int = values["decay_every"]
+        self.normalize: bool = values["normalize"]
+        self.prior: Prior = values["prior"]
+        self.proximal_mu: float = values["proximal_mu"]
+        self.qp_solver: str = values["qp_solver"]
         self._warned: set[str] = set()
         self._gram_cache: tuple[tuple[int, ...], NDArray[np.float64]] | None = None
-        super().__init__(**kwargs)
 
     def settings(self) -> dict[str, Any]:
         """ε, η_g, β, decay period, normalisation, λ0, μ and the QP backend."""
@@ -422,25 +477,9 @@ class FedAvgN(FedMGDAPlus):
     """
 
     rule_name = "FedAvg-n"
-
-    def __init__(
-        self,
-        *,
-        global_lr: float = 1.0,
-        global_lr_decay: float = PAPER_DECAY_FACTOR,
-        decay_every: int = 100,
-        prior: Prior = "uniform",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            epsilon=0.0,
-            normalize=True,
-            global_lr=global_lr,
-            global_lr_decay=global_lr_decay,
-            decay_every=decay_every,
-            prior=prior,
-            **kwargs,
-        )
+    registry_name = "fedavg-n"
+    Parameters = FedAvgNParameters
+    fixed: ClassVar[dict[str, Any]] = {"epsilon": 0.0, "normalize": True}
 
 
 class FedMGDAPlain(FedMGDAPlus):
@@ -456,9 +495,14 @@ class FedMGDAPlain(FedMGDAPlus):
     """
 
     rule_name = "FedMGDA"
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(epsilon=1.0, normalize=False, global_lr=1.0, global_lr_decay=1.0, **kwargs)
+    registry_name = "fedmgda-plain"
+    Parameters = NoParameters
+    fixed: ClassVar[dict[str, Any]] = {
+        "epsilon": 1.0,
+        "normalize": False,
+        "global_lr": 1.0,
+        "global_lr_decay": 1.0,
+    }
 
 
 class MGDAProx(FedMGDAPlus):
@@ -479,31 +523,9 @@ class MGDAProx(FedMGDAPlus):
     """
 
     rule_name = "MGDA-Prox"
-
-    def __init__(
-        self,
-        *,
-        proximal_mu: float = 0.2,
-        epsilon: float = 1.0,
-        global_lr: float = 1.0,
-        global_lr_decay: float = PAPER_DECAY_FACTOR,
-        decay_every: int = 100,
-        prior: Prior = "uniform",
-        qp_solver: str = "quadprog",
-        **kwargs: Any,
-    ) -> None:
-        check_real("proximal_mu", proximal_mu, lower=0.0, lower_open=True)
-        super().__init__(
-            proximal_mu=proximal_mu,
-            epsilon=epsilon,
-            global_lr=global_lr,
-            global_lr_decay=global_lr_decay,
-            decay_every=decay_every,
-            prior=prior,
-            qp_solver=qp_solver,
-            normalize=True,
-            **kwargs,
-        )
+    registry_name = "mgda-prox"
+    Parameters = MGDAProxParameters
+    fixed: ClassVar[dict[str, Any]] = {"normalize": True}
 
 
 # --------------------------------------------------------------------------- the math

@@ -14,7 +14,7 @@ with ``λ = coeff · min_i p_i / (n - 1)``, the largest λ that keeps every w_i 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -23,8 +23,16 @@ from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
+from fairfl.strategies.params import RuleParameters, real
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GiFairParameters(RuleParameters):
+    """GiFair's hyperparameter: λ as a fraction of its bound (see :class:`GiFair`)."""
+
+    coeff: float = real(1.0, key="gifair-coeff", lower=0.0, upper=1.0)
 
 
 class GiFair(ReweightedStrategy):
@@ -65,20 +73,15 @@ class GiFair(ReweightedStrategy):
 
     needs_loss = True
     rule_name = "GiFair"
-
-    def __init__(self, *, coeff: float = 1.0, **kwargs: Any) -> None:
-        self.coeff = check_real("coeff", coeff, lower=0.0, upper=1.0)
-        super().__init__(**kwargs)
-
-    def settings(self) -> dict[str, Any]:
-        """``coeff``, the fraction of the non-negativity bound used as λ."""
-        return {"coeff": self.coeff}
+    registry_name = "gifair"
+    Parameters = GiFairParameters
+    params: GiFairParameters
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """``p_i + λ r_i`` with ``λ = coeff · min p / (n - 1)`` over the participants."""
         p = sample_weights([r.num_examples for r in replies])
         losses = self.losses_of(replies)
-        penalty = gifair_lambda(p, self.coeff)
+        penalty = gifair_lambda(p, self.params.coeff)
         record = self.train_records.setdefault(server_round, TrainRoundRecord())
         record.diagnostics["gifair-lambda"] = penalty
         logger.debug("aggregate_train: round %d GiFair lambda %g", server_round, penalty)

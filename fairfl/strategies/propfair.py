@@ -15,12 +15,28 @@ is :func:`fairfl.client.objectives.propfair_loss`.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from fairfl.contract import keys
-from fairfl.strategies._checks import check_real
 from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.fedavg import FedAvg
+from fairfl.strategies.params import ParameterError, RuleParameters, flag, real
+
+
+@dataclass(frozen=True)
+class PropFairParameters(RuleParameters):
+    """PropFair's hyperparameters: M, ε and the fallback branch (see :class:`PropFair`)."""
+
+    M: float = real(3.0, key="propfair-m", lower=0.0, lower_open=True, grid=(2.0, 3.0, 4.0, 5.0))
+    epsilon: float = real(0.2, key="propfair-epsilon", lower=0.0, lower_open=True)
+    huber: bool = flag(False, key="propfair-huber")
+
+    def check(self) -> None:
+        """``epsilon < M``: the fallback branch starts below M."""
+        if self.epsilon >= self.M:
+            raise ParameterError(
+                "epsilon", f"epsilon must be < M ({self.M:g}), got {self.epsilon!r}"
+            )
 
 
 class PropFair(FedAvg):
@@ -63,27 +79,14 @@ class PropFair(FedAvg):
     """
 
     rule_name = "PropFair"
-
-    def __init__(
-        self, *, M: float = 3.0, epsilon: float = 0.2, huber: bool = False, **kwargs: Any
-    ) -> None:
-        self.M = check_real("M", M, lower=0.0, lower_open=True)
-        self.epsilon = check_real("epsilon", epsilon, lower=0.0, lower_open=True)
-        if self.epsilon >= self.M:
-            raise ValueError(f"epsilon must be < M ({self.M:g}), got {epsilon!r}")
-        if not isinstance(huber, bool):
-            raise ValueError(f"huber must be a bool, got {huber!r}")
-        self.huber = huber
-        super().__init__(**kwargs)
-
-    def settings(self) -> dict[str, Any]:
-        """M, ε and the fallback branch."""
-        return {"M": self.M, "epsilon": self.epsilon, "huber": self.huber}
+    registry_name = "propfair"
+    Parameters = PropFairParameters
+    params: PropFairParameters
 
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Send the client's loss-transform settings, every round."""
         return {
-            keys.PROPFAIR_M: self.M,
-            keys.PROPFAIR_EPSILON: self.epsilon,
-            keys.PROPFAIR_HUBER: self.huber,
+            keys.PROPFAIR_M: self.params.M,
+            keys.PROPFAIR_EPSILON: self.params.epsilon,
+            keys.PROPFAIR_HUBER: self.params.huber,
         }

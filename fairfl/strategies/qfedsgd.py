@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,11 +39,11 @@ from fairfl.strategies.base import (
     MissingMetricError,
     RejectedRepliesError,
 )
+from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.qffl import (
+    WEIGHTINGS,
     Weighting,
     direction_sums_and_squared_norms,
-    is_learning_rate,
-    is_real,
     qffl_coefficients,
     qffl_numerators,
     qffl_update,
@@ -50,6 +51,18 @@ from fairfl.strategies.qffl import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class QFedSGDParameters(RuleParameters):
+    """q-FedSGD's hyperparameters (see :class:`QFedSGD`); ``lr`` is the run's learning rate."""
+
+    client_learning_rate: float | None = real(
+        None, key="lr", lower=0.0, lower_open=True, optional=True
+    )
+    q: float = real(0.1, key="qffl-q", lower=0.0)
+    weighting: Weighting = choice("uniform", WEIGHTINGS, key="qffl-weighting")
+    lipschitz: float = real(0.0, key="qfedsgd-lipschitz", lower=0.0)
 
 
 class QFedSGD(FairStrategy):
@@ -102,32 +115,17 @@ class QFedSGD(FairStrategy):
     needs_loss: ClassVar[bool] = True
     checks_array_values: ClassVar[bool] = True
     rule_name = "q-FedSGD"
+    registry_name = "qfedsgd"
+    Parameters = QFedSGDParameters
+    params: QFedSGDParameters
 
-    def __init__(
-        self,
-        *,
-        client_learning_rate: float | None = None,
-        q: float = 0.1,
-        weighting: Weighting = "uniform",
-        lipschitz: float = 0.0,
-        **kwargs: Any,
-    ) -> None:
-        if client_learning_rate is not None and not is_learning_rate(client_learning_rate):
-            raise ValueError(f"client_learning_rate must be > 0, got {client_learning_rate!r}")
-        if not (is_real(q) and 0 <= q < math.inf):
-            raise ValueError(f"q must be >= 0, got {q!r}")
-        if weighting not in ("uniform", "p"):
-            raise ValueError(f"weighting must be one of ('uniform', 'p'), got {weighting!r}")
-        if not (is_real(lipschitz) and 0 <= lipschitz < math.inf):
-            raise ValueError(f"lipschitz must be > 0, or 0 for 1/lr; got {lipschitz!r}")
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.client_learning_rate = (
-            None if client_learning_rate is None else float(client_learning_rate)
-        )
+        self.client_learning_rate = self.params.client_learning_rate
         self.learning_rate = self.client_learning_rate
-        self.q = float(q)
-        self.weighting: Weighting = weighting
-        self.fixed_lipschitz = float(lipschitz)
+        self.q = self.params.q
+        self.weighting: Weighting = self.params.weighting
+        self.fixed_lipschitz = self.params.lipschitz
 
     @property
     def reply_arrays_key(self) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -42,10 +43,25 @@ from fairfl.contract.qffl import QFFL_EPSILON, h_term
 from fairfl.strategies._ops.blas import one_thread
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+from fairfl.strategies.params import RuleParameters, choice, real
 
 logger = logging.getLogger(__name__)
 
 Weighting = Literal["uniform", "p"]
+WEIGHTINGS: tuple[str, ...] = ("uniform", "p")
+
+
+@dataclass(frozen=True)
+class QFFLParameters(RuleParameters):
+    """q-FFL's hyperparameters (see :class:`QFFL`); ``lr`` is the run's learning rate."""
+
+    client_learning_rate: float | None = real(
+        None, key="lr", lower=0.0, lower_open=True, optional=True
+    )
+    q: float = real(0.1, key="qffl-q", lower=0.0)
+    weighting: Weighting = choice("uniform", WEIGHTINGS, key="qffl-weighting")
+    h_rtol: float = real(1e-3, key=None, lower=0.0, lower_open=True)
+
 
 # Elements per block of delta_sums_and_squared_distances, and per row of its dot
 # products. Its per-block Python calls cost more than cache misses below 1 << 17.
@@ -122,33 +138,18 @@ class QFFL(ReweightedStrategy):
     needs_loss: ClassVar[bool] = True
     checks_array_values: ClassVar[bool] = True
     rule_name = "q-FFL"
+    registry_name = "qffl"
+    Parameters = QFFLParameters
+    params: QFFLParameters
 
-    def __init__(
-        self,
-        *,
-        client_learning_rate: float | None = None,
-        q: float = 0.1,
-        weighting: Weighting = "uniform",
-        h_rtol: float = 1e-3,
-        **kwargs: Any,
-    ) -> None:
-        if client_learning_rate is not None and not is_learning_rate(client_learning_rate):
-            raise ValueError(f"client_learning_rate must be > 0, got {client_learning_rate!r}")
-        if not (is_real(q) and 0 <= q < math.inf):
-            raise ValueError(f"q must be >= 0, got {q!r}")
-        if weighting not in ("uniform", "p"):
-            raise ValueError(f"weighting must be one of ('uniform', 'p'), got {weighting!r}")
-        if not (is_real(h_rtol) and 0 < h_rtol < math.inf):
-            raise ValueError(f"h_rtol must be > 0, got {h_rtol!r}")
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.client_learning_rate = (
-            None if client_learning_rate is None else float(client_learning_rate)
-        )
+        self.client_learning_rate = self.params.client_learning_rate
         # η of the round being aggregated: client_learning_rate, else the config's lr.
         self.learning_rate = self.client_learning_rate
-        self.q = float(q)
-        self.weighting: Weighting = weighting
-        self.h_rtol = float(h_rtol)
+        self.q = self.params.q
+        self.weighting: Weighting = self.params.weighting
+        self.h_rtol = self.params.h_rtol
         # Server-side squared distances ‖w^t - w̄_k‖² and the h_k to use, by node id,
         # for the round being aggregated (filled while the replies are read).
         self._distances: dict[int, float] = {}

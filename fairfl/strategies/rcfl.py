@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -41,14 +42,30 @@ from fairfl.contract import (
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, check_positive_int
-from fairfl.strategies.sampling import sample_nodes
+from fairfl.strategies.params import RuleParameters, choice, flag, integer, real
+from fairfl.strategies.sampling import RCFL_SAMPLINGS, RCFLSampling, sample_nodes
 
 logger = logging.getLogger(__name__)
 
 AlphaRule = Literal["shared", "uniform-cap"]
-Sampling = Literal["flower", "with-replacement"]
 ALPHA_RULES: tuple[str, ...] = ("shared", "uniform-cap")
-SAMPLINGS: tuple[str, ...] = ("flower", "with-replacement")
+
+
+@dataclass(frozen=True)
+class RCFLParameters(RuleParameters):
+    """RC-FL's hyperparameters (see :class:`RCFL`)."""
+
+    alpha: float = real(0.5, key="rcfl-alpha", lower=0.0, lower_open=True, upper=1.0)
+    mu: float = real(0.05, key="rcfl-mu", lower=0.0, lower_open=True)
+    eta_init: float = real(0.0, key="rcfl-eta-init")
+    eta_probe: bool = flag(False, key="rcfl-eta-probe")
+    local_steps: int = integer(5, key="rcfl-local-steps", lower=1)
+    batch_size: int = integer(0, key="rcfl-batch-size", lower=0)
+    eta_lr_scale: float = real(1.0, key="rcfl-eta-lr-scale", lower=0.0, lower_open=True)
+    alpha_rule: AlphaRule = choice("shared", ALPHA_RULES, key="rcfl-alpha-rule")
+    sampling: RCFLSampling = choice("flower", RCFL_SAMPLINGS, key="rcfl-sampling")
+    seed: int = integer(0, key="rcfl-seed", lower=0)
+    check_eta_reach: bool = flag(False, key=None)
 
 
 class RCFL(ReweightedStrategy):
@@ -140,38 +157,11 @@ class RCFL(ReweightedStrategy):
 
     required_train_metrics = (keys.RCFL_ETA,)
     rule_name = "RC-FL"
+    registry_name = "rcfl"
+    Parameters = RCFLParameters
+    params: RCFLParameters
 
-    def __init__(
-        self,
-        *,
-        alpha: float = 0.5,
-        mu: float = 0.05,
-        eta_init: float = 0.0,
-        eta_probe: bool = False,
-        local_steps: int = 5,
-        batch_size: int = 0,
-        eta_lr_scale: float = 1.0,
-        alpha_rule: AlphaRule = "shared",
-        sampling: Sampling = "flower",
-        seed: int = 0,
-        check_eta_reach: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        self.alpha = check_real("alpha", alpha, lower=0.0, upper=1.0, lower_open=True)
-        self.mu = check_real("mu", mu, lower=0.0, lower_open=True)
-        self.eta_init = check_real("eta_init", eta_init)
-        if not isinstance(eta_probe, bool):
-            raise ValueError(f"eta_probe must be a bool, got {eta_probe!r}")
-        check_positive_int("local_steps", local_steps)
-        check_positive_int("batch_size", batch_size, minimum=0)
-        self.eta_lr_scale = check_real("eta_lr_scale", eta_lr_scale, lower=0.0, lower_open=True)
-        if alpha_rule not in ALPHA_RULES:
-            raise ValueError(f"alpha_rule must be one of {ALPHA_RULES}, got {alpha_rule!r}")
-        if sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
-        check_positive_int("seed", seed, minimum=0)
-        if not isinstance(check_eta_reach, bool):
-            raise ValueError(f"check_eta_reach must be a bool, got {check_eta_reach!r}")
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if self.client_sampling != "uniform":
             raise ValueError(
@@ -179,22 +169,25 @@ class RCFL(ReweightedStrategy):
                 "RC-FL draws clients itself; sampling='with-replacement' (run config "
                 "rcfl-sampling) is the paper's draw with probability p_i"
             )
-        self.check_eta_reach = check_eta_reach
+        params = self.params
+        self.alpha, self.mu, self.eta_init = params.alpha, params.mu, params.eta_init
+        self.eta_lr_scale = params.eta_lr_scale
+        self.check_eta_reach = params.check_eta_reach
         #: β_η sent this round (None: the config had no lr, the clients use their own).
         self._lr_eta: float | None = None
-        self.eta_probe = eta_probe
-        self.local_steps = local_steps
-        self.batch_size = batch_size
-        self.alpha_rule: AlphaRule = alpha_rule
-        self.sampling: Sampling = sampling
-        self.seed = seed
+        self.eta_probe = params.eta_probe
+        self.local_steps = params.local_steps
+        self.batch_size = params.batch_size
+        self.alpha_rule: AlphaRule = params.alpha_rule
+        self.sampling: RCFLSampling = params.sampling
+        self.seed = params.seed
         #: η^t, the global dual variable (strategy state, see :meth:`state_dict`).
         self.eta = self.eta_init
         #: n_i by client key (:mod:`fairfl.contract.clients`), from each client's latest
         #: reply.
         self.client_counts: dict[str, int] = {}
-        self.probe_done = not eta_probe
-        self._rng = np.random.default_rng(seed)
+        self.probe_done = not params.eta_probe
+        self._rng = np.random.default_rng(params.seed)
         self._sent_alphas: dict[int, float] = {}
         #: The round's draws with replacement, by client key (None: no draws).
         self._draws: dict[str, int] | None = None

@@ -1,34 +1,43 @@
 """Rules by name, so a run config can choose one (``strategy = "semivred"``).
 
-Each entry maps the rule's run-config keys to its constructor's keyword arguments. The
-run config (``[tool.flwr.app.config]`` in pyproject.toml) must declare every key with
-the constructor's default; a test checks that.
+The registry is read from the rules' own declarations, not written by hand:
+
+- every public module of :mod:`fairfl.strategies` is imported, and each class defined
+  there that sets :attr:`~fairfl.strategies.base.FairStrategy.registry_name` in its own
+  body is a built-in rule (listed FedAvg first, then by module and definition order);
+- every entry point of the group ``fairfl.rules`` that another installed distribution
+  declares (``myrule = mypkg.rules:MyRule``) is a rule too, under the entry point's name.
+  A name that clashes with a built-in is refused (:class:`RuleRegistryError`).
+
+A rule's run-config keys, their defaults and their validation come from its parameters
+dataclass (:mod:`fairfl.strategies.params`). The run config (``[tool.flwr.app.config]``
+in pyproject.toml) must declare every built-in key with its default; a test checks that.
+Everything is loaded on first use, so importing :mod:`fairfl.strategies` loads no other
+distribution's code.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Mapping
+import importlib
+import pkgutil
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from fairfl.strategies.afl import AFL
 from fairfl.strategies.base import FairStrategy
-from fairfl.strategies.deltafl import DeltaFL
-from fairfl.strategies.equitable import EquitableFL
-from fairfl.strategies.fedavg import FedAvg
-from fairfl.strategies.fedmgda import FedAvgN, FedMGDAPlain, FedMGDAPlus, MGDAProx
-from fairfl.strategies.gifair import GiFair
-from fairfl.strategies.propfair import PropFair
-from fairfl.strategies.qfedsgd import QFedSGD
-from fairfl.strategies.qffl import QFFL
-from fairfl.strategies.rcfl import RCFL
-from fairfl.strategies.semivred import SemiVRed
-from fairfl.strategies.term import TERM
-from fairfl.strategies.vred import VRed
+from fairfl.strategies.params import ParameterError, RuleParameters
 
 #: The run-config key of every rule's ``client_sampling`` (uniform or ∝ n_k).
 SAMPLING_KEY = "sampling"
+#: The entry-point group other distributions declare their rules in.
+ENTRY_POINT_GROUP = "fairfl.rules"
+#: Modules of :mod:`fairfl.strategies` that hold no rule (not imported by the scan).
+_NOT_RULES = frozenset({"base", "params", "registry"})
+
+
+class RuleRegistryError(ValueError):
+    """A rule declaration the registry refuses (a name clash, not a rule class)."""
 
 
 @dataclass(frozen=True)
@@ -41,138 +50,119 @@ class RuleSpec:
         Registry name (the ``strategy`` run-config value).
     strategy : type[FairStrategy]
         The strategy class.
-    parameters : Mapping[str, str]
-        Run-config key -> constructor keyword, for the rule's hyperparameters.
+    source : str (default: "fairfl")
+        Where the rule comes from: ``"fairfl"`` or the distribution declaring it.
     """
 
     name: str
     strategy: type[FairStrategy]
-    parameters: Mapping[str, str]
+    source: str = "fairfl"
+
+    @property
+    def parameters(self) -> Mapping[str, str]:
+        """Run-config key -> constructor keyword, for the rule's hyperparameters."""
+        return self.strategy.Parameters.run_config_keys()
 
     def defaults(self) -> dict[str, Any]:
-        """Constructor defaults of the rule's hyperparameters, by run-config key."""
-        signature = inspect.signature(self.strategy.__init__)
-        return {
-            key: signature.parameters[keyword].default
-            for key, keyword in self.parameters.items()
-            if signature.parameters[keyword].default is not inspect.Parameter.empty
-        }
+        """Defaults of the rule's hyperparameters, by run-config key."""
+        return self.strategy.Parameters.defaults()
 
 
-STRATEGIES: dict[str, RuleSpec] = {
-    spec.name: spec
-    for spec in (
-        RuleSpec("fedavg", FedAvg, {}),
-        RuleSpec(
-            "rcfl",
-            RCFL,
-            {
-                "rcfl-alpha": "alpha",
-                "rcfl-alpha-rule": "alpha_rule",
-                "rcfl-mu": "mu",
-                "rcfl-eta-init": "eta_init",
-                "rcfl-eta-probe": "eta_probe",
-                "rcfl-local-steps": "local_steps",
-                "rcfl-batch-size": "batch_size",
-                "rcfl-eta-lr-scale": "eta_lr_scale",
-                "rcfl-sampling": "sampling",
-                "rcfl-seed": "seed",
-            },
-        ),
-        RuleSpec("afl", AFL, {"afl-lambda-lr": "lambda_lr", "afl-variant": "variant"}),
-        RuleSpec("term", TERM, {"term-alpha": "alpha"}),
-        RuleSpec("gifair", GiFair, {"gifair-coeff": "coeff"}),
-        RuleSpec("deltafl", DeltaFL, {"deltafl-alpha": "alpha"}),
-        RuleSpec(
-            "propfair",
-            PropFair,
-            {"propfair-m": "M", "propfair-epsilon": "epsilon", "propfair-huber": "huber"},
-        ),
-        RuleSpec(
-            "equitable",
-            EquitableFL,
-            {
-                "equitable-num-clusters": "num_clusters",
-                "equitable-scope": "scope",
-                "equitable-affinity": "affinity",
-                "equitable-intra-cluster": "intra_cluster",
-                "equitable-proximal-mu": "proximal_mu",
-                "equitable-server-lr": "server_lr",
-                "equitable-max-client-weight": "max_client_weight",
-                "equitable-seed": "seed",
-                "equitable-activation-source": "activation_source",
-                "equitable-activation-max-samples": "activation_max_samples",
-                "equitable-activation-min-samples": "activation_min_samples",
-                "equitable-activation-projection-dim": "activation_projection_dim",
-                "equitable-activation-dp-clip": "activation_dp_clip",
-                "equitable-activation-dp-noise": "activation_dp_noise",
-            },
-        ),
-        RuleSpec(
-            "qffl",
-            QFFL,
-            {"qffl-q": "q", "qffl-weighting": "weighting", "lr": "client_learning_rate"},
-        ),
-        RuleSpec(
-            "qfedsgd",
-            QFedSGD,
-            {
-                "qffl-q": "q",
-                "qffl-weighting": "weighting",
-                "qfedsgd-lipschitz": "lipschitz",
-                "lr": "client_learning_rate",
-            },
-        ),
-        RuleSpec(
-            "vred",
-            VRed,
-            {"vred-beta": "beta", "vred-clip-negative": "clip_negative_weights"},
-        ),
-        RuleSpec(
-            "semivred",
-            SemiVRed,
-            {"semivred-beta": "beta", "semivred-clip-negative": "clip_negative_weights"},
-        ),
-        RuleSpec(
-            "fedmgda",
-            FedMGDAPlus,
-            {
-                "fedmgda-epsilon": "epsilon",
-                "fedmgda-global-lr": "global_lr",
-                "fedmgda-global-lr-decay": "global_lr_decay",
-                "fedmgda-decay-every": "decay_every",
-                "fedmgda-normalize": "normalize",
-                "fedmgda-prior": "prior",
-                "fedmgda-proximal-mu": "proximal_mu",
-                "fedmgda-qp-solver": "qp_solver",
-            },
-        ),
-        RuleSpec(
-            "fedavg-n",
-            FedAvgN,
-            {
-                "fedmgda-global-lr": "global_lr",
-                "fedmgda-global-lr-decay": "global_lr_decay",
-                "fedmgda-decay-every": "decay_every",
-                "fedmgda-prior": "prior",
-            },
-        ),
-        RuleSpec("fedmgda-plain", FedMGDAPlain, {}),
-        RuleSpec(
-            "mgda-prox",
-            MGDAProx,
-            {
-                "mgda-prox-mu": "proximal_mu",
-                "fedmgda-epsilon": "epsilon",
-                "fedmgda-global-lr": "global_lr",
-                "fedmgda-global-lr-decay": "global_lr_decay",
-                "fedmgda-decay-every": "decay_every",
-                "fedmgda-prior": "prior",
-                "fedmgda-qp-solver": "qp_solver",
-            },
-        ),
-    )
-}
+class Rules(Mapping[str, RuleSpec]):
+    """The registry: a read-only mapping of rule name -> :class:`RuleSpec`, loaded on first use."""
+
+    def __init__(self) -> None:
+        self._rules: dict[str, RuleSpec] | None = None
+
+    def _loaded(self) -> dict[str, RuleSpec]:
+        if self._rules is None:
+            rules = builtin_rules()
+            for entry in entry_points(group=ENTRY_POINT_GROUP):
+                spec = external_rule(entry, rules)
+                rules[spec.name] = spec
+            self._rules = rules
+        return self._rules
+
+    def __getitem__(self, name: str) -> RuleSpec:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+    def reload(self) -> None:
+        """Read the declarations again on next use (after installing a distribution)."""
+        self._rules = None
+
+
+def builtin_rules() -> dict[str, RuleSpec]:
+    """The rules declared in :mod:`fairfl.strategies`'s own modules.
+
+    Raises
+    ------
+    RuleRegistryError
+        If two classes declare one ``registry_name``.
+    """
+    package = importlib.import_module("fairfl.strategies")
+    found: list[tuple[str, type[FairStrategy]]] = []
+    for module_info in pkgutil.iter_modules(package.__path__):
+        if module_info.name.startswith("_") or module_info.name in _NOT_RULES:
+            continue
+        module = importlib.import_module(f"fairfl.strategies.{module_info.name}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, FairStrategy)
+                and value.__module__ == module.__name__
+                and vars(value).get("registry_name") is not None
+            ):
+                found.append((module_info.name, value))
+    # FedAvg, every rule's baseline, first; the rest by module, then definition order.
+    found.sort(key=lambda item: item[1].registry_name != "fedavg")
+    rules: dict[str, RuleSpec] = {}
+    for _, strategy in found:
+        name = str(strategy.registry_name)
+        if name in rules:
+            raise RuleRegistryError(
+                f"rule name {name!r} is declared by both {rules[name].strategy.__qualname__} "
+                f"and {strategy.__qualname__}"
+            )
+        rules[name] = RuleSpec(name, strategy)
+    return rules
+
+
+def external_rule(entry: EntryPoint, builtins: Mapping[str, RuleSpec]) -> RuleSpec:
+    """The rule another distribution declares in the ``fairfl.rules`` entry-point group.
+
+    Raises
+    ------
+    RuleRegistryError
+        If its name is already a rule's, or it does not load a
+        :class:`~fairfl.strategies.base.FairStrategy` subclass with a parameters
+        dataclass derived from :class:`~fairfl.strategies.params.RuleParameters`.
+    """
+    source = entry.dist.name if entry.dist is not None else "an unknown distribution"
+    where = f"entry point {entry.name!r} = {entry.value!r} of {source} ({ENTRY_POINT_GROUP})"
+    if entry.name in builtins:
+        clash = builtins[entry.name]
+        owner = "a built-in rule" if clash.source == "fairfl" else f"a rule of {clash.source}"
+        raise RuleRegistryError(
+            f"{where}: the name {entry.name!r} is already {owner} "
+            f"({clash.strategy.__module__}.{clash.strategy.__qualname__}); "
+            "rename the entry point"
+        )
+    strategy = entry.load()
+    if not (isinstance(strategy, type) and issubclass(strategy, FairStrategy)):
+        raise RuleRegistryError(f"{where}: must name a FairStrategy subclass, got {strategy!r}")
+    if not issubclass(strategy.Parameters, RuleParameters):
+        raise RuleRegistryError(f"{where}: its Parameters must subclass RuleParameters")
+    return RuleSpec(entry.name, strategy, source)
+
+
+#: Every rule, built-in and installed, by name.
+STRATEGIES: Rules = Rules()
 
 
 def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> FairStrategy:
@@ -193,29 +183,32 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
     ------
     ValueError
         If ``name`` is unknown (the message lists the valid names) or a hyperparameter
-        is out of range: the rule's constructor names the keyword and the bound, and
-        the message starts with the run-config key (``run config term-alpha (rule
-        term): alpha must be >= 0, got -1.0``).
+        is refused: the message starts with the run-config key, then the rule's own
+        check (``run config term-alpha (rule term): alpha must be >= 0, got -1.0``).
     """
     if name not in STRATEGIES:
         raise ValueError(
             f"run config strategy must be one of {tuple(sorted(STRATEGIES))}, got {name!r}"
         )
     spec = STRATEGIES[name]
-    kwargs = {kw: run_config[key] for key, kw in spec.parameters.items() if key in run_config}
+    kwargs = spec.strategy.Parameters.keywords(run_config)
     if SAMPLING_KEY in run_config:
         kwargs["client_sampling"] = run_config[SAMPLING_KEY]
     try:
         return spec.strategy(**common, **kwargs)
+    except ParameterError as error:
+        keys_of = {keyword: key for key, keyword in spec.parameters.items()}
+        if error.name in keys_of and keys_of[error.name] in run_config:
+            key = keys_of[error.name]
+            raise ValueError(f"run config {key} (rule {name}): {error}") from error
+        raise
     except ValueError as error:
-        # The constructor names its keyword ("alpha must be >= 0, got -1.0"), or an
-        # option object its field ("max_samples" of activation_max_samples); name the
-        # run-config key the value came from too.
-        message = str(error)
-        first = message.split(" ", 1)[0]
+        # A check past the parameters dataclass names its field first (an option
+        # object's: "dp_clip" of activation_dp_clip); name the run-config key too.
+        first = str(error).split(" ", 1)[0]
         if first == "client_sampling" and SAMPLING_KEY in run_config:
-            raise ValueError(f"run config {SAMPLING_KEY} (rule {name}): {message}") from error
+            raise ValueError(f"run config {SAMPLING_KEY} (rule {name}): {error}") from error
         for key, keyword in spec.parameters.items():
             if key in run_config and first in (keyword, keyword.split("_", 1)[-1]):
-                raise ValueError(f"run config {key} (rule {name}): {message}") from error
+                raise ValueError(f"run config {key} (rule {name}): {error}") from error
         raise

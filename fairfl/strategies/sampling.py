@@ -42,6 +42,10 @@ POLL_INTERVAL = 1.0
 #: How a rule picks the round's training nodes (run-config key ``sampling``).
 Sampling = Literal["uniform", "size-proportional"]
 SAMPLINGS: tuple[str, ...] = ("uniform", "size-proportional")
+#: How RC-FL draws its clients itself (run-config key ``rcfl-sampling``): Flower's
+#: uniform draw, or paper 003's draw with replacement with probability p_i.
+RCFLSampling = Literal["flower", "with-replacement"]
+RCFL_SAMPLINGS: tuple[str, ...] = ("flower", "with-replacement")
 
 #: ``draw(connected node ids, sample size) -> sampled node ids``: replaces Flower's
 #: ``random.sample`` in :func:`sample_nodes`.

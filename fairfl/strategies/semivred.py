@@ -23,12 +23,21 @@ for p = 1/n), a bound never tighter than VRed's.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies.vred import LossDeviationStrategy, check_beta, loss_deviations
+from fairfl.strategies.params import RuleParameters, flag, real
+from fairfl.strategies.vred import MAX_BETA, LossDeviationStrategy, check_beta, loss_deviations
+
+
+@dataclass(frozen=True)
+class SemiVRedParameters(RuleParameters):
+    """Semi-VRed's hyperparameters: β and the clipping option (see :class:`SemiVRed`)."""
+
+    beta: float = real(0.2, key="semivred-beta", lower=0.0, upper=MAX_BETA)
+    clip_negative_weights: bool = flag(False, key="semivred-clip-negative")
 
 
 class SemiVRed(LossDeviationStrategy):
@@ -54,17 +63,16 @@ class SemiVRed(LossDeviationStrategy):
     """
 
     rule_name = "Semi-VRed"
+    registry_name = "semivred"
+    Parameters = SemiVRedParameters
 
-    def __init__(
-        self, *, beta: float = 0.2, clip_negative_weights: bool = False, **kwargs: Any
-    ) -> None:
-        super().__init__(
-            weight_rule=semivred_weights,
-            bound_rule=semivred_beta_max,
-            beta=beta,
-            clip_negative_weights=clip_negative_weights,
-            **kwargs,
-        )
+    def weight_rule(self, p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.float64]:
+        """Eq. (12): :func:`semivred_weights`."""
+        return semivred_weights(p, losses, beta)
+
+    def bound_rule(self, p: ArrayLike, losses: ArrayLike) -> float:
+        """After Lemma 2: :func:`semivred_beta_max`."""
+        return semivred_beta_max(p, losses)
 
 
 def semi_deviations(p: ArrayLike, losses: ArrayLike) -> NDArray[np.float64]:

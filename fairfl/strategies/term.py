@@ -11,7 +11,7 @@ PropFair reference code (``TERM`` in ``FairFL/algs/algorithms.py``; spec-vred-qf
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -20,8 +20,16 @@ from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
+from fairfl.strategies.params import RuleParameters, real
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TERMParameters(RuleParameters):
+    """TERM's hyperparameter: the tilt α (see :class:`TERM`)."""
+
+    alpha: float = real(0.5, key="term-alpha", lower=0.0, grid=(0.01, 0.1, 0.5, 1.0))
 
 
 class TERM(ReweightedStrategy):
@@ -56,22 +64,17 @@ class TERM(ReweightedStrategy):
 
     needs_loss = True
     rule_name = "TERM"
-
-    def __init__(self, *, alpha: float = 0.5, **kwargs: Any) -> None:
-        self.alpha = check_real("alpha", alpha, lower=0.0)
-        super().__init__(**kwargs)
-
-    def settings(self) -> dict[str, Any]:
-        """Return the tilt α."""
-        return {"alpha": self.alpha}
+    registry_name = "term"
+    Parameters = TERMParameters
+    params: TERMParameters
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """``softmax_i(α f_i + log p_i)`` over the round's participants."""
         p = sample_weights([r.num_examples for r in replies])
         losses = self.losses_of(replies)
         record = self.train_records.setdefault(server_round, TrainRoundRecord())
-        record.diagnostics["term-tilted-loss"] = tilted_loss(p, losses, self.alpha)
-        return term_weights(p, losses, self.alpha)
+        record.diagnostics["term-tilted-loss"] = tilted_loss(p, losses, self.params.alpha)
+        return term_weights(p, losses, self.params.alpha)
 
 
 def term_weights(p: ArrayLike, losses: ArrayLike, alpha: float) -> NDArray[np.float64]:

@@ -28,7 +28,9 @@ This module also holds what :mod:`fairfl.strategies.semivred` shares with VRed:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from fairfl.contract import TrainReply
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ReweightedStrategy
+from fairfl.strategies.params import RuleParameters, flag, real
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +47,14 @@ logger = logging.getLogger(__name__)
 #: to 1e6, ``2β (f_i - f̄)`` stays finite for every loss below 1e300, so the weights
 #: are finite for every loss a reply may report (:mod:`fairfl.contract.bounds`).
 MAX_BETA = 1e6
+
+
+@dataclass(frozen=True)
+class VRedParameters(RuleParameters):
+    """VRed's hyperparameters: β and the clipping option (see :class:`VRed`)."""
+
+    beta: float = real(0.1, key="vred-beta", lower=0.0, upper=MAX_BETA)
+    clip_negative_weights: bool = flag(False, key="vred-clip-negative")
 
 
 class LossDeviationStrategy(ReweightedStrategy):
@@ -79,31 +90,17 @@ class LossDeviationStrategy(ReweightedStrategy):
 
     needs_loss: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        *,
-        weight_rule: Callable[[ArrayLike, ArrayLike, float], NDArray[np.float64]],
-        bound_rule: Callable[[ArrayLike, ArrayLike], float],
-        beta: float,
-        clip_negative_weights: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        if not (isinstance(beta, int | float) and np.isfinite(beta) and beta >= 0):
-            raise ValueError(f"beta must be a finite float >= 0, got {beta!r}")
-        if beta > MAX_BETA:
-            raise ValueError(f"beta must be <= {MAX_BETA:g} (MAX_BETA), got {beta!r}")
-        if not isinstance(clip_negative_weights, bool):
-            raise ValueError(f"clip_negative_weights must be a bool, got {clip_negative_weights!r}")
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.weight_rule = weight_rule
-        self.bound_rule = bound_rule
-        self.beta = float(beta)
-        self.clip_negative_weights = clip_negative_weights
         self._warned_negative = False
 
-    def settings(self) -> dict[str, Any]:
-        """β and the clipping option."""
-        return {"beta": self.beta, "clip_negative_weights": self.clip_negative_weights}
+    @abstractmethod
+    def weight_rule(self, p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.float64]:
+        """``(p, f, β) -> w``, the rule's unclipped weights (they sum to 1)."""
+
+    @abstractmethod
+    def bound_rule(self, p: ArrayLike, losses: ArrayLike) -> float:
+        """``(p, f) -> β_max``, the round's largest β keeping every weight >= 0 (``inf``: none)."""
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """Return this round's weights; record ``beta-max`` and ``negative-weights``."""
@@ -166,17 +163,16 @@ class VRed(LossDeviationStrategy):
     """
 
     rule_name = "VRed"
+    registry_name = "vred"
+    Parameters = VRedParameters
 
-    def __init__(
-        self, *, beta: float = 0.1, clip_negative_weights: bool = False, **kwargs: Any
-    ) -> None:
-        super().__init__(
-            weight_rule=vred_weights,
-            bound_rule=vred_beta_max,
-            beta=beta,
-            clip_negative_weights=clip_negative_weights,
-            **kwargs,
-        )
+    def weight_rule(self, p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.float64]:
+        """Eq. (8): :func:`vred_weights`."""
+        return vred_weights(p, losses, beta)
+
+    def bound_rule(self, p: ArrayLike, losses: ArrayLike) -> float:
+        """§4.1.1: :func:`vred_beta_max`."""
+        return vred_beta_max(p, losses)
 
 
 def loss_deviations(p: ArrayLike, losses: ArrayLike) -> NDArray[np.float64]:

@@ -783,7 +783,7 @@ def test_run_config_declares_every_key_with_the_constructor_default(name):
         ({"global_lr_decay": 1.1}, "global_lr_decay must be <= 1, got 1.1"),
         ({"decay_every": 0}, "decay_every must be an int >= 1, got 0"),
         ({"normalize": "yes"}, "normalize must be a bool, got 'yes'"),
-        ({"prior": "size"}, r"prior must be one of \['uniform', 'num-examples'\], got 'size'"),
+        ({"prior": "size"}, r"prior must be one of \('uniform', 'num-examples'\), got 'size'"),
         ({"proximal_mu": -1.0}, "proximal_mu must be >= 0, got -1.0"),
         ({"qp_solver": "daqp-missing"}, "qp_solver must be one of the installed qpsolvers"),
     ],

@@ -379,9 +379,9 @@ def test_train_config_sends_q_and_keeps_callers_config():
     ("kwargs", "message"),
     [
         ({"client_learning_rate": 0.0}, "client_learning_rate must be > 0, got 0.0"),
-        ({"client_learning_rate": True}, "client_learning_rate must be > 0, got True"),
+        ({"client_learning_rate": True}, "client_learning_rate must be a finite number, got True"),
         ({"client_learning_rate": 0.1, "q": -1.0}, "q must be >= 0, got -1.0"),
-        ({"client_learning_rate": 0.1, "q": float("inf")}, "q must be >= 0, got inf"),
+        ({"client_learning_rate": 0.1, "q": float("inf")}, "q must be a finite number, got inf"),
         (
             {"client_learning_rate": 0.1, "weighting": "n"},
             r"weighting must be one of \('uniform', 'p'\), got 'n'",

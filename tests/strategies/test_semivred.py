@@ -151,8 +151,8 @@ def test_reply_missing_train_loss_is_dropped_by_name():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"beta": -1.0}, "beta must be a finite float >= 0, got -1.0"),
-        ({"beta": float("inf")}, "beta must be a finite float >= 0, got inf"),
+        ({"beta": -1.0}, "beta must be >= 0, got -1.0"),
+        ({"beta": float("inf")}, "beta must be a finite number, got inf"),
         ({"clip_negative_weights": "yes"}, "clip_negative_weights must be a bool, got 'yes'"),
     ],
 )

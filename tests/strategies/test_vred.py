@@ -185,9 +185,9 @@ def test_reply_missing_train_loss_is_dropped_by_name(caplog):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"beta": -0.1}, "beta must be a finite float >= 0, got -0.1"),
-        ({"beta": float("nan")}, "beta must be a finite float >= 0, got nan"),
-        ({"beta": "0.1"}, "beta must be a finite float >= 0, got '0.1'"),
+        ({"beta": -0.1}, "beta must be >= 0, got -0.1"),
+        ({"beta": float("nan")}, "beta must be a finite number, got nan"),
+        ({"beta": "0.1"}, "beta must be a finite number, got '0.1'"),
         ({"clip_negative_weights": 1}, "clip_negative_weights must be a bool, got 1"),
         ({"fraction_train": 2.0}, r"fraction_train must be in \[0, 1\], got 2.0"),
     ],
