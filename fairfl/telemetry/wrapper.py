@@ -14,7 +14,14 @@ and sent to the trackers of the ``telemetry`` run-config key::
 
 It records by watching the Grid: ``start()`` runs the wrapped strategy unchanged on a
 Grid that passes every call through and reads the messages and replies. Nothing the
-strategy computes changes.
+strategy computes changes. A fairfl rule's aggregation weights λ_i, diagnostics and
+skipped rounds (its ``train_records``) go into each round's ``train`` record too.
+
+The records go to ``out_dir`` (default: the run config's ``out-dir``, else
+``outputs/telemetry`` under the ServerApp's working directory), which ``start()`` names,
+as an absolute path, in its first log line. A folder that already holds a run's
+``rounds.jsonl`` or ``summary.json`` is refused unless ``overwrite=True`` (or the run
+config's ``overwrite``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
+from fairfl.logs import attach_flower_console
 from fairfl.metrics import fairness_metrics
 from fairfl.telemetry.config import TelemetrySettings
 from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint, json_safe
@@ -44,6 +52,8 @@ logger = logging.getLogger(__name__)
 TRAIN, EVALUATE = "train", "evaluate"
 #: Reply metric with the client's partition (fairfl's contract key), used if present.
 PARTITION_ID = "partition-id"
+#: Files whose presence means an out-dir holds a run's records.
+RESULT_FILES = ("rounds.jsonl", "summary.json")
 
 
 def _finite(value: Any) -> bool:
@@ -136,10 +146,13 @@ class RoundRecorder:
             }
         )
 
-    def entry(self, server_round: int) -> dict[str, Any]:
+    def entry(self, server_round: int, rule_record: Any = None) -> dict[str, Any]:
         """The round's record (fairfl's ``rounds.jsonl`` schema), then start afresh.
 
         A client without ``num-examples`` weighs 1 in ``acc-weighted-mean``.
+        ``rule_record`` is a fairfl rule's ``TrainRoundRecord`` of the round (its
+        ``weights``, ``partition_ids``, ``diagnostics``, ``skipped``), ``None`` for
+        other strategies: their ``weights`` stay empty.
         """
         clients = sorted(self.clients, key=lambda c: (c["partition_id"] is None, c["node_id"]))
         entry: dict[str, Any] = {
@@ -163,6 +176,19 @@ class RoundRecorder:
                 "diagnostics": {},
                 "skipped": None,
             }
+            if rule_record is not None:
+                entry["train"].update(
+                    weights=[
+                        {
+                            "node_id": node,
+                            "partition_id": rule_record.partition_ids.get(node),
+                            "weight": weight,
+                        }
+                        for node, weight in rule_record.weights.items()
+                    ],
+                    diagnostics=dict(rule_record.diagnostics),
+                    skipped=rule_record.skipped,
+                )
         self._reset()
         return json_safe(entry)
 
@@ -237,7 +263,10 @@ class TelemetryStrategy(Strategy):
         its fingerprint goes on every line.
     out_dir : Path | str | None
         Results folder (default: the run config's ``out-dir``, else
-        ``outputs/telemetry``).
+        ``outputs/telemetry``), relative to the ServerApp's working directory.
+    overwrite : bool | None
+        Replace the records of a previous run in ``out_dir``. ``None``: the run config's
+        ``overwrite`` (absent: ``False``, such a folder is refused).
     acc_key, loss_key, weight_key : str
         Metric names in the evaluation replies.
     """
@@ -248,6 +277,7 @@ class TelemetryStrategy(Strategy):
         run_config: Mapping[str, Any],
         *,
         out_dir: Path | str | None = None,
+        overwrite: bool | None = None,
         acc_key: str = "eval_acc",
         loss_key: str = "eval_loss",
         weight_key: str = "num-examples",
@@ -255,6 +285,9 @@ class TelemetryStrategy(Strategy):
         self.strategy = strategy
         self.run_config = dict(run_config)
         self.settings = TelemetrySettings.from_run_config(self.run_config)
+        self.overwrite = bool(
+            self.run_config.get("overwrite", False) if overwrite is None else overwrite
+        )
         self.out_dir = Path(
             out_dir
             if out_dir is not None
@@ -313,7 +346,29 @@ class TelemetryStrategy(Strategy):
 
         ``summary.json`` gets the outcome (``status`` ``completed`` or ``failed``) and
         the ledger head, also when a round raises.
+
+        Raises
+        ------
+        FileExistsError
+            If ``out_dir`` holds a previous run's records and ``overwrite`` is off (the
+            message names the folder and the files); nothing is written then.
         """
+        attach_flower_console(level=None)
+        logger.info(
+            "telemetry: %s's per-client records go to %s",
+            type(self.strategy).__name__,
+            self.out_dir.resolve(),
+        )
+        found = [name for name in RESULT_FILES if (self.out_dir / name).exists()]
+        if found and not self.overwrite:
+            raise FileExistsError(
+                f"with_telemetry: {self.out_dir.resolve()} already holds a run's records "
+                f"({', '.join(found)}); pass another out_dir (or run config out-dir), or "
+                "overwrite=True (run config overwrite=true) to replace them"
+            )
+        for name in found:
+            (self.out_dir / name).unlink()
+        records = getattr(self.strategy, "train_records", None)  # a fairfl rule's
         recorder = RoundRecorder(self.run_id, self.acc_key, self.loss_key, self.weight_key)
         stream = RecordStream(
             self.out_dir / "rounds.jsonl",
@@ -330,7 +385,8 @@ class TelemetryStrategy(Strategy):
         def round_end(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
             result = evaluate_fn(server_round, arrays) if evaluate_fn is not None else None
             if server_round > 0:
-                last.update(stream.record(recorder.entry(server_round)))
+                rule_record = records.get(server_round) if records is not None else None
+                last.update(stream.record(recorder.entry(server_round, rule_record)))
             return result
 
         status, error = "failed", None
