@@ -233,6 +233,21 @@ def import_time(entry: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cli_startup(entry: dict[str, Any]) -> list[str]:
+    """The ``fairfl`` command's start-up, each a fresh process."""
+    result = entry["result"]
+    lines = _header(
+        entry,
+        f"`fairfl` command start-up, fresh process, best of {result['repeats']} (goal: "
+        f"`fairfl --help` ≤ {result['goal_ratio']}× `{result['baseline']}`)",
+    )
+    lines += ["| Command | ms | × baseline |", "| --- | --- | --- |"]
+    for command, ms in result["best_ms"].items():
+        ratio = _ratio(result["ratio_to_baseline"][command])
+        lines.append(f"| `{command}` | {ms:,.0f} | {ratio} |")
+    return lines
+
+
 def client_start(entry: dict[str, Any]) -> list[str]:
     """A fresh ClientApp process from start to its train reply."""
     result = entry["result"]
@@ -391,6 +406,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "aggregate_all_rules": aggregate_all_rules,
     "client_epoch": client_epoch,
     "import_time": import_time,
+    "cli_startup": cli_startup,
     "client_start": client_start,
     "scale": scale,
     "telemetry": telemetry,

@@ -48,6 +48,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "aggregate_all_rules": ["benchmarks/bench_aggregate_all_rules.py", "--repeats", "3"],
     "client_epoch": ["benchmarks/bench_client_epoch.py"],
     "import_time": ["benchmarks/bench_import.py", "--repeats", "5"],
+    "cli_startup": ["benchmarks/bench_cli_startup.py", "--repeats", "7"],
     "client_start": ["benchmarks/bench_client_start.py", "--repeats", "5"],
     "scale": ["benchmarks/bench_scale.py", "--runtimes", "inprocess"],
     "telemetry": ["benchmarks/bench_telemetry.py"],

@@ -1,5 +1,13 @@
 r"""The ``fairfl`` command: compare rules side by side, and rebuild reports.
 
+``fairfl run``
+    Run one federation: in this process (default) or through Flower's simulation
+    engine (``--engine flower``), with the run-config keys as ``-c key=value``
+    overrides (``--strategy X`` for ``-c strategy=X``); prints each round's fairness
+    and the final line. Example::
+
+        fairfl run --strategy qffl -c num-server-rounds=5 num-partitions=10 --out results/q
+
 ``fairfl compare``
     Run rules (and hyperparameter grids) on identical partitions, initial models and
     seeds, then write tables, plots and ``report.md``. Examples::
@@ -29,47 +37,65 @@ r"""The ``fairfl`` command: compare rules side by side, and rebuild reports.
     ``--allow-remote`` and a token (``FAIRFL_DASHBOARD_TOKEN`` or ``--token-file``).
 
 ``fairfl verify DIR``
-    Check the hash chain of a run's ``rounds.jsonl`` (the ledger,
-    :mod:`fairfl.telemetry.ledger`): exit 0 if it holds, 1 naming the first tampered,
-    missing or truncated round.
+    Check the hash chain of a run's ``rounds.jsonl`` and its sealed ``summary.json``
+    (the ledger, :mod:`fairfl.telemetry.ledger`), or of every run of a comparison
+    folder: exit 0 if it holds, 1 naming the first tampered, missing or truncated
+    round; 2 for a folder that does not exist or holds no run.
 
 Without ``pip install``, run it as ``python -m fairfl ...`` from the repository.
 
-Exit codes: 0 done; 1 a run of the comparison failed (each failed run's ``error.txt``
-says why; the report is still written); 2 bad arguments; 130/143 stopped by
-SIGINT/SIGTERM (every process it started, a ``--engine flwr`` run's SuperLink and
-Ray included, is stopped by PID first; each run's last checkpoint stays).
+Each subcommand imports only what it needs: ``fairfl --help``, ``verify`` and
+``rules`` work on the core install; a missing extra is one line naming it
+(``pip install "fairfl[report]"``), exit 2.
+
+Exit codes: 0 done; 1 a run failed (each failed run of a comparison has an
+``error.txt``; the report is still written) or ``verify`` found a broken chain; 2 bad
+arguments, a run config that fails its up-front checks, or a missing extra; 130/143
+stopped by SIGINT/SIGTERM (every process it started, a Flower-engine run's SuperLink
+and Ray included, is stopped by PID first; each run's last checkpoint stays).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import logging
 import os
 import secrets
 import shlex
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fairfl.report.compare import ENGINES, MAX_WORKERS, compare, rule_keys
-from fairfl.report.recipes import RECIPES
-from fairfl.report.results import read_manifest
-from fairfl.report.tables import COLUMN_SETS
-from fairfl.report.tune import CRITERIA as TUNE_CRITERIA
-from fairfl.report.tune import (
-    DEFAULT_CRITERION,
-    DEFAULT_TOLERANCE,
-    DEFAULT_VALIDATION_FRACTION,
-    TUNING_JSON,
-    tune_and_compare,
-    write_tuning_markdown,
-)
-from fairfl.simulation.engine import EXIT_FAILED, EXIT_USAGE, exit_on_signals
-from fairfl.strategies.registry import STRATEGIES
+from fairfl.extras import MODULE_EXTRAS, install_hint
 
 logger = logging.getLogger(__name__)
+
+# The parser is built from these constants, not from the modules that own them, so
+# that ``fairfl --help`` and ``fairfl verify`` import neither torch nor matplotlib
+# (tests/cli checks each against its module).
+#: Exit codes (fairfl.simulation.engine's EXIT_OK, EXIT_FAILED, EXIT_USAGE).
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: fairfl.report.compare.ENGINES and MAX_WORKERS.
+ENGINES = ("inprocess", "flwr")
+MAX_WORKERS = 2
+#: fairfl.report.recipes.RECIPES, fairfl.report.tables.COLUMN_SETS.
+RECIPE_NAMES = ("digits-table6", "qffl-synthetic", "qffl-synthetic-light")
+COLUMN_SETS = ("qffl", "table6")
+#: fairfl.report.tune's CRITERIA, DEFAULT_CRITERION, DEFAULT_TOLERANCE,
+#: DEFAULT_VALIDATION_FRACTION and TUNING_JSON.
+TUNE_CRITERIA = ("worst10-near-baseline", "worst10", "mean")
+DEFAULT_CRITERION = "worst10-near-baseline"
+DEFAULT_TOLERANCE = 2.0
+DEFAULT_VALIDATION_FRACTION = 0.2
+TUNING_JSON = "tuning.json"
+#: fairfl.report.results.MANIFEST_FILE.
+MANIFEST_FILE = "manifest.json"
+#: Engines of ``fairfl run``: this process, or Flower's simulation engine.
+RUN_ENGINES = ("inprocess", "flower")
 
 #: Port of ``fairfl dashboard`` and ``fairfl compare --dashboard`` (Dash's default).
 DASHBOARD_PORT = 8050
@@ -80,12 +106,17 @@ MIN_TOKEN_LENGTH = 16
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``fairfl`` (subcommands compare, report, rules, recipes)."""
+    """The argument parser of ``fairfl`` (imports nothing beyond the standard library)."""
     parser = argparse.ArgumentParser(
-        prog="fairfl", description="Fair federated learning on Flower: compare and report."
+        prog="fairfl",
+        description="Fair federated learning on Flower: run, compare, report, verify.",
+        epilog="exit codes: 0 done; 1 a run failed or verify found a broken chain; 2 bad "
+        "arguments, a run config that fails its checks, or a missing extra (the line "
+        "names it); 130/143 stopped by SIGINT/SIGTERM",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log fairfl at INFO")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_run_parser(commands)
 
     run = commands.add_parser(
         "compare",
@@ -105,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
             "values take the type of the key's default; `fairfl rules` lists the keys."
         ),
     )
-    run.add_argument("--recipe", choices=sorted(RECIPES), help="a preset comparison")
+    run.add_argument("--recipe", choices=RECIPE_NAMES, help="a preset comparison")
     run.add_argument("--rules", nargs="+", metavar="RULE", help="registered rules ('all': every)")
     run.add_argument("--grid", nargs="+", default=None, metavar="[RULE:]KEY=V1,V2")
     run.add_argument("--seeds", nargs="+", type=int, metavar="SEED")
@@ -127,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--baseline", help="Table 2 baseline variant (default: fedavg)")
     run.add_argument("--weights-of", dest="weights_label", help="variant whose weights to plot")
-    run.add_argument("--columns", choices=sorted(COLUMN_SETS), help="extra table columns")
+    run.add_argument("--columns", choices=COLUMN_SETS, help="extra table columns")
     run.add_argument("--title", help="report title")
     run.add_argument("--no-models", action="store_true", help="delete final_model.npz files")
     run.add_argument("--skip-existing", action="store_true", help="keep finished runs")
@@ -195,13 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("folder", type=Path)
     report.add_argument("--baseline")
     report.add_argument("--weights-of", dest="weights_label")
-    report.add_argument("--columns", choices=sorted(COLUMN_SETS))
+    report.add_argument("--columns", choices=COLUMN_SETS)
     report.add_argument("--title")
 
     verify = commands.add_parser(
-        "verify", help="check a run's rounds.jsonl hash chain (exit 1 naming the first bad round)"
+        "verify",
+        help="check the hash chain of a run's rounds.jsonl and summary.json, or of every "
+        "run of a comparison (exit 1 naming the first bad round)",
     )
-    verify.add_argument("folder", type=Path, metavar="OUT_DIR")
+    verify.add_argument(
+        "folder", type=Path, metavar="DIR", help="a run's out-dir or a compare --out"
+    )
     commands.add_parser("rules", help="list registered rules and their run-config keys")
     commands.add_parser("recipes", help="list reproduction recipes")
 
@@ -233,6 +268,62 @@ def build_parser() -> argparse.ArgumentParser:
     )
     board.add_argument("--token-file", type=Path, help="file whose first line is the token")
     return parser
+
+
+def _add_run_parser(commands: Any) -> None:
+    """``fairfl run``: one federation, the run-config keys as ``-c key=value``."""
+    run = commands.add_parser(
+        "run",
+        help="run one federation (in this process, or through Flower's simulation engine)",
+        description=(
+            "Run one federation with fairfl's ServerApp and ClientApp. Every run-config key "
+            "of [tool.flwr.app.config] (`fairfl rules` lists the rules' keys) can be set "
+            "with -c key=value; everything is checked before the first round. Prints each "
+            "round's fairness and the final line; results go to --out."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  fairfl run --strategy qffl -c num-server-rounds=5 qffl-q=1 --out results/q\n"
+            "  fairfl run --engine flower -c dataset=digits num-partitions=10 --out results/f"
+        ),
+    )
+    run.add_argument("--strategy", help="the rule (shorthand for -c strategy=RULE)")
+    run.add_argument(
+        "-c",
+        "--run-config",
+        nargs="+",
+        default=[],
+        dest="overrides",
+        metavar="KEY=VALUE",
+        help="run-config values; each takes the type of the key's default",
+    )
+    run.add_argument(
+        "--out",
+        type=Path,
+        help="results folder (shorthand for -c out-dir=DIR; default outputs/latest)",
+    )
+    run.add_argument(
+        "--engine",
+        choices=RUN_ENGINES,
+        default="inprocess",
+        help="inprocess (default): no Ray, no network; flower: Flower's simulation "
+        "engine with one SuperNode per partition (needs the [simulation] extra and the "
+        "repository's pyproject.toml)",
+    )
+    run.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds a flower-engine run may take"
+    )
+    run.add_argument(
+        "--dashboard",
+        nargs="?",
+        const=DASHBOARD_PORT,
+        type=int,
+        metavar="PORT",
+        help=f"serve the live dashboard on 127.0.0.1:PORT (default {DASHBOARD_PORT}) while "
+        "the run goes",
+    )
+    run.add_argument("--quiet", action="store_true", help="no per-round progress lines")
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -297,22 +388,27 @@ def _run_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _live_dashboard(args: argparse.Namespace) -> Any:
-    """``fairfl compare --dashboard``: the started server; else print the command, None."""
-    if args.dashboard is None:
-        command = shlex.join(["fairfl", "dashboard", str(args.out)])
-        print(f"fairfl compare: watch it live with: {command}", file=sys.stderr, flush=True)
+def _live_dashboard(program: str, folder: Path, port: int | None) -> Any:
+    """``--dashboard``: the started server; else print the command, None."""
+    if port is None:
+        command = shlex.join(["fairfl", "dashboard", str(folder)])
+        print(f"{program}: watch it live with: {command}", file=sys.stderr, flush=True)
         return None
     dashboard = _load_dashboard()
     try:
-        server = dashboard.DashboardServer(dashboard.create_app([args.out]), port=args.dashboard)
+        server = dashboard.DashboardServer(dashboard.create_app([folder]), port=port)
     except OSError as error:
-        raise ValueError(f"--dashboard {args.dashboard}: {error}") from error
-    print(f"fairfl compare: live dashboard at {server.url}", file=sys.stderr, flush=True)
+        raise ValueError(f"--dashboard {port}: {error}") from error
+    print(f"{program}: live dashboard at {server.url}", file=sys.stderr, flush=True)
     return server.start()
 
 
 def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
+    from fairfl.report.compare import compare
+    from fairfl.report.recipes import RECIPES
+    from fairfl.report.results import read_manifest
+    from fairfl.strategies.registry import STRATEGIES
+
     recipe = RECIPES[args.recipe] if args.recipe else None
     rules = args.rules or (list(recipe.rules or STRATEGIES) if recipe else None)
     if rules == ["all"] or (recipe and recipe.rules is None and not args.rules):
@@ -325,7 +421,7 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
     workers = args.workers or (recipe.workers if recipe else 1)
     if args.tune:
         return _run_tuned(args, argv, recipe, rules, seeds, settings, workers)
-    live = _live_dashboard(args)  # prints the dashboard command, or starts it
+    live: list[Any] = []  # the dashboard, started once every run passed its checks
     report = compare(
         rules=rules,
         out_dir=args.out,
@@ -342,9 +438,10 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         reference=list(recipe.reference) if recipe else [],
         command=shlex.join(["fairfl", *argv]),
         recipe=recipe.name if recipe else None,
+        on_start=lambda: live.append(_live_dashboard("fairfl compare", args.out, args.dashboard)),
     )
-    if live is not None:
-        live.stop()
+    for server in filter(None, live):
+        server.stop()
     print(report.text())
     print(f"report: {args.out / 'report.md'}")
     runs = (read_manifest(args.out) or {}).get("runs", [])
@@ -358,6 +455,96 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         )
         return EXIT_FAILED
     return 0
+
+
+def _run_config(args: argparse.Namespace) -> dict[str, Any]:
+    """``fairfl run``'s run config: ``-c`` items, then ``--strategy`` and ``--out``.
+
+    Relative folders are taken from the working directory (Flower's engine runs the
+    ServerApp elsewhere).
+    """
+    from fairfl.report.compare import parse_value
+
+    config: dict[str, Any] = {}
+    for item in args.overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"-c: expected key=value, got {item!r}")
+        config[key.strip()] = parse_value(key.strip(), text)
+    if args.strategy is not None:
+        config["strategy"] = args.strategy
+    if args.out is not None:
+        config["out-dir"] = str(args.out)
+    for key in ("out-dir", "resume-from", "data-root", "telemetry-dir"):
+        if isinstance(config.get(key), str) and config[key]:
+            config[key] = str(Path(config[key]).expanduser().absolute())
+    return config
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    """``fairfl run``: check everything, run one federation, print the final line."""
+    from fairfl.server.preflight import check_run, require_modules
+    from fairfl.settings import RunSettings
+    from fairfl.simulation.engine import final_line
+
+    config = _run_config(args)
+    config.setdefault("out-dir", str(Path(RunSettings.out_dir).absolute()))
+    if args.engine == "flower":
+        require_modules({"ray": "--engine flower (Flower's simulation engine)"})
+    checked = check_run(config, local_clients=True)  # the clients run on this machine
+    out_dir = Path(checked.settings.out_dir)
+    print(
+        f"fairfl run: {checked.settings.strategy} on {checked.settings.dataset}, "
+        f"{checked.settings.num_partitions} clients, {checked.settings.num_server_rounds} "
+        f"rounds -> {out_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
+    live = _live_dashboard("fairfl run", out_dir, args.dashboard)
+    try:
+        if args.engine == "flower":
+            code, summary, message = _run_on_flower(config, checked.settings, args.timeout)
+        else:
+            code, summary, message = _run_in_process(config, quiet=args.quiet)
+    finally:
+        if live is not None:
+            live.stop()
+    if summary is not None and code == EXIT_OK:
+        print(final_line(summary))
+        print(f"results: {out_dir / 'rounds.jsonl'} {out_dir / 'summary.json'}")
+    else:
+        print(f"fairfl run: error: {message}", file=sys.stderr)
+    return code
+
+
+def _run_in_process(config: dict[str, Any], *, quiet: bool) -> tuple[int, Any, str]:
+    """Run in this process; each round's fairness line is the progress."""
+    from fairfl.server.run import RunFailedError
+    from fairfl.simulation import run_inprocess
+
+    if not quiet:  # RoundLog logs one line per round at INFO
+        logging.getLogger("fairfl.server").setLevel(logging.INFO)
+    try:
+        outcome = run_inprocess(config)
+    except (RunFailedError, TimeoutError) as error:
+        return EXIT_FAILED, None, f"{type(error).__name__}: {error}"
+    return EXIT_OK, outcome.summary, ""
+
+
+def _run_on_flower(config: dict[str, Any], settings: Any, timeout: float) -> tuple[int, Any, str]:
+    """Run through Flower's simulation engine, one SuperNode per partition."""
+    from fairfl.simulation.engine import find_app_dir, simulate, toml_overrides
+
+    app = find_app_dir()
+    result = simulate(
+        toml_overrides(config),
+        settings.num_partitions,
+        app / ".flwr-home",
+        timeout=timeout,
+        app_dir=app,
+        summary_path=Path(settings.out_dir) / "summary.json",
+    )
+    return result.code, result.summary, result.message
 
 
 def _description(recipe: Any, args: argparse.Namespace) -> str:
@@ -405,6 +592,9 @@ def _run_tuned(
     workers: int,
 ) -> int:
     """``fairfl compare --tune``: tune on validation splits, report on fresh seeds."""
+    from fairfl.report.results import read_manifest
+    from fairfl.report.tune import tune_and_compare
+
     if args.grid is not None:
         raise ValueError("--tune takes --tune-grid, not --grid")
     report = tune_and_compare(
@@ -452,6 +642,7 @@ def _present(label: str | None, rules: list[str], grid: list[str]) -> str | None
 
 def _run_report(args: argparse.Namespace) -> int:
     from fairfl.report.build import build_report
+    from fairfl.report.tune import write_tuning_markdown
 
     report = build_report(
         args.folder,
@@ -464,33 +655,119 @@ def _run_report(args: argparse.Namespace) -> int:
     print(f"report: {args.folder / 'report.md'}")
     if (args.folder / TUNING_JSON).is_file():
         print(f"tuning: {write_tuning_markdown(args.folder)}")
-    return 0
+    return EXIT_OK
 
 
-def _verify(folder: Path) -> int:
+def _verify_run(folder: Path, label: str) -> bool:
+    """Print whether one run's ledger holds (stdout) or where it breaks (stderr)."""
     from fairfl.telemetry.ledger import ledger_file, verify_ledger
 
     report = verify_ledger(folder)
     path = ledger_file(folder)
     if report.ok:
-        print(f"fairfl verify: {path}: {report.rounds} rounds, chain intact")
-        return 0
-    print(f"fairfl verify: {path}: {report.problem}", file=sys.stderr)
-    return EXIT_FAILED
+        print(f"fairfl verify: {label}{path}: {report.rounds} rounds, chain intact")
+        return True
+    print(f"fairfl verify: {label}{path}: {report.problem}", file=sys.stderr)
+    return False
 
 
-def _list_rules() -> int:
+def _has_ledger(folder: Path) -> bool:
+    return (folder / "rounds.jsonl").exists() or (folder / "rounds.jsonl.gz").exists()
+
+
+def _verify_comparison(folder: Path) -> int:
+    """Verify every run a comparison's ``manifest.json`` lists (and its tuning runs)."""
+    comparisons = [
+        folder,
+        *([folder / "tuning"] if (folder / "tuning" / MANIFEST_FILE).is_file() else []),
+    ]
+    checked = broken = 0
+    for comparison in comparisons:
+        try:
+            manifest = json.loads((comparison / MANIFEST_FILE).read_text(encoding="utf-8"))
+            runs = list(manifest["runs"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"{comparison / MANIFEST_FILE} is not a comparison's manifest: {error}"
+            ) from error
+        root = comparison.resolve()
+        for run in runs:
+            run_dir = (comparison / str(run.get("dir", ""))).resolve()
+            label = f"{run.get('label', '?')} seed {run.get('seed', '?')}: "
+            checked += 1
+            if not run_dir.is_relative_to(root) or run_dir == root:
+                print(
+                    f"fairfl verify: {label}{run.get('dir')!r} is not a folder inside {comparison}",
+                    file=sys.stderr,
+                )
+                broken += 1
+            elif not _has_ledger(run_dir):
+                if run.get("status") == "failed":  # nothing was recorded to verify
+                    print(f"fairfl verify: {label}{run_dir}: no rounds (the run failed)")
+                else:
+                    print(f"fairfl verify: {label}{run_dir}: no rounds.jsonl", file=sys.stderr)
+                    broken += 1
+            elif not _verify_run(run_dir, label):
+                broken += 1
+    if broken:
+        print(f"fairfl verify: {broken} of {checked} runs in {folder} failed", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"fairfl verify: all {checked} runs in {folder} intact")
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """``fairfl verify DIR``: a run's out-dir, a comparison folder; else say which it is not."""
+    folder: Path = args.folder
+    if not folder.exists():
+        raise ValueError(f"{folder} does not exist")
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is not a folder (give a run's out-dir or a compare --out)")
+    if (folder / MANIFEST_FILE).is_file():
+        return _verify_comparison(folder)
+    if _has_ledger(folder):
+        return EXIT_OK if _verify_run(folder, "") else EXIT_FAILED
+    if not any(folder.iterdir()):
+        raise ValueError(f"{folder} is empty: no run has written results there")
+    raise ValueError(
+        f"{folder} holds no run (no rounds.jsonl) and no comparison (no {MANIFEST_FILE})"
+    )
+
+
+def _list_rules(args: argparse.Namespace) -> int:
+    from fairfl.strategies.registry import STRATEGIES
+
     for name, spec in STRATEGIES.items():
-        keys = rule_keys(name)
+        defaults = spec.defaults()
+        keys = {key: defaults.get(key) for key in spec.parameters}
         settings = ", ".join(f"{k}={v!r}" for k, v in keys.items()) or "(no hyperparameters)"
         print(f"{name:14s} {spec.strategy.__name__:14s} {settings}")
-    return 0
+    return EXIT_OK
 
 
-def _list_recipes() -> int:
+def _list_recipes(args: argparse.Namespace) -> int:
+    from fairfl.report.recipes import RECIPES
+
     for recipe in RECIPES.values():
         print(f"{recipe.name}: {recipe.title}\n    {recipe.description}\n")
-    return 0
+    return EXIT_OK
+
+
+def _missing_extra(error: ModuleNotFoundError) -> str | None:
+    """One line naming the extra that brings a missing module (None: not one of ours)."""
+    module = (error.name or "").split(".")[0]
+    if module not in MODULE_EXTRAS:
+        return None
+    return f"needs the Python module {module!r}, which is not installed: {install_hint(module)}"
+
+
+@contextlib.contextmanager
+def _signals(command: str) -> Iterator[None]:
+    """Commands that start runs stop what they started on SIGINT/SIGTERM."""
+    from fairfl.simulation.engine import exit_on_signals
+
+    with exit_on_signals(f"fairfl {command}"):
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -499,21 +776,31 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:
-        with exit_on_signals(f"fairfl {args.command}"):
-            if args.command == "compare":
+        if args.command == "compare":
+            with _signals(args.command):
                 return _run_compare(args, argv)
-            if args.command == "report":
-                return _run_report(args)
-            if args.command == "dashboard":
-                return _run_dashboard(args)
-            if args.command == "verify":
-                return _verify(args.folder)
-            if args.command == "rules":
-                return _list_rules()
-            return _list_recipes()
+        if args.command == "run":
+            with _signals(args.command):
+                return _run_one(args)
+        commands = {
+            "report": _run_report,
+            "dashboard": _run_dashboard,
+            "verify": _verify,
+            "rules": _list_rules,
+            "recipes": _list_recipes,
+        }
+        return commands[args.command](args)
+    except ModuleNotFoundError as error:
+        message = _missing_extra(error)
+        if message is None:
+            raise
+        print(f"fairfl {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
     except (ValueError, FileNotFoundError, FileExistsError) as error:
         print(f"fairfl {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # the dashboard's Ctrl-C
+        return 130
 
 
 if __name__ == "__main__":

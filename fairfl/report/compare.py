@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from fairfl.contract.config import closest_keys
 from fairfl.report.results import (
     ERROR_FILE,
     MANIFEST_FILE,
@@ -56,6 +57,7 @@ from fairfl.report.results import (
     SUMMARY_FILE,
     compress_rounds,
 )
+from fairfl.server.preflight import OutDirError, check_run, prepare_out_dir
 from fairfl.settings import RunSettings
 from fairfl.strategies.registry import STRATEGIES
 
@@ -99,6 +101,11 @@ def rule_keys(rule: str) -> dict[str, Any]:
     spec = STRATEGIES[rule]
     defaults = spec.defaults()
     return {key: defaults.get(key) for key in spec.parameters}
+
+
+def all_keys() -> set[str]:
+    """Every run-config key: the shared ones and every registered rule's."""
+    return set(shared_keys()).union(*(spec.parameters for spec in STRATEGIES.values()))
 
 
 def known_default(key: str) -> tuple[bool, Any]:
@@ -182,9 +189,15 @@ def parse_assignment(item: str, *, multi: bool) -> Assignment:
         raise ValueError(f"rule must be one of {sorted(STRATEGIES)}, got {rule!r} in {item!r}")
     known, _ = known_default(key)
     if not known:
+        close = closest_keys(key, all_keys())
+        guess = (
+            "did you mean " + " or ".join(repr(c) for c in close) + "?"
+            if close
+            else "no known key is close"
+        )
         raise ValueError(
-            f"unknown run-config key {key!r} in {item!r}: not a RunSettings key and no "
-            "registered rule's key"
+            f"unknown run-config key {key!r} in {item!r} ({guess}); `fairfl rules` lists "
+            "every rule's keys, [tool.flwr.app.config] in pyproject.toml the shared ones"
         )
     texts = raw.split(",") if multi else [raw]
     if any(not t.strip() for t in texts):
@@ -298,10 +311,56 @@ class PlannedRun:
     seed: int
     dir: str
     config: dict[str, Any]
+    #: Every key the run reads with its value, defaults resolved (:func:`check_plan`).
+    effective_config: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """The manifest entry."""
         return dataclasses.asdict(self)
+
+
+def check_out(out_dir: Path) -> None:
+    """Create ``--out`` and check that it can be written (before anything runs).
+
+    Raises
+    ------
+    ValueError
+        Naming ``--out``, the folder and the operating system's reason.
+    """
+    try:
+        prepare_out_dir(out_dir)
+    except OutDirError as error:
+        cause = error.__cause__
+        reason = getattr(cause, "strerror", None) or type(cause).__name__
+        raise ValueError(f"--out {out_dir}: cannot create or write it: {reason}") from error
+
+
+def check_plan(plan: Sequence[PlannedRun], out_dir: Path) -> list[PlannedRun]:
+    """Check every run of a comparison as the run itself would, before the first starts.
+
+    The one validation path of a run (:func:`fairfl.server.preflight.check_run`, the
+    clients running here): keys, values, the rule, missing extras, partitions, each
+    run's folder. Returns the plan with each run's effective configuration.
+
+    Raises
+    ------
+    ValueError
+        The first problem, naming the run (label and seed) and the key.
+    """
+    check_out(out_dir)
+    checked = []
+    for run in plan:
+        try:
+            # Runs start with overwrite=true (compare() checked the folders itself).
+            result = check_run(
+                {**run.config, "overwrite": True}, local_clients=True, check_out_dir_use=False
+            )
+        except (ValueError, FileNotFoundError) as error:
+            raise ValueError(f"run {run.label} seed {run.seed}: {error}") from error
+        effective = result.effective_config()
+        effective.pop("overwrite")
+        checked.append(dataclasses.replace(run, effective_config=effective))
+    return checked
 
 
 def plan_runs(
@@ -434,7 +493,8 @@ def _finished_wall_time(run: PlannedRun) -> float | None:
         saved = json.loads(summary.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return None
-    config = saved.get("config")
+    # The keys the run was given (older summaries: "config" held only those).
+    config = saved.get("config_given", saved.get("config"))
     if isinstance(config, dict):  # runs are started with overwrite=true (compare checks)
         config = {k: v for k, v in config.items() if k != "overwrite"}
     same = json.loads(json.dumps(run.config)) == config
@@ -664,6 +724,7 @@ def compare(
     reference: Sequence[Mapping[str, Any]] = (),
     command: str = "",
     recipe: str | None = None,
+    on_start: Callable[[], Any] | None = None,
 ) -> Any:
     """Plan, run and report a comparison; returns the :class:`fairfl.report.build.Report`.
 
@@ -688,17 +749,23 @@ def compare(
         See :func:`fairfl.report.build.build_report`; stored in the manifest.
     description, reference, command, recipe
         Stored in the manifest and shown in ``report.md``.
+    on_start : Callable[[], Any] | None
+        Called once every run passed its checks, before the first starts (``fairfl
+        compare --dashboard`` starts the live page there).
 
     Raises
     ------
     ValueError
-        If a rule, grid item, setting or seed is invalid (before anything runs).
+        If a rule, grid item, setting or seed is invalid, ``out_dir`` cannot be written,
+        or any planned run fails its up-front check (:func:`check_plan`), before
+        anything runs.
     FileExistsError
         If planned runs already hold results and neither ``overwrite`` nor
         ``skip_existing`` is set (before anything runs).
     """
     from fairfl.report.build import build_report
     from fairfl.server.checkpoint import RESULT_FILES
+    from fairfl.server.run import environment
 
     base, rule_settings = split_settings(settings)
     if "checkpoint" in shared_keys():
@@ -707,7 +774,7 @@ def compare(
         base.setdefault("checkpoint", False)
     axes = [parse_assignment(item, multi=True) for item in grid]
     variants = expand_variants(rules, axes, rule_settings)
-    plan = plan_runs(variants, seeds, base, out_dir)
+    plan = check_plan(plan_runs(variants, seeds, base, out_dir), out_dir)
     used = [r.dir for r in plan if any((out_dir / r.dir / n).exists() for n in RESULT_FILES)]
     if used and not (overwrite or skip_existing):
         raise FileExistsError(
@@ -743,10 +810,14 @@ def compare(
         ],
         "runs": [run.as_json() for run in plan],
         "load_average_before": load_average(),
+        **environment(),
     }
     for run in manifest["runs"]:  # folders relative to the manifest, so it can move
         run["config"] = {k: v for k, v in run["config"].items() if k != "out-dir"}
+        run["effective_config"].pop("out-dir", None)
     write_manifest(out_dir, manifest)
+    if on_start is not None:
+        on_start()
     started = time.perf_counter()
     cpu_started = cpu_seconds()
     statuses = execute(

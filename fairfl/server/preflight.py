@@ -32,22 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fairfl.contract import keys
+from fairfl.extras import install_hint
 from fairfl.settings import RunSettings, check_run_config_keys
 
 if TYPE_CHECKING:
     from fairfl.strategies import FairStrategy
 
-#: The ``pip install`` extra of each optional top-level module a run may import.
-MODULE_EXTRAS: dict[str, str] = {
-    "torch": "client",
-    "torchvision": "client",
-    "datasets": "data",
-    "flwr_datasets": "data",
-    "tensorboard": "telemetry",
-    "mlflow": "telemetry",
-    "wandb": "telemetry",
-    "prometheus_client": "telemetry",
-}
 #: The module each telemetry sink imports (fairfl.telemetry.sinks).
 SINK_MODULES = {
     "tensorboard": "tensorboard",
@@ -71,9 +61,9 @@ class MissingExtraError(ValueError):
 
 def extra_hint(module: str, why: str) -> str:
     """One line: what needs ``module`` and the ``pip install`` extra that brings it."""
-    extra = MODULE_EXTRAS.get(module.split(".")[0])
-    install = f'pip install "fairfl[{extra}]"' if extra else f"pip install {module}"
-    return f"{why} needs the Python module {module!r}, which is not installed: {install}"
+    return f"{why} needs the Python module {module!r}, which is not installed: " + install_hint(
+        module
+    )
 
 
 def require_modules(needed: Mapping[str, str]) -> None:

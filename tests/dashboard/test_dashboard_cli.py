@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 
 from fairfl import cli
+
+#: The module (fairfl.report re-exports its function compare under the same name).
+COMPARE_MODULE = importlib.import_module("fairfl.report.compare")
 
 
 class FakeReport:
@@ -17,7 +21,10 @@ def dashboard_threads() -> list[threading.Thread]:
 
 
 def test_compare_prints_the_dashboard_command(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "compare", lambda **kwargs: FakeReport())
+    # compare() calls on_start once its checks pass (the CLI imports it when it runs).
+    monkeypatch.setattr(
+        COMPARE_MODULE, "compare", lambda **kwargs: kwargs["on_start"]() or FakeReport()
+    )
     out = tmp_path / "my results"
     assert cli.main(["compare", "--rules", "fedavg", "--out", str(out)]) == 0
     assert f"watch it live with: fairfl dashboard '{out}'" in capsys.readouterr().err
@@ -26,7 +33,9 @@ def test_compare_prints_the_dashboard_command(tmp_path, monkeypatch, capsys):
 def test_compare_serves_the_dashboard_while_it_runs(tmp_path, monkeypatch, capsys):
     during = []
     monkeypatch.setattr(
-        cli, "compare", lambda **kwargs: during.append(dashboard_threads()) or FakeReport()
+        COMPARE_MODULE,
+        "compare",
+        lambda **kwargs: kwargs["on_start"]() or during.append(dashboard_threads()) or FakeReport(),
     )
     argv = ["compare", "--rules", "fedavg", "--out", str(tmp_path), "--dashboard", "0"]
     assert cli.main(argv) == 0

@@ -147,6 +147,9 @@ def test_cli_compare_smoke_two_rules_one_seed_one_round(tmp_path, capsys):
         ("fedavg", 0, "ok"),
         ("semivred", 0, "ok"),
     ]
+    # Self-describing: versions, machine and each run's effective configuration.
+    assert manifest["versions"]["fairfl"] == "0.1.0" and manifest["machine"]["cpu_count"] >= 1
+    assert manifest["runs"][1]["effective_config"]["semivred-beta"] == 0.2
     for label in ("fedavg", "semivred"):
         lines = (out / "runs" / label / "seed-0" / "rounds.jsonl").read_text().splitlines()
         assert len(lines) == 1
@@ -252,3 +255,72 @@ def test_a_recipe_run_with_changed_flags_says_so_in_its_description():
         "--set num-server-rounds=5; --tune-grid vred:vred-beta=1,2."
     )
     assert _description(None, changed) == ""
+
+
+def _compare(out: Path, *settings: str, rules: tuple[str, ...] = ("fedavg", "qffl")) -> int:
+    return main(
+        [
+            "compare",
+            "--rules",
+            *rules,
+            "--seeds",
+            "0",
+            "1",
+            "--set",
+            "num-partitions=3",
+            "num-server-rounds=1",
+            *settings,
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+
+
+def test_cli_compare_misspelt_key_gets_did_you_mean_and_no_class_name(tmp_path, capsys):
+    assert _compare(tmp_path / "cmp", "qffl:qfl-q=0.5") == 2
+    err = capsys.readouterr().err
+    assert "unknown run-config key 'qfl-q' in 'qffl:qfl-q=0.5' (did you mean 'qffl-q'?)" in err
+    assert "RunSettings" not in err and "Traceback" not in err
+    assert not (tmp_path / "cmp" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        # digits' 1,797 samples make at most 1797 // 3 = 599 partitions of 3 samples
+        ("num-partitions=5000", "run fedavg seed 0: run config num-partitions must be <= 599"),
+        ("qffl:qffl-q=-1", "run qffl seed 0: run config qffl-q (rule qffl): q must be >= 0"),
+        ("resume-from=/nowhere/checkpoint.npz", "run config resume-from: no checkpoint file"),
+    ],
+)
+def test_cli_compare_checks_every_run_before_the_first_starts(tmp_path, capsys, setting, message):
+    # One error, exit 2, and no run started (no run folder holds a rounds.jsonl).
+    assert _compare(tmp_path / "cmp", setting) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not list((tmp_path / "cmp").rglob("rounds.jsonl"))
+    assert not (tmp_path / "cmp" / "manifest.json").exists()
+
+
+def test_cli_compare_unwritable_out_is_a_clear_usage_error(tmp_path, capsys):
+    # Root may write anywhere: a regular file where the folder's parent must be.
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file")
+    assert _compare(blocker / "cmp") == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"fairfl compare: error: --out {blocker / 'cmp'}: cannot create or write it: "
+        "Not a directory\n"
+    )
+
+
+def test_manifest_records_each_runs_effective_config_and_versions(tmp_path):
+    from fairfl.report.compare import check_plan
+
+    variants = expand_variants(["qffl"])
+    plan = check_plan(plan_runs(variants, [3], {"num-partitions": 3}, tmp_path), tmp_path)
+    effective = plan[0].effective_config
+    assert effective["dataset"] == "digits" and effective["model"] == "mlp"
+    assert effective["lr"] == 0.1 and effective["seed"] == 3 and effective["qffl-q"] == 0.1
+    assert "overwrite" not in effective

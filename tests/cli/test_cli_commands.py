@@ -1,0 +1,132 @@
+"""`fairfl run`, `fairfl verify` on every kind of folder, and the parser's light constants."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from blocked_extras import BLOCKED
+from test_core_install import write_run
+
+from fairfl import cli
+from fairfl.cli import main
+
+SMALL = ["num-partitions=3", "local-epochs=1", "batch-size=64"]
+
+
+def test_parser_constants_match_the_modules_that_own_them():
+    import importlib
+
+    from fairfl.simulation import engine
+
+    # fairfl.report re-exports a function named compare: import the modules by name.
+    compare, recipes, results, tables, tune = (
+        importlib.import_module(f"fairfl.report.{name}")
+        for name in ("compare", "recipes", "results", "tables", "tune")
+    )
+
+    assert (cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE) == (
+        engine.EXIT_OK,
+        engine.EXIT_FAILED,
+        engine.EXIT_USAGE,
+    )
+    assert (cli.ENGINES, cli.MAX_WORKERS) == (compare.ENGINES, compare.MAX_WORKERS)
+    assert tuple(sorted(recipes.RECIPES)) == cli.RECIPE_NAMES
+    assert tuple(sorted(tables.COLUMN_SETS)) == cli.COLUMN_SETS
+    assert cli.TUNE_CRITERIA == tune.CRITERIA
+    assert (cli.DEFAULT_CRITERION, cli.DEFAULT_TOLERANCE, cli.DEFAULT_VALIDATION_FRACTION) == (
+        tune.DEFAULT_CRITERION,
+        tune.DEFAULT_TOLERANCE,
+        tune.DEFAULT_VALIDATION_FRACTION,
+    )
+    assert (cli.TUNING_JSON, cli.MANIFEST_FILE) == (tune.TUNING_JSON, results.MANIFEST_FILE)
+    assert set(BLOCKED) <= set(cli.MODULE_EXTRAS)
+
+
+def test_run_trains_in_process_and_prints_the_final_fairness_line(tmp_path, capsys):
+    out = tmp_path / "q"
+    argv = ["run", "--strategy", "qffl", "-c", "num-server-rounds=2", *SMALL, "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    lines = printed.out.splitlines()
+    assert lines[0].startswith("run ") and ": final client accuracy: mean " in lines[0]
+    assert "worst-10% " in lines[0] and lines[1] == (
+        f"results: {out / 'rounds.jsonl'} {out / 'summary.json'}"
+    )
+    assert "fairfl run: qffl on digits, 3 clients, 2 rounds" in printed.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["rounds"] == 2
+    assert summary["config"]["strategy"] == "qffl" and summary["config"]["model"] == "mlp"
+    assert main(["verify", str(out)]) == 0
+    # The same out-dir again is refused before anything runs (it holds results).
+    assert main(argv) == 2
+    assert "already holds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-c", "qfl-q=0.5"], "unknown key 'qfl-q' (did you mean 'qffl-q'?)"),
+        (["-c", "num-partitions=5000"], "run config num-partitions must be <= 599"),
+        (["-c", "seed=-1"], "run config seed must be in [0, 4294967295]"),
+        (["--strategy", "qffl", "-c", "qffl-q=1e308"], "run config qffl-q (rule qffl) must be"),
+        (["-c", "lr"], "-c: expected key=value, got 'lr'"),
+    ],
+)
+def test_run_refuses_bad_config_with_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    assert main(["run", *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "out" / "rounds.jsonl").exists()
+
+
+def test_verify_tells_missing_empty_and_other_folders_apart(tmp_path, capsys):
+    assert main(["verify", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err == (
+        f"fairfl verify: error: {tmp_path / 'nowhere'} does not exist\n"
+    )
+    (tmp_path / "empty").mkdir()
+    assert main(["verify", str(tmp_path / "empty")]) == 2
+    assert "is empty: no run has written results there" in capsys.readouterr().err
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    assert main(["verify", str(tmp_path / "other")]) == 2
+    assert "holds no run (no rounds.jsonl) and no comparison" in capsys.readouterr().err
+
+
+def _comparison(folder: Path) -> None:
+    runs = []
+    for label in ("fedavg", "qffl"):
+        write_run(folder / "runs" / label / "seed-0")
+        runs.append({"label": label, "seed": 0, "dir": f"runs/{label}/seed-0", "status": "ok"})
+    (folder / "manifest.json").write_text(json.dumps({"version": 1, "runs": runs}))
+
+
+def test_verify_checks_every_run_of_a_comparison(tmp_path, capsys):
+    _comparison(tmp_path / "cmp")
+    assert main(["verify", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("fairfl verify: fedavg seed 0: ")
+    assert out[1].startswith("fairfl verify: qffl seed 0: ")
+    assert out[2] == f"fairfl verify: all 2 runs in {tmp_path / 'cmp'} intact"
+    # An edited summary of one run fails the comparison, naming the run.
+    summary_path = tmp_path / "cmp" / "runs" / "qffl" / "seed-0" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary["rounds"] = 3
+    summary_path.write_text(json.dumps(summary))
+    assert main(["verify", str(tmp_path / "cmp")]) == 1
+    err = capsys.readouterr().err
+    assert "qffl seed 0: " in err and "summary.json was edited after the run wrote it" in err
+    assert err.endswith(f"1 of 2 runs in {tmp_path / 'cmp'} failed\n")
+
+
+def test_verify_refuses_a_manifest_path_outside_the_comparison(tmp_path, capsys):
+    _comparison(tmp_path / "cmp")
+    shutil.copytree(tmp_path / "cmp" / "runs" / "fedavg" / "seed-0", tmp_path / "outside")
+    manifest = json.loads((tmp_path / "cmp" / "manifest.json").read_text())
+    manifest["runs"][0]["dir"] = "../outside"
+    (tmp_path / "cmp" / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["verify", str(tmp_path / "cmp")]) == 1
+    assert "'../outside' is not a folder inside" in capsys.readouterr().err
