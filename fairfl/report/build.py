@@ -324,7 +324,9 @@ def _report_markdown(
         "finished with finite accuracies. `Mean` is the unweighted mean over clients, "
         "`Pooled` the accuracy over all clients' test samples together (correct "
         "predictions / test samples, so large clients weigh more). Definitions: "
-        "`fairfl.metrics` and specs/spec-vred-qffl.md §13.",
+        "`fairfl/metrics.py`, after Malekmohammadi & Yu, *Semi-Variance Reduction for Fair "
+        "Federated Learning* (Table 6, App. B.3) and Li et al., *Fair Resource Allocation "
+        "in Federated Learning* (ICLR 2020).",
         "",
         "## Table 6: client accuracy statistics",
         "",

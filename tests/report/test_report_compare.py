@@ -167,6 +167,11 @@ def test_cli_compare_smoke_two_rules_one_seed_one_round(tmp_path, capsys):
     assert sizes["fedavg"] == sizes["semivred"]
     for name in ("table6.md", "table6.csv", "table2.md", "table2.csv", "report.md", "curves.png"):
         assert (out / name).is_file(), name
+    # The report cites files of the repository and public papers only.
+    assert (
+        "Definitions: `fairfl/metrics.py`, after Malekmohammadi & Yu"
+        in (out / "report.md").read_text()
+    )
     # The re-run skips finished runs.
     assert (
         main(
@@ -324,3 +329,16 @@ def test_manifest_records_each_runs_effective_config_and_versions(tmp_path):
     assert effective["dataset"] == "digits" and effective["model"] == "mlp"
     assert effective["lr"] == 0.1 and effective["seed"] == 3 and effective["qffl-q"] == 0.1
     assert "overwrite" not in effective
+
+
+def test_committed_reports_cite_only_repository_files_and_public_papers():
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    reports = sorted((root / "docs" / "results").rglob("report.md"))
+    assert reports
+    for report in reports:
+        text = report.read_text(encoding="utf-8")
+        assert "specs/" not in text and "papers/" not in text, report
+        for cited in re.findall(r"`((?:fairfl|benchmarks|experiments|scripts)/[\w/.-]+)`", text):
+            assert (root / cited).exists(), (report, cited)
