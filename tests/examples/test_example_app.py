@@ -7,12 +7,7 @@ branch of ``fairfl.client.fair_train``: q-FFL (h_k), Equitable FL (activation ve
 a hook: the example's model has no ``features()``), RC-FL (joint (ω, η) steps) and
 FedMGDA+ (plain training).
 
-Flower's ``flwr run`` would start its managed local SuperLink detached, with no PID we
-could know. So the module starts that SuperLink itself, with the managed one's command
-line, on free ports (Flower's FLWR_LOCAL_SUPERLINK_HTTP_API_PORT and
-FLWR_LOCAL_CONTROL_API_PORT), and ``flwr run`` finds it running and uses it. The
-teardown stops it and everything it spawned by PID (``fairfl.simulation.engine.stop``)
-and checks that no process naming this FLWR_HOME is left.
+The ``flower`` fixture (``conftest.py``) starts Flower's local SuperLink by PID.
 """
 
 from __future__ import annotations
@@ -20,67 +15,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fairfl.simulation.engine import (
-    flower_env,
-    free_port,
-    processes_naming,
-    stop,
-    wait_for_port,
-)
-
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quickstart-pytorch-fairfl"
 BIN = Path(sys.executable).parent
-
-
-@pytest.fixture(scope="module")
-def flower(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Environment of ``flwr run``, with Flower's local SuperLink started here, by PID."""
-    home = tmp_path_factory.mktemp("example") / "flwr-home"
-    runtime = home / "local-superlink"
-    runtime.mkdir(parents=True)
-    env = flower_env(home)
-    http_port, control_port = free_port(), free_port()
-    env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(http_port)
-    env["FLWR_LOCAL_CONTROL_API_PORT"] = str(control_port)
-    # flwr/cli/local_superlink.py's command for the managed local SuperLink.
-    superlink = subprocess.Popen(
-        [
-            str(BIN / "flower-superlink"),
-            "--insecure",
-            "--simulation",
-            "--isolation",
-            "subprocess",
-            "--control-api-address",
-            f"127.0.0.1:{control_port}",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(http_port),
-            "--log-file",
-            str(runtime / "superlink.log"),
-            "--database",
-            str(runtime / "state.db"),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_for_port(http_port, superlink)
-        yield env
-    finally:
-        stop(superlink)
-        deadline = time.monotonic() + 10
-        while processes_naming(home) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not processes_naming(home), "processes left behind"
 
 
 @pytest.mark.integration
