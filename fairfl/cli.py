@@ -383,6 +383,13 @@ def _run_dashboard(args: argparse.Namespace) -> int:
         raise ValueError(f"--host {args.host} --port {args.port}: {error}") from error
     app.registry.refresh(time.monotonic())  # read what exists now, before the first page
     url = server.url + (f"?token={token}" if token else "")
+    for folder in args.folders:
+        if not folder.exists():  # allowed (a run about to start), but say so
+            print(
+                f"fairfl dashboard: {folder} does not exist (yet): the page shows its "
+                "runs once one writes there",
+                file=sys.stderr,
+            )
     print(f"fairfl dashboard: {url} (Ctrl-C to stop)", flush=True)
     server.serve_forever()
     return 0

@@ -130,3 +130,13 @@ def test_verify_refuses_a_manifest_path_outside_the_comparison(tmp_path, capsys)
     (tmp_path / "cmp" / "manifest.json").write_text(json.dumps(manifest))
     assert main(["verify", str(tmp_path / "cmp")]) == 1
     assert "'../outside' is not a folder inside" in capsys.readouterr().err
+
+
+def test_dashboard_says_when_a_folder_does_not_exist(tmp_path, monkeypatch, capsys):
+    import fairfl.dashboard as dashboard
+
+    monkeypatch.setattr(dashboard.DashboardServer, "serve_forever", lambda self: None)
+    assert main(["dashboard", str(tmp_path / "later"), "--port", "0"]) == 0
+    printed = capsys.readouterr()
+    assert f"{tmp_path / 'later'} does not exist (yet)" in printed.err
+    assert printed.out.startswith("fairfl dashboard: http://127.0.0.1:")

@@ -170,3 +170,25 @@ def test_an_edited_summary_fails_verify(qffl_run, tmp_path):
     report = verify_ledger(copy)
     assert not report.ok
     assert "summary.json was edited after the run wrote it" in report.problem
+
+
+def test_telemetry_sinks_get_the_effective_config(tmp_path, monkeypatch):
+    import fairfl.server.results as results
+
+    seen = []
+    real = results.build_sinks
+
+    def capture(settings, out_dir, *, run_id, run_config):
+        seen.append(dict(run_config))
+        return real(settings, out_dir, run_id=run_id, run_config=run_config)
+
+    monkeypatch.setattr(results, "build_sinks", capture)
+    run_inprocess({**SMALL, "num-server-rounds": 1, "out-dir": str(tmp_path / "out")})
+    (params,) = seen
+    assert (params["dataset"], params["model"], params["lr"], params["seed"]) == (
+        "digits",
+        "mlp",
+        0.1,
+        0,
+    )
+    assert params["dirichlet-alpha"] == 0.3 and params["num-partitions"] == 3
