@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import random
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -72,6 +73,10 @@ class FingerprintMismatchError(ValueError):
 
 class OutDirNotEmptyError(FileExistsError):
     """The out-dir already holds another run's results."""
+
+
+class CheckpointError(ValueError):
+    """``resume-from`` names a file that is not a readable fairfl checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -268,29 +273,44 @@ def load_checkpoint(path: Path) -> Checkpoint:
     ------
     FileNotFoundError
         If ``path`` does not exist (the message names it).
-    ValueError
-        If the file is not a fairfl checkpoint.
+    CheckpointError
+        A ``ValueError``: the file is not a fairfl checkpoint, or cannot be read as
+        one (truncated, corrupt, a field missing); the message names ``resume-from``,
+        the file and the cause.
     """
     if not path.exists():
         raise FileNotFoundError(f"run config resume-from: no checkpoint at {path}")
-    with np.load(path, allow_pickle=False) as data:
-        if _META not in data.files:
-            raise ValueError(f"{path} is not a fairfl checkpoint (no {_META} entry)")
-        meta = json.loads(str(data[_META]))
-        arrays = ArrayRecord(
-            {
-                name[len(_PREFIX) :]: Array(np.array(data[name]))
-                for name in data.files
-                if name.startswith(_PREFIX)
-            }
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if _META not in data.files:
+                raise CheckpointError(
+                    f"run config resume-from: {path} is not a fairfl checkpoint (no {_META} entry)"
+                )
+            meta = json.loads(str(data[_META]))
+            arrays = ArrayRecord(
+                {
+                    name[len(_PREFIX) :]: Array(np.array(data[name]))
+                    for name in data.files
+                    if name.startswith(_PREFIX)
+                }
+            )
+        return Checkpoint(
+            server_round=int(meta["server_round"]),
+            arrays=arrays,
+            strategy_state=meta["strategy_state"],
+            python_random=meta["python_random"],
+            numpy_random=meta["numpy_random"],
+            rounds=meta["rounds"],
+            fingerprint=meta.get("fingerprint") or {},
+            sampling_state=meta.get("sampling_state") or {},
         )
-    return Checkpoint(
-        server_round=int(meta["server_round"]),
-        arrays=arrays,
-        strategy_state=meta["strategy_state"],
-        python_random=meta["python_random"],
-        numpy_random=meta["numpy_random"],
-        rounds=meta["rounds"],
-        fingerprint=meta.get("fingerprint") or {},
-        sampling_state=meta.get("sampling_state") or {},
-    )
+    except CheckpointError:
+        raise
+    # What a truncated or corrupt .npz raises: not a zip (or a cut-off member), a member
+    # whose bytes end early, JSON cut mid-way, a field missing or of the wrong type.
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(
+            f"run config resume-from: {path} cannot be read as a fairfl checkpoint "
+            f"({type(error).__name__}: {error}); it may be truncated or corrupt: resume "
+            "from an intact copy, or start a new run (empty resume-from)"
+        ) from error

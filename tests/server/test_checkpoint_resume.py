@@ -13,6 +13,7 @@ import pytest
 
 from fairfl.server.checkpoint import (
     CHECKPOINT_FILE,
+    CheckpointError,
     FingerprintMismatchError,
     OutDirNotEmptyError,
     capture_random_state,
@@ -85,7 +86,7 @@ def test_missing_checkpoint_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="resume-from: no checkpoint at"):
         load_checkpoint(tmp_path / "nope.npz")
     np.savez(tmp_path / "other.npz", x=np.zeros(1))
-    with pytest.raises(ValueError, match="is not a fairfl checkpoint"):
+    with pytest.raises(CheckpointError, match=r"resume-from: .*other\.npz is not a fairfl"):
         load_checkpoint(tmp_path / "other.npz")
 
 
@@ -232,6 +233,45 @@ def test_checkpoint_without_fingerprint_is_refused_unless_forced(tmp_path, crash
     with pytest.raises(FingerprintMismatchError, match="has no run fingerprint"):
         run_inprocess(resume)
     assert run_inprocess({**resume, "resume-force": True}).summary["rounds"] == 2
+
+
+@pytest.mark.parametrize("keep", [0, 10, 0.5, -22])
+def test_truncated_checkpoint_names_resume_from_and_the_file(tmp_path, crashed_run, keep):
+    # keep: bytes left of the intact file (a fraction of it; negative: all but those),
+    # as a copy or a disk that ran out of space leaves it. -22: only the zip's end
+    # record lost (22 bytes without a comment).
+    folder, config = crashed_run
+    whole = (folder / CHECKPOINT_FILE).read_bytes()
+    size = int(len(whole) * keep) if isinstance(keep, float) else keep % len(whole)
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(whole[:size])
+    resume = {**config, "resume-from": str(cut), "out-dir": str(tmp_path / "out")}
+    expected = rf"^run config resume-from: {cut} cannot be read as a fairfl checkpoint \("
+    with pytest.raises(CheckpointError, match=expected):
+        load_checkpoint(cut)
+    with pytest.raises(CheckpointError, match=expected):  # refused at start, as a ValueError
+        run_inprocess(resume)
+    assert not (tmp_path / "out" / "rounds.jsonl").exists()
+
+
+def test_checkpoint_with_a_corrupt_member_or_field_is_named(tmp_path, crashed_run):
+    folder, _ = crashed_run
+    whole = bytearray((folder / CHECKPOINT_FILE).read_bytes())
+    # Flip a byte inside the stored (uncompressed) metadata, a UTF-32 string in the .npy
+    # member: the member's CRC no longer matches.
+    at = whole.index("server_round".encode("utf-32-le"))
+    whole[at] ^= 0xFF
+    flipped = tmp_path / "flipped.npz"
+    flipped.write_bytes(bytes(whole))
+    with pytest.raises(CheckpointError, match=rf"resume-from: {flipped} .*BadZipFile"):
+        load_checkpoint(flipped)
+    data = dict(np.load(folder / CHECKPOINT_FILE, allow_pickle=False))
+    meta = json.loads(str(data["__meta__"]))
+    del meta["server_round"]
+    data["__meta__"] = np.array(json.dumps(meta))
+    np.savez(tmp_path / "no-round.npz", **data)
+    with pytest.raises(CheckpointError, match=r"KeyError: 'server_round'"):
+        load_checkpoint(tmp_path / "no-round.npz")
 
 
 def test_run_into_another_runs_out_dir_is_refused(tmp_path):
