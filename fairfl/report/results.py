@@ -7,6 +7,12 @@ manifest it finds every ``rounds.jsonl`` below the folder and names each run by 
 folders (``<variant>/seed-<s>/rounds.jsonl``; the seed may also come from
 ``summary.json``), so hand-made or copied results can be reported too.
 
+Everything is read from inside the folder: a manifest entry or a file (a symlink
+included) that resolves outside it is refused (:func:`inside`), so a copied or
+downloaded comparison cannot make ``fairfl report`` read other files. A gzipped
+``rounds.jsonl.gz`` is decompressed in a stream that stops at
+:data:`MAX_ROUNDS_BYTES` (a small ``.gz`` cannot expand without bound).
+
 Accuracies are read and returned as fractions in [0, 1] (``eval_acc``, as every results
 file holds them); only the Markdown tables and plots show percent.
 """
@@ -35,7 +41,34 @@ ROUNDS_FILE_GZ = "rounds.jsonl.gz"
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
 
+#: Largest ``rounds.jsonl`` the reader decompresses from a ``rounds.jsonl.gz``: 1 GiB.
+#: A 1,000-round run of 1,000 clients writes about 300 MB; beyond the cap the file is
+#: refused (a decompression bomb, or not a run's results).
+MAX_ROUNDS_BYTES = 1 << 30
+_CHUNK = 1 << 20
+
 _SEED_DIR = re.compile(r"seed-(?P<seed>\d+)")
+
+
+class OutsideFolderError(ValueError):
+    """A path the results name resolves outside the folder being read."""
+
+
+def inside(root: Path, path: Path, what: str) -> Path:
+    """``path`` resolved (symlinks followed), if it lies within ``root``'s resolved path.
+
+    Raises
+    ------
+    OutsideFolderError
+        Naming ``what`` (``manifest.json runs[2].dir``, ...), the path and the folder.
+    """
+    folder, real = root.resolve(), path.resolve()
+    if real != folder and not real.is_relative_to(folder):
+        raise OutsideFolderError(
+            f"{what} {path} resolves to {real}, outside {folder}: results are read only "
+            "from inside the folder reported on"
+        )
+    return real
 
 
 @dataclass(frozen=True)
@@ -118,17 +151,42 @@ def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
     return fairness_metrics(accuracies, counts, losses)
 
 
-def read_rounds(path: Path) -> list[dict[str, Any]]:
+def _gunzip(path: Path, max_bytes: int) -> bytes:
+    """``path`` decompressed, read in chunks that stop once past ``max_bytes``."""
+    chunks, total = [], 0
+    try:
+        with gzip.open(path, "rb") as stream:
+            while chunk := stream.read(_CHUNK):
+                total += len(chunk)
+                if total > max_bytes:
+                    raise ValueError(
+                        f"{path} decompresses to more than {max_bytes} bytes, the limit "
+                        "for a rounds file (fairfl.report.results.MAX_ROUNDS_BYTES): "
+                        "refused as not a run's results"
+                    )
+                chunks.append(chunk)
+    except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+        raise ValueError(f"{path} is not a readable gzip file: {error}") from error
+    return b"".join(chunks)
+
+
+def read_rounds(path: Path, *, max_bytes: int = MAX_ROUNDS_BYTES) -> list[dict[str, Any]]:
     """Parse a ``rounds.jsonl`` file, or a gzipped ``rounds.jsonl.gz`` (blank lines skipped).
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    max_bytes : int
+        Decompressed-size limit of a ``.gz`` file (:data:`MAX_ROUNDS_BYTES`).
 
     Raises
     ------
     ValueError
-        If a line is not a JSON object (the message names the file and line).
+        If a line is not a JSON object (the message names the file and line), or a
+        ``.gz`` file is corrupt or decompresses to more than ``max_bytes``.
     """
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
+    raw = _gunzip(path, max_bytes) if path.suffix == ".gz" else path.read_bytes()
     entries = []
     for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
         if not line.strip():
@@ -144,9 +202,18 @@ def read_rounds(path: Path) -> list[dict[str, Any]]:
 
 
 def read_run(path: Path, *, label: str, rule: str, seed: int) -> RunResult:
-    """Load one run folder; a folder without ``rounds.jsonl`` gives a failed run."""
+    """Load one run folder; a folder without ``rounds.jsonl`` gives a failed run.
+
+    Raises
+    ------
+    OutsideFolderError
+        If its ``rounds.jsonl`` or ``error.txt`` is a symlink out of the run's folder.
+    """
     rounds_file = rounds_path(path)
     error_file = path / ERROR_FILE
+    for name in (rounds_file, error_file):
+        if name.is_symlink() or name.exists():
+            inside(path, name, "run file")
     rounds = read_rounds(rounds_file) if rounds_file.is_file() else []
     error = None
     if error_file.is_file():
@@ -174,10 +241,17 @@ def compress_rounds(run_dir: Path) -> Path:
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The comparison's ``manifest.json``, or None if the folder has none."""
+    """The comparison's ``manifest.json``, or None if the folder has none.
+
+    Raises
+    ------
+    OutsideFolderError
+        If ``manifest.json`` is a symlink to a file outside ``folder``.
+    """
     manifest = folder / MANIFEST_FILE
     if not manifest.is_file():
         return None
+    inside(folder, manifest, MANIFEST_FILE)
     return json.loads(manifest.read_text(encoding="utf-8"))
 
 
@@ -194,17 +268,24 @@ def load_runs(folder: Path) -> list[RunResult]:
     ------
     FileNotFoundError
         If the folder has neither a manifest nor any ``rounds.jsonl``.
+    OutsideFolderError
+        If a run the manifest lists, or a results file, resolves outside the folder.
     """
     manifest = read_manifest(folder)
     if manifest is not None:
+        runs = manifest["runs"]
+        for index, run in enumerate(runs):
+            inside(folder, folder / str(run["dir"]), f"{MANIFEST_FILE} runs[{index}].dir")
         return [
             read_run(
                 folder / run["dir"], label=run["label"], rule=run["rule"], seed=int(run["seed"])
             )
-            for run in manifest["runs"]
+            for run in runs
         ]
     files = sorted({rounds_path(p.parent) for p in folder.rglob("rounds.jsonl*")})
     files = [p for p in files if p.is_file()]
+    for path in files:
+        inside(folder, path, "results file")
     if not files:
         raise FileNotFoundError(f"no {MANIFEST_FILE} and no {ROUNDS_FILE} below {folder}")
     runs = []
@@ -229,6 +310,7 @@ def _read_summary(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / SUMMARY_FILE
     if not path.is_file():
         return None
+    inside(run_dir, path, "run file")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:

@@ -231,7 +231,9 @@ def candidates_from_folder(folder: Path) -> list[Candidate]:
     ValueError
         If a run of the folder was not evaluated on the validation split.
     """
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise ValueError(f"{folder}: no manifest.json (not a `fairfl compare --tune` folder)")
     for run in manifest["runs"]:
         if run["config"].get("evaluate-split") != "validation":
             raise ValueError(f"{folder / run['dir']}: a tuning run must evaluate on validation")
