@@ -98,7 +98,7 @@ def _pyproject_run_config() -> dict:
             {"strategy": "term", "termalpha": 1.0, "num-rounds": 3},
             r"unknown keys 'num-rounds' "
             r"\(did you mean 'num-server-rounds' or 'num-partitions'\?\), "
-            r"'termalpha' \(did you mean 'term-alpha' or 'rcfl-alpha'\?\)\. "
+            r"'termalpha' \(did you mean 'term-alpha' or 'rcfl-alpha' or 'fedfv-alpha'\?\)\. "
             r"Rule term reads term-alpha;",
         ),
     ],

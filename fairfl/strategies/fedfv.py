@@ -4,7 +4,7 @@ Wang, Fan, Qi, Wen, Wang and Yu, *Federated Learning with Fair Averaging*, IJCAI
 https://arxiv.org/abs/2104.14937. The paper's text was not available; the steps are those
 of the official code (``algorithm/fedfv.py`` in ``WwZzz/easyFL``, today
 ``flgo/algorithm/fedfv.py``, commit ``ea07f1d``), numbered as in ``docs/specs/spec-fedfv.md``.
-With g_i = w^t - w_i and the clients in ascending order of their loss F_i(w^t):
+With g_i = w^t - w_i and the clients in ascending order of their loss F_i(w^t)::
 
     K = order[⌈(m - 1)(1 - α)⌉:]   (α > 0; the highest losses keep their gradient)   (F1)
     g_i ← g_i - (g_j · g_i / ‖g_j‖²) g_j   for j in order, when g_j · g_i < 0, i ∉ K  (F2)
@@ -16,14 +16,137 @@ With g_i = w^t - w_i and the clients in ascending order of their loss F_i(w^t):
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fairfl.contract import TrainReply, sorted_client_keys
 from fairfl.strategies._checks import check_real
+from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.params import RuleParameters, integer, real
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FedFVParameters(RuleParameters):
+    """FedFV's hyperparameters: α and τ (see :class:`FedFV`)."""
+
+    alpha: float = real(0.1, key="fedfv-alpha", lower=0.0, upper=1.0)
+    tau: int = integer(1, key="fedfv-tau", lower=0)
+
+
+class FedFV(FairStrategy):
+    """Federated fair averaging: conflicting gradients projected in order of loss.
+
+    Each client reports F_k(w^t), the loss of the received model measured before local
+    training, under ``train_loss_key`` (default ``loss-before-training``). The server
+    takes g_k = w^t - w_k over the floating-point arrays as one vector, computes
+    :func:`fedfv_direction` and sets w^{t+1} = w^t - g^t (spec-fedfv F7; no server
+    learning rate, as the official code).
+
+    Parameters
+    ----------
+    alpha : float (default: 0.1)
+        α in [0, 1]: the share of highest-loss clients whose gradients are not projected
+        (the official code's default; K of F1).
+    tau : int (default: 1)
+        τ >= 0: how many rounds of remembered gradients correct the average (F4-F5),
+        the current round's included; 0 switches the correction off.
+    **kwargs
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha`` is not a finite number in [0, 1] or ``tau`` not an int >= 0.
+
+    Notes
+    -----
+    * The averages are uniform (the code's ``_model_average``): n_k is not used.
+    * The server remembers each client's latest g_k and its round, by client key, for
+      the τ - 1 rounds the next correction can read; they are checkpointed.
+    * Arrays that are not floating point (counters) keep the global value.
+    * Where the projections cancel g' entirely (the code divides by ‖g'‖ = 0) the round
+      keeps w^t and reports ``fedfv-zero-direction`` = 1.
+    * Diagnostics: ``fedfv-projections`` (F2), ``fedfv-external-projections`` (F5),
+      ``fedfv-kept`` (``|K|``).
+    """
+
+    needs_loss = True
+    rule_name = "FedFV"
+    registry_name = "fedfv"
+    Parameters = FedFVParameters
+    params: FedFVParameters
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: Client key -> (round last seen, its g_k as float64), for the window of F4.
+        self.history: dict[str, tuple[int, NDArray[np.float64]]] = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state: each remembered client's round and g_k, by client key."""
+        return {
+            "history": {
+                key: {"round": self.history[key][0], "gradient": self.history[key][1].tolist()}
+                for key in sorted_client_keys(self.history)
+            }
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output; ``{}`` forgets every client."""
+        self.history = {
+            str(key): (int(entry["round"]), np.asarray(entry["gradient"], dtype=np.float64))
+            for key, entry in state.get("history", {}).items()
+        }
+
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
+    ) -> tuple[list[NDArray], dict[str, Any]]:
+        """w^{t+1} = w^t - g^t with g^t of :func:`fedfv_direction` (spec-fedfv F1-F7)."""
+        floating = [i for i, a in enumerate(global_arrays) if np.issubdtype(a.dtype, np.floating)]
+        current = _flat([global_arrays[i] for i in floating])
+        gradients = np.stack([current - _flat([r.arrays[i] for i in floating]) for r in replies])
+        for reply, gradient in zip(replies, gradients, strict=True):
+            self.history[self.client_key(reply)] = (server_round, gradient)
+        tau = self.params.tau
+        windows = []
+        if server_round >= tau:  # F4: rounds t - τ + 1, ..., t, oldest first
+            ordered = sorted_client_keys(self.history)
+            for k in range(tau - 1, -1, -1):
+                seen = [
+                    self.history[c][1] for c in ordered if self.history[c][0] == server_round - k
+                ]
+                windows.append(np.reshape(seen, (len(seen), current.size)))
+        step = fedfv_direction(gradients, self.losses_of(replies), self.params.alpha, windows)
+        # The next round reads rounds t - τ + 2 onwards: forget older gradients.
+        self.history = {c: e for c, e in self.history.items() if e[0] >= server_round - tau + 2}
+        if step.zero_direction:
+            logger.warning(
+                "aggregate_train: round %d: the projected gradients cancel (‖g'‖ = 0); "
+                "keeping the previous global model",
+                server_round,
+            )
+        new_arrays = [a if i in floating else a.copy() for i, a in enumerate(global_arrays)]
+        offset = 0
+        for i in floating:
+            size = global_arrays[i].size
+            part = step.direction[offset : offset + size].reshape(global_arrays[i].shape)
+            new_arrays[i] = (global_arrays[i].astype(np.float64) - part).astype(
+                global_arrays[i].dtype
+            )
+            offset += size
+        return new_arrays, {
+            "fedfv-projections": step.projections,
+            "fedfv-external-projections": step.external_projections,
+            "fedfv-kept": step.kept,
+            "fedfv-zero-direction": int(step.zero_direction),
+        }
 
 
 @dataclass(frozen=True)
@@ -39,7 +162,7 @@ class FedFVStep:
     external_projections : int
         External corrections made (F5), at most one per window round.
     kept : int
-        |K|, the gradients left as they were (F1).
+        ``|K|``, the gradients left as they were (F1).
     zero_direction : bool
         Whether the projections cancelled g' (‖g'‖ = 0; the reference divides by it).
     """
@@ -141,3 +264,10 @@ def fedfv_direction(
         return FedFVStep(np.zeros_like(direction), projections, external, len(kept), True)
     target = float(np.linalg.norm(grads.mean(axis=0)))  # F6
     return FedFVStep(direction * (target / norm), projections, external, len(kept), False)
+
+
+def _flat(arrays: Sequence[NDArray]) -> NDArray[np.float64]:
+    """The arrays as one float64 vector (empty when there are none)."""
+    if not arrays:
+        return np.zeros(0, dtype=np.float64)
+    return np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays])

@@ -1,6 +1,7 @@
 """FedFV: projecting conflicting gradients in order of loss (docs/specs/spec-fedfv.md)."""
 
 import copy
+import json
 import math
 
 import numpy as np
@@ -8,7 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl.strategies.fedfv import fedfv_direction, kept_clients
+from fairfl.contract import keys
+from fairfl.strategies.fedfv import FedFV, fedfv_direction, kept_clients
+from fairfl.strategies.registry import STRATEGIES, build_strategy
+from tests.conftest import make_reply
+from tests.strategies.baseline_helpers import aggregate_round
 
 
 class ReferenceFedFV:
@@ -194,3 +199,95 @@ def test_matches_the_official_loop_over_rounds(alpha, tau):
         windows = [np.reshape(w, (-1, dim)) for w in windows]
         model = model - fedfv_direction(gradients, losses, alpha, windows).direction
         np.testing.assert_allclose(model, expected, rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------------- the strategy
+SHAPES = ((2, 3), (3,))
+
+
+def fv_reply(partition: int, arrays: list[np.ndarray], loss: float):
+    """Partition ``partition``'s reply from node ``partition + 1``."""
+    metrics = {keys.NUM_EXAMPLES: 5, keys.LOSS_BEFORE_TRAINING: loss, keys.PARTITION_ID: partition}
+    return make_reply(partition + 1, arrays, metrics)
+
+
+def split(vector: np.ndarray) -> list[np.ndarray]:
+    """A flat vector as the arrays of SHAPES (float64)."""
+    return [vector[:6].reshape(2, 3).copy(), vector[6:].copy()]
+
+
+def flat(arrays) -> np.ndarray:
+    return np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays])
+
+
+@pytest.mark.parametrize(("alpha", "tau"), [(0.1, 1), (0.3, 3)])
+def test_strategy_matches_the_official_loop_over_rounds(alpha, tau):
+    rng = np.random.default_rng(5)
+    clients, dim = 8, 9
+    reference = ReferenceFedFV(rng.normal(size=dim), clients, alpha, tau)
+    strategy = FedFV(alpha=alpha, tau=tau)
+    model = split(reference.model)
+    for t in range(1, 6):
+        chosen = sorted(int(c) for c in rng.choice(clients, size=4, replace=False))
+        ws = [flat(model) + rng.normal(scale=2.0, size=dim) for _ in chosen]
+        losses = rng.uniform(0.1, 3.0, size=4).tolist()
+        expected = reference.iterate(t, chosen, [w.copy() for w in ws], losses)
+        replies = [fv_reply(c, split(w), f) for c, w, f in zip(chosen, ws, losses, strict=True)]
+        new, metrics = aggregate_round(strategy, replies, t, model)
+        model = [new[str(i)].numpy() for i in range(2)]
+        np.testing.assert_allclose(flat(model), expected, rtol=1e-10, atol=1e-12)
+        assert metrics["num-replies"] == 4
+    # Only the gradients the next round can read are remembered: rounds t - τ + 2 onwards.
+    assert all(entry[0] >= 5 - tau + 2 for entry in strategy.history.values())
+
+
+def test_strategy_by_hand_with_an_absent_client_and_a_counter():
+    # The absent-client round of test_external_correction_with_an_absent_client_by_hand,
+    # through the strategy: τ = 2, α = 0. w^t = 0, so g_k = -w_k. Round 1: partition 2
+    # sends w = (0, 1) (g = (0, -1)); round 2: partitions 0 and 1 send -g1 and -g2.
+    strategy = FedFV(alpha=0.0, tau=2)
+    start = [np.zeros(2), np.array([7], dtype=np.int64)]
+    new, _ = aggregate_round(
+        strategy, [fv_reply(2, [np.array([0.0, 1.0]), start[1]], 1.0)], 1, start
+    )
+    # Round 1 alone: g^t = g = (0, -1): w = (0, 1). Round 2 from w^t = 0 again.
+    np.testing.assert_allclose(new["0"].numpy(), [0.0, 1.0])
+    replies = [
+        fv_reply(0, [np.array([-1.0, 0.0]), np.array([9], dtype=np.int64)], 1.0),
+        fv_reply(1, [np.array([1.0, -1.0]), np.array([9], dtype=np.int64)], 2.0),
+    ]
+    new, metrics = aggregate_round(strategy, replies, 2, start)
+    np.testing.assert_allclose(new["0"].numpy(), [-0.353553, -0.353553], atol=1e-6)
+    np.testing.assert_array_equal(new["1"].numpy(), [7])  # the counter keeps w^t's value
+    assert metrics["fedfv-external-projections"] == 2
+    assert metrics["fedfv-projections"] == 2
+
+
+def test_state_survives_a_checkpoint():
+    rng = np.random.default_rng(2)
+    start = [np.zeros((2, 3)), np.zeros(3)]
+    first = [fv_reply(c, split(rng.normal(size=9)), float(c)) for c in (0, 1, 2)]
+    second = [fv_reply(c, split(rng.normal(size=9)), float(3 - c)) for c in (0, 3)]
+    uninterrupted = FedFV(tau=3)
+    aggregate_round(uninterrupted, first, 1, start)
+    resumed = FedFV(tau=3)
+    resumed.load_state_dict(json.loads(json.dumps(uninterrupted.state_dict())))
+    expected, _ = aggregate_round(uninterrupted, second, 2, start)
+    got, _ = aggregate_round(resumed, second, 2, start)
+    for key in expected:
+        np.testing.assert_array_equal(got[key].numpy(), expected[key].numpy())
+    FedFV().load_state_dict({})  # the base's stateless {} forgets every client
+
+
+def test_registry_declaration():
+    spec = STRATEGIES["fedfv"]
+    assert spec.strategy is FedFV
+    assert spec.defaults() == {"fedfv-alpha": 0.1, "fedfv-tau": 1}
+    strategy = build_strategy("fedfv", {"fedfv-alpha": 0.2, "fedfv-tau": 3})
+    assert strategy.settings() == {"alpha": 0.2, "tau": 3}
+    with pytest.raises(
+        ValueError, match=r"run config fedfv-tau \(rule fedfv\): tau must be an int >= 0"
+    ):
+        build_strategy("fedfv", {"fedfv-tau": -1})
+    with pytest.raises(ValueError, match=r"alpha must be <= 1, got 2\.0"):
+        FedFV(alpha=2.0)

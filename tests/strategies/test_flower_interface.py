@@ -207,7 +207,17 @@ LOSS_RULES = sorted(name for name, spec in STRATEGIES.items() if spec.strategy.n
 
 
 def test_the_loss_rules_are_the_papers_loss_aware_ones():
-    assert LOSS_RULES == ["afl", "deltafl", "gifair", "qfedsgd", "qffl", "semivred", "term", "vred"]
+    assert LOSS_RULES == [
+        "afl",
+        "deltafl",
+        "fedfv",
+        "gifair",
+        "qfedsgd",
+        "qffl",
+        "semivred",
+        "term",
+        "vred",
+    ]
 
 
 @pytest.mark.parametrize("rule", LOSS_RULES)
