@@ -27,7 +27,7 @@ import math
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -274,12 +274,22 @@ def prepare_out_dir(out_dir: Path) -> None:
         ) from error
 
 
-def check_resume(settings: RunSettings, run_config: Mapping[str, Any]) -> None:
+def check_resume(
+    settings: RunSettings, run_config: Mapping[str, Any], *, partitions_known: bool
+) -> None:
     """Refuse a ``resume-from`` that is missing, unreadable or from another run.
 
-    The fingerprint is compared with ``num-partitions`` as configured; a run on Flower's
-    simulation engine, whose SuperNodes may change it, is compared again once they
-    are there (:func:`fairfl.server.run.run_federation`).
+    Parameters
+    ----------
+    settings : RunSettings
+        The run's settings.
+    run_config : Mapping[str, Any]
+        The run config (the rule's keys).
+    partitions_known : bool
+        Whether ``num-partitions`` is final. On Flower's simulation engine the
+        SuperNodes set it once they are there, so until then it is taken from the
+        checkpoint and compared when the run starts
+        (:func:`fairfl.server.run.run_federation`).
     """
     from fairfl.server.checkpoint import check_fingerprint, load_checkpoint, run_fingerprint
 
@@ -292,6 +302,9 @@ def check_resume(settings: RunSettings, run_config: Mapping[str, Any]) -> None:
             "<out-dir>/checkpoint.npz; empty resume-from starts a new run)"
         )
     checkpoint = load_checkpoint(path)
+    stored = checkpoint.fingerprint.get("config", {}).get("num-partitions")
+    if not partitions_known and isinstance(stored, int) and stored >= 1:
+        settings = replace(settings, num_partitions=stored)
     check_fingerprint(
         checkpoint,
         run_fingerprint(settings, fingerprint_config(settings, run_config)),
@@ -354,7 +367,7 @@ def check_run(
     if check_out_dir_use:
         check_out_dir(out_dir, resume_from=settings.resume_from, overwrite=settings.overwrite)
     prepare_out_dir(out_dir)
-    check_resume(settings, run_config)
+    check_resume(settings, run_config, partitions_known=local_clients)
     return CheckedRun(
         settings=settings,
         strategy=strategy,

@@ -359,9 +359,8 @@ def run_federation(
     settings, strategy = checked.settings, checked.strategy
     out_dir = Path(settings.out_dir)
     settings, run_config = await_federation(grid, settings, run_config)
-    if settings.num_partitions != checked.settings.num_partitions or (
-        partitions_checkable(settings) and not checked.local_clients
-    ):
+    changed = settings.num_partitions != checked.settings.num_partitions
+    if partitions_checkable(settings) and (changed or not checked.local_clients):
         check_partitions(settings)  # as the SuperNodes cut the data, once, not per client
     checked = replace(checked, settings=settings, run_config=dict(run_config))
     strategy.min_available_nodes = required_nodes(settings)

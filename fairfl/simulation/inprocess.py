@@ -189,7 +189,9 @@ def run_inprocess(
 
     checked = check_run(run_config, local_clients=True)
     if client_app is None:
-        from fairfl.client.app import app as client_app
+        from fairfl.client.app import app as fairfl_client_app
+
+        client_app = fairfl_client_app
     nodes = node_configs or node_configs_for(checked.settings.num_partitions)
     grid = InMemoryGrid(client_app, nodes, run_config, reply_filter=reply_filter)
     with server_task_identity(grid.run_id):

@@ -342,3 +342,20 @@ def test_committed_reports_cite_only_repository_files_and_public_papers():
         assert "specs/" not in text and "papers/" not in text, report
         for cited in re.findall(r"`((?:fairfl|benchmarks|experiments|scripts)/[\w/.-]+)`", text):
             assert (root / cited).exists(), (report, cited)
+
+
+def test_cli_compare_missing_data_extra_is_one_error_naming_it(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("datasets", "flwr_datasets") else real(name, *a),
+    )
+    assert _compare(tmp_path / "cmp") == 2
+    assert capsys.readouterr().err == (
+        "fairfl compare: error: run fedavg seed 0: run config partitioner='dirichlet' needs "
+        "the Python module 'datasets', which is not installed: pip install \"fairfl[data]\"\n"
+    )
+    assert not list((tmp_path / "cmp").rglob("rounds.jsonl"))

@@ -192,3 +192,23 @@ def test_telemetry_sinks_get_the_effective_config(tmp_path, monkeypatch):
         0,
     )
     assert params["dirichlet-alpha"] == 0.3 and params["num-partitions"] == 3
+
+
+def test_the_servers_resume_check_leaves_num_partitions_to_the_supernodes(qffl_run, tmp_path):
+    # On Flower's simulation engine the SuperNodes set num-partitions after the wait: the
+    # up-front check takes the checkpoint's (3), the run compares again once they are there.
+    from fairfl.server.checkpoint import FingerprintMismatchError
+
+    config = {
+        **SMALL,
+        "strategy": "qffl",
+        "num-partitions": 20,
+        "num-server-rounds": 3,
+        "out-dir": str(tmp_path / "resumed"),
+        "resume-from": str(qffl_run / "checkpoint.npz"),
+    }
+    check_run(config, local_clients=False)
+    with pytest.raises(FingerprintMismatchError, match="num-partitions"):
+        check_run(config, local_clients=True)
+    with pytest.raises(FingerprintMismatchError, match="qffl-q"):
+        check_run({**config, "qffl-q": 0.5}, local_clients=False)
