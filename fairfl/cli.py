@@ -315,6 +315,11 @@ def _add_run_parser(commands: Any) -> None:
         "--timeout", type=float, default=1800.0, help="seconds a flower-engine run may take"
     )
     run.add_argument(
+        "--flwr-home",
+        type=Path,
+        help="FLWR_HOME of a flower-engine run (default: <app>/.flwr-home)",
+    )
+    run.add_argument(
         "--dashboard",
         nargs="?",
         const=DASHBOARD_PORT,
@@ -510,7 +515,7 @@ def _run_one(args: argparse.Namespace) -> int:
     live = _live_dashboard("fairfl run", out_dir, args.dashboard)
     try:
         if args.engine == "flower":
-            code, summary, message = _run_on_flower(config, checked.settings, args.timeout)
+            code, summary, message = _run_on_flower(config, checked.settings, args)
         else:
             code, summary, message = _run_in_process(config, quiet=args.quiet)
     finally:
@@ -538,7 +543,9 @@ def _run_in_process(config: dict[str, Any], *, quiet: bool) -> tuple[int, Any, s
     return EXIT_OK, outcome.summary, ""
 
 
-def _run_on_flower(config: dict[str, Any], settings: Any, timeout: float) -> tuple[int, Any, str]:
+def _run_on_flower(
+    config: dict[str, Any], settings: Any, args: argparse.Namespace
+) -> tuple[int, Any, str]:
     """Run through Flower's simulation engine, one SuperNode per partition."""
     from fairfl.simulation.engine import find_app_dir, simulate, toml_overrides
 
@@ -546,8 +553,8 @@ def _run_on_flower(config: dict[str, Any], settings: Any, timeout: float) -> tup
     result = simulate(
         toml_overrides(config),
         settings.num_partitions,
-        app / ".flwr-home",
-        timeout=timeout,
+        args.flwr_home or app / ".flwr-home",
+        timeout=args.timeout,
         app_dir=app,
         summary_path=Path(settings.out_dir) / "summary.json",
     )

@@ -140,3 +140,19 @@ def test_dashboard_says_when_a_folder_does_not_exist(tmp_path, monkeypatch, caps
     printed = capsys.readouterr()
     assert f"{tmp_path / 'later'} does not exist (yet)" in printed.err
     assert printed.out.startswith("fairfl dashboard: http://127.0.0.1:")
+
+
+@pytest.mark.integration
+def test_run_through_flowers_engine_prints_the_final_fairness_line(tmp_path, capsys):
+    from fairfl.simulation.engine import processes_naming
+
+    home = tmp_path / "flwr-home"
+    out = tmp_path / "out"
+    argv = ["run", "--engine", "flower", "--flwr-home", str(home), "--out", str(out)]
+    code = main([*argv, "-c", "num-server-rounds=1", "num-partitions=2", "local-epochs=1"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert ": final client accuracy: mean " in printed.out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["config"]["num-partitions"] == 2
+    assert not processes_naming(home)  # the SuperLink and Ray were stopped
