@@ -70,15 +70,14 @@ from threadpoolctl import ThreadpoolController  # noqa: E402
 from fairfl._compat import server_task_identity  # noqa: E402
 from fairfl.contract import ModelLayout, keys  # noqa: E402
 from fairfl.strategies import FairStrategy, FedMGDAPlus  # noqa: E402
-from fairfl.strategies import fedmgda as fedmgda_module  # noqa: E402
+from fairfl.strategies._ops import gram as gram_ops  # noqa: E402
+from fairfl.strategies._ops.gram import gram_matrix, squared_update_norms  # noqa: E402
 from fairfl.strategies._ops.gram_kernel import gram_kernel_description  # noqa: E402
 from fairfl.strategies.fedmgda import (  # noqa: E402
-    fedmgda_step,
-    gram_matrix,
+    fedmgda_update,
     min_norm_weights,
     normalize_gram,
     prior_weights,
-    squared_update_norms,
 )
 
 # A 2M-parameter MLP-like layout: 1000x1000, 1000, 1000x1000, 1000 (2,002,000 floats).
@@ -160,12 +159,12 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     logging.getLogger("flwr").setLevel(logging.WARNING)
 
     def ours_two_threads() -> None:
-        pinned = fedmgda_module.one_thread
-        fedmgda_module.one_thread = two_threads  # the pinning, undone for comparison
+        pinned = gram_ops.one_thread
+        gram_ops.one_thread = two_threads  # the pinning, undone for comparison
         try:
             ours.aggregate_train(1, replies)
         finally:
-            fedmgda_module.one_thread = pinned
+            gram_ops.one_thread = pinned
 
     def flower_at(limit: int) -> Callable[[], object]:
         def run() -> None:
@@ -229,7 +228,7 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
     prior = prior_weights([1] * num_clients, "uniform")
     lam, _ = min_norm_weights(k_bar, prior, 1.0)
     stages["QP"] = lambda: min_norm_weights(k_bar, prior, 1.0)
-    stages["step (float32)"] = lambda: fedmgda_step(global_arrays, locals_, lam, 1.0, norms=norms)
+    stages["step (float32)"] = lambda: fedmgda_update(global_arrays, locals_, lam, 1.0, norms=norms)
     # The floor of numpy's Gram on this machine: its BLAS products alone, on the updates
     # already packed into one float32 (n, d) array (no reading of the replies, no
     # differences), in the same GRAM_CHUNK products as gram_matrix.
@@ -276,8 +275,8 @@ def bench_aggregate(num_clients: int, repeats: int) -> dict[str, Any]:
 
 def products_only(packed: np.ndarray) -> np.ndarray:
     """The float32 Gram products of ``gram_matrix`` on a packed (n, d) array, one thread."""
-    with fedmgda_module.one_thread():
-        return fedmgda_module._float32_block_gram(packed)
+    with gram_ops.one_thread():
+        return gram_ops._float32_block_gram(packed)
 
 
 def bench_qp(sizes: list[int], dim: int, repeats: int) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 Run: ``nice .venv/bin/python benchmarks/bench_gram_kernel.py [--repeats 7] [--json PATH]``
 
-:func:`fairfl.strategies.fedmgda.gram_matrix` forms the Gram either with the compiled
+:func:`fairfl.strategies._ops.gram.gram_matrix` forms the Gram either with the compiled
 AVX2 kernel (:mod:`fairfl.strategies._ops.gram_kernel`, built on first use with the system's
 C compiler) or with numpy: Python packs blocks of differences and OpenBLAS's syrk
 multiplies them. This benchmark calls ``gram_matrix`` on the same 50 float32 updates of
@@ -34,12 +34,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _report import load_1min, write_json  # noqa: E402 (after sys.path)
 
+from fairfl.strategies._ops.gram import gram_matrix  # noqa: E402
 from fairfl.strategies._ops.gram_kernel import (  # noqa: E402
     MODE_VARIABLE,
     GramKernelUnavailableError,
     gram_kernel,
 )
-from fairfl.strategies.fedmgda import gram_matrix  # noqa: E402
 
 CLIENTS = 50
 PARAMETERS = 2_002_000  # bench_fedmgda.py's model, here as one array per client

@@ -21,9 +21,8 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -39,8 +38,18 @@ from fairfl.contract import (
     keys,
 )
 from fairfl.strategies._checks import check_real
-from fairfl.strategies._ops.blas import one_thread, openblas_kernel_advice
-from fairfl.strategies._ops.gram_kernel import GramKernel, gram_kernel, gram_kernel_description
+from fairfl.strategies._ops.blas import openblas_kernel_advice
+from fairfl.strategies._ops.gram import (
+    GRAM_RTOL,
+    check_shapes,
+    diagonal,
+    difference_step,
+    float_mask,
+    gram_matrix,
+    squared_update_norms,
+)
+from fairfl.strategies._ops.gram_kernel import gram_kernel, gram_kernel_description
+from fairfl.strategies._ops.passes import max_abs
 from fairfl.strategies.aggregation import reweighted_average, sample_weights, weight_entropy
 from fairfl.strategies.base import ConfigValue, FairStrategy, check_positive_int
 from fairfl.strategies.params import (
@@ -66,27 +75,6 @@ NORM_FLOOR = 1e-12
 #: Ridges tried in turn on the rescaled Gram (unit max diagonal) so that quadprog's
 #: Cholesky factorisation succeeds on a singular K (spec §7.2.1).
 RIDGES: tuple[float, ...] = (1e-12, 1e-10, 1e-8, 1e-6)
-
-#: Bytes of the block of pseudo-gradients that :func:`gram_matrix` and
-#: :func:`fedmgda_step` fill and multiply at a time (last-level-cache-sized; larger
-#: blocks mean fewer Python calls per client: 8 MiB measured ~7 % faster than 2 MiB
-#: at 50 clients x 2M parameters).
-GRAM_BLOCK_BYTES = 8 * 2**20
-#: Fewest columns per block (many clients: fewer, longer products).
-GRAM_MIN_COLUMNS = 1024
-#: Most float32 terms one product of :func:`gram_matrix` sums: a float32 block is
-#: multiplied in column chunks this wide, each (n, n) product added in float64. Its
-#: relative error is then below ``GRAM_CHUNK · 2^-24`` < :data:`GRAM_RTOL`, and the
-#: chunks' rounding errors average out in the float64 sum.
-GRAM_CHUNK = 4096
-#: Most rows past a multiple of 8 that :func:`_float32_block_gram` multiplies one by
-#: one (BLAS gemv) instead of in its syrk: with 4 to 6 it was as slow or slower
-#: (n = 12, 20, 52, 53, 54, 100, 101, 102).
-GRAM_SPLIT_ROWS = 3
-#: Bound on the relative error of a Gram diagonal ``‖g_i‖²`` computed in float32 blocks
-#: (float32 differences, products of at most :data:`GRAM_CHUNK` terms, summed in
-#: float64): the reply reader's bound on the values uses it as its margin.
-GRAM_RTOL = 1e-3
 
 #: Name suffixes of state-dict buffers (BatchNorm statistics) that are not trainable:
 #: they stay out of the norm, the Gram and the step (spec §1.5) and are averaged with λ0.
@@ -323,9 +311,9 @@ class FedMGDAPlus(FairStrategy):
         global_arrays = [array_view(a) for a in self.current_arrays.values()]
         trainable = trainable_mask(layout.keys, global_arrays)
         products = self._update_products(global_arrays, [r.arrays for r in accepted], trainable)
-        squared_norms = _diagonal(products)
+        squared_norms = diagonal(products)
         peak = max(
-            (_peak(g) for g, m in zip(global_arrays, trainable, strict=True) if m), default=0
+            (max_abs(g) for g, m in zip(global_arrays, trainable, strict=True) if m), default=0
         )
         kept: list[int] = []
         for index, reply in enumerate(accepted):
@@ -399,7 +387,7 @@ class FedMGDAPlus(FairStrategy):
         # At ε = 0 only the diagonal is known: λ = λ0 needs no more (min_norm_weights
         # returns λ0 without reading K), and ‖d‖ is measured on the step instead.
         gram = products if products.ndim == 2 else np.diag(products)
-        norms = np.sqrt(np.clip(_diagonal(products), 0.0, None))
+        norms = np.sqrt(np.clip(diagonal(products), 0.0, None))
         moving = norms > NORM_FLOOR
         zero_updates = int(np.count_nonzero(~moving))
         if zero_updates:
@@ -615,325 +603,6 @@ def paper_decay_factor(decay: float, num_rounds: int, decay_every: int = 100) ->
     return float(decay ** (decay_every / num_rounds))
 
 
-def normalized_pseudo_gradients(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    *,
-    trainable: Sequence[bool] | None = None,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """ḡ_i = g_i / ‖g_i‖ with g_i = w_t − w_i, flattened (paper 001, Algorithm 1).
-
-    The reference form, one float64 row per client (n·d floats); the strategy never
-    builds it and works from :func:`gram_matrix` instead.
-
-    Parameters
-    ----------
-    global_arrays : Sequence[NDArray]
-        w_t.
-    local_arrays : Sequence[Sequence[NDArray]]
-        Each client's w_i, arrays in the order of ``global_arrays``.
-    trainable : Sequence[bool] | None
-        Which arrays enter (default: the floating ones).
-
-    Returns
-    -------
-    tuple[NDArray, NDArray]
-        The (n, d) matrix of ḡ_i (a zero row where ‖g_i‖ <= :data:`NORM_FLOOR`) and
-        the norms ‖g_i‖ (whole update, L2 over the trainable arrays).
-    """
-    mask = _mask(global_arrays, trainable)
-    rows = [
-        np.concatenate(
-            [
-                (np.asarray(g, np.float64) - np.asarray(w, np.float64)).ravel()
-                for g, w, m in zip(global_arrays, local, mask, strict=True)
-                if m
-            ]
-            or [np.zeros(0)]
-        )
-        for local in local_arrays
-    ]
-    vectors = np.stack(rows) if rows else np.zeros((0, 0))
-    norms = np.linalg.norm(vectors, axis=1)
-    safe = np.where(norms > NORM_FLOOR, norms, np.inf)
-    return vectors / safe[:, None], norms
-
-
-def gram_matrix(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    *,
-    trainable: Sequence[bool] | None = None,
-) -> NDArray[np.float64]:
-    """K_ij = ⟨g_i, g_j⟩ of the raw pseudo-gradients g_i = w_t − w_i, summed in float64.
-
-    The models are packed into cache-sized blocks of :data:`GRAM_BLOCK_BYTES` across
-    array boundaries, and each block's differences are multiplied at once (``D Dᵀ``),
-    so memory stays O(n²) + one block whatever the model size (spec §7.2.4).
-
-    Float32 models (and smaller floats) are computed in float32 blocks: the
-    differences are exact when w_i and w_t agree within a factor 2 (Sterbenz) and
-    otherwise rounded once; each BLAS product sums at most :data:`GRAM_CHUNK` float32
-    terms and the (n, n) products are added in float64. ``K`` is then within a relative
-    :data:`GRAM_RTOL` of the exact Gram on the diagonal, and in practice within ~1e-7
-    (K̄ within 1e-7 of the float64 one at 50 × 2M: ``tests/strategies``). A block whose
-    float32 product is not finite (float32 overflow, or a NaN/Inf value) is redone in
-    float64. Models with wider floats are computed in float64 blocks.
-
-    Where every selected array is float32 and the compiled kernel is available
-    (:mod:`fairfl.strategies._ops.gram_kernel`, ``FAIRFL_GRAM_KERNEL``), each array's
-    products come from it instead, at the same precision (float32 differences and
-    products, at most 512 terms per float32 sum, added in double); an array whose
-    product is not finite goes through the blocks above.
-    The norms are ``sqrt(diag K)``; :func:`normalize_gram` gives the Gram of the ḡ_i.
-
-    Parameters
-    ----------
-    global_arrays, local_arrays, trainable
-        As :func:`normalized_pseudo_gradients`.
-
-    Returns
-    -------
-    NDArray[np.float64]
-        The symmetric (n, n) Gram matrix. A client with a NaN/Inf value gets a
-        non-finite row and column; the other entries are unaffected.
-
-    Raises
-    ------
-    ValueError
-        If a client's arrays do not match ``global_arrays`` in number or shape.
-    """
-    mask = _mask(global_arrays, trainable)
-    _check_shapes(global_arrays, local_arrays)
-    n = len(local_arrays)
-    gram = np.zeros((n, n))
-    kernel = gram_kernel() if n and _all_float32(global_arrays, local_arrays, mask) else None
-    if kernel is not None:
-        mask = _compiled_gram(kernel, global_arrays, local_arrays, mask, gram)
-    # A NaN/Inf value only spoils its client's row and column; callers check them. One
-    # BLAS thread: with two, the products took 6x longer at 100 clients on a busy
-    # machine (fairfl.strategies._ops.blas).
-    with np.errstate(invalid="ignore", over="ignore"), one_thread():
-        for block, centre, segments in _packed_blocks(global_arrays, local_arrays, mask):
-            # Row i: w_i − w_t (the Gram does not see the sign).
-            if block.dtype == np.float64:
-                gram += block @ block.T
-                continue
-            product = _float32_block_gram(block)
-            if not np.all(np.isfinite(product)):  # float32 overflow, or a NaN/Inf value
-                exact = _float64_differences(global_arrays, local_arrays, segments, centre.size)
-                product = exact @ exact.T
-            gram += product
-    return (gram + gram.T) / 2
-
-
-def _all_float32(
-    global_arrays: Sequence[NDArray], local_arrays: Sequence[Sequence[NDArray]], mask: list[bool]
-) -> bool:
-    """Whether every selected array, global and local, is float32 (the kernel's input)."""
-    selected = [i for i, m in enumerate(mask) if m]
-    return all(np.asarray(global_arrays[i]).dtype == np.float32 for i in selected) and all(
-        np.asarray(local[i]).dtype == np.float32 for local in local_arrays for i in selected
-    )
-
-
-def _compiled_gram(
-    kernel: GramKernel,
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    mask: list[bool],
-    gram: NDArray[np.float64],
-) -> list[bool]:
-    """Add the compiled kernel's Gram of each selected array to ``gram``, in place.
-
-    Returns the mask of the arrays left for numpy's blocks: those whose float32 product
-    is not finite (float32 overflow, or a NaN/Inf value), which numpy's path redoes in
-    float64 as it does its own blocks, so the result keeps :func:`gram_matrix`'s
-    guarantees whichever path ran.
-    """
-    redo = [False] * len(mask)
-    for index, selected in enumerate(mask):
-        if not selected or np.size(global_arrays[index]) == 0:
-            continue
-        rows = [np.ravel(local[index]) for local in local_arrays]
-        product = kernel.gram(np.ravel(global_arrays[index]), rows)
-        if np.all(np.isfinite(product)):
-            gram += product
-        else:
-            redo[index] = True
-    return redo
-
-
-def squared_update_norms(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    *,
-    trainable: Sequence[bool] | None = None,
-) -> NDArray[np.float64]:
-    """‖g_i‖² = K_ii, the diagonal of :func:`gram_matrix`, without its other products.
-
-    The same blocks and the same precision as :func:`gram_matrix`: float32 blocks give
-    per-chunk sums of at most :data:`GRAM_CHUNK` float32 squares, added in float64
-    (within :data:`GRAM_RTOL`); a block whose sum is not finite is redone in float64; a
-    NaN/Inf value spoils only its client's entry. It costs a pass over the replies plus
-    ``n·d`` multiply-adds instead of ``n²·d / 2``: FedAvg-n (ε = 0) needs no more.
-
-    Parameters
-    ----------
-    global_arrays, local_arrays, trainable
-        As :func:`normalized_pseudo_gradients`.
-
-    Returns
-    -------
-    NDArray[np.float64]
-        The n squared norms.
-
-    Raises
-    ------
-    ValueError
-        If a client's arrays do not match ``global_arrays`` in number or shape.
-    """
-    mask = _mask(global_arrays, trainable)
-    _check_shapes(global_arrays, local_arrays)
-    total = np.zeros(len(local_arrays))
-    with np.errstate(invalid="ignore", over="ignore"), one_thread():
-        for block, centre, segments in _packed_blocks(global_arrays, local_arrays, mask):
-            if block.dtype == np.float64:
-                total += _row_squares(block)
-                continue
-            squares = np.zeros_like(total)
-            for start in range(0, centre.size, GRAM_CHUNK):
-                squares += _row_squares(block[:, start : start + GRAM_CHUNK])  # float32 sums
-            if not np.all(np.isfinite(squares)):  # float32 overflow, or a NaN/Inf value
-                exact = _float64_differences(global_arrays, local_arrays, segments, centre.size)
-                squares = _row_squares(exact)
-            total += squares
-    return total
-
-
-def _row_squares(block: NDArray) -> NDArray:
-    """``Σ_j block_ij²`` per row, in the block's dtype: one BLAS dot per row, in one call.
-
-    A stack of (1, w) @ (w, 1) products; twice as fast as ``einsum("ij,ij->i")`` on a
-    float32 (50, 4096) chunk (6.9 ms against 13-14 ms for 2M parameters).
-    """
-    return np.matmul(block[:, None, :], block[:, :, None])[:, 0, 0]
-
-
-def _diagonal(products: NDArray[np.float64]) -> NDArray[np.float64]:
-    """‖g_i‖²: the diagonal of a Gram matrix, or the squared norms themselves (1-D)."""
-    return products if products.ndim == 1 else np.diag(products)
-
-
-def _float32_block_gram(block: NDArray[np.float32]) -> NDArray[np.float64]:
-    """``block @ blockᵀ``: products of at most :data:`GRAM_CHUNK` columns, added in float64.
-
-    OpenBLAS's syrk is slow on its edge tiles when n is not a multiple of 8: with
-    ``n mod 8 <= GRAM_SPLIT_ROWS`` the first ``8 ⌊n / 8⌋`` rows go through syrk and each
-    remaining row through one gemv against all rows (per chunk). On float32 blocks of
-    32,768 columns this took 76-98 % of the time of one syrk on all n rows (n = 9, 10,
-    17, 25, 26, 33, 49, 50, 51); FedMGDA+'s Gram at 50 x 2M went from 100.6 to 98.1 ms,
-    at 51 x 2M from 117.0 to 102.1 ms. Each product still sums at most GRAM_CHUNK
-    float32 terms: the bound of :func:`gram_matrix` holds.
-    """
-    n, width = block.shape
-    aligned = n - n % 8 if n >= 8 and n % 8 <= GRAM_SPLIT_ROWS else n
-    product = np.zeros((n, n))
-    head_product = product[:aligned, :aligned]
-    for start in range(0, width, GRAM_CHUNK):
-        chunk = block[:, start : start + GRAM_CHUNK]
-        head = chunk[:aligned]
-        head_product += head @ head.T  # float32 terms, summed in float64
-        for row in range(aligned, n):
-            product[row] += chunk @ chunk[row]
-    product[:aligned, aligned:] = product[aligned:, :aligned].T
-    return product
-
-
-def _float64_differences(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    segments: list[tuple[int, int, int, int]],
-    width: int,
-) -> NDArray[np.float64]:
-    """The (n, width) block ``w_i − w_t`` of ``segments`` (:func:`_packed_blocks`), float64."""
-    exact = np.empty((len(local_arrays), width))
-    for index, start, stop, offset in segments:
-        centre = np.ravel(global_arrays[index])[start:stop].astype(np.float64)
-        for i, local in enumerate(local_arrays):
-            np.subtract(
-                np.ravel(local[index])[start:stop],
-                centre,
-                out=exact[i, offset : offset + stop - start],
-                dtype=np.float64,
-            )
-    return exact
-
-
-def _check_shapes(
-    global_arrays: Sequence[NDArray], local_arrays: Sequence[Sequence[NDArray]]
-) -> None:
-    for local in local_arrays:
-        if len(local) != len(global_arrays) or any(
-            np.shape(w) != np.shape(g) for w, g in zip(local, global_arrays, strict=True)
-        ):
-            raise ValueError("every client must send arrays shaped like global_arrays")
-
-
-def _packed_blocks(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    mask: Sequence[bool],
-) -> Iterator[tuple[NDArray, NDArray, list[tuple[int, int, int, int]]]]:
-    """The updates ``w_i − w_t`` of the selected arrays, packed into blocks across arrays.
-
-    Yields ``(block, centre, segments)``: the (n, width) block whose row i is
-    ``w_i − w_t``, w_t's values packed alike, and where they come from, ``(array index,
-    start, stop, offset in the block)`` per array slice. The blocks are float32 if
-    every selected array is a float of at most 4 bytes (a difference of two float32 is
-    exact when they agree within a factor 2, and otherwise rounded once), float64
-    otherwise. They are reused: a consumer must be done with one before asking for the
-    next.
-    """
-    selected = [i for i, m in enumerate(mask) if m]
-    n = len(local_arrays)
-    size = sum(int(np.size(global_arrays[i])) for i in selected)
-    if n == 0 or size == 0:
-        return
-    dtypes = [np.asarray(global_arrays[i]).dtype for i in selected]
-    dtypes += [np.asarray(local[i]).dtype for local in local_arrays for i in selected]
-    small = all(np.issubdtype(d, np.floating) and d.itemsize <= 4 for d in dtypes)
-    dtype = np.float32 if small else np.float64
-    itemsize = np.dtype(dtype).itemsize
-    columns = min(size, max(GRAM_MIN_COLUMNS, GRAM_BLOCK_BYTES // (itemsize * n)))
-    block = np.empty((n, columns), dtype=dtype)
-    centre = np.empty(columns, dtype=dtype)
-    segments: list[tuple[int, int, int, int]] = []
-    filled = 0
-    for index in selected:
-        flat = np.ravel(global_arrays[index])
-        local_flat = [np.ravel(local[index]) for local in local_arrays]
-        start = 0
-        while start < flat.size:
-            take = min(columns - filled, flat.size - start)
-            stop = start + take
-            packed = centre[filled : filled + take]
-            packed[...] = flat[start:stop]
-            # One ufunc call per client and segment (~1 µs each, its Python part: the
-            # rows come from iterating the block, the slices from one itemgetter).
-            sources = map(itemgetter(slice(start, stop)), local_flat)
-            for source, row in zip(sources, block[:, filled : filled + take], strict=True):
-                np.subtract(source, packed, row)
-            segments.append((index, start, stop, filled))
-            filled += take
-            start = stop
-            if filled == columns:
-                yield block, centre, segments
-                filled, segments = 0, []
-    if filled:
-        yield block[:, :filled], centre[:filled], segments
-
-
 def normalize_gram(gram: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """K̄_ij = K_ij / (‖g_i‖ ‖g_j‖), the Gram of the ḡ_i; and the norms ‖g_i‖.
 
@@ -1076,31 +745,6 @@ def project_to_box_simplex(
     return lam
 
 
-def fedmgda_step(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    lambdas: ArrayLike,
-    step: float,
-    *,
-    norms: ArrayLike | None = None,
-    trainable: Sequence[bool] | None = None,
-    buffer_weights: ArrayLike | None = None,
-) -> list[NDArray]:
-    """w_{t+1} = w_t − η_t Σ_i λ_i g_i / s_i (paper 001, Algorithm 1 and eq. (22)).
-
-    The model of :func:`fedmgda_update` (parameters, errors and precision there).
-    """
-    return fedmgda_update(
-        global_arrays,
-        local_arrays,
-        lambdas,
-        step,
-        norms=norms,
-        trainable=trainable,
-        buffer_weights=buffer_weights,
-    )[0]
-
-
 def fedmgda_update(
     global_arrays: Sequence[NDArray],
     local_arrays: Sequence[Sequence[NDArray]],
@@ -1116,7 +760,8 @@ def fedmgda_update(
 
     This is the unified form ``w_t − Σ_i c_i (w_t − w_i)`` with ``c_i = η_t λ_i / s_i``
     (which need not sum to 1), applied to the trainable arrays as
-    ``w_t + Σ_i c_i (w_i − w_t)`` in the blocks of :func:`gram_matrix`: float32 for
+    ``w_t + Σ_i c_i (w_i − w_t)`` in the blocks of
+    :func:`~fairfl.strategies._ops.gram.gram_matrix`: float32 for
     float32 models (the differences exact or rounded once, then one float32
     matrix-vector product per block, each value summing n terms: a relative error of
     ~n · 2^-24 of the step, far below the float32 rounding of w_{t+1}); a block whose
@@ -1166,10 +811,10 @@ def fedmgda_update(
     if not np.all(np.isfinite(lam)) or lam.shape != (len(local_arrays),):
         raise ValueError(f"lambdas must be finite, one per client, got {lam.tolist()}")
     coefficients = step * lam / scales
-    mask = _mask(global_arrays, trainable)
-    _check_shapes(global_arrays, local_arrays)
+    mask = float_mask(global_arrays, trainable)
+    check_shapes(global_arrays, local_arrays)
     active = np.flatnonzero(coefficients)
-    stepped, squared_length = _difference_step(
+    stepped, squared_length = difference_step(
         global_arrays,
         [local_arrays[i] for i in active],
         coefficients[active],
@@ -1190,64 +835,6 @@ def fedmgda_update(
         for i, value in zip(buffers, averaged, strict=True):
             new_arrays[i] = value
     return new_arrays, math.sqrt(squared_length)
-
-
-def _difference_step(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    coefficients: NDArray[np.float64],
-    mask: Sequence[bool],
-    *,
-    measure: bool = False,
-) -> tuple[dict[int, NDArray], float]:
-    """``w_t + Σ_i c_i (w_i − w_t)`` of each array in ``mask``, by index, in w_t's dtype.
-
-    Each block of :func:`_packed_blocks` is turned into differences and combined by one
-    matrix-vector product ``cᵀ D`` in the block's dtype; a block whose ``cᵀ D`` is not
-    finite is redone in float64 (see :func:`fedmgda_update`). With ``measure``, also
-    ``‖cᵀ D‖²`` over all blocks, summed in float64 (else 0.0).
-    """
-    stepped = {
-        index: np.empty(np.shape(array), dtype=np.asarray(array).dtype)
-        if local_arrays  # filled block by block below
-        else np.array(array, copy=True)  # no client: nothing moves
-        for index, (array, m) in enumerate(zip(global_arrays, mask, strict=True))
-        if m
-    }
-    weights: NDArray | None = None
-    squared_length = 0.0
-    with np.errstate(invalid="ignore", over="ignore"), one_thread():
-        for block, centre, segments in _packed_blocks(global_arrays, local_arrays, mask):
-            if weights is None:  # c in the blocks' dtype
-                weights = coefficients.astype(block.dtype)
-            update = weights @ block
-            if update.dtype != np.float64 and not np.all(np.isfinite(update)):
-                exact = _float64_differences(global_arrays, local_arrays, segments, centre.size)
-                update = coefficients @ exact
-            new = centre + update
-            if measure:
-                wide = update.astype(np.float64)
-                squared_length += float(wide @ wide)
-            for index, start, stop, offset in segments:
-                stepped[index].reshape(-1)[start:stop] = new[offset : offset + stop - start]
-    return stepped, squared_length
-
-
-def _mask(global_arrays: Sequence[NDArray], trainable: Sequence[bool] | None) -> list[bool]:
-    if trainable is None:
-        return [bool(np.issubdtype(np.asarray(g).dtype, np.floating)) for g in global_arrays]
-    if len(trainable) != len(global_arrays):
-        raise ValueError(
-            f"trainable must have one flag per array ({len(global_arrays)}), got {len(trainable)}"
-        )
-    return [bool(m) for m in trainable]
-
-
-def _peak(array: NDArray) -> float:
-    """``max |w|`` of one array (0 for empty or non-floating arrays)."""
-    if array.size == 0 or not np.issubdtype(array.dtype, np.floating):
-        return 0.0
-    return float(max(-array.min(), array.max()))
 
 
 def _scale(k: NDArray[np.float64]) -> float:

@@ -4,8 +4,8 @@ import numpy as np
 from threadpoolctl import threadpool_info
 
 from fairfl.strategies._ops.blas import one_thread
+from fairfl.strategies._ops.gram import gram_matrix
 from fairfl.strategies.equitable import spectral_labels
-from fairfl.strategies.fedmgda import gram_matrix
 
 
 def _threads(user_api):

@@ -23,21 +23,20 @@ from fairfl.strategies import (
     build_strategy,
 )
 from fairfl.strategies import fedmgda as fm
+from fairfl.strategies._ops import gram as gram_ops
+from fairfl.strategies._ops.gram import gram_matrix, squared_update_norms
 from fairfl.strategies.fedmgda import (
     box_bounds,
-    fedmgda_step,
     fedmgda_update,
-    gram_matrix,
     min_norm_weights,
     normalize_gram,
-    normalized_pseudo_gradients,
     paper_decay_factor,
     prior_weights,
-    squared_update_norms,
     step_size,
 )
 from tests.conftest import arrays_of, make_reply
 from tests.strategies.baseline_helpers import configure, pyproject_config
+from tests.strategies.reference import fedmgda_step, normalized_pseudo_gradients
 
 # --------------------------------------------------------------------------- helpers
 
@@ -353,8 +352,8 @@ def test_gram_matches_the_reference_vectors_across_blocks(monkeypatch):
     np.testing.assert_allclose(gram_matrix(global_, locals_), expected, rtol=1e-6)
     np.testing.assert_allclose(gram_matrix(global64, locals64), expected, rtol=1e-12)
     # A block of 3 columns: 38 parameters cross array boundaries and end mid-block.
-    monkeypatch.setattr(fm, "GRAM_BLOCK_BYTES", 3 * 8 * 4)
-    monkeypatch.setattr(fm, "GRAM_MIN_COLUMNS", 1)
+    monkeypatch.setattr(gram_ops, "GRAM_BLOCK_BYTES", 3 * 8 * 4)
+    monkeypatch.setattr(gram_ops, "GRAM_MIN_COLUMNS", 1)
     np.testing.assert_allclose(gram_matrix(global_, locals_), expected, rtol=1e-6)
     np.testing.assert_allclose(gram_matrix(global64, locals64), expected, rtol=1e-12)
     k_bar, k_norms = normalize_gram(expected)
@@ -373,7 +372,7 @@ def test_gram_rows_past_a_multiple_of_eight_go_through_gemv(monkeypatch, clients
         [a + rng.standard_normal(a.shape).astype(np.float32) * 0.01 for a in global_]
         for _ in range(clients)
     ]
-    monkeypatch.setattr(fm, "GRAM_CHUNK", 1024)  # several chunks per block
+    monkeypatch.setattr(gram_ops, "GRAM_CHUNK", 1024)  # several chunks per block
     u, norms = normalized_pseudo_gradients(global_, locals_)
     expected = (u * norms[:, None]) @ (u * norms[:, None]).T
     atol = 1e-6 * expected.max()  # float32 products: ~1e-7 of the largest entry
@@ -438,9 +437,9 @@ def test_squared_update_norms_are_the_gram_diagonal_across_blocks(monkeypatch):
     _, norms = normalized_pseudo_gradients(global_, locals_)  # float64 reference
     global64 = [a.astype(np.float64) for a in global_]
     locals64 = [[a.astype(np.float64) for a in local] for local in locals_]
-    for block_bytes in (fm.GRAM_BLOCK_BYTES, 3 * 8 * 4):  # 3 columns: blocks cross arrays
-        monkeypatch.setattr(fm, "GRAM_BLOCK_BYTES", block_bytes)
-        monkeypatch.setattr(fm, "GRAM_MIN_COLUMNS", 1)
+    for block_bytes in (gram_ops.GRAM_BLOCK_BYTES, 3 * 8 * 4):  # 3 columns: blocks cross arrays
+        monkeypatch.setattr(gram_ops, "GRAM_BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(gram_ops, "GRAM_MIN_COLUMNS", 1)
         ours = squared_update_norms(global_, locals_)
         np.testing.assert_allclose(ours, norms**2, rtol=1e-6)
         np.testing.assert_allclose(ours, np.diag(gram_matrix(global_, locals_)), rtol=1e-6)

@@ -23,8 +23,9 @@ from flwr.serverapp import Grid
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
 from fairfl.strategies import FedAvgN, FedMGDAPlus
-from fairfl.strategies.fedmgda import fedmgda_step, gram_matrix, normalized_pseudo_gradients
+from fairfl.strategies._ops.gram import gram_matrix
 from tests.conftest import arrays_of, make_reply
+from tests.strategies.reference import fedmgda_step, normalized_pseudo_gradients
 
 NUM_CLIENTS = 12
 SHAPES = [(300, 400), (400,), (200, 300)]  # 180,400 parameters, several blocks

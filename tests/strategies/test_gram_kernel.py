@@ -24,6 +24,7 @@ import pytest
 
 from fairfl.strategies import FedMGDAPlus
 from fairfl.strategies._ops import gram_kernel as gram_kernel_module
+from fairfl.strategies._ops.gram import gram_matrix
 from fairfl.strategies._ops.gram_kernel import (
     GramKernel,
     GramKernelUnavailableError,
@@ -31,7 +32,6 @@ from fairfl.strategies._ops.gram_kernel import (
     gram_kernel,
     gram_kernel_description,
 )
-from fairfl.strategies.fedmgda import gram_matrix
 
 pytestmark = pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64"), reason="the kernel is built on x86-64 only"

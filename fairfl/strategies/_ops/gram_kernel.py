@@ -1,6 +1,6 @@
 """A compiled float32 Gram for FedMGDA+, built on first use with the system's C compiler.
 
-:func:`fairfl.strategies.fedmgda.gram_matrix` forms ``K_ij = ⟨g_i, g_j⟩`` from the
+:func:`fairfl.strategies._ops.gram.gram_matrix` forms ``K_ij = ⟨g_i, g_j⟩`` from the
 replies. In numpy that is a packing pass (Python copies each block of differences) and
 OpenBLAS's syrk, whose kernels are slow for this shape on some CPUs (tens of rows by
 millions of columns; on AMD Zen 4 its AVX-512 kernels). The C kernel below packs each
@@ -185,7 +185,7 @@ class GramKernel:
         """The symmetric (n, n) float64 matrix of ``⟨row_i − centre, row_j − centre⟩``.
 
         ``centre`` and every row must be C-contiguous float32 arrays of one size; the
-        caller (:func:`fairfl.strategies.fedmgda.gram_matrix`) makes sure of it. A
+        caller (:func:`fairfl.strategies._ops.gram.gram_matrix`) makes sure of it. A
         NaN/Inf value or a float32 overflow gives non-finite entries, as numpy would.
         """
         n = len(rows)

@@ -1,0 +1,86 @@
+"""Reference forms the tests check fairfl's kernels against (test oracles, not library code).
+
+:func:`normalized_pseudo_gradients` is paper 001's ḡ_i in float64 with no blocking (n·d
+floats: memory-hungry on purpose), the simple form the blocked Gram of
+``fairfl/strategies/_ops/gram.py`` is compared with; :func:`fedmgda_step` is the step
+alone, as the tests and the paper write it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fairfl.strategies._ops.gram import float_mask
+from fairfl.strategies.fedmgda import NORM_FLOOR, fedmgda_update
+
+
+def normalized_pseudo_gradients(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    *,
+    trainable: Sequence[bool] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """ḡ_i = g_i / ‖g_i‖ with g_i = w_t − w_i, flattened (paper 001, Algorithm 1).
+
+    The reference form, one float64 row per client (n·d floats); the strategy never
+    builds it and works from :func:`fairfl.strategies._ops.gram.gram_matrix` instead.
+
+    Parameters
+    ----------
+    global_arrays : Sequence[NDArray]
+        w_t.
+    local_arrays : Sequence[Sequence[NDArray]]
+        Each client's w_i, arrays in the order of ``global_arrays``.
+    trainable : Sequence[bool] | None
+        Which arrays enter (default: the floating ones).
+
+    Returns
+    -------
+    tuple[NDArray, NDArray]
+        The (n, d) matrix of ḡ_i (a zero row where ‖g_i‖ <= :data:`NORM_FLOOR`) and
+        the norms ‖g_i‖ (whole update, L2 over the trainable arrays).
+    """
+    mask = float_mask(global_arrays, trainable)
+    rows = [
+        np.concatenate(
+            [
+                (np.asarray(g, np.float64) - np.asarray(w, np.float64)).ravel()
+                for g, w, m in zip(global_arrays, local, mask, strict=True)
+                if m
+            ]
+            or [np.zeros(0)]
+        )
+        for local in local_arrays
+    ]
+    vectors = np.stack(rows) if rows else np.zeros((0, 0))
+    norms = np.linalg.norm(vectors, axis=1)
+    safe = np.where(norms > NORM_FLOOR, norms, np.inf)
+    return vectors / safe[:, None], norms
+
+
+def fedmgda_step(
+    global_arrays: Sequence[NDArray],
+    local_arrays: Sequence[Sequence[NDArray]],
+    lambdas: ArrayLike,
+    step: float,
+    *,
+    norms: ArrayLike | None = None,
+    trainable: Sequence[bool] | None = None,
+    buffer_weights: ArrayLike | None = None,
+) -> list[NDArray]:
+    """w_{t+1} = w_t − η_t Σ_i λ_i g_i / s_i (paper 001, Algorithm 1 and eq. (22)).
+
+    The model of :func:`fedmgda_update` (parameters, errors and precision there).
+    """
+    return fedmgda_update(
+        global_arrays,
+        local_arrays,
+        lambdas,
+        step,
+        norms=norms,
+        trainable=trainable,
+        buffer_weights=buffer_weights,
+    )[0]
