@@ -13,15 +13,20 @@ devices do) serves the three tests in turn:
   registration), the SuperLink remembers the interrupted run, and the resumed run
   ends with the same model as an uninterrupted one;
 - in one run, SuperNode 2 stops (SIGSTOP) just after receiving its round-2 training
-  message and continues once the round has moved on to evaluation: the round ends at
-  ``round-timeout`` without it, its record lists it as dropped for no reply, and its
-  late reply changes no later round (the model equals the in-process runner's with
-  that node silent in round 2's training); SuperNode 3 is SIGKILLed just after
-  receiving its round-3 evaluation message: round 3's metrics are over the two
-  clients that answered and list the third as dropped, not as zero accuracy.
+  message and continues once the round has moved on to evaluation: the round ends
+  without it (at ``round-timeout``, or earlier when its heartbeats lapse), its record
+  lists it as dropped, and its late reply changes no later round (the model equals the
+  in-process runner's with that node silent in round 2's training); SuperNode 3 is
+  SIGKILLed just after receiving its round-3 evaluation message: round 3's metrics are
+  over the clients that answered and list the third as dropped, not as zero accuracy.
 
 Every round's record must add up: sampled = answered + dropped, for training and
-evaluation. The federation's processes and namespaces are gone afterwards.
+evaluation (``num-clients`` 0 in a round where nobody evaluated in time). The waits
+follow the machine (issue 41): a calibration round on the federation (:mod:`pacing`)
+sets the round-timeout and every run's limit, and each test starts with every node
+online; on a busy machine a node may still miss a round, so the checks hold for
+whichever nodes answered, and the in-process comparison uses the same participation.
+The federation's processes and namespaces are gone afterwards.
 """
 
 from __future__ import annotations
@@ -40,23 +45,20 @@ from typing import Any
 import numpy as np
 import pytest
 from localfed import LocalFederation, app_run_config, read_rounds, why_no_proxy
+from pacing import Pace, calibrate
 
 from fairfl.server.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from fairfl.telemetry.ledger import verify_ledger
-from fairfl.telemetry.stream import NO_REPLY_REASON
 
 pytestmark = pytest.mark.deployment
 
 N_SUPERNODES = 3
-RUN_TIMEOUT = 900.0
-#: Long enough for a healthy node's round on 2 loaded cores, short enough that a
-#: paused straggler (about one timeout) keeps its heartbeats (Flower: 2 x 30 s).
-ROUND_TIMEOUT = 30.0
+#: A restarted SuperLink: its start, then the SuperNodes' reconnection (their retries).
+RESTART_WAIT = 180.0
 
 BASE: dict[str, Any] = {
     "num-partitions": N_SUPERNODES,
     "local-epochs": 1,
-    "round-timeout": ROUND_TIMEOUT,
     # Never wait for a node that is away: sample whoever is connected.
     "min-available-nodes": N_SUPERNODES - 1,
 }
@@ -88,6 +90,17 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFederation]:
             os.killpg(pid, 0)
 
 
+@pytest.fixture(scope="module")
+def pace(fed: LocalFederation) -> Pace:
+    """One round of the federation, timed on the machine as it is now."""
+    return calibrate(fed, {**BASE, "strategy": "fedavg", "seed": 10})
+
+
+def _config(pace: Pace, **overrides: Any) -> dict[str, Any]:
+    """``BASE`` with a round-timeout a healthy node meets on this machine now."""
+    return {**BASE, "round-timeout": pace.round_timeout(), **overrides}
+
+
 # ---------------------------------------------------------------------------- helpers
 
 
@@ -109,34 +122,45 @@ def _wait(done: Callable[[], bool], timeout: float, what: str, fed: LocalFederat
         time.sleep(0.1)
 
 
+def _run_timeout(pace: Pace, config: dict[str, Any]) -> float:
+    """The limit of one run of ``config`` (and of each wait for its progress)."""
+    return pace.run_timeout(int(config["num-server-rounds"]), extra=RESTART_WAIT)
+
+
 class Submitted:
     """A ``flwr run`` submitted in the background."""
 
-    def __init__(self, fed: LocalFederation, config: dict[str, Any], name: str) -> None:
+    def __init__(self, fed: LocalFederation, config: dict[str, Any], name: str, timeout: float):
         self.result: list[subprocess.CompletedProcess] = []
+        self.timeout = timeout
         self.thread = threading.Thread(
-            target=lambda: self.result.append(
-                fed.submit_run(config, name=name, timeout=RUN_TIMEOUT)
-            ),
+            target=lambda: self.result.append(fed.submit_run(config, name=name, timeout=timeout)),
             daemon=True,
         )
         self.thread.start()
 
     def wait(self, fed: LocalFederation) -> subprocess.CompletedProcess:
-        self.thread.join(timeout=RUN_TIMEOUT + 60)
+        self.thread.join(timeout=self.timeout + 60)
         assert self.result, f"flwr run did not end\n{fed.log_tails()}"
         return self.result[0]
 
 
 def _all_running(fed: LocalFederation) -> None:
-    """Bring back any SuperNode an earlier test left away."""
+    """Bring back any SuperNode an earlier test left away; wait until all are online.
+
+    A test that counts on every node in its first round starts from a whole federation.
+    """
     for index in sorted(fed.killed):
         fed.restart_supernode(index)
+    fed._wait_online(N_SUPERNODES)
 
 
 def _node_configs(lines: list[dict]) -> dict[int, dict[str, Any]]:
-    partition_of = {c["node_id"]: c["partition_id"] for c in lines[0]["clients"]}
-    assert sorted(partition_of.values()) == list(range(N_SUPERNODES)), lines[0]
+    """Node id -> node config, from every round's answers (any node may miss round 1)."""
+    partition_of = {c["node_id"]: c["partition_id"] for line in lines for c in line["clients"]}
+    for line in lines:
+        partition_of.update({w["node_id"]: w["partition_id"] for w in line["train"]["weights"]})
+    assert sorted(partition_of.values()) == list(range(N_SUPERNODES)), partition_of
     return {
         node: {"partition-id": p, "num-partitions": N_SUPERNODES, "device": "cpu"}
         for node, p in partition_of.items()
@@ -159,14 +183,15 @@ def _check_accounting(lines: list[dict]) -> None:
 
 
 def _same_as_uninterrupted(
-    fed: LocalFederation, out_dir: Path, config: dict[str, Any], tmp_path: Path
+    out_dir: Path, config: dict[str, Any], tmp_path: Path, *, whole_last_round: bool = True
 ) -> None:
     """The final model and rule state equal an uninterrupted in-process run's.
 
     An uninterrupted run with the same participation: a node that did not answer a
     phase of the deployed run (e.g. SuperNodes still reconnecting to a restarted
-    SuperLink when a round timed out) is silent there in process too. Nothing lost,
-    nothing applied twice; every node trains in the last round.
+    SuperLink when a round timed out, or a node that missed a round on a busy machine)
+    is silent there in process too. Nothing lost, nothing applied twice; with
+    ``whole_last_round`` every node answers in the last round.
     """
     from fairfl.simulation import run_inprocess
 
@@ -181,7 +206,8 @@ def _same_as_uninterrupted(
                 silent.add((line["round"], "train", node))
             if node not in evaluated:
                 silent.add((line["round"], "evaluate", node))
-    assert not any(r == lines[-1]["round"] for r, _, _ in silent), lines[-1]
+    if whole_last_round:
+        assert not any(r == lines[-1]["round"] for r, _, _ in silent), lines[-1]
     print(f"silent (round, phase, node) in the deployed run: {sorted(silent)}")
 
     def as_deployed(instruction, reply):
@@ -203,7 +229,7 @@ def _same_as_uninterrupted(
 
 
 def _resume_to_the_uninterrupted_end(
-    fed: LocalFederation, config: dict[str, Any], name: str, tmp_path: Path
+    fed: LocalFederation, config: dict[str, Any], name: str, tmp_path: Path, timeout: float
 ) -> None:
     """The operator's move after a crash: the same run config, resumed from the checkpoint.
 
@@ -212,7 +238,7 @@ def _resume_to_the_uninterrupted_end(
     """
     out_dir = fed.out_dir(name)
     resumed = fed.submit_run(
-        {**config, "resume-from": str(out_dir / CHECKPOINT_FILE)}, name=name, timeout=RUN_TIMEOUT
+        {**config, "resume-from": str(out_dir / CHECKPOINT_FILE)}, name=name, timeout=timeout
     )
     assert resumed.returncode == 0, fed.log_tails()
     lines = read_rounds(out_dir)
@@ -222,7 +248,7 @@ def _resume_to_the_uninterrupted_end(
     assert report.ok, report
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary
-    _same_as_uninterrupted(fed, out_dir, config, tmp_path)
+    _same_as_uninterrupted(out_dir, config, tmp_path)
 
 
 def _run_status(fed: LocalFederation) -> dict[str, str]:
@@ -237,29 +263,33 @@ def _run_status(fed: LocalFederation) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------ tests
 def test_serverapp_killed_and_resumed_from_its_checkpoint(
-    fed: LocalFederation, tmp_path: Path
+    fed: LocalFederation, pace: Pace, tmp_path: Path
 ) -> None:
     _all_running(fed)
-    config = {**BASE, "strategy": "afl", "num-server-rounds": 4, "seed": 11}
+    config = _config(pace, strategy="afl", **{"num-server-rounds": 4, "seed": 11})
+    timeout = _run_timeout(pace, config)
     out_dir = fed.out_dir("serverapp-killed")
-    first = Submitted(fed, config, "serverapp-killed")
-    _wait(lambda: len(read_rounds(out_dir)) >= 2, RUN_TIMEOUT, "round 2", fed)
+    first = Submitted(fed, config, "serverapp-killed", timeout)
+    _wait(lambda: len(read_rounds(out_dir)) >= 2, timeout, "round 2", fed)
     serverapps = fed.serverapp_pids()
     assert len(serverapps) == 1, serverapps
     os.kill(serverapps[0], 9)
     killed_after = len(read_rounds(out_dir))
     print(f"killed the ServerApp (PID {serverapps[0]}) after round {killed_after}")
     first.wait(fed)
-    _resume_to_the_uninterrupted_end(fed, config, "serverapp-killed", tmp_path)
+    _resume_to_the_uninterrupted_end(fed, config, "serverapp-killed", tmp_path, timeout)
 
 
-def test_superlink_restarted_on_its_state_database(fed: LocalFederation, tmp_path: Path) -> None:
+def test_superlink_restarted_on_its_state_database(
+    fed: LocalFederation, pace: Pace, tmp_path: Path
+) -> None:
     _all_running(fed)
-    config = {**BASE, "strategy": "semivred", "num-server-rounds": 4, "seed": 12}
+    config = _config(pace, strategy="semivred", **{"num-server-rounds": 4, "seed": 12})
+    timeout = _run_timeout(pace, config)
     out_dir = fed.out_dir("superlink-restarted")
     before = _run_status(fed)
-    first = Submitted(fed, config, "superlink-restarted")
-    _wait(lambda: len(read_rounds(out_dir)) >= 2, RUN_TIMEOUT, "round 2", fed)
+    first = Submitted(fed, config, "superlink-restarted", timeout)
+    _wait(lambda: len(read_rounds(out_dir)) >= 2, timeout, "round 2", fed)
     fed.restart_superlink()
     print(f"restarted the SuperLink after round {len(read_rounds(out_dir))}")
     interrupted = first.wait(fed)
@@ -273,29 +303,28 @@ def test_superlink_restarted_on_its_state_database(fed: LocalFederation, tmp_pat
     run_id = lost.pop()
     assert "completed" not in after[run_id], after
     print(f"the interrupted run {run_id}: {after[run_id]}")
-    _resume_to_the_uninterrupted_end(fed, config, "superlink-restarted", tmp_path)
+    _resume_to_the_uninterrupted_end(fed, config, "superlink-restarted", tmp_path, timeout)
 
 
 def test_straggler_times_out_and_a_node_killed_during_evaluation(
-    fed: LocalFederation, tmp_path: Path
+    fed: LocalFederation, pace: Pace, tmp_path: Path
 ) -> None:
-    from fairfl.simulation import run_inprocess
-
     _all_running(fed)
     straggler, victim, witness = 1, 2, 0  # SuperNode indexes = partition ids
-    config = {**BASE, "strategy": "fedavg", "num-server-rounds": 3, "seed": 13}
+    config = _config(pace, strategy="fedavg", **{"num-server-rounds": 3, "seed": 13})
+    timeout = _run_timeout(pace, config)
     out_dir = fed.out_dir("straggler")
     trains = _received(fed, straggler, "train")
     evals = {i: _received(fed, i, "evaluate") for i in (witness, victim)}
-    run = Submitted(fed, config, "straggler")
+    run = Submitted(fed, config, "straggler", timeout)
     # Round 2: the straggler stops once its training message is in.
-    _wait(lambda: _received(fed, straggler, "train") >= trains + 2, RUN_TIMEOUT, "train 2", fed)
+    _wait(lambda: _received(fed, straggler, "train") >= trains + 2, timeout, "train 2", fed)
     fed.pause_supernode(straggler)
     paused_at = time.monotonic()
     # It continues once the round has timed out and moved on to evaluation.
     _wait(
         lambda: _received(fed, witness, "evaluate") >= evals[witness] + 2,
-        RUN_TIMEOUT,
+        timeout,
         "evaluate 2",
         fed,
     )
@@ -304,7 +333,7 @@ def test_straggler_times_out_and_a_node_killed_during_evaluation(
     # Round 3: the victim dies with its evaluation message just received.
     _wait(
         lambda: _received(fed, victim, "evaluate") >= evals[victim] + 3,
-        RUN_TIMEOUT,
+        timeout,
         "evaluate 3",
         fed,
     )
@@ -314,41 +343,25 @@ def test_straggler_times_out_and_a_node_killed_during_evaluation(
     lines = read_rounds(out_dir)
     assert [line["round"] for line in lines] == [1, 2, 3], lines
     _check_accounting(lines)
-    node_configs = _node_configs(lines)
-    node_of = {c["partition-id"]: node for node, c in node_configs.items()}
+    node_of = {c["partition-id"]: node for node, c in _node_configs(lines).items()}
 
-    # Round 2: trained without the straggler, which is dropped for no reply.
+    # Round 2: trained without the straggler, which is dropped: no reply before the
+    # round-timeout, or Flower's error reply if its heartbeats lapsed first (a long
+    # round-timeout on a busy machine). Whoever else trained is not dropped.
     second = lines[1]
-    assert second["train"]["dropped"] == {str(node_of[straggler]): NO_REPLY_REASON}, second
-    assert second["sampled"]["train"] == N_SUPERNODES
-    # Round 3: evaluated over the two clients that answered; the victim is dropped, and
-    # no zero accuracy stands in for it.
+    assert str(node_of[straggler]) in second["train"]["dropped"], second
+    trained = {w["node_id"] for w in second["train"]["weights"]}
+    assert node_of[straggler] not in trained and node_of[witness] in trained, second
+    # Round 3: evaluated over the clients that answered (the witness among them); the
+    # victim is dropped, and no zero accuracy stands in for it.
     third = lines[2]
     evaluated = {c["partition_id"]: c["eval_acc"] for c in third["clients"]}
-    assert set(evaluated) == {straggler, witness}, third  # the straggler is back
+    assert witness in evaluated and set(evaluated) <= {straggler, witness}, third
     assert str(node_of[victim]) in third["evaluate_dropped"], third
-    assert third["metrics"]["num-clients"] == 2
+    assert third["metrics"]["num-clients"] == len(evaluated)
     assert third["metrics"]["acc-mean"] == pytest.approx(np.mean(list(evaluated.values())))
     assert third["metrics"]["acc-worst"] == pytest.approx(min(evaluated.values()))
     # The late reply changed nothing: the model is the in-process runner's with the
-    # straggler silent in round 2's training (and the victim silent in round 3's
-    # evaluation, which does not move the model).
-    silent = {(2, "train", node_of[straggler])}
-    silent |= {
-        (line["round"], "evaluate", int(n)) for line in lines for n in line["evaluate_dropped"]
-    }
-
-    def as_deployed(instruction, reply):
-        server_round = int(instruction.content["config"]["server-round"])
-        kind = instruction.metadata.message_type
-        node = int(instruction.metadata.dst_node_id)
-        return None if (server_round, kind, node) in silent else reply
-
-    outcome = run_inprocess(
-        app_run_config({**config, "out-dir": str(tmp_path / "inprocess")}),
-        node_configs=node_configs,
-        reply_filter=as_deployed,
-    )
-    final = np.load(out_dir / "final_model.npz")
-    for key, array in outcome.arrays.items():
-        np.testing.assert_array_equal(final[key], array.numpy(), err_msg=key)
+    # same participation, the straggler silent in round 2's training (and the victim
+    # silent in round 3's evaluation, which does not move the model).
+    _same_as_uninterrupted(out_dir, config, tmp_path / "inprocess", whole_last_round=False)
