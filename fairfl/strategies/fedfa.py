@@ -15,15 +15,127 @@ text was not available; the formulas are those of FLGo's non-official implementa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fairfl.contract import TrainReply, keys, sorted_client_keys
 from fairfl.strategies._checks import check_real
+from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+from fairfl.strategies.params import RuleParameters, real
 
 #: The reference's ε inside the accuracy logarithm (F2): keeps a 0 share finite.
 ACCURACY_EPSILON = 1e-6
 #: The reference's ε inside the frequency logarithm (F3): keeps a round's only client finite.
 FREQUENCY_EPSILON = 1e-5
+
+
+@dataclass(frozen=True)
+class FedFaParameters(RuleParameters):
+    """FedFa's hyperparameters: β, γ and η (see :class:`FedFa`)."""
+
+    beta: float = real(0.5, key="fedfa-beta", lower=0.0, upper=1.0)
+    gamma: float = real(0.9, key="fedfa-gamma", lower=0.0, upper=1.0)
+    eta: float = real(0.1, key="fedfa-eta", lower=0.0)
+
+
+class FedFa(ReweightedStrategy):
+    """Weights from the information quantity of accuracy and participation, then momentum.
+
+    Each client reports Acc_k(w^t), the accuracy of the received model on its training
+    split before local training (``acc-before-training``; the rule asks for it with
+    ``want-accuracy`` in every train config). The server counts each client's
+    participation f_k itself, by client key: a client cannot raise its own weight by
+    reporting a count. The weights are :func:`fedfa_weights` (n_k is not used), then
+    :func:`fedfa_momentum_step` moves from w̄ with the server momentum.
+
+    Parameters
+    ----------
+    beta : float (default: 0.5)
+        β in [0, 1]: the weight of the participation term; the accuracy term gets
+        α = 1 - β (spec-fedfa F5; FLGo's default).
+    gamma : float (default: 0.9)
+        γ in [0, 1]: the server momentum (F7; FLGo's default).
+    eta : float (default: 0.1)
+        η >= 0: the momentum's step (F8). FLGo uses the clients' learning rate (0.1 by
+        default); fairfl makes it the rule's own setting. 0 gives the p-weighted average.
+    **kwargs
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If a setting is not a finite number in its range.
+
+    Notes
+    -----
+    * As the reference, w^{t+1} = w̄ - η m^t with m^t following w̄ - w^t: the momentum
+      holds the step back (spec-fedfa §2 on the sign).
+    * Not implemented: the reference's *client* momentum (each client's SGD momentum set
+      to γ); fairfl's ClientApp trains with plain SGD for every rule.
+    * A client counts in f_k only when its reply is accepted. The counts and m are
+      checkpointed; arrays that are not floating point keep the global value.
+    * Diagnostics: ``fedfa-momentum-norm`` (‖m^t‖) besides the λ statistics.
+    """
+
+    rule_name = "FedFa"
+    registry_name = "fedfa"
+    required_train_metrics = (keys.ACC_BEFORE_TRAINING,)
+    Parameters = FedFaParameters
+    params: FedFaParameters
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: f_k, rounds taken part in, by client key.
+        self.participation: dict[str, int] = {}
+        #: m^{t-1}, one float64 array per model array (``None``: m^0 = 0).
+        self.momentum: list[NDArray[np.float64]] | None = None
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """Ask every client for ``acc-before-training``."""
+        return {keys.WANT_ACCURACY: True}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state: f_k by client key and m (nested lists, float64)."""
+        return {
+            "participation": {
+                k: self.participation[k] for k in sorted_client_keys(self.participation)
+            },
+            "momentum": None if self.momentum is None else [m.tolist() for m in self.momentum],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output; ``{}`` is the state before round 1."""
+        self.participation = {str(k): int(v) for k, v in state.get("participation", {}).items()}
+        momentum = state.get("momentum")
+        self.momentum = (
+            None if momentum is None else [np.asarray(m, dtype=np.float64) for m in momentum]
+        )
+
+    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
+        """p_k of :func:`fedfa_weights`, counting this round's participation first."""
+        for reply in replies:
+            key = self.client_key(reply)
+            self.participation[key] = self.participation.get(key, 0) + 1
+        accuracies = [float(r.metrics[keys.ACC_BEFORE_TRAINING]) for r in replies]  # type: ignore[arg-type]
+        counts = [self.participation[self.client_key(r)] for r in replies]
+        return fedfa_weights(accuracies, counts, self.params.beta)
+
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
+    ) -> tuple[list[NDArray], dict[str, Any]]:
+        """w̄ with the λ of :meth:`lambdas` (F6), then the server momentum (F7-F8)."""
+        average, diagnostics = super().aggregate(server_round, global_arrays, replies)
+        new_arrays, self.momentum = fedfa_momentum_step(
+            global_arrays, average, self.momentum, self.params.gamma, self.params.eta
+        )
+        diagnostics["fedfa-momentum-norm"] = float(
+            np.sqrt(sum(float(np.vdot(m, m)) for m in self.momentum))
+        )
+        return new_arrays, diagnostics
 
 
 def fedfa_weights(

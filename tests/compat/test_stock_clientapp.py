@@ -22,6 +22,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from fairfl._compat import server_task_identity
+from fairfl.client import evaluate as loss_and_accuracy  # fairfl
 from fairfl.client import loader_gradient, mean_loss  # fairfl
 from fairfl.client.activation import activation_for_config  # fairfl
 from fairfl.client.objectives import local_objective  # fairfl
@@ -100,6 +101,9 @@ def train(msg: Message, context: Context) -> Message:
         )
         return Message(content=content, reply_to=msg)
     loss_before = mean_loss(net, x, y, device)  # fairfl: F_k(w^t), before training
+    accuracy = (  # fairfl: FedFa's accuracy of the received model, when asked
+        loss_and_accuracy(net, x, y, device)[1] if config.get(keys.WANT_ACCURACY, False) else None
+    )
     activation = (  # fairfl: Equitable FL's report, when asked
         activation_for_config(net, x, device, config, sample_seed=pid)
         if config.get(keys.WANT_ACTIVATION, False)
@@ -135,6 +139,7 @@ def train(msg: Message, context: Context) -> Message:
         ArrayRecord(state),
         num_examples=len(y),
         loss_before_training=loss_before,
+        acc_before_training=accuracy,
         partition_id=pid,
         activation=activation,
         qffl_h=h,

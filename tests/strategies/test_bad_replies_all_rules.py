@@ -60,6 +60,7 @@ def honest_metrics(rng, node):
         keys.ACTIVATION: [float(v) for v in rng.normal(size=ACTIVATION_DIM) + node % 2],
         keys.RCFL_ETA: float(rng.uniform(0.0, 1.0)),
         keys.PARTITION_ID: node,
+        keys.ACC_BEFORE_TRAINING: float(rng.uniform(0.0, 1.0)),
     }
 
 

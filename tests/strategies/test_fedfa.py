@@ -1,5 +1,6 @@
 """FedFa: information-quantity weights and server momentum (docs/specs/spec-fedfa.md)."""
 
+import json
 import math
 
 import numpy as np
@@ -7,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl.strategies.fedfa import fedfa_momentum_step, fedfa_weights
+from fairfl.contract import keys
+from fairfl.strategies import MissingMetricError
+from fairfl.strategies.fedfa import FedFa, fedfa_momentum_step, fedfa_weights
+from fairfl.strategies.registry import STRATEGIES, build_strategy
+from tests.conftest import make_reply
+from tests.strategies.baseline_helpers import aggregate_round, configure
 
 
 def reference_fedfa_round(
@@ -185,3 +191,98 @@ def test_matches_the_reference_loop_over_rounds():
         ours, momentum = fedfa_momentum_step(ours, average, momentum, gamma=gamma, eta=eta)
         np.testing.assert_allclose(ours[0], oracle_model, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(momentum[0], oracle_momentum, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------------- the strategy
+def fa_reply(partition: int, arrays: list[np.ndarray], acc: float | None, **extra: object):
+    """Partition ``partition``'s reply from node ``partition + 1``."""
+    metrics: dict[str, object] = {
+        keys.NUM_EXAMPLES: 10 * (partition + 1),
+        keys.PARTITION_ID: partition,
+    }
+    if acc is not None:
+        metrics[keys.ACC_BEFORE_TRAINING] = acc
+    metrics.update(extra)
+    return make_reply(partition + 1, arrays, metrics)
+
+
+def test_strategy_matches_the_reference_loop_with_server_counted_participation():
+    # Rounds of partitions {0, 1, 2}, {0, 2}, {0, 1, 3}: the server counts f = 1, 2, 3 for
+    # partition 0. Each reply also claims a huge "freq": it is ignored.
+    rng = np.random.default_rng(4)
+    model = [rng.normal(size=(2, 2)), rng.normal(size=3)]
+    oracle, oracle_momentum = np.concatenate([a.ravel() for a in model]), np.zeros(7)
+    strategy = FedFa()
+    counts: dict[int, int] = {}
+    for server_round, chosen in enumerate(([0, 1, 2], [0, 2], [0, 1, 3]), start=1):
+        locals_ = [oracle + rng.normal(size=7) for _ in chosen]
+        acc = rng.uniform(0.1, 0.9, size=len(chosen)).tolist()
+        for c in chosen:
+            counts[c] = counts.get(c, 0) + 1
+        oracle, oracle_momentum = reference_fedfa_round(
+            oracle, oracle_momentum, locals_, acc, [counts[c] for c in chosen], 0.5, 0.9, 0.1
+        )
+        replies = [
+            fa_reply(c, [w[:4].reshape(2, 2), w[4:]], a, freq=1000)
+            for c, w, a in zip(chosen, locals_, acc, strict=True)
+        ]
+        new, metrics = aggregate_round(strategy, replies, server_round, model)
+        model = [new["0"].numpy(), new["1"].numpy()]
+        np.testing.assert_allclose(np.concatenate([a.ravel() for a in model]), oracle, rtol=1e-12)
+        assert metrics["fedfa-momentum-norm"] == pytest.approx(np.linalg.norm(oracle_momentum))
+    assert strategy.participation == {"0": 3, "1": 2, "2": 2, "3": 1}
+
+
+def test_every_train_config_asks_for_the_accuracy():
+    messages = configure(FedFa(), [1, 2])
+    assert all(m.content["config"][keys.WANT_ACCURACY] is True for m in messages)
+
+
+def test_replies_without_or_with_a_bad_accuracy_are_dropped():
+    start = [np.zeros(2)]
+    strategy = FedFa(eta=0.0)
+    replies = [
+        fa_reply(0, [np.array([1.0, 0.0])], 0.5),
+        fa_reply(1, [np.array([5.0, 5.0])], None),
+        fa_reply(2, [np.array([5.0, 5.0])], 1.5),
+    ]
+    new, metrics = aggregate_round(strategy, replies, 1, start)
+    np.testing.assert_allclose(new["0"].numpy(), [1.0, 0.0])  # the lone good reply
+    dropped = strategy.train_records[1].dropped
+    assert "acc-before-training" in dropped[2] and "is missing" in dropped[2]
+    assert "acc-before-training" in dropped[3]
+    assert metrics["dropped-replies"] == 2
+    assert strategy.participation == {"0": 1}  # dropped replies do not count
+    with pytest.raises(MissingMetricError, match="acc-before-training"):
+        aggregate_round(FedFa(), [fa_reply(0, [np.zeros(2)], None)], 1, start)
+
+
+def test_state_survives_a_checkpoint():
+    rng = np.random.default_rng(8)
+    start = [np.zeros(3)]
+    first = [fa_reply(c, [rng.normal(size=3)], 0.2 * (c + 1)) for c in (0, 1)]
+    second = [fa_reply(c, [rng.normal(size=3)], 0.3) for c in (0, 2)]
+    uninterrupted = FedFa()
+    aggregate_round(uninterrupted, first, 1, start)
+    resumed = FedFa()
+    resumed.load_state_dict(json.loads(json.dumps(uninterrupted.state_dict())))
+    expected, _ = aggregate_round(uninterrupted, second, 2, start)
+    got, _ = aggregate_round(resumed, second, 2, start)
+    np.testing.assert_array_equal(got["0"].numpy(), expected["0"].numpy())
+    fresh = FedFa()
+    fresh.load_state_dict({})
+    assert fresh.participation == {} and fresh.momentum is None
+
+
+def test_registry_declaration():
+    spec = STRATEGIES["fedfa"]
+    assert spec.strategy is FedFa
+    assert spec.defaults() == {"fedfa-beta": 0.5, "fedfa-gamma": 0.9, "fedfa-eta": 0.1}
+    strategy = build_strategy("fedfa", {"fedfa-beta": 1, "fedfa-eta": 0.0})
+    assert strategy.settings() == {"beta": 1.0, "gamma": 0.9, "eta": 0.0}
+    with pytest.raises(
+        ValueError, match=r"run config fedfa-gamma \(rule fedfa\): gamma must be <= 1"
+    ):
+        build_strategy("fedfa", {"fedfa-gamma": 2.0})
+    with pytest.raises(ValueError, match="eta must be a finite number, got nan"):
+        FedFa(eta=math.nan)

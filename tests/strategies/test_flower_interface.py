@@ -63,6 +63,7 @@ def full_metrics(node: int, loss_key: str = keys.LOSS_BEFORE_TRAINING) -> dict[s
         loss_key: 0.5 * node,
         keys.ACTIVATION: [float(node % 2), 1.0 - node % 2, 0.5],
         keys.RCFL_ETA: 0.1 * node,
+        keys.ACC_BEFORE_TRAINING: 0.1 * node,
         "my-metric": float(node),
     }
 
