@@ -5,6 +5,8 @@ from fairfl.strategies.base import FairStrategy, MissingMetricError, ReweightedS
 from fairfl.strategies.deltafl import DeltaFL
 from fairfl.strategies.equitable import EquitableFL
 from fairfl.strategies.fedavg import FedAvg
+from fairfl.strategies.fedfa import FedFa
+from fairfl.strategies.fedfv import FedFV
 from fairfl.strategies.fedmgda import FedAvgN, FedMGDAPlain, FedMGDAPlus, MGDAProx
 from fairfl.strategies.gifair import GiFair
 from fairfl.strategies.propfair import PropFair
@@ -27,6 +29,8 @@ __all__ = [
     "FairStrategy",
     "FedAvg",
     "FedAvgN",
+    "FedFV",
+    "FedFa",
     "FedMGDAPlain",
     "FedMGDAPlus",
     "GiFair",
