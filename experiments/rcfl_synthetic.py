@@ -11,7 +11,8 @@ average with the data shares p_i. Each rule has its own step size: FedAvg 0.2, i
 in {0.05, 0.1, 0.2, 0.5} on train loss (0.5 gives a few points more mean accuracy but
 a rising loss, and the same 0 worst-10%); RC-FL β = 0.1, lower because a client's model
 step is scaled by q_i up to 1/α_i (spec-rcfl §9.7). RC-FL uses the spec's defaults where
-the paper gives no value (μ = 0.1 for losses of order 1, η₀ from the loss probe, β_η = β)
+the paper gives no value (μ = 0.1 for losses of order 1, η₀ = 0, Remark 2's fallback, with
+the loss probe ``rcfl-eta-probe`` off, β_η = β)
 and a conservativeness α = 0.5. ``rcfl-uniform-cap`` gives every client the same cap
 ``1/(α n)`` on its mixture weight (α_i = α n p_i, clipped to [p_i, 1]);
 ``rcfl-shared`` gives every client α_i = α (CVaR_{1−α}), which on this federation

@@ -55,7 +55,7 @@ from fairfl.logs import attach_flower_console  # noqa: E402
 from fairfl.metrics import PERCENT, in_percent  # noqa: E402
 from fairfl.simulation import run_inprocess  # noqa: E402
 
-# Paper 002's table (Synthetic, mean ± std over 5 partitions).
+# Paper 002's table (Synthetic, mean ± std as the paper reports them).
 PAPER_QFFL = {
     "q=0": {
         "acc-mean": "80.8 ± .9",

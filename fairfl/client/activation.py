@@ -6,7 +6,7 @@ arXiv:2410.19207, cited as [P003]; spec: ``specs/spec-activation-clustering.md``
 Definition 1 and Figure 1 of [P003]: the output of the pre-final layer after its
 non-linearity, passed through a log-softmax, computed by applying the **received global
 model** to the **client's local data** (§1). One vector per client is the mean over the
-samples (spec §1.2, D1-D3):
+samples (spec §1.2, D1-D3)::
 
     a_i = (1/|D'_i|) Σ_{x ∈ D'_i} log_softmax(h_{w^t}(x))
 

@@ -147,8 +147,9 @@ QFFL_SYNTHETIC = Recipe(
         "Paper 002 (q-FFL, Li et al., ICLR 2020), Synthetic row of its table: q-FedAvg "
         "with q = 0 (FedAvg's objective) and q = 1 on Synthetic(1, 1), 100 devices "
         "(FedProx / q-FFL generator), multinomial logistic regression, local SGD with "
-        "batch 10 for one epoch, lr 0.1, one partition per seed (seeds 1-5, as the "
-        "paper's 5 partitions). Devices as in the paper's code (fair_flearn, "
+        "batch 10 for one epoch, lr 0.1, seeds 1-5: each seed "
+        "generates a new federation (devices, data and sizes), not a new partition of "
+        "one. Devices as in the paper's code (fair_flearn, "
         "sampling=2): 10 a round drawn with probability proportional to n_k without "
         "replacement, their updates summed uniformly (sampling=size-proportional, "
         "qffl-weighting=uniform), so q = 0 minimises FedAvg's sum of p_k F_k. "
@@ -181,7 +182,10 @@ QFFL_SYNTHETIC = Recipe(
     columns="qffl",
     reference=(
         {
-            "title": "Paper 002 (q-FFL), Synthetic: test accuracy %, mean ± std over 5 partitions",
+            "title": (
+                "Paper 002 (q-FFL), Synthetic: test accuracy %, mean ± std as the paper "
+                "reports them"
+            ),
             "kind": "summary",
             "columns": ["Average", "Worst 10%", "Best 10%", "Variance"],
             "rows": [
