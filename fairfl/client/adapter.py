@@ -191,38 +191,7 @@ def fair_train(
         )
         rcfl_eta, train_loss = result.eta, result.loss_last
     else:
-        wrapped = objective_loss(loss_fn, config, model)
-        calls = [0]
-
-        def counted(outputs: Tensor, targets: Tensor) -> Tensor:
-            calls[0] += 1
-            return wrapped(outputs, targets)
-
-        model.train()
-        handed = loss_fn if wrapped is loss_fn else counted  # no objective: the app's own
-        with _stepped_optimizers(model) as optimizers:
-            returned = train_fn(model, trainloader, handed, config)
-        if isinstance(returned, Tensor):
-            returned = returned.detach()
-        train_loss = None if returned is None else float(returned)
-        if wrapped is not loss_fn:  # the rule sent a client objective
-            ignored = calls[0] == 0
-            if ignored:
-                _warn(
-                    "fair_train: the rule sent a client objective (%s) but train_fn never "
-                    "called the loss_fn it was handed, so it was not applied; train with "
-                    "that loss_fn (its 3rd argument) instead of the app's own criterion",
-                    ", ".join(k for k in _OBJECTIVE_KEYS if k in config),
-                )
-        if keys.QFFL_Q in config and keys.LR in config:
-            for problem in sgd_problems(optimizers, get_config_value(config, keys.LR, float)):
-                _warn(
-                    "fair_train: q-FFL computes L = 1/lr for plain SGD at the config's lr, "
-                    "but train_fn %s; train with torch.optim.SGD(params, lr=config['lr']) "
-                    "(no momentum), or set the strategy's client_learning_rate to the "
-                    "step size the clients really take (about lr / (1 - momentum))",
-                    problem,
-                )
+        train_loss, ignored = _train_app(model, trainloader, loss_fn, train_fn, config)
     state = {key: value.detach().cpu() for key, value in model.state_dict().items()}
     state = {key: state[key] for key in sent}  # the received order
     h = qffl_h_for_config(config, loss_before, sent, state)
@@ -238,6 +207,55 @@ def fair_train(
         rcfl_eta=rcfl_eta,
         objective_ignored=ignored,
     )
+
+
+def _train_app(
+    model: nn.Module,
+    trainloader: Iterable[Any],
+    loss_fn: LossFn,
+    train_fn: TrainFn,
+    config: ConfigRecord,
+) -> tuple[float | None, bool | None]:
+    """Run the app's ``train_fn`` with the round's objective; return its loss and a flag.
+
+    The flag is ``None`` when the rule sends no client objective, else whether
+    ``train_fn`` never called the wrapped loss (logged at WARNING). In a q-FFL round,
+    each way the optimizers ``train_fn`` stepped depart from plain SGD at the config's
+    ``lr`` is logged at WARNING (:func:`sgd_problems`).
+    """
+    wrapped = objective_loss(loss_fn, config, model)
+    calls = [0]
+
+    def counted(outputs: Tensor, targets: Tensor) -> Tensor:
+        calls[0] += 1
+        return wrapped(outputs, targets)
+
+    model.train()
+    handed = loss_fn if wrapped is loss_fn else counted  # no objective: the app's own
+    with _stepped_optimizers(model) as optimizers:
+        returned = train_fn(model, trainloader, handed, config)
+    if isinstance(returned, Tensor):
+        returned = returned.detach()
+    ignored = None
+    if wrapped is not loss_fn:  # the rule sent a client objective
+        ignored = calls[0] == 0
+        if ignored:
+            _warn(
+                "fair_train: the rule sent a client objective (%s) but train_fn never "
+                "called the loss_fn it was handed, so it was not applied; train with "
+                "that loss_fn (its 3rd argument) instead of the app's own criterion",
+                ", ".join(k for k in _OBJECTIVE_KEYS if k in config),
+            )
+    if keys.QFFL_Q in config and keys.LR in config:
+        for problem in sgd_problems(optimizers, get_config_value(config, keys.LR, float)):
+            _warn(
+                "fair_train: q-FFL computes L = 1/lr for plain SGD at the config's lr, "
+                "but train_fn %s; train with torch.optim.SGD(params, lr=config['lr']) "
+                "(no momentum), or set the strategy's client_learning_rate to the "
+                "step size the clients really take (about lr / (1 - momentum))",
+                problem,
+            )
+    return (None if returned is None else float(returned)), ignored
 
 
 def fair_evaluate(
