@@ -11,7 +11,7 @@ from __future__ import annotations
 #: The extra of each optional top-level module fairfl imports.
 MODULE_EXTRAS: dict[str, str] = {
     "torch": "client",
-    "torchvision": "client",
+    "torchvision": "vision",
     "datasets": "data",
     "flwr_datasets": "data",
     "sklearn": "data",
