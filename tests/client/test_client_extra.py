@@ -45,6 +45,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
+@pytest.mark.integration
 def test_the_client_extra_is_torch_alone_and_torchvision_is_the_vision_extra(wheel):
     assert extra_requirements(wheel, "client") == {"torch"}
     assert extra_requirements(wheel, "vision") == {"torchvision"}
