@@ -11,7 +11,8 @@
   (``synthetic-1-1-sigma0.75``) for the paper's 20,000 rounds.
 - ``digits-table6``: every registered rule on scikit-learn's digits, 20 clients,
   Dirichlet α = 0.1, 3 seeds: the digits analogue of paper 000's Table 6 (and Table 2),
-  with paper 000's CIFAR-10 and CIFAR-100 numbers as the reference pattern.
+  with paper 000's CIFAR-10 and CIFAR-100 numbers as the reference pattern. Its rows
+  include FedFa and FedFV (issue 34), which paper 000 does not compare.
 
 The papers' numbers are copied from ``specs/spec-vred-qffl.md`` §14 (paper 000 Tables 2
 and 6; paper 002's table).
@@ -247,7 +248,9 @@ DIGITS_TABLE6 = Recipe(
         "(lr 0.1, batch 32, 2 local epochs), 30 rounds, 3 seeds (each seed draws its own "
         "partition, split and initial model, shared by all rules). Paper 000 trains "
         "ResNet-18 on CIFAR for 200 rounds, so only the pattern, not the numbers, can "
-        "carry over."
+        "carry over. FedFa (Huang et al., arXiv 2012.10069) and FedFV (Wang et al., "
+        "IJCAI 2021) run at their reference code's defaults (FedFa β = 0.5, γ = 0.9, "
+        "η = 0.1; FedFV α = 0.1, τ = 1); paper 000 has no row for them."
     ),
     rules=None,
     grid=(),

@@ -229,6 +229,19 @@ def test_recipes_parse_and_plan(tmp_path):
         assert plan_runs(variants, recipe.seeds, base, Path(tmp_path))
 
 
+def test_the_digits_recipe_runs_fedfa_and_fedfv(tmp_path):
+    from fairfl.report.recipes import RECIPES
+    from fairfl.strategies.registry import STRATEGIES
+
+    recipe = RECIPES["digits-table6"]
+    base, per_rule = split_settings(recipe.settings)
+    variants = expand_variants(recipe.rules or list(STRATEGIES), [], per_rule)
+    runs = plan_runs(variants, recipe.seeds, base, Path(tmp_path))
+    for rule in ("fedfa", "fedfv"):
+        assert len([run for run in runs if run.rule == rule]) == len(recipe.seeds)
+        assert rule in recipe.description.lower()
+
+
 def test_a_recipe_run_with_changed_flags_says_so_in_its_description():
     # A report opens with its recipe's description; flags that narrow or change the
     # recipe are named after it, so "every registered rule" is not left unqualified.
