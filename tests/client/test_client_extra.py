@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sysconfig
+import tomllib
 import venv
 from email.parser import Parser
 from pathlib import Path
@@ -23,6 +24,7 @@ from packaging.requirements import Requirement
 from tests.test_packaging import build_wheel
 
 SITE = Path(sysconfig.get_paths()["purelib"])
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def extra_requirements(wheel: Path, extra: str) -> set[str]:
@@ -38,6 +40,14 @@ def extra_requirements(wheel: Path, extra: str) -> set[str]:
         if only_this and marker.evaluate({"extra": extra}):
             names.add(requirement.name)
     return names
+
+
+def test_pyproject_keeps_torchvision_out_of_the_client_extra():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert {Requirement(r).name for r in extras["client"]} == {"torch"}
+    assert {Requirement(r).name for r in extras["vision"]} == {"torchvision"}
 
 
 @pytest.fixture(scope="module")
