@@ -85,7 +85,7 @@ def _pyproject_run_config() -> dict:
         (
             {"strategy": "qffl", "qfl-q": 0.5},
             r"run config: unknown key 'qfl-q' \(did you mean 'qffl-q'\?\)\. "
-            r"Rule qffl reads qffl-q, qffl-weighting, lr;",
+            r"Rule qffl reads lr, qffl-q, qffl-weighting;",
         ),
         # nothing close
         (
