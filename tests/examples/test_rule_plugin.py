@@ -1,0 +1,234 @@
+"""examples/fairfl-rule-plugin, a rule from another distribution, runs like a built-in.
+
+The module builds a fresh virtual environment (no ``--system-site-packages``) and
+installs the example into it offline (``pip install --no-index --no-deps
+--no-build-isolation``, its build backend hatchling taken from this checkout's venv).
+fairfl, Flower and torch are not installed again: a ``.pth`` file adds this venv's
+site-packages (``site.addsitedir``, so fairfl's editable install is seen too), and
+Flower's commands are copied with their first line pointing at the new interpreter. So
+only the new environment sees the entry point ``myrule`` of group ``fairfl.rules``;
+this test process does not.
+
+The rule then runs with ``strategy = "myrule"`` through the in-process runner, and
+through ``flwr run`` of fairfl's app on Flower's local simulation (2 SuperNodes). As in
+``tests/examples/test_example_app.py``, the local SuperLink is started here, by PID,
+with the managed one's command line on free ports, and stopped with everything it spawned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fairfl.simulation.engine import (
+    flower_env,
+    free_port,
+    processes_naming,
+    stop,
+    wait_for_port,
+)
+from fairfl.strategies.registry import STRATEGIES
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "fairfl-rule-plugin"
+BIN = Path(sys.executable).parent
+#: Flower's commands the runs below start (the SuperLink spawns the others by name).
+FLOWER_COMMANDS = (
+    "flwr",
+    "flower-superlink",
+    "flower-superexec",
+    "flower-supernode",
+    "flwr-serverapp",
+    "flwr-clientapp",
+    "flwr-simulation",
+)
+
+IN_PROCESS = """
+import json, sys
+from fairfl.simulation import run_inprocess
+from fairfl.strategies.registry import STRATEGIES
+from fairfl_rule_plugin.rules import power_weights
+
+seen = {}
+def record(instruction, reply):
+    metrics = reply.content.metric_records.get("metrics")
+    if metrics is not None and "loss-before-training" in metrics:
+        config = instruction.content.config_records["config"]
+        seen.setdefault(int(config["server-round"]), {})[int(reply.metadata.src_node_id)] = (
+            int(metrics["num-examples"]), float(metrics["loss-before-training"]))
+    return reply
+
+spec = STRATEGIES["myrule"]
+out = run_inprocess(
+    {"strategy": "myrule", "num-server-rounds": 2, "num-partitions": 3,
+     "out-dir": sys.argv[1]},
+    reply_filter=record,
+)
+weights = {}
+for server_round, replies in seen.items():
+    nodes = sorted(replies)
+    expected = power_weights([replies[n][0] for n in nodes], [replies[n][1] for n in nodes], 1.0)
+    got = out.strategy.train_records[server_round].weights
+    weights[server_round] = max(abs(got[n] - e) for n, e in zip(nodes, expected))
+print(json.dumps({
+    "source": spec.source, "class": spec.strategy.__module__, "defaults": spec.defaults(),
+    "rule": out.summary["config"]["strategy"], "rounds": sorted(seen), "weights-error": weights,
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding only the example, seeing this venv's packages; its bin/."""
+    venv = tmp_path_factory.mktemp("plugin") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site_dir = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    (Path(site_dir) / "_fairfl_checkout.pth").write_text(
+        f"import site; site.addsitedir({ours!r})\n"
+    )
+    for name in FLOWER_COMMANDS:
+        script = (BIN / name).read_text().split("\n", 1)[1]
+        target = venv / "bin" / name
+        target.write_text(f"#!{python}\n{script}")
+        target.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            str(EXAMPLE),
+        ],
+        check=True,
+        env=env,
+        cwd=venv,
+        timeout=300,
+    )
+    return venv / "bin"
+
+
+@pytest.mark.integration
+def test_this_environment_does_not_see_the_plugin():
+    # The rule is installed in the fresh venv only: no leak into the checkout's venv.
+    STRATEGIES.reload()
+    assert "myrule" not in STRATEGIES
+
+
+@pytest.mark.integration
+def test_the_plugin_rule_runs_in_process(plugin_venv, tmp_path):
+    done = subprocess.run(
+        [str(plugin_venv / "python"), "-c", IN_PROCESS, str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["source"] == "fairfl-rule-plugin"
+    assert result["class"] == "fairfl_rule_plugin.rules"
+    assert result["defaults"] == {"myrule-power": 1.0}
+    assert result["rule"] == "myrule"
+    assert result["rounds"] == [1, 2]
+    # The server weighed the replies by the plugin's own equation (1).
+    assert all(error < 1e-12 for error in result["weights-error"].values())
+
+
+@pytest.fixture
+def flower(plugin_venv: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """``flwr run``'s environment, the fresh venv's commands first; its SuperLink by PID."""
+    home = tmp_path / "flwr-home"
+    runtime = home / "local-superlink"
+    runtime.mkdir(parents=True)
+    env = flower_env(home)
+    env["PATH"] = f"{plugin_venv}{os.pathsep}{env['PATH']}"
+    http_port, control_port = free_port(), free_port()
+    env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(http_port)
+    env["FLWR_LOCAL_CONTROL_API_PORT"] = str(control_port)
+    # flwr/cli/local_superlink.py's command for the managed local SuperLink.
+    superlink = subprocess.Popen(
+        [
+            str(plugin_venv / "flower-superlink"),
+            "--insecure",
+            "--simulation",
+            "--isolation",
+            "subprocess",
+            "--control-api-address",
+            f"127.0.0.1:{control_port}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(http_port),
+            "--log-file",
+            str(runtime / "superlink.log"),
+            "--database",
+            str(runtime / "state.db"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(http_port, superlink)
+        yield env
+    finally:
+        stop(superlink)
+        deadline = time.monotonic() + 10
+        while processes_naming(home) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not processes_naming(home), "processes left behind"
+
+
+@pytest.mark.integration
+def test_the_plugin_rule_runs_with_flwr_run(plugin_venv, flower, tmp_path):
+    out = tmp_path / "out"
+    log = tmp_path / "flwr.log"
+    with log.open("wb") as handle:
+        completed = subprocess.run(
+            [
+                str(plugin_venv / "flwr"),
+                "run",
+                str(ROOT),
+                "--stream",
+                "-c",
+                f"strategy='myrule' num-server-rounds=2 out-dir='{out}'",
+            ],
+            cwd=tmp_path,
+            env=flower,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+            check=False,
+        )
+    text = log.read_text(errors="replace")
+    assert completed.returncode == 0, text[-5000:]
+    # `flwr run --stream` exits 0 whatever the run did: its results files say.
+    assert (out / "summary.json").exists(), text[-5000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["strategy"] == "myrule"
+    rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in rounds] == [1, 2]
+    assert "dropped reply" not in text
