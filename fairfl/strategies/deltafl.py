@@ -13,37 +13,27 @@ highest losses until the mass reaches 1), then ``θ^{t+1} = Σ_i π_i θ_i^{t+1}
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
-from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
 from fairfl.strategies.params import RuleParameters, real
+from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 
-logger = logging.getLogger(__name__)
+#: Paper 000's grid of α (App. B.2).
+GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 @dataclass(frozen=True)
 class DeltaFLParameters(RuleParameters):
     """Δ-FL's hyperparameter: the tail fraction α (see :class:`DeltaFL`)."""
 
-    alpha: float = real(
-        0.5,
-        key="deltafl-alpha",
-        lower=0.0,
-        lower_open=True,
-        upper=1.0,
-        grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
-    )
+    alpha: float = real(0.5, key="deltafl-alpha", lower=0, lower_open=True, upper=1, grid=GRID)
 
 
-class DeltaFL(ReweightedStrategy):
+class DeltaFL(LossRule):
     """Average of the worst α-fraction (by data share) of the participants.
 
     Each client reports f_i(θ^t), measured before local training, under ``train_loss_key``
@@ -86,29 +76,21 @@ class DeltaFL(ReweightedStrategy):
     filtering" of Simplicial-FL would need a second message per round.
     """
 
-    needs_loss = True
     rule_name = "Delta-FL"
     registry_name = "deltafl"
     Parameters = DeltaFLParameters
     params: DeltaFLParameters
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, object]:
         """Return the tail fraction α and its convention."""
-        return {"alpha": self.alpha, "alpha_convention": "tail fraction"}
+        return {"alpha": self.params.alpha, "alpha_convention": "tail fraction"}
 
-    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
-        """Compute the CVaR weights of the participants' losses."""
-        p = sample_weights([r.num_examples for r in replies])
-        losses = self.losses_of(replies)
-        weights = cvar_weights(p, losses, self.alpha)
-        record = self.train_records.setdefault(server_round, TrainRoundRecord())
-        record.diagnostics.update(
-            {
-                "deltafl-cvar": float(np.dot(weights, losses)),
-                "deltafl-active-clients": int(np.count_nonzero(weights)),
-            }
-        )
-        return weights
+    def weights(self, round: TrainRound) -> Weights:
+        """The CVaR weights, the CVaR value and the clients with a non-zero weight."""
+        weights = cvar_weights(round.shares, round.loss_values, self.params.alpha)
+        active = int(np.count_nonzero(weights))
+        cvar = float(np.dot(weights, round.loss_values))
+        return weights, {"deltafl-cvar": cvar, "deltafl-active-clients": active}
 
 
 def cvar_weights(p: ArrayLike, losses: ArrayLike, alpha: float) -> NDArray[np.float64]:

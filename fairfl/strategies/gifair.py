@@ -13,19 +13,14 @@ with ``λ = coeff · min_i p_i / (n - 1)``, the largest λ that keeps every w_i 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
-from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
 from fairfl.strategies.params import RuleParameters, real
-
-logger = logging.getLogger(__name__)
+from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 
 
 @dataclass(frozen=True)
@@ -35,7 +30,7 @@ class GiFairParameters(RuleParameters):
     coeff: float = real(1.0, key="gifair-coeff", lower=0.0, upper=1.0)
 
 
-class GiFair(ReweightedStrategy):
+class GiFair(LossRule):
     """Rank-shifted averaging: each client's weight moves by λ per client it out-loses.
 
     Each client reports f_i(θ^t), measured before local training, under ``train_loss_key``
@@ -71,21 +66,15 @@ class GiFair(ReweightedStrategy):
     forms agree: ``r_i = 2·rank_i - (n - 1)``.
     """
 
-    needs_loss = True
     rule_name = "GiFair"
     registry_name = "gifair"
     Parameters = GiFairParameters
     params: GiFairParameters
 
-    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
-        """``p_i + λ r_i`` with ``λ = coeff · min p / (n - 1)`` over the participants."""
-        p = sample_weights([r.num_examples for r in replies])
-        losses = self.losses_of(replies)
-        penalty = gifair_lambda(p, self.params.coeff)
-        record = self.train_records.setdefault(server_round, TrainRoundRecord())
-        record.diagnostics["gifair-lambda"] = penalty
-        logger.debug("aggregate_train: round %d GiFair lambda %g", server_round, penalty)
-        return gifair_weights(p, losses, penalty)
+    def weights(self, round: TrainRound) -> Weights:
+        """``p_i + λ r_i`` with ``λ = coeff · min p / (n - 1)`` (``gifair-lambda``)."""
+        penalty = gifair_lambda(round.shares, self.params.coeff)
+        return gifair_weights(round.shares, round.loss_values, penalty), {"gifair-lambda": penalty}
 
 
 def gifair_lambda(p: ArrayLike, coeff: float) -> float:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fairfl.strategies.deviations import MAX_BETA, LossDeviationRule, check_beta, loss_deviations
 from fairfl.strategies.params import RuleParameters, flag, real
-from fairfl.strategies.vred import MAX_BETA, LossDeviationStrategy, check_beta, loss_deviations
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class SemiVRedParameters(RuleParameters):
     clip_negative_weights: bool = flag(False, key="semivred-clip-negative")
 
 
-class SemiVRed(LossDeviationStrategy):
+class SemiVRed(LossDeviationRule):
     """Semi-VRed (paper 000, Algorithm 1 with "Semi-VRed"): lift only above-mean clients.
 
     Parameters
@@ -66,11 +66,13 @@ class SemiVRed(LossDeviationStrategy):
     registry_name = "semivred"
     Parameters = SemiVRedParameters
 
-    def weight_rule(self, p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.float64]:
+    def unclipped_weights(
+        self, p: ArrayLike, losses: ArrayLike, beta: float
+    ) -> NDArray[np.float64]:
         """Eq. (12): :func:`semivred_weights`."""
         return semivred_weights(p, losses, beta)
 
-    def bound_rule(self, p: ArrayLike, losses: ArrayLike) -> float:
+    def beta_bound(self, p: ArrayLike, losses: ArrayLike) -> float:
         """After Lemma 2: :func:`semivred_beta_max`."""
         return semivred_beta_max(p, losses)
 
@@ -103,7 +105,7 @@ def semivred_weights(p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np
     ------
     ValueError
         If the inputs are not finite vectors of one length, or β is not in
-        ``[0, MAX_BETA]`` (:data:`fairfl.strategies.vred.MAX_BETA`).
+        ``[0, MAX_BETA]`` (:data:`fairfl.strategies.deviations.MAX_BETA`).
     """
     p_arr = np.asarray(p, dtype=np.float64)
     check_beta(beta)

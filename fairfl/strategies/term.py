@@ -10,19 +10,14 @@ PropFair reference code (``TERM`` in ``FairFL/algs/algorithms.py``; spec-vred-qf
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply
 from fairfl.strategies._checks import check_real, check_shares_and_losses
-from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
 from fairfl.strategies.params import RuleParameters, real
-
-logger = logging.getLogger(__name__)
+from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 
 
 @dataclass(frozen=True)
@@ -32,7 +27,7 @@ class TERMParameters(RuleParameters):
     alpha: float = real(0.5, key="term-alpha", lower=0.0, grid=(0.01, 0.1, 0.5, 1.0))
 
 
-class TERM(ReweightedStrategy):
+class TERM(LossRule):
     """Tilted averaging: a softmax of the clients' losses, tilted by α.
 
     Each client reports f_i(θ^t), measured before local training, under ``train_loss_key``
@@ -62,19 +57,15 @@ class TERM(ReweightedStrategy):
     fairness baseline.
     """
 
-    needs_loss = True
     rule_name = "TERM"
     registry_name = "term"
     Parameters = TERMParameters
     params: TERMParameters
 
-    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
-        """``softmax_i(α f_i + log p_i)`` over the round's participants."""
-        p = sample_weights([r.num_examples for r in replies])
-        losses = self.losses_of(replies)
-        record = self.train_records.setdefault(server_round, TrainRoundRecord())
-        record.diagnostics["term-tilted-loss"] = tilted_loss(p, losses, self.params.alpha)
-        return term_weights(p, losses, self.params.alpha)
+    def weights(self, round: TrainRound) -> Weights:
+        """``softmax_i(α f_i + log p_i)``, and the objective (``term-tilted-loss``)."""
+        p, losses, alpha = round.shares, round.loss_values, self.params.alpha
+        return term_weights(p, losses, alpha), {"term-tilted-loss": tilted_loss(p, losses, alpha)}
 
 
 def term_weights(p: ArrayLike, losses: ArrayLike, alpha: float) -> NDArray[np.float64]:

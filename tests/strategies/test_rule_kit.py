@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import runpy
 import tomllib
 from dataclasses import FrozenInstanceError, dataclass
 from pathlib import Path
@@ -10,9 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flwr.app import Array, ArrayRecord
 from numpy.typing import NDArray
 
-from fairfl.contract import TrainReply
+from fairfl.contract import ModelLayout, TrainReply, read_train_reply
 from fairfl.strategies import TERM, EquitableFL, FedAvg, ReweightedStrategy
 from fairfl.strategies import registry as registry_module
 from fairfl.strategies.params import (
@@ -31,8 +33,18 @@ from fairfl.strategies.registry import (
     Rules,
     build_strategy,
 )
+from fairfl.strategies.rounds import TrainRound
+from tests.conftest import make_reply
 
 ROOT = Path(__file__).resolve().parents[2]
+LAYOUT = ModelLayout.of(ArrayRecord({"0": Array(np.zeros(2, np.float32))}))
+
+
+def read(message: Any) -> TrainReply:
+    """A validated reply, as intake hands it on."""
+    return read_train_reply(
+        message, LAYOUT, ("loss-before-training",), loss_key="loss-before-training"
+    )
 
 
 def run_config_defaults() -> dict[str, Any]:
@@ -280,3 +292,51 @@ def test_an_entry_point_that_is_no_rule_is_refused(monkeypatch):
 def test_a_rule_without_hyperparameters_declares_none():
     assert FedAvg.Parameters is NoParameters
     assert STRATEGIES["fedavg"].defaults() == {}
+
+
+# ------------------------------------------------------------------ the loss-reweighting base
+def test_code_lines_leave_out_docstrings_comments_and_blank_lines():
+    script = runpy.run_path(str(ROOT / "scripts" / "rule_code_lines.py"))
+    source = (
+        '"""Module."""\n\nimport os  # why\n\n\ndef f():\n    """Doc.\n\n    More."""\n'
+        "    return 1\n"
+    )
+    assert script["code_lines"](source) == 3  # import, def, return
+
+
+def test_each_loss_rule_module_is_at_most_40_code_lines():
+    script = runpy.run_path(str(ROOT / "scripts" / "rule_code_lines.py"))
+    for name in script["LOSS_RULES"]:
+        source = (ROOT / "fairfl" / "strategies" / f"{name}.py").read_text()
+        assert script["code_lines"](source) <= 40, name
+
+
+def test_the_round_object_is_immutable():
+    replies = [
+        make_reply(1, [np.ones(2, np.float32)], {"num-examples": 1, "loss-before-training": 2.0}),
+        make_reply(2, [np.ones(2, np.float32)], {"num-examples": 3, "loss-before-training": 1.0}),
+    ]
+    round_ = TrainRound.of(4, [read(r) for r in replies], "loss-before-training")
+    np.testing.assert_array_equal(round_.shares, [0.25, 0.75])
+    np.testing.assert_array_equal(round_.loss_values, [2.0, 1.0])
+    assert round_.client_keys == ("node-1", "node-2")
+    with pytest.raises(ValueError, match="read-only"):
+        round_.shares[0] = 1.0
+    with pytest.raises(FrozenInstanceError):
+        round_.server_round = 5  # type: ignore[misc]
+
+
+def test_a_weights_function_returns_its_diagnostics_and_the_base_records_them():
+    # TERM with α = 0: the weights are p = (1/4, 3/4), the tilted loss the mean 0.25*2 + 0.75*1.
+    strategy = TERM(alpha=0.0)
+    replies = [
+        make_reply(1, [np.ones(2, np.float32)], {"num-examples": 1, "loss-before-training": 2.0}),
+        make_reply(2, [np.ones(2, np.float32)], {"num-examples": 3, "loss-before-training": 1.0}),
+    ]
+    round_ = TrainRound.of(1, [read(r) for r in replies], "loss-before-training")
+    weights, diagnostics = strategy.weights(round_)
+    np.testing.assert_allclose(weights, [0.25, 0.75])
+    assert diagnostics == {"term-tilted-loss": pytest.approx(1.25)}
+    assert strategy.train_records == {}  # returned, not written
+    strategy.lambdas(1, [read(r) for r in replies])
+    assert strategy.train_records[1].diagnostics == {"term-tilted-loss": pytest.approx(1.25)}
