@@ -125,8 +125,8 @@ class FedFa(ReweightedStrategy):
         return fedfa_weights(accuracies, counts, self.params.beta)
 
     def aggregate(
-        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
-    ) -> tuple[list[NDArray], dict[str, Any]]:
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """w̄ with the λ of :meth:`lambdas` (F6), then the server momentum (F7-F8)."""
         average, diagnostics = super().aggregate(server_round, global_arrays, replies)
         new_arrays, self.momentum = fedfa_momentum_step(
@@ -194,12 +194,12 @@ def fedfa_weights(
 
 
 def fedfa_momentum_step(
-    global_arrays: list[NDArray],
-    average_arrays: list[NDArray],
+    global_arrays: list[NDArray[Any]],
+    average_arrays: list[NDArray[Any]],
     momentum: list[NDArray[np.float64]] | None,
     gamma: float,
     eta: float,
-) -> tuple[list[NDArray], list[NDArray[np.float64]]]:
+) -> tuple[list[NDArray[Any]], list[NDArray[np.float64]]]:
     """FedFa's server momentum (spec-fedfa F7-F8), from w^t, w̄ and m^{t-1}.
 
     ``m^t = γ m^{t-1} + (1 - γ)(w̄ - w^t)`` and ``w^{t+1} = w̄ - η m^t``, per array in
@@ -209,9 +209,9 @@ def fedfa_momentum_step(
 
     Parameters
     ----------
-    global_arrays : list[NDArray]
+    global_arrays : list[NDArray[Any]]
         w^t.
-    average_arrays : list[NDArray]
+    average_arrays : list[NDArray[Any]]
         w̄ = Σ_i p_i w_i (F6), same shapes.
     momentum : list[NDArray[np.float64]] | None
         m^{t-1}; ``None`` for m^0 = 0.
@@ -222,7 +222,7 @@ def fedfa_momentum_step(
 
     Returns
     -------
-    tuple[list[NDArray], list[NDArray[np.float64]]]
+    tuple[list[NDArray[Any]], list[NDArray[np.float64]]]
         w^{t+1} (each array in w^t's dtype; arrays that are not floating point keep w^t's
         values) and m^t (zeros for those arrays). The inputs are not changed.
 
@@ -239,7 +239,7 @@ def fedfa_momentum_step(
             "global_arrays, average_arrays and momentum must have one length, got "
             f"{len(global_arrays)}, {len(average_arrays)} and {len(previous)}"
         )
-    new_arrays: list[NDArray] = []
+    new_arrays: list[NDArray[Any]] = []
     new_momentum: list[NDArray[np.float64]] = []
     for index, (current, average, old) in enumerate(
         zip(global_arrays, average_arrays, previous, strict=True)
@@ -266,4 +266,5 @@ def _normalised(information: NDArray[np.float64]) -> NDArray[np.float64]:
     total = information.sum()
     if total == 0:
         return np.full(information.size, 1.0 / information.size)
-    return information / total
+    shares: NDArray[np.float64] = information / total
+    return shares

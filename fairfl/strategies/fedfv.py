@@ -106,8 +106,8 @@ class FedFV(FairStrategy):
         }
 
     def aggregate(
-        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
-    ) -> tuple[list[NDArray], dict[str, Any]]:
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """w^{t+1} = w^t - g^t with g^t of :func:`fedfv_direction` (spec-fedfv F1-F7)."""
         floating = [i for i, a in enumerate(global_arrays) if np.issubdtype(a.dtype, np.floating)]
         current = _flat([global_arrays[i] for i in floating])
@@ -266,7 +266,7 @@ def fedfv_direction(
     return FedFVStep(direction * (target / norm), projections, external, len(kept), False)
 
 
-def _flat(arrays: Sequence[NDArray]) -> NDArray[np.float64]:
+def _flat(arrays: Sequence[NDArray[Any]]) -> NDArray[np.float64]:
     """The arrays as one float64 vector (empty when there are none)."""
     if not arrays:
         return np.zeros(0, dtype=np.float64)
