@@ -215,10 +215,10 @@ def read_run(path: Path, *, label: str, rule: str, seed: int) -> RunResult:
         if name.is_symlink() or name.exists():
             inside(path, name, "run file")
     rounds = read_rounds(rounds_file) if rounds_file.is_file() else []
-    error = None
+    error: str | None = None
     if error_file.is_file():
-        error = error_file.read_text(encoding="utf-8").strip().splitlines()[-1:] or ["failed"]
-        error = error[0]
+        lines = error_file.read_text(encoding="utf-8").strip().splitlines()
+        error = lines[-1] if lines else "failed"
     elif not rounds:
         error = f"no {ROUNDS_FILE} in {path}"
     return RunResult(label=label, rule=rule, seed=seed, path=path, rounds=rounds, error=error)

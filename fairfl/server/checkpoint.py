@@ -233,7 +233,7 @@ def capture_random_state() -> tuple[list[Any], list[Any]]:
     name, keys, position, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
     return (
         [version, list(internal), gauss],
-        [name, keys.tolist(), int(position), int(has_gauss), float(cached)],
+        [name, np.asarray(keys).tolist(), int(position), int(has_gauss), float(cached)],
     )
 
 
@@ -260,7 +260,7 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     payload[_META] = np.array(json.dumps(meta))
     temporary = path.with_name(path.name + ".tmp")
     with temporary.open("wb") as handle:
-        np.savez(handle, **payload)
+        np.savez(handle, **payload)  # type: ignore[arg-type]  # numpy's stub: kwds are arrays
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)

@@ -110,7 +110,8 @@ class RecordStream:
         where the Grid gives a public key (:mod:`fairfl.telemetry.nodes`).
         """
         clients = list(entry.get("clients", []))
-        train = entry.get("train") if isinstance(entry.get("train"), Mapping) else {}
+        stored = entry.get("train")
+        train: Mapping[str, Any] = stored if isinstance(stored, Mapping) else {}
         named = {int(c["node_id"]) for c in clients}
         named.update(int(w["node_id"]) for w in train.get("weights", []))
         for dropped in (train.get("dropped") or {}, entry.get("evaluate_dropped") or {}):
