@@ -69,4 +69,5 @@ def power_weights(counts: ArrayLike, losses: ArrayLike, power: float) -> NDArray
     p = p / p.sum()
     scaled = p * np.power(np.asarray(losses, dtype=np.float64), power)
     total = scaled.sum()
-    return p if total == 0 else scaled / total
+    weights: NDArray[np.float64] = p if total == 0 else scaled / total
+    return weights
