@@ -1,8 +1,13 @@
-"""Plumbing shared by every fairfl rule: reply validation, bookkeeping, evaluation.
+"""The orchestrator of a round: :class:`FairStrategy`, and :class:`ReweightedStrategy`.
 
 A rule subclasses :class:`FairStrategy` (and implements ``aggregate``) or
-:class:`ReweightedStrategy` (and implements ``lambdas``). The classes only move records;
-the math lives in pure functions in each rule's module.
+:class:`ReweightedStrategy` (and implements ``lambdas``; loss-reweighting rules use
+:class:`~fairfl.strategies.reweighted.LossRule`). The classes only orchestrate; their
+collaborators live in their own modules: reply intake (:mod:`~fairfl.strategies.intake`),
+client keys (:mod:`~fairfl.strategies.client_keys`), sampling
+(:mod:`~fairfl.strategies.sampling`), records and metrics (:mod:`~fairfl.strategies.records`),
+errors and their help texts (:mod:`~fairfl.strategies.errors`) and the hyperparameters
+(:mod:`~fairfl.strategies.params`). The math lives in pure functions in each rule's module.
 """
 
 from __future__ import annotations
@@ -10,50 +15,57 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from flwr.app import (
-    Array,
-    ArrayRecord,
-    ConfigRecord,
-    Message,
-    MessageType,
-    MetricRecord,
-    RecordDict,
-)
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.exception import AggregationError
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
-from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
-from fairfl._compat import SERVER_NODE_ID
 from fairfl.contract import (
     EvaluateReply,
     ModelLayout,
     ReplyError,
     TrainReply,
     array_view,
-    check_array_values,
     client_key,
     client_key_order,
     keys,
-    read_client_key_reply,
     read_evaluate_reply,
     read_train_reply,
-    write_client_key_query,
 )
 from fairfl.contract.bounds import MAX_LOSS
 from fairfl.logs import attach_flower_console
 from fairfl.metrics import fairness_metrics
-from fairfl.strategies._checks import check_real
+from fairfl.strategies import intake
+from fairfl.strategies._checks import check_base_settings, check_fraction, check_positive_int
 from fairfl.strategies.aggregation import reweighted_average_and_squared_norms, weight_entropy
+from fairfl.strategies.client_keys import ClientKeys
 from fairfl.strategies.defences import LossClip, clip_reported_losses, share_capped
+from fairfl.strategies.errors import (
+    FAIR_TRAIN,
+    MissingMetricError,
+    RejectedRepliesError,
+    missing_metric_help,
+    missing_metric_message,
+)
 from fairfl.strategies.params import NoParameters, RuleParameters
-from fairfl.strategies.sampling import SAMPLINGS, Sampling, SizeSampler, sampled_messages
+from fairfl.strategies.records import (
+    CLIENT_REPORT_KEYS,
+    MetricsAggregation,
+    MetricValue,
+    TrainRoundRecord,
+    aggregate_app_metrics,
+    app_metrics,
+    contents_of,
+    global_model_problem,
+    round_metrics,
+)
+from fairfl.strategies.sampling import Sampling, SizeSampler, sampled_messages
 
 if TYPE_CHECKING:
     from flwr.serverapp.strategy import Result
@@ -61,95 +73,23 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ConfigValue = int | float | str | bool
-MetricValue = int | float | list[float] | list[int]
-MetricsAggregation = Callable[[list[RecordDict], str], MetricRecord]
 
-#: Per-client reports of the wire contract that a weighted average makes meaningless (a
-#: mean node's activation, partition id, h_k or η): left out of the app's metrics.
-CLIENT_REPORT_KEYS: tuple[str, ...] = (
-    keys.ACTIVATION,
-    keys.PARTITION_ID,
-    keys.QFFL_H,
-    keys.RCFL_ETA,
-)
-
-#: The client helper that reports every train metric a fairfl rule needs.
-FAIR_TRAIN = "fairfl.client.fair_train(message, model, trainloader, loss_fn, train_fn)"
-
-
-class RejectedRepliesError(Exception):
-    """Replies whose array values a rule's aggregation pass found bad (internal signal).
-
-    A rule that checks the reply values in its own pass over them instead of the reader
-    (:attr:`FairStrategy.checks_array_values`) raises it from ``aggregate``;
-    :meth:`FairStrategy.aggregate_train` catches it, drops these replies with the
-    reader's reasons, restores the rule's state and aggregates the rest again, so a bad
-    reply never changes the model. It never leaves ``aggregate_train``.
-
-    Parameters
-    ----------
-    errors : list[ReplyError]
-        One error per rejected reply, as the reader would have raised it.
-    """
-
-    def __init__(self, errors: list[ReplyError]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(str(error) for error in errors))
-
-
-class MissingMetricError(AggregationError):
-    """Every reply of a round lacks a metric key the rule needs: the run cannot go on.
-
-    Raised by :meth:`FairStrategy.aggregate_train` and
-    :meth:`FairStrategy.aggregate_evaluate` unless the rule was built with
-    ``allow_missing_metrics=True``. Like Flower's own ``AggregationError`` it ends the
-    ServerApp; the message names the key, what it means and how a ClientApp reports it.
-    """
-
-
-@dataclass
-class TrainRoundRecord:
-    """What one training round did, kept per round for results files and diagnostics.
-
-    Attributes
-    ----------
-    accepted : list[int]
-        Node ids whose replies were aggregated, in aggregation order (sorted).
-    partition_ids : dict[int, int]
-        Partition id of each accepted node that sent one.
-    dropped : dict[int, str]
-        Reason each dropped reply was rejected, by node id.
-    unanswered : list[int]
-        Node ids sent a training message that sent no reply before the round ended.
-    weights : dict[int, float]
-        The aggregation weight λ_i of each accepted node, for rules that have one.
-    diagnostics : dict[str, Any]
-        Rule-specific scalars (e.g. ``beta-max``, ``negative-weights``).
-    skipped : str | None
-        Why the round kept the previous global model although replies were accepted
-        (the new one was not finite or broke ``max_abs_weight``); ``None`` otherwise.
-    """
-
-    accepted: list[int] = field(default_factory=list)
-    partition_ids: dict[int, int] = field(default_factory=dict)
-    dropped: dict[int, str] = field(default_factory=dict)
-    unanswered: list[int] = field(default_factory=list)
-    weights: dict[int, float] = field(default_factory=dict)
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    skipped: str | None = None
-
-
-def check_fraction(name: str, value: float) -> None:
-    """Raise ``ValueError`` unless ``0 <= value <= 1``."""
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
-
-
-def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
-    """Raise ``ValueError`` unless ``value`` is an int ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-
+#: Names other modules import from here, defined in the collaborators.
+__all__ = [
+    "CLIENT_REPORT_KEYS",
+    "FAIR_TRAIN",
+    "ConfigValue",
+    "FairStrategy",
+    "MetricValue",
+    "MissingMetricError",
+    "RejectedRepliesError",
+    "ReweightedStrategy",
+    "TrainRoundRecord",
+    "aggregate_app_metrics",
+    "check_fraction",
+    "check_positive_int",
+    "global_model_problem",
+]
 
 class FairStrategy(FlowerFedAvg):
     """Base class of the fairfl rules (Flower Message API).
@@ -292,35 +232,31 @@ min_available_nodes
         for name, value in self.params.settings().items():
             if not hasattr(type(self), name):  # a property of the rule (QFedSGD's L) wins
                 setattr(self, name, value)
-        check_fraction("fraction_train", fraction_train)
-        check_fraction("fraction_evaluate", fraction_evaluate)
-        check_positive_int("min_train_nodes", min_train_nodes, minimum=0)
-        check_positive_int("min_evaluate_nodes", min_evaluate_nodes, minimum=0)
-        check_positive_int("min_available_nodes", min_available_nodes, minimum=0)
-        check_positive_int("evaluate_every", evaluate_every)
-        if client_sampling not in SAMPLINGS:
-            raise ValueError(f"client_sampling must be one of {SAMPLINGS}, got {client_sampling!r}")
-        for name, value in (
-            ("weighted_by_key", weighted_by_key),
-            ("arrayrecord_key", arrayrecord_key),
-            ("configrecord_key", configrecord_key),
-            ("train_loss_key", train_loss_key),
-        ):
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{name} must be a non-empty str, got {value!r}")
-        for name, function in (
-            ("train_metrics_aggr_fn", train_metrics_aggr_fn),
-            ("evaluate_metrics_aggr_fn", evaluate_metrics_aggr_fn),
-        ):
-            if function is not None and not callable(function):
-                raise ValueError(f"{name} must be callable or None, got {function!r}")
-        if not isinstance(allow_missing_metrics, bool):
-            raise ValueError(f"allow_missing_metrics must be a bool, got {allow_missing_metrics!r}")
-        if max_abs_weight is not None and not max_abs_weight > 0:
-            raise ValueError(f"max_abs_weight must be > 0 or None, got {max_abs_weight}")
-        check_real("max_loss", max_loss, lower=0.0, lower_open=True)
-        check_real("loss_clip_mad", loss_clip_mad, lower=0.0)
-        check_real("max_client_share", max_client_share, lower=0.0, upper=1.0, lower_open=True)
+        check_base_settings(
+            fractions={"fraction_train": fraction_train, "fraction_evaluate": fraction_evaluate},
+            counts={
+                "min_train_nodes": min_train_nodes,
+                "min_evaluate_nodes": min_evaluate_nodes,
+                "min_available_nodes": min_available_nodes,
+            },
+            evaluate_every=evaluate_every,
+            client_sampling=client_sampling,
+            record_keys={
+                "weighted_by_key": weighted_by_key,
+                "arrayrecord_key": arrayrecord_key,
+                "configrecord_key": configrecord_key,
+                "train_loss_key": train_loss_key,
+            },
+            functions={
+                "train_metrics_aggr_fn": train_metrics_aggr_fn,
+                "evaluate_metrics_aggr_fn": evaluate_metrics_aggr_fn,
+            },
+            allow_missing_metrics=allow_missing_metrics,
+            max_abs_weight=max_abs_weight,
+            max_loss=max_loss,
+            loss_clip_mad=loss_clip_mad,
+            max_client_share=max_client_share,
+        )
         if max_client_share < 1 and not isinstance(self, ReweightedStrategy):
             raise ValueError(
                 f"max_client_share < 1 caps the weights λ_i of the rules of the form "
@@ -365,11 +301,10 @@ min_available_nodes
         self.round_offset = 0
         # Stable client key (fairfl.contract.clients) of every node heard from: rules key
         # per-client state by it, so a resume with new node ids finds each client again.
-        self.node_keys: dict[int, str] = {}
+        self.client_keys = ClientKeys(self.rule_name)
         #: Seconds :meth:`learn_client_keys` waits for query replies (the ServerApp sets
         #: it to ``round-timeout``).
         self.client_key_timeout: float = 600.0
-        self._warned_node_keys = False
         # Seconds configure_train/configure_evaluate wait for min_available_nodes before
         # giving up (Flower's sampler waits forever); start() sets it to its timeout.
         self.sample_timeout: float = 3600.0
@@ -535,43 +470,30 @@ min_available_nodes
         return messages
 
     def reply_node(self, message: Message) -> int:
-        """The node a reply is about: its sender, or the node an error reply stands in for.
+        """The node a reply is about (:func:`~fairfl.strategies.intake.reply_node`)."""
+        return intake.reply_node(message, self.in_flight)
 
-        For a node it cannot reach (heartbeats lapsed) the SuperLink answers itself, an
-        error reply from node 1 (the SuperLink) to the instruction's message id; that is
-        mapped back to the instruction's node (the Grid sets the message ids of the
-        messages this strategy returned when it pushes them).
-        """
-        node = int(message.metadata.src_node_id)
-        if node != SERVER_NODE_ID or not message.has_error():
-            return node
-        instruction = message.metadata.reply_to_message_id
-        for sent in self.in_flight:
-            if instruction and sent.metadata.message_id == instruction:
-                return int(sent.metadata.dst_node_id)
-        return node
+    @property
+    def node_keys(self) -> dict[int, str]:
+        """Client key by node id of every node heard from (:class:`ClientKeys`)."""
+        return self.client_keys.node_keys
 
-    def unanswered(self, hook: str, replies: list[Message]) -> list[int]:
-        """The nodes sent a message this phase that sent nothing back, sorted.
+    @node_keys.setter
+    def node_keys(self, value: dict[int, str]) -> None:
+        self.client_keys.node_keys = value
 
-        Flower's Grid returns only the replies that came before the round's timeout (a
-        straggler, a node that died before the SuperLink noticed): these nodes make
-        each round's record add up, sampled = accepted + dropped + unanswered.
-        """
-        heard = {self.reply_node(message) for message in replies}
-        missing = sorted({int(sent.metadata.dst_node_id) for sent in self.in_flight} - heard)
-        if missing:
-            logger.warning(
-                "%s: no reply from node(s) %s before the phase ended (round-timeout)",
-                hook,
-                ", ".join(map(str, missing)),
-            )
-        return missing
+    def client_key(self, reply: TrainReply) -> str:
+        """The stable key of a reply's client (:meth:`ClientKeys.key_of`)."""
+        return self.client_keys.key_of(reply)
+
+    def learn_client_keys(self, grid: Grid, node_ids: Iterable[int]) -> dict[int, str]:
+        """The client key of each node, asking the nodes not heard from yet."""
+        return self.client_keys.learn(grid, node_ids, self.client_key_timeout)
 
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
     ) -> tuple[list[TrainReply], dict[int, str]]:
-        """Validate each reply alone; return the good ones sorted by node id, and drops.
+        """Validate each reply alone; return the good ones sorted by client key, and drops.
 
         Raises
         ------
@@ -579,225 +501,49 @@ min_available_nodes
             If every reply that is not an error lacks a metric the rule needs, unless
             ``allow_missing_metrics``.
         """
-        accepted: dict[int, TrainReply] = {}
-        dropped: dict[int, str] = {}
-        missing: dict[int, str] = {}
-        answered: set[int] = set()
-        for message in replies:
-            node_id = self.reply_node(message)
-            if not message.has_error():
-                answered.add(node_id)
-            if node_id in accepted or node_id in dropped:
-                reason = "duplicate reply from the same node in one round"
-                logger.warning("aggregate_train: dropped reply from node %d: %s", node_id, reason)
-                accepted.pop(node_id, None)
-                dropped[node_id] = reason
-                continue
-            try:
-                accepted[node_id] = read_train_reply(
-                    message,
-                    layout,
-                    self.required_metrics,
-                    self.max_abs_weight,
-                    check_values=not self.checks_array_values,
-                    loss_key=self.train_loss_key,
-                    weight_key=self.weighted_by_key,
-                    arrays_key=self.reply_arrays_key,
-                    max_loss=self.max_loss,
-                )
-            except ReplyError as error:
-                logger.warning(
-                    "aggregate_train: dropped reply from node %d: %s %s",
-                    node_id,
-                    error.field,
-                    error.reason,
-                )
-                dropped[node_id] = f"{error.field} {error.reason}"
-                if error.missing_key is not None:
-                    missing[node_id] = error.missing_key
-        self.check_missing_metrics("aggregate_train", server_round, answered, missing)
-        ordered = self.order_by_client_key(accepted, dropped)
+        read = partial(
+            read_train_reply,
+            layout=layout,
+            required_metrics=self.required_metrics,
+            max_abs_weight=self.max_abs_weight,
+            check_values=not self.checks_array_values,
+            loss_key=self.train_loss_key,
+            weight_key=self.weighted_by_key,
+            arrays_key=self.reply_arrays_key,
+            max_loss=self.max_loss,
+        )
+        read_round = intake.read_replies("aggregate_train", replies, self.in_flight, read)
+        self.check_missing_metrics("aggregate_train", server_round, read_round)
+        ordered = self.client_keys.order(read_round.accepted, read_round.dropped)
         ordered, self.loss_clip = clip_reported_losses(
             ordered, self.train_loss_key, self.loss_clip_mad
         )
-        return ordered, dropped
+        return ordered, read_round.dropped
 
-    def client_key(self, reply: TrainReply) -> str:
-        """The stable key of a reply's client (:func:`fairfl.contract.client_key`).
-
-        Its partition id; a reply without one is keyed by node id, which is not
-        resume-safe (a WARNING says so once).
-        """
-        if reply.partition_id is None and not self._warned_node_keys:
-            self._warned_node_keys = True
-            logger.warning(
-                "node %d reports no '%s': %s keys its per-client state by node id, "
-                "which changes when a SuperNode restarts or a simulation is resumed "
-                "(report it, e.g. fairfl.client.fair_train(..., partition_id=...)); "
-                "logged once",
-                reply.node_id,
-                keys.PARTITION_ID,
-                self.rule_name,
-            )
-        return client_key(reply.node_id, reply.partition_id)
-
-    def order_by_client_key(
-        self, accepted: dict[int, TrainReply], dropped: dict[int, str]
-    ) -> list[TrainReply]:
-        """The accepted replies sorted by client key; two nodes with one key are dropped.
-
-        Sorting by the stable key, not the node id, makes every sum run in the same
-        order whatever node ids the run has (a resumed simulation gets new ones). Two
-        replies claiming the same client key in one round would share that client's
-        state: both are dropped with the reason recorded in ``dropped``.
-        """
-        by_key: dict[str, list[int]] = {}
-        for node, reply in accepted.items():
-            by_key.setdefault(self.client_key(reply), []).append(node)
-        ordered: list[TrainReply] = []
-        for key in sorted(by_key, key=client_key_order):
-            nodes = sorted(by_key[key])
-            if len(nodes) > 1:
-                for node in nodes:
-                    reason = f"client key {key!r} ({keys.PARTITION_ID}) also sent by nodes {nodes}"
-                    logger.warning("aggregate_train: dropped reply from node %d: %s", node, reason)
-                    dropped[node] = reason
-                continue
-            self.node_keys[nodes[0]] = key
-            ordered.append(accepted[nodes[0]])
-        return ordered
-
-    def learn_client_keys(self, grid: Grid, node_ids: Iterable[int]) -> dict[int, str]:
-        """The client key of each node, asking those not heard from yet.
-
-        Nodes missing from :attr:`node_keys` get a client-key QUERY message
-        (:func:`fairfl.contract.write_client_key_query`), answered by fairfl's ClientApp
-        with its partition id, within :attr:`client_key_timeout` seconds. A node that
-        does not answer, or answers an error (a ClientApp without a query handler), is
-        keyed by its node id for now, with a WARNING; its next train reply corrects it.
-
-        Parameters
-        ----------
-        grid : Grid
-            The Grid of the run.
-        node_ids : Iterable[int]
-            The nodes whose keys are needed.
-
-        Returns
-        -------
-        dict[int, str]
-            Node id -> client key, for every node in ``node_ids``.
-        """
-        wanted = sorted(set(node_ids))
-        unknown = [node for node in wanted if node not in self.node_keys]
-        if unknown:
-            queries = [
-                Message(
-                    content=write_client_key_query(),
-                    message_type=MessageType.QUERY,
-                    dst_node_id=node,
-                )
-                for node in unknown
-            ]
-            for reply in grid.send_and_receive(queries, timeout=self.client_key_timeout):
-                try:
-                    key = read_client_key_reply(reply)
-                except ReplyError as error:
-                    logger.warning(
-                        "client-key query: node %d: %s %s", error.node_id, error.field, error.reason
-                    )
-                    continue
-                self.node_keys[int(reply.metadata.src_node_id)] = key
-            for node in unknown:
-                if node not in self.node_keys:
-                    logger.warning(
-                        "client-key query: node %d gave no client key; keyed by node id "
-                        "until it replies",
-                        node,
-                    )
-        return {node: self.node_keys.get(node, client_key(node, None)) for node in wanted}
-
-    def check_missing_metrics(
-        self, hook: str, server_round: int, answered: set[int], missing: dict[int, str]
-    ) -> None:
+    def check_missing_metrics(self, hook: str, server_round: int, read: intake.Intake[Any]) -> None:
         """Stop the run if every answering node's reply lacked a metric the rule needs.
-
-        Parameters
-        ----------
-        hook : str
-            ``"aggregate_train"`` or ``"aggregate_evaluate"``, for the message.
-        server_round : int
-            The round (with the offset).
-        answered : set[int]
-            Nodes that sent a reply that is not an error.
-        missing : dict[int, str]
-            The missing key of each reply dropped for lacking one.
 
         Raises
         ------
         MissingMetricError
             Unless ``allow_missing_metrics`` or some answering node's reply had them.
         """
-        if self.allow_missing_metrics or not missing or set(missing) != answered:
+        missing = read.missing
+        if self.allow_missing_metrics or not missing or set(missing) != read.answered:
             return
-        names = sorted(set(missing.values()))
-        helps = " ".join(self.missing_metric_help(key, hook) for key in names)
-        raise MissingMetricError(
-            f"{hook}: round {server_round}: every reply ({len(missing)}) lacks "
-            f"{', '.join(f'metrics[{key!r}]' for key in names)}, which {self.rule_name} "
-            f"needs. {helps} To drop such replies and go on instead, build the strategy "
-            "with allow_missing_metrics=True."
+        helps = " ".join(
+            missing_metric_help(
+                key,
+                hook,
+                rule_name=self.rule_name,
+                weighted_by_key=self.weighted_by_key,
+                train_loss_key=self.train_loss_key,
+            )
+            for key in sorted(set(missing.values()))
         )
-
-    def missing_metric_help(self, key: str, hook: str) -> str:
-        """What ``key`` means and how a ClientApp reports it (for MissingMetricError)."""
-        if key == self.weighted_by_key:
-            examples = "training" if hook == "aggregate_train" else "test"
-            return (
-                f"'{key}' is the client's number of local {examples} examples, the "
-                "aggregation weight (Flower's weighted_by_key); Flower's ClientApp "
-                "templates report it as 'num-examples', and weighted_by_key='<key>' "
-                "names another key."
-            )
-        if key == self.train_loss_key:
-            text = (
-                f"'{key}' is F_k(w^t), the mean loss of the received global model on the "
-                "client's local training split, measured before local training (a stock "
-                f"ClientApp's train_loss is measured during training). {FAIR_TRAIN} "
-                f"reports it as '{keys.LOSS_BEFORE_TRAINING}'"
-            )
-            if key == keys.TRAIN_LOSS:
-                return f"{text}; train_loss_key='{keys.LOSS_BEFORE_TRAINING}' reads that."
-            return (
-                f"{text}; or pass train_loss_key='train_loss' if your ClientApp's "
-                "train_loss is measured before local training."
-            )
-        known = {
-            keys.ACTIVATION: (
-                f"'{key}' is the mean penultimate-layer activation of the received global "
-                "model over the client's local data, by which Equitable FL clusters "
-                f"clients. {FAIR_TRAIN} reports it when the round's config asks for it "
-                f"('{keys.WANT_ACTIVATION}'); fairfl.client.activation_for_config "
-                "computes it in a ClientApp of your own."
-            ),
-            keys.RCFL_ETA: (
-                f"'{key}' is the client's dual variable eta after RC-FL's joint local "
-                f"steps on (w, eta). {FAIR_TRAIN} runs those steps when the round's config "
-                f"carries '{keys.RCFL_ALPHA}' and reports it."
-            ),
-            keys.EVAL_LOSS: (
-                f"'{key}' is the loss of the received global model on the client's local "
-                "test split (fairfl.client.evaluate computes it), reported by the "
-                "ClientApp's evaluate function."
-            ),
-            keys.EVAL_ACC: (
-                f"'{key}' is the accuracy, a fraction in [0, 1], of the received global "
-                "model on the client's local test split, from which the fairness metrics "
-                "are computed (fairfl.client.evaluate computes it), reported by the "
-                "ClientApp's evaluate function."
-            ),
-        }
-        return known.get(key, f"'{key}' is a metric {self.rule_name} reads from every reply.")
+        raise MissingMetricError(
+            missing_metric_message(hook, server_round, missing, self.rule_name, helps)
+        )
 
     def aggregate_train(
         self,
@@ -821,7 +567,7 @@ min_available_nodes
                 r.node_id: r.partition_id for r in accepted if r.partition_id is not None
             },
             dropped=dropped,
-            unanswered=self.unanswered("aggregate_train", messages),
+            unanswered=intake.unanswered("aggregate_train", messages, self.in_flight),
         )
         self.train_records[server_round] = record
         if self.loss_clip is not None:
@@ -856,8 +602,10 @@ min_available_nodes
             np.ascontiguousarray(value, dtype=dtype)
             for value, dtype in zip(new_arrays, layout.dtypes, strict=True)
         ]
-        contents = _contents_of(messages, [r.node_id for r in accepted])
-        metrics = self.app_metrics("aggregate_train", self.train_metrics_aggr_fn, contents)
+        contents = contents_of(messages, [r.node_id for r in accepted])
+        metrics = app_metrics(
+            "aggregate_train", self.train_metrics_aggr_fn, contents, self.weighted_by_key
+        )
         problem = global_model_problem(layout.keys, cast, self.max_abs_weight)
         if problem is not None:
             logger.warning(
@@ -869,12 +617,12 @@ min_available_nodes
             self.load_state_dict(state)
             record.skipped = f"the new global model {problem}"
             record.diagnostics["skipped-aggregate"] = 1
-            metrics.update(self.train_metrics(accepted, record))
+            metrics.update(round_metrics(len(accepted), record))
             return None, MetricRecord(metrics)
         arrays = ArrayRecord(
             {key: Array(value) for key, value in zip(layout.keys, cast, strict=True)}
         )
-        metrics.update(self.train_metrics(accepted, record))
+        metrics.update(round_metrics(len(accepted), record))
         return arrays, MetricRecord(metrics)
 
     def aggregate_without_rejected(
@@ -906,13 +654,7 @@ min_available_nodes
                 errors = {error.node_id: error for error in rejected.errors}
                 assert errors.keys() & {r.node_id for r in accepted}, "rejected no reply"
             for node, error in errors.items():
-                logger.warning(
-                    "aggregate_train: dropped reply from node %d: %s %s",
-                    node,
-                    error.field,
-                    error.reason,
-                )
-                record.dropped[node] = f"{error.field} {error.reason}"
+                intake.drop("aggregate_train", record.dropped, error, node)
                 record.partition_ids.pop(node, None)
             accepted = [r for r in accepted if r.node_id not in errors]
             record.accepted = [r.node_id for r in accepted]
@@ -924,47 +666,10 @@ min_available_nodes
     def value_errors(
         self, replies: list[TrainReply], squared_norms: NDArray[np.float64]
     ) -> list[ReplyError]:
-        """The reader's error for each reply whose array values break the contract.
-
-        ``max |w| <= ‖w‖``: an array whose norm is finite and, with a margin for its
-        rounding, within ``max_abs_weight`` is good. Any other array (rare: a NaN/Inf, a
-        huge value, or an array whose norm alone exceeds the bound) goes through
-        :func:`fairfl.contract.check_array_values`, the reader's own check.
-
-        Parameters
-        ----------
-        replies : list[TrainReply]
-            Replies read without their value check (:attr:`checks_array_values`).
-        squared_norms : NDArray[np.float64]
-            ``‖w‖²`` of each reply's arrays, shape (replies, arrays)
-            (:func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms`).
-
-        Returns
-        -------
-        list[ReplyError]
-            For each reply with a NaN/Inf or a ``|value| > max_abs_weight``, the error
-            of :func:`fairfl.contract.check_array_values` on its first such array: the
-            reason the reader gives.
-        """
+        """The reader's error for each reply whose values are bad (:func:`intake.value_errors`)."""
         assert self.current_arrays is not None  # set by configure_train
         array_keys = list(self.current_arrays.keys())
-        bad = ~np.isfinite(squared_norms)
-        if self.max_abs_weight is not None:
-            with np.errstate(invalid="ignore"):
-                # max |w| <= ‖w‖ (1 + ε) for the rounded norm; 1 % covers ε of any float.
-                bad |= np.sqrt(squared_norms) * 1.01 > self.max_abs_weight
-        errors: list[ReplyError] = []
-        for client in np.flatnonzero(bad.any(axis=1)):
-            reply = replies[client]
-            for index in np.flatnonzero(bad[client]):
-                try:
-                    check_array_values(
-                        reply.node_id, array_keys[index], reply.arrays[index], self.max_abs_weight
-                    )
-                except ReplyError as error:
-                    errors.append(error)
-                    break
-        return errors
+        return intake.value_errors(replies, squared_norms, array_keys, self.max_abs_weight)
 
     def sampled_replies(self, accepted: list[TrainReply]) -> list[TrainReply]:
         """The replies as the rule weighs them under the round's sampling.
@@ -982,42 +687,6 @@ min_available_nodes
         if not self.size_sampler.drawn:
             return accepted
         return [replace(reply, num_examples=1) for reply in accepted]
-
-    def app_metrics(
-        self, hook: str, aggregate: MetricsAggregation, contents: list[RecordDict]
-    ) -> dict[str, Any]:
-        """The app's own metrics of the accepted replies, as Flower's FedAvg returns them.
-
-        ``aggregate`` is ``train_metrics_aggr_fn`` or ``evaluate_metrics_aggr_fn``. If it
-        raises (e.g. an app metric that is a float in one reply and a list in another),
-        a WARNING names the error and no app metric is reported.
-        """
-        try:
-            return dict(aggregate(contents, self.weighted_by_key))
-        except (ArithmeticError, KeyError, TypeError, ValueError) as error:
-            logger.warning(
-                "%s: the replies' own metrics could not be aggregated (%s: %s); "
-                "reporting fairfl's metrics only",
-                hook,
-                type(error).__name__,
-                error,
-            )
-            return {}
-
-    def train_metrics(
-        self, accepted: list[TrainReply], record: TrainRoundRecord
-    ) -> dict[str, MetricValue]:
-        """The rule's part of the round's MetricRecord: reply counts and diagnostics."""
-        metrics: dict[str, MetricValue] = {
-            "num-replies": len(accepted),
-            "dropped-replies": len(record.dropped),
-        }
-        for name, value in record.diagnostics.items():
-            if isinstance(value, bool):
-                metrics[name] = int(value)
-            elif isinstance(value, int | float) and np.isfinite(value):
-                metrics[name] = value
-        return metrics
 
     @abstractmethod
     def aggregate(
@@ -1051,37 +720,11 @@ min_available_nodes
         if not self.evaluates_in(server_round):
             return None
         messages = list(replies)
-        kept: dict[int, EvaluateReply] = {}
-        dropped: dict[int, str] = {}
-        missing: dict[int, str] = {}
-        answered: set[int] = set()
-        for message in messages:
-            node_id = self.reply_node(message)
-            if not message.has_error():
-                answered.add(node_id)
-            try:
-                reply = read_evaluate_reply(message, weight_key=self.weighted_by_key)
-            except ReplyError as error:
-                logger.warning(
-                    "aggregate_evaluate: dropped reply from node %d: %s %s",
-                    node_id,
-                    error.field,
-                    error.reason,
-                )
-                dropped[node_id] = f"{error.field} {error.reason}"
-                if error.missing_key is not None:
-                    missing[node_id] = error.missing_key
-                continue
-            if node_id in kept:
-                reason = "duplicate reply from the same node in one round"
-                logger.warning(
-                    "aggregate_evaluate: dropped reply from node %d: %s", node_id, reason
-                )
-                dropped[node_id] = reason
-                kept.pop(node_id)
-                continue
-            kept[node_id] = reply
-        self.check_missing_metrics("aggregate_evaluate", server_round, answered, missing)
+        read = partial(read_evaluate_reply, weight_key=self.weighted_by_key)
+        read_round = intake.read_replies("aggregate_evaluate", messages, self.in_flight, read)
+        self.check_missing_metrics("aggregate_evaluate", server_round, read_round)
+        kept: dict[int, EvaluateReply] = read_round.accepted
+        dropped = read_round.dropped
         # In client-key order, like train replies: the same sums whatever the node ids.
         results = sorted(
             (reply for node, reply in kept.items() if node not in dropped),
@@ -1089,12 +732,16 @@ min_available_nodes
         )
         self.evaluations[server_round] = results
         self.evaluation_drops[server_round] = dropped
-        self.evaluation_unanswered[server_round] = self.unanswered("aggregate_evaluate", messages)
+        self.evaluation_unanswered[server_round] = intake.unanswered(
+            "aggregate_evaluate", messages, self.in_flight
+        )
         if not results:
             logger.warning("aggregate_evaluate: round %d has no usable reply", server_round)
             return None
-        contents = _contents_of(messages, [r.node_id for r in results])
-        metrics = self.app_metrics("aggregate_evaluate", self.evaluate_metrics_aggr_fn, contents)
+        contents = contents_of(messages, [r.node_id for r in results])
+        metrics = app_metrics(
+            "aggregate_evaluate", self.evaluate_metrics_aggr_fn, contents, self.weighted_by_key
+        )
         counts = np.array([r.num_examples for r in results], dtype=np.float64)
         metrics[keys.EVAL_LOSS] = float(
             np.dot(counts, [r.eval_loss for r in results]) / counts.sum()
@@ -1180,56 +827,3 @@ class ReweightedStrategy(FairStrategy):
         if errors:
             raise RejectedRepliesError(errors)
         return new_arrays
-
-
-def aggregate_app_metrics(records: list[RecordDict], weighted_by_key: str) -> MetricRecord:
-    """Flower's weighted average of the replies' metrics, less fairfl's per-client reports.
-
-    :func:`flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords` (FedAvg's
-    default) over copies of the replies without :data:`CLIENT_REPORT_KEYS`: every app
-    metric (``train_loss``, ``eval_acc``, ``my-metric``), weighted by
-    ``weighted_by_key``, which is left out.
-    """
-    stripped = [
-        RecordDict(
-            {
-                name: MetricRecord(
-                    {k: v for k, v in metrics.items() if k not in CLIENT_REPORT_KEYS}
-                )
-                for name, metrics in record.metric_records.items()
-            }
-        )
-        for record in records
-    ]
-    return aggregate_metricrecords(stripped, weighted_by_key)
-
-
-def _contents_of(messages: list[Message], nodes: list[int]) -> list[RecordDict]:
-    """The contents of the replies of ``nodes`` (accepted, so one each), in that order."""
-    by_node = {int(m.metadata.src_node_id): m.content for m in messages if not m.has_error()}
-    return [by_node[node] for node in nodes]
-
-
-def global_model_problem(
-    array_keys: Iterable[str], arrays: Iterable[NDArray], max_abs_weight: float | None
-) -> str | None:
-    """What is wrong with a new global model, or ``None``: NaN/Inf or ``|w| > max_abs_weight``.
-
-    Checks the arrays as they would be sent (in the model's dtype, so a float64 value
-    that overflows float32 counts as Inf). The reason names the array and the largest
-    ``|w|`` (``has |w| 3.2e+07 > max_abs_weight 1e+06 in 'fc.weight'``).
-    """
-    worst: tuple[float, str] | None = None
-    for key, array in zip(array_keys, arrays, strict=True):
-        if not np.issubdtype(array.dtype, np.floating) or array.size == 0:
-            continue
-        low, high = float(array.min()), float(array.max())  # NaN if any element is
-        if not (np.isfinite(low) and np.isfinite(high)):
-            bad = "NaN" if np.isnan(array).any() else "Inf"
-            return f"is not finite ({bad} in {key!r})"
-        peak = max(-low, high)
-        if worst is None or peak > worst[0]:
-            worst = (peak, key)
-    if worst is not None and max_abs_weight is not None and worst[0] > max_abs_weight:
-        return f"has |w| {worst[0]:.6g} > max_abs_weight {max_abs_weight:g} in {worst[1]!r}"
-    return None

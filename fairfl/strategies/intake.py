@@ -1,0 +1,181 @@
+"""Reply intake: one pass over a phase's replies that validates each one alone.
+
+For train and evaluate alike, :func:`read_replies` reads every reply with the contract's
+reader, and returns what was accepted, what was dropped (with the reader's reason), which
+replies lacked a metric the rule needs and which nodes answered at all. A bad reply is
+logged with its node and reason and dropped; the round goes on with the rest. Error replies
+the SuperLink writes for a node it cannot reach are mapped back to that node
+(:func:`reply_node`), and nodes that sent nothing are listed (:func:`unanswered`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+from flwr.app import Message
+from numpy.typing import NDArray
+
+from fairfl._compat import SERVER_NODE_ID
+from fairfl.contract import ReplyError, TrainReply, check_array_values
+
+logger = logging.getLogger(__name__)
+
+ReplyT = TypeVar("ReplyT")
+
+
+@dataclass
+class Intake(Generic[ReplyT]):
+    """What one phase's replies gave.
+
+    Attributes
+    ----------
+    accepted : dict[int, ReplyT]
+        The validated replies by node id (a node that sent two has none here).
+    dropped : dict[int, str]
+        Why each dropped reply was rejected, by node id.
+    missing : dict[int, str]
+        The metric key each reply dropped for lacking one lacked, by node id.
+    answered : set[int]
+        Nodes that sent a reply that is not an error.
+    """
+
+    accepted: dict[int, ReplyT] = field(default_factory=dict)
+    dropped: dict[int, str] = field(default_factory=dict)
+    missing: dict[int, str] = field(default_factory=dict)
+    answered: set[int] = field(default_factory=set)
+
+
+def reply_node(message: Message, in_flight: Sequence[Message]) -> int:
+    """The node a reply is about: its sender, or the node an error reply stands in for.
+
+    For a node it cannot reach (heartbeats lapsed) the SuperLink answers itself, an
+    error reply from node 1 (the SuperLink) to the instruction's message id; that is
+    mapped back to the instruction's node (the Grid sets the message ids of the
+    messages the strategy returned when it pushes them).
+    """
+    node = int(message.metadata.src_node_id)
+    if node != SERVER_NODE_ID or not message.has_error():
+        return node
+    instruction = message.metadata.reply_to_message_id
+    for sent in in_flight:
+        if instruction and sent.metadata.message_id == instruction:
+            return int(sent.metadata.dst_node_id)
+    return node
+
+
+def unanswered(hook: str, replies: Iterable[Message], in_flight: Sequence[Message]) -> list[int]:
+    """The nodes sent a message this phase that sent nothing back, sorted.
+
+    Flower's Grid returns only the replies that came before the round's timeout (a
+    straggler, a node that died before the SuperLink noticed): these nodes make
+    each round's record add up, sampled = accepted + dropped + unanswered.
+    """
+    heard = {reply_node(message, in_flight) for message in replies}
+    missing = sorted({int(sent.metadata.dst_node_id) for sent in in_flight} - heard)
+    if missing:
+        logger.warning(
+            "%s: no reply from node(s) %s before the phase ended (round-timeout)",
+            hook,
+            ", ".join(map(str, missing)),
+        )
+    return missing
+
+
+def read_replies(
+    hook: str,
+    messages: Iterable[Message],
+    in_flight: Sequence[Message],
+    read: Callable[[Message], ReplyT],
+) -> Intake[ReplyT]:
+    """Validate each reply alone with ``read``; drop a bad one, and both of a node's two.
+
+    Parameters
+    ----------
+    hook : str
+        ``"aggregate_train"`` or ``"aggregate_evaluate"``, for the log lines.
+    messages : Iterable[Message]
+        The phase's replies.
+    in_flight : Sequence[Message]
+        The messages sent this phase (:func:`reply_node`).
+    read : Callable[[Message], ReplyT]
+        The contract's reader with the rule's settings; raises :class:`ReplyError`.
+    """
+    intake: Intake[ReplyT] = Intake()
+    for message in messages:
+        node_id = reply_node(message, in_flight)
+        if not message.has_error():
+            intake.answered.add(node_id)
+        if node_id in intake.accepted or node_id in intake.dropped:
+            reason = "duplicate reply from the same node in one round"
+            logger.warning("%s: dropped reply from node %d: %s", hook, node_id, reason)
+            intake.accepted.pop(node_id, None)
+            intake.dropped[node_id] = reason
+            continue
+        try:
+            intake.accepted[node_id] = read(message)
+        except ReplyError as error:
+            drop(hook, intake.dropped, error, node_id)
+            if error.missing_key is not None:
+                intake.missing[node_id] = error.missing_key
+    return intake
+
+
+def drop(hook: str, dropped: dict[int, str], error: ReplyError, node_id: int) -> None:
+    """Log and record a reply the reader (or a value pass) rejected, under ``node_id``."""
+    logger.warning(
+        "%s: dropped reply from node %d: %s %s", hook, node_id, error.field, error.reason
+    )
+    dropped[node_id] = f"{error.field} {error.reason}"
+
+
+def value_errors(
+    replies: Sequence[TrainReply],
+    squared_norms: NDArray[np.float64],
+    array_keys: Sequence[str],
+    max_abs_weight: float | None,
+) -> list[ReplyError]:
+    """The reader's error for each reply whose array values break the contract.
+
+    ``max |w| <= ‖w‖``: an array whose norm is finite and, with a margin for its
+    rounding, within ``max_abs_weight`` is good. Any other array (rare: a NaN/Inf, a
+    huge value, or an array whose norm alone exceeds the bound) goes through
+    :func:`fairfl.contract.check_array_values`, the reader's own check.
+
+    Parameters
+    ----------
+    replies : Sequence[TrainReply]
+        Replies read without their value check.
+    squared_norms : NDArray[np.float64]
+        ``‖w‖²`` of each reply's arrays, shape (replies, arrays).
+    array_keys : Sequence[str]
+        The model's array names, in order.
+    max_abs_weight : float | None
+        The bound on ``|w|`` (``None``: only NaN/Inf are bad).
+
+    Returns
+    -------
+    list[ReplyError]
+        For each reply with a NaN/Inf or a ``|value| > max_abs_weight``, the error of
+        :func:`fairfl.contract.check_array_values` on its first such array.
+    """
+    bad = ~np.isfinite(squared_norms)
+    if max_abs_weight is not None:
+        with np.errstate(invalid="ignore"):
+            # max |w| <= ‖w‖ (1 + ε) for the rounded norm; 1 % covers ε of any float.
+            bad |= np.sqrt(squared_norms) * 1.01 > max_abs_weight
+    errors: list[ReplyError] = []
+    for client in np.flatnonzero(bad.any(axis=1)):
+        reply = replies[int(client)]
+        for index in np.flatnonzero(bad[client]):
+            try:
+                check_array_values(
+                    reply.node_id, array_keys[int(index)], reply.arrays[index], max_abs_weight
+                )
+            except ReplyError as error:
+                errors.append(error)
+                break
+    return errors

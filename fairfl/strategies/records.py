@@ -1,0 +1,156 @@
+"""What a round records: its :class:`TrainRoundRecord`, the metrics returned to Flower.
+
+The orchestrator (:class:`~fairfl.strategies.base.FairStrategy`) keeps one record per
+training round for results files and diagnostics, and returns the metrics built here:
+the app's own (Flower's weighted average, :func:`aggregate_app_metrics`), the round's reply
+counts and the rule's diagnostics (:func:`round_metrics`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from flwr.app import Message, MetricRecord, RecordDict
+from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+from numpy.typing import NDArray
+
+from fairfl.contract import keys
+
+logger = logging.getLogger(__name__)
+
+MetricValue = int | float | list[float] | list[int]
+MetricsAggregation = Callable[[list[RecordDict], str], MetricRecord]
+
+#: Per-client reports of the wire contract that a weighted average makes meaningless (a
+#: mean node's activation, partition id, h_k or η): left out of the app's metrics.
+CLIENT_REPORT_KEYS: tuple[str, ...] = (
+    keys.ACTIVATION,
+    keys.PARTITION_ID,
+    keys.QFFL_H,
+    keys.RCFL_ETA,
+)
+
+
+@dataclass
+class TrainRoundRecord:
+    """What one training round did, kept per round for results files and diagnostics.
+
+    Attributes
+    ----------
+    accepted : list[int]
+        Node ids whose replies were aggregated, in aggregation order (sorted).
+    partition_ids : dict[int, int]
+        Partition id of each accepted node that sent one.
+    dropped : dict[int, str]
+        Reason each dropped reply was rejected, by node id.
+    unanswered : list[int]
+        Node ids sent a training message that sent no reply before the round ended.
+    weights : dict[int, float]
+        The aggregation weight λ_i of each accepted node, for rules that have one.
+    diagnostics : dict[str, Any]
+        Rule-specific scalars (e.g. ``beta-max``, ``negative-weights``).
+    skipped : str | None
+        Why the round kept the previous global model although replies were accepted
+        (the new one was not finite or broke ``max_abs_weight``); ``None`` otherwise.
+    """
+
+    accepted: list[int] = field(default_factory=list)
+    partition_ids: dict[int, int] = field(default_factory=dict)
+    dropped: dict[int, str] = field(default_factory=dict)
+    unanswered: list[int] = field(default_factory=list)
+    weights: dict[int, float] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None
+
+
+def round_metrics(num_replies: int, record: TrainRoundRecord) -> dict[str, MetricValue]:
+    """The rule's part of the round's MetricRecord: reply counts and finite diagnostics."""
+    metrics: dict[str, MetricValue] = {
+        "num-replies": num_replies,
+        "dropped-replies": len(record.dropped),
+    }
+    for name, value in record.diagnostics.items():
+        if isinstance(value, bool):
+            metrics[name] = int(value)
+        elif isinstance(value, int | float) and np.isfinite(value):
+            metrics[name] = value
+    return metrics
+
+
+def app_metrics(
+    hook: str, aggregate: MetricsAggregation, contents: list[RecordDict], weighted_by_key: str
+) -> dict[str, Any]:
+    """The app's own metrics of the accepted replies, as Flower's FedAvg returns them.
+
+    ``aggregate`` is ``train_metrics_aggr_fn`` or ``evaluate_metrics_aggr_fn``. If it
+    raises (e.g. an app metric that is a float in one reply and a list in another),
+    a WARNING names the error and no app metric is reported.
+    """
+    try:
+        return dict(aggregate(contents, weighted_by_key))
+    except (ArithmeticError, KeyError, TypeError, ValueError) as error:
+        logger.warning(
+            "%s: the replies' own metrics could not be aggregated (%s: %s); "
+            "reporting fairfl's metrics only",
+            hook,
+            type(error).__name__,
+            error,
+        )
+        return {}
+
+
+def aggregate_app_metrics(records: list[RecordDict], weighted_by_key: str) -> MetricRecord:
+    """Flower's weighted average of the replies' metrics, less fairfl's per-client reports.
+
+    :func:`flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords` (FedAvg's
+    default) over copies of the replies without :data:`CLIENT_REPORT_KEYS`: every app
+    metric (``train_loss``, ``eval_acc``, ``my-metric``), weighted by
+    ``weighted_by_key``, which is left out.
+    """
+    stripped = [
+        RecordDict(
+            {
+                name: MetricRecord(
+                    {k: v for k, v in metrics.items() if k not in CLIENT_REPORT_KEYS}
+                )
+                for name, metrics in record.metric_records.items()
+            }
+        )
+        for record in records
+    ]
+    return aggregate_metricrecords(stripped, weighted_by_key)
+
+
+def contents_of(messages: list[Message], nodes: list[int]) -> list[RecordDict]:
+    """The contents of the replies of ``nodes`` (accepted, so one each), in that order."""
+    by_node = {int(m.metadata.src_node_id): m.content for m in messages if not m.has_error()}
+    return [by_node[node] for node in nodes]
+
+
+def global_model_problem(
+    array_keys: Iterable[str], arrays: Iterable[NDArray[Any]], max_abs_weight: float | None
+) -> str | None:
+    """What is wrong with a new global model, or ``None``: NaN/Inf or ``|w| > max_abs_weight``.
+
+    Checks the arrays as they would be sent (in the model's dtype, so a float64 value
+    that overflows float32 counts as Inf). The reason names the array and the largest
+    ``|w|`` (``has |w| 3.2e+07 > max_abs_weight 1e+06 in 'fc.weight'``).
+    """
+    worst: tuple[float, str] | None = None
+    for key, array in zip(array_keys, arrays, strict=True):
+        if not np.issubdtype(array.dtype, np.floating) or array.size == 0:
+            continue
+        low, high = float(array.min()), float(array.max())  # NaN if any element is
+        if not (np.isfinite(low) and np.isfinite(high)):
+            bad = "NaN" if np.isnan(array).any() else "Inf"
+            return f"is not finite ({bad} in {key!r})"
+        peak = max(-low, high)
+        if worst is None or peak > worst[0]:
+            worst = (peak, key)
+    if worst is not None and max_abs_weight is not None and worst[0] > max_abs_weight:
+        return f"has |w| {worst[0]:.6g} > max_abs_weight {max_abs_weight:g} in {worst[1]!r}"
+    return None
