@@ -91,6 +91,7 @@ __all__ = [
     "global_model_problem",
 ]
 
+
 class FairStrategy(FlowerFedAvg):
     """Base class of the fairfl rules (Flower Message API).
 
