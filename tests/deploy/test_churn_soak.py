@@ -1,18 +1,22 @@
-"""Churn soak: a 50-round deployed run in which SuperNodes leave and rejoin.
+"""Churn: deployed runs in which SuperNodes leave and rejoin.
 
 Three SuperNodes (``deploy/localfed.py``: network namespaces, TLS, SuperNode
-authentication) train AFL, whose per-client λ must survive every absence, for
-``ROUNDS`` rounds. A seeded schedule sends one node at a time away for a few rounds:
-most leave gracefully (SIGTERM: the SuperNode deactivates itself), one crashes (SIGKILL:
-the SuperLink notices when its heartbeats lapse); each comes back under its own key,
-so with its old node id. At the end every round's record adds up (sampled = answered +
-dropped, for training and evaluation), each absence shows in the rounds it covers,
-every node trains again after it returns under its old node id, the checkpoint and the
-final model load, the ledger of ``rounds.jsonl`` holds, λ keeps one entry per client on
-the simplex, and λ and the model equal, bit for bit, those of the in-process runner with
-each node silent exactly where the deployed one did not answer (nothing lost, nothing
-applied twice). No process or namespace is left. The run is bounded (``RUN_TIMEOUT``)
-and ends itself.
+authentication) train AFL, whose per-client λ must survive every absence. A schedule
+sends one node at a time away for a few rounds: a graceful leave (SIGTERM: the SuperNode
+deactivates itself) and a crash (SIGKILL: the SuperLink notices when its heartbeats
+lapse); each comes back under its own key, so with its old node id. At the end every
+round's record adds up (sampled = answered + dropped, for training and evaluation; a
+round in which nobody evaluated has ``num-clients`` 0), each absence shows in the rounds
+it covers, every node trains again after it returns under its old node id, the
+checkpoint and the final model load, the ledger of ``rounds.jsonl`` holds, λ keeps one
+entry per client on the simplex, and λ and the model equal, bit for bit, those of the
+in-process runner with each node silent exactly where the deployed one did not answer
+(nothing lost, nothing applied twice). No process or namespace is left.
+
+Two sizes (issue 41): the short churn test (12 rounds, one leave and one crash) runs in
+CI; the soak (50 rounds, four seeded absences, about 15 minutes on an idle machine) only
+with ``-m soak``. Their waits follow the machine: a calibration round on the federation
+(:mod:`pacing`) sets the round-timeout and the run's limit.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import subprocess
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,7 @@ import numpy as np
 import pytest
 from flwr.app import Message
 from localfed import LocalFederation, app_run_config, read_rounds, why_no_proxy
+from pacing import calibrate
 
 from fairfl.server.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from fairfl.simulation import run_inprocess
@@ -40,31 +46,43 @@ from fairfl.telemetry.ledger import verify_ledger
 pytestmark = pytest.mark.deployment
 
 N_SUPERNODES = 3
-ROUNDS = 50
 SEED = 2026
-RUN_TIMEOUT = 1500.0  # the whole run; about 7-15 s a round here
+#: A crashed node's message is answered by Flower once its heartbeats lapse (<= 60 s).
+HEARTBEAT_LAPSE = 60.0
 
-OVERRIDES: dict[str, Any] = {
-    "strategy": "afl",
-    "num-server-rounds": ROUNDS,
-    "num-partitions": N_SUPERNODES,
-    "local-epochs": 1,
-    # Evaluation every 10 rounds (and the last): a soak of rounds, not of evaluations.
-    "evaluate-every": 10,
-    # Sample whoever is connected; never wait for a node that is away.
-    "min-available-nodes": 1,
-    # A backstop: a crashed node's message is answered by Flower once its heartbeats
-    # lapse (<= 60 s).
-    "round-timeout": 120.0,
-    "seed": 5,
-}
+#: (node index, leave after round, return after round, how)
+Absence = tuple[int, int, int, str]
 
 
-def churn_schedule(seed: int) -> list[tuple[int, int, int, str]]:
-    """Seeded absences: (node index, leave after round, return after round, how).
+@dataclass(frozen=True)
+class Churn:
+    """One churn run: its rounds, how often it evaluates, and who is away when."""
 
-    Four absences of 2-5 rounds, one node away at a time, spread over the run; the
-    second is a crash, the others graceful leaves.
+    rounds: int
+    evaluate_every: int
+    schedule: list[Absence]
+
+    def overrides(self, round_timeout: float) -> dict[str, Any]:
+        return {
+            "strategy": "afl",
+            "num-server-rounds": self.rounds,
+            "num-partitions": N_SUPERNODES,
+            "local-epochs": 1,
+            # A run of rounds, not of evaluations; the last round always evaluates.
+            "evaluate-every": self.evaluate_every,
+            # Sample whoever is connected; never wait for a node that is away.
+            "min-available-nodes": 1,
+            # A backstop for a lost reply; a crashed node's message is answered by Flower
+            # once its heartbeats lapse.
+            "round-timeout": round_timeout,
+            "seed": 5,
+        }
+
+
+def churn_schedule(seed: int, rounds: int = 50) -> list[Absence]:
+    """Seeded absences of the soak: four of 2-5 rounds, one node away at a time.
+
+    Spread over the run; the second is a crash, the others graceful leaves.
     """
     rng = random.Random(seed)
     schedule = []
@@ -75,15 +93,32 @@ def churn_schedule(seed: int) -> list[tuple[int, int, int, str]]:
         how = "crash" if k == 1 else "leave"
         schedule.append((rng.randrange(N_SUPERNODES), leave, back, how))
         start = back + 5
-    assert schedule[-1][2] < ROUNDS - 3, schedule
+    assert schedule[-1][2] < rounds - 3, schedule
     return schedule
 
 
+#: CI's churn: a leave and a crash, each 3 rounds away (one round of margin for a slow
+#: leave or restart), and 4 rounds after the last return for every node to train again.
+SHORT = Churn(rounds=12, evaluate_every=4, schedule=[(0, 1, 4, "leave"), (2, 5, 8, "crash")])
+#: The soak: 50 rounds, four seeded absences.
+SOAK = Churn(rounds=50, evaluate_every=10, schedule=churn_schedule(SEED))
+
+
+def test_short_churn(tmp_path: Path, record_property) -> None:
+    run_churn(SHORT, tmp_path, record_property)
+
+
+@pytest.mark.soak
 def test_churn_soak(tmp_path: Path, record_property) -> None:
+    run_churn(SOAK, tmp_path, record_property)
+
+
+def run_churn(churn: Churn, tmp_path: Path, record_property) -> None:
+    """Run ``churn`` on a fresh federation, drive its absences, check what it left."""
     reason = why_no_proxy()
     if reason is not None:
         pytest.skip(reason)
-    schedule = churn_schedule(SEED)
+    schedule = churn.schedule
     print(f"schedule (node, leave after, back after, how): {schedule}")
     network = os.environ.get("FAIRFL_DEPLOY_NETWORK", "auto")
     started = time.monotonic()
@@ -91,20 +126,26 @@ def test_churn_soak(tmp_path: Path, record_property) -> None:
     with fed:
         if fed.mode != "netns":
             warnings.warn(f"ran on loopback: {fed.fallback_reason}", stacklevel=1)
-        out_dir = fed.out_dir("soak")
+        pace = calibrate(fed, churn.overrides(0.0))
+        overrides = churn.overrides(pace.round_timeout())
+        crashes = sum(how == "crash" for _, _, _, how in schedule)
+        # Each absence also waits for the node's restart (at most its ready timeout).
+        extra = crashes * HEARTBEAT_LAPSE + len(schedule) * fed.ready_timeout
+        run_timeout = pace.run_timeout(churn.rounds, extra=extra, ceiling=4 * 3600.0)
+        out_dir = fed.out_dir("churn")
         finished: list[subprocess.CompletedProcess] = []
         runner = threading.Thread(
             target=lambda: finished.append(
-                fed.submit_run(OVERRIDES, name="soak", timeout=RUN_TIMEOUT)
+                fed.submit_run(overrides, name="churn", timeout=run_timeout)
             ),
             daemon=True,
         )
         runner.start()
         pending = list(schedule)
-        away: dict[int, tuple[int, int, int, str]] = {}
+        away: dict[int, Absence] = {}
         # (event, node index, rounds logged when it began, rounds logged when it ended)
         happened: list[tuple[str, int, int, int]] = []
-        deadline = time.monotonic() + RUN_TIMEOUT + 60
+        deadline = time.monotonic() + run_timeout + 60
         while runner.is_alive() and time.monotonic() < deadline:
             logged = len(read_rounds(out_dir))
             if pending and not away and logged >= pending[0][1]:
@@ -123,7 +164,7 @@ def test_churn_soak(tmp_path: Path, record_property) -> None:
                     happened.append(("rejoin", index, logged, len(read_rounds(out_dir))))
             time.sleep(0.3)
         runner.join(timeout=5)
-        assert finished, f"the soak did not end in {RUN_TIMEOUT}s\n{fed.log_tails()}"
+        assert finished, f"the churn run did not end in {run_timeout:.0f}s\n{fed.log_tails()}"
         assert finished[0].returncode == 0, fed.log_tails()
         namespaces = list(fed.namespaces)
         pids = [p.popen.pid for p in fed.procs]
@@ -136,16 +177,24 @@ def test_churn_soak(tmp_path: Path, record_property) -> None:
     print(f"events (event, node, rounds logged at start and end): {happened}; {wall:.0f}s")
     record_property("events", json.dumps(happened))
     assert len(happened) == 2 * len(schedule), happened
-    check_soak(out_dir, happened, tmp_path / "inprocess")
+    check_churn(churn, overrides, out_dir, happened, tmp_path / "inprocess")
 
 
-def check_soak(out_dir: Path, happened: list[tuple[str, int, int, int]], scratch: Path) -> None:
-    """The soak's checks on its out-dir and the churn events that happened."""
+def check_churn(
+    churn: Churn,
+    overrides: dict[str, Any],
+    out_dir: Path,
+    happened: list[tuple[str, int, int, int]],
+    scratch: Path,
+) -> None:
+    """The checks on a churn run's out-dir and the churn events that happened."""
     lines = read_rounds(out_dir)
-    assert [line["round"] for line in lines] == list(range(1, ROUNDS + 1))
-    # Round 1 trains every node (nobody is away yet); it is not an evaluation round.
-    partition_of = {w["node_id"]: w["partition_id"] for w in lines[0]["train"]["weights"]}
-    assert sorted(partition_of.values()) == list(range(N_SUPERNODES)), lines[0]
+    assert [line["round"] for line in lines] == list(range(1, churn.rounds + 1))
+    # Every node trained in some round (and does in the last, checked below).
+    partition_of = {
+        w["node_id"]: w["partition_id"] for line in lines for w in line["train"]["weights"]
+    }
+    assert sorted(partition_of.values()) == list(range(N_SUPERNODES)), partition_of
     node_of = {p: n for n, p in partition_of.items()}
     for line in lines:
         sampled = line["sampled"]
@@ -158,8 +207,9 @@ def check_soak(out_dir: Path, happened: list[tuple[str, int, int, int]], scratch
         evaluated = {c["node_id"] for c in line["clients"]}
         eval_dropped = set(map(int, line["evaluate_dropped"]))
         assert len(evaluated | eval_dropped) == sampled["evaluate"], line
-        if sampled["evaluate"]:
-            assert line["metrics"]["num-clients"] == len(evaluated), line
+        # The same record in every round: the count is there when nobody evaluated.
+        assert line["metrics"]["num-clients"] == len(evaluated), line
+        if evaluated:
             for name in ("acc-mean", "acc-worst-10", "loss-mean"):
                 assert math.isfinite(line["metrics"][name]), (name, line)
         weights = [w["weight"] for w in line["train"]["weights"]]
@@ -192,7 +242,7 @@ def check_soak(out_dir: Path, happened: list[tuple[str, int, int, int]], scratch
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary
     checkpoint = load_checkpoint(out_dir / CHECKPOINT_FILE)
-    assert checkpoint.server_round == ROUNDS
+    assert checkpoint.server_round == churn.rounds
     lambdas = checkpoint.strategy_state["lambdas"]
     assert set(lambdas) == {str(p) for p in range(N_SUPERNODES)}, lambdas
     assert sum(lambdas.values()) == pytest.approx(1.0) and min(lambdas.values()) >= 0
@@ -215,7 +265,7 @@ def check_soak(out_dir: Path, happened: list[tuple[str, int, int, int]], scratch
         return None if key in silent else reply
 
     outcome = run_inprocess(
-        app_run_config({**OVERRIDES, "out-dir": str(scratch)}),
+        app_run_config({**overrides, "out-dir": str(scratch)}),
         node_configs={
             node: {"partition-id": p, "num-partitions": N_SUPERNODES, "device": "cpu"}
             for node, p in partition_of.items()
@@ -228,6 +278,6 @@ def check_soak(out_dir: Path, happened: list[tuple[str, int, int, int]], scratch
     times = [0.0] + [line["wall_time"] for line in lines]
     durations = np.diff(times)
     print(
-        f"{ROUNDS} rounds in {times[-1]:.0f}s: median {np.median(durations):.1f}s, "
+        f"{churn.rounds} rounds in {times[-1]:.0f}s: median {np.median(durations):.1f}s, "
         f"max {durations.max():.1f}s a round"
     )
