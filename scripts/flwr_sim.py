@@ -6,6 +6,8 @@ stops the SuperLink it started by PID (Flower's managed local SuperLink would ot
 stay alive in the background). The logic lives in `fairfl.simulation.engine`.
 
 Usage: python scripts/flwr_sim.py --supernodes 20 -c "num-server-rounds=20 out-dir='...'"
+On a running Ray cluster: add --ray-address HOST:PORT (default: $RAY_ADDRESS); the
+cluster is recorded in the out-dir's cluster.json (docs/site/howto/run-on-a-ray-cluster.md).
 
 Exit codes: 0 the run completed (its own summary is printed, with its run id); 1 it
 failed or wrote no summary of its own; 2 bad arguments; 124 --timeout passed; 130/143

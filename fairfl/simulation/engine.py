@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import math
 import os
@@ -268,6 +269,119 @@ def run_out_dir(run_config: str, app: Path) -> Path:
     return path if path.is_absolute() else app / path
 
 
+#: The environment variable through which Ray finds a running cluster.
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
+
+#: ``ray.init`` arguments Ray refuses when it connects to an existing cluster.
+CLUSTER_OWNED_INIT_ARGS = ("num_cpus", "num_gpus")
+
+
+def federation_config(
+    supernodes: int,
+    cpus_per_client: float,
+    gpus_per_client: float = 0.0,
+    init_args: Mapping[str, Any] | None = None,
+    *,
+    attached: bool = False,
+) -> str:
+    """``flwr run --federation-config`` of a simulation: nodes, client resources, init args.
+
+    Raises
+    ------
+    ValueError
+        If a resource is negative, or ``attached`` and ``init_args`` set ``num_cpus`` or
+        ``num_gpus`` (Ray fails such a run: "When connecting to an existing cluster,
+        num_cpus and num_gpus must not be provided", and ``flwr run`` still exits 0).
+    """
+    if supernodes < 1:
+        raise ValueError(f"supernodes must be at least 1, got {supernodes}")
+    if cpus_per_client <= 0 or gpus_per_client < 0:
+        raise ValueError(
+            "client resources must be positive CPUs and non-negative GPUs, got "
+            f"cpus={cpus_per_client}, gpus={gpus_per_client}"
+        )
+    parts = [f"num-supernodes={supernodes}", f"client-resources-num-cpus={cpus_per_client:g}"]
+    if gpus_per_client > 0:
+        parts.append(f"client-resources-num-gpus={gpus_per_client:g}")
+    for name, value in (init_args or {}).items():
+        key = name.replace("-", "_")
+        if attached and key in CLUSTER_OWNED_INIT_ARGS:
+            raise ValueError(
+                f"init arg {name} cannot be set when attaching to a Ray cluster: the "
+                "cluster's own resources are used (leave it out, or drop --ray-address)"
+            )
+        parts.append(toml_overrides({f"init-args-{key.replace('_', '-')}": value}))
+    return " ".join(parts)
+
+
+def parse_init_args(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings as init args; values are TOML scalars (``4``, ``true``, ``'x'``).
+
+    Raises
+    ------
+    ValueError
+        If an item has no ``=`` or its value is not a TOML scalar.
+    """
+    parsed: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--init-arg must be KEY=VALUE, got {item!r}")
+        try:
+            parsed[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            parsed[key.strip()] = value.strip()  # a bare word: a string
+    return parsed
+
+
+#: Where a run on an attached Ray cluster records the cluster (in its out-dir).
+CLUSTER_FILE = "cluster.json"
+
+_CLUSTER_PROBE = """
+import json, sys
+import ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+nodes = [n for n in ray.nodes() if n.get("Alive")]
+print(json.dumps({
+    "address": sys.argv[1],
+    "nodes": [{"node_id": n["NodeID"], "ip": n["NodeManagerAddress"],
+               "cpus": n["Resources"].get("CPU", 0.0), "gpus": n["Resources"].get("GPU", 0.0)}
+              for n in nodes],
+    "cpus": sum(n["Resources"].get("CPU", 0.0) for n in nodes),
+    "gpus": sum(n["Resources"].get("GPU", 0.0) for n in nodes),
+}))
+ray.shutdown()
+"""
+
+
+def record_cluster(address: str, path: Path, timeout: float = 120.0) -> str:
+    """Write the Ray cluster's nodes, CPUs and GPUs to ``path``; a line saying what it is.
+
+    Asked in a child process (connecting a driver to the cluster, as ``ray status``
+    does), so this process never holds a Ray connection. A cluster that cannot be asked
+    is recorded as such, with the reason: the run's results stand either way.
+    """
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _CLUSTER_PROBE, address],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
+        cluster = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as error:
+        cluster = {"address": address, "error": f"could not ask the cluster: {error}"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cluster, indent=2) + "\n", encoding="utf-8")
+    if "error" in cluster:
+        return f"Ray cluster {address}: {cluster['error']}"
+    return (
+        f"Ray cluster {address}: {len(cluster['nodes'])} nodes, {cluster['cpus']:g} CPUs, "
+        f"{cluster['gpus']:g} GPUs (recorded in {path})"
+    )
+
+
 def processes_of_run(run_id: str) -> list[int]:
     """PIDs of live processes (not this one) started for run ``run_id``.
 
@@ -302,8 +416,18 @@ def simulate(
     output: IO[bytes] | None = None,
     superlink_started: Any = None,
     summary_path: Path | None = None,
+    ray_address: str | None = None,
+    gpus_per_client: float = 0.0,
+    init_args: Mapping[str, Any] | None = None,
 ) -> SimulationResult:
     """Start a simulation SuperLink, ``flwr run`` the app on it, stop everything it started.
+
+    With ``ray_address`` the simulation attaches to that running Ray cluster: Ray finds
+    it through ``RAY_ADDRESS`` in the SuperLink's environment (``flwr run`` has no option
+    for it, and setting it for ``flwr run`` alone starts a private Ray), and the
+    cluster's own resources are used, so ``num_cpus``/``num_gpus`` init args are refused
+    (Ray would fail the run with them). Without it, ``RAY_ADDRESS`` is removed from the
+    environment and a private Ray starts. Nothing of the cluster is stopped.
 
     ``flwr run --stream`` exits 0 also when the ServerApp failed, so the outcome is read
     from the ``summary.json`` the run wrote under its own run id. Whatever happens (also
@@ -330,6 +454,14 @@ def simulate(
         Called with the SuperLink process once it listens (benchmarks watch its tree).
     summary_path : Path | None
         Where the run writes ``summary.json`` (default: in :func:`run_out_dir`).
+    ray_address : str | None
+        ``host:port`` of a Ray cluster's GCS to run on (``ray start --head`` prints it).
+    gpus_per_client : float
+        ``client-resources-num-gpus`` (fractional allowed): Ray shows a ClientApp a GPU
+        only when this is above 0.
+    init_args : Mapping[str, Any] | None
+        Flower's ``init-args-*`` for ``ray.init`` (``num_cpus=4`` becomes
+        ``init-args-num-cpus=4``).
 
     Returns
     -------
@@ -339,10 +471,14 @@ def simulate(
     Raises
     ------
     ValueError
-        If ``run_config`` cannot be parsed.
+        If ``run_config`` cannot be parsed, or init args name ``num_cpus``/``num_gpus``
+        while attaching to a cluster, or ``gpus_per_client`` is negative.
     """
     from fairfl.telemetry.stream import RUN_ID_ENV
 
+    federation = federation_config(
+        supernodes, cpus_per_client, gpus_per_client, init_args, attached=ray_address is not None
+    )
     app = app_dir if app_dir is not None else find_app_dir()
     out_dir = summary_path.parent if summary_path is not None else run_out_dir(run_config, app)
     run_id = uuid.uuid4().hex
@@ -357,6 +493,9 @@ def simulate(
         "insecure = true\n"
     )
     env = {**flower_env(flwr_home), RUN_ID_ENV: run_id}
+    env.pop(RAY_ADDRESS_ENV, None)
+    if ray_address is not None:
+        env[RAY_ADDRESS_ENV] = ray_address
     command = [
         str(bin_dir / "flwr"),
         "run",
@@ -364,7 +503,7 @@ def simulate(
         "fairfl-sim",
         "--stream",
         "--federation-config",
-        f"num-supernodes={supernodes} client-resources-num-cpus={cpus_per_client}",
+        federation,
     ]
     if run_config:
         command += ["--run-config", run_config]
@@ -621,7 +760,28 @@ def main(argv: list[str] | None = None) -> None:
         description="Run fairfl through Flower's simulation engine and clean up after it."
     )
     parser.add_argument("--supernodes", type=int, default=20)
-    parser.add_argument("--cpus-per-client", type=int, default=1)
+    parser.add_argument("--cpus-per-client", type=float, default=1)
+    parser.add_argument(
+        "--gpus-per-client",
+        type=float,
+        default=0.0,
+        help="GPUs per ClientApp (fractional: 0.25 puts four clients on a GPU); Ray shows a "
+        "ClientApp no GPU at 0",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=os.environ.get(RAY_ADDRESS_ENV) or None,
+        help="run on this Ray cluster (host:port of its GCS; default: $RAY_ADDRESS); without "
+        "it a private Ray starts and stops with the run",
+    )
+    parser.add_argument(
+        "--init-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a ray.init argument for Flower (init-args-KEY), e.g. logging_level=30; "
+        "num_cpus and num_gpus only without --ray-address",
+    )
     parser.add_argument("--flwr-home", type=Path, default=None, help="default: <app>/.flwr-home")
     parser.add_argument("-c", "--run-config", default="")
     parser.add_argument(
@@ -651,6 +811,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"flwr_sim: error: --run-config: {error}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     try:
+        init_args = parse_init_args(args.init_arg)
+        federation_config(
+            args.supernodes,
+            args.cpus_per_client,
+            args.gpus_per_client,
+            init_args,
+            attached=args.ray_address is not None,
+        )
+    except ValueError as error:
+        print(f"flwr_sim: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    try:
         with stop_on_signals():
             result = simulate(
                 args.run_config,
@@ -660,7 +832,12 @@ def main(argv: list[str] | None = None) -> None:
                 args.timeout,
                 app_dir=app,
                 summary_path=out_dir / "summary.json",
+                ray_address=args.ray_address,
+                gpus_per_client=args.gpus_per_client,
+                init_args=init_args,
             )
+        if args.ray_address is not None:
+            print(f"flwr_sim: {record_cluster(args.ray_address, out_dir / CLUSTER_FILE)}")
     except Stopped as stop:
         print(f"flwr_sim: {stopped_message(stop, out_dir)}", file=sys.stderr)
         sys.exit(stop.code)

@@ -1,0 +1,250 @@
+"""Flower's simulation on a Ray cluster fairfl did not start: two Ray nodes on loopback.
+
+A Ray head (127.0.0.2) and a second Ray node (127.0.0.3), each with one CPU and a
+resource of its own, are started as ``ray start --block`` in sessions of their own;
+``scripts/flwr_sim.py --ray-address`` runs a federation on them. The GCS's actor table
+must show ClientApp actors on both nodes, the results must equal the in-process runner's on
+the same config (which ``test_simulation_engine`` also checks for a private Ray), the
+cluster is recorded beside the results, and every Ray process started here is stopped by
+its process group. Addresses stay inside 127.0.0.0/8: Ray rewrites 127.0.0.1 to the
+host's outward address, so the nodes use 127.0.0.2 and 127.0.0.3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fairfl.simulation import run_inprocess
+from fairfl.simulation.engine import CLUSTER_FILE, federation_config, free_port, parse_init_args
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY = Path(sys.executable).parent / "ray"
+HEAD, WORKER = "127.0.0.2", "127.0.0.3"
+# The config of test_simulation_engine.test_flwr_run_matches_inprocess_runner.
+CONFIG = {"num-partitions": 4, "num-server-rounds": 2, "lr": 0.1, "seed": 3}
+
+
+def overrides(config: dict) -> str:
+    return " ".join(f"{k}='{v}'" if isinstance(v, str) else f"{k}={v}" for k, v in config.items())
+
+
+def test_federation_config_leaves_cluster_resources_to_an_attached_cluster():
+    assert federation_config(4, 1) == "num-supernodes=4 client-resources-num-cpus=1"
+    assert federation_config(4, 2, 0.25, {"num_cpus": 8}) == (
+        "num-supernodes=4 client-resources-num-cpus=2 client-resources-num-gpus=0.25 "
+        "init-args-num-cpus=8"
+    )
+    assert federation_config(2, 1, init_args={"logging_level": 30}, attached=True).endswith(
+        "init-args-logging-level=30"
+    )
+    for key in ("num_cpus", "num-gpus"):
+        with pytest.raises(ValueError, match=f"init arg {key} cannot be set when attaching"):
+            federation_config(2, 1, init_args={key: 1}, attached=True)
+    with pytest.raises(ValueError, match="non-negative GPUs"):
+        federation_config(2, 1, -0.5)
+
+
+def test_init_args_are_toml_scalars():
+    assert parse_init_args(["num_cpus=4", "log_to_driver=false", "x='a b'", "level=INFO"]) == {
+        "num_cpus": 4,
+        "log_to_driver": False,
+        "x": "a b",
+        "level": "INFO",
+    }
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_init_args(["num_cpus"])
+
+
+def test_cluster_owned_init_args_fail_the_launcher_before_anything_starts(tmp_path):
+    """Ray would fail such a run while ``flwr run --stream`` exits 0: refused up front."""
+    started = time.monotonic()
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "flwr_sim.py"),
+            "--ray-address",
+            f"{HEAD}:1",  # nothing listens there: the check must come first
+            "--init-arg",
+            "num_cpus=2",
+            "--flwr-home",
+            str(tmp_path / "flwr-home"),
+            "-c",
+            overrides({"out-dir": str(tmp_path / "out")}),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 2, completed.stderr
+    assert "init arg num_cpus cannot be set when attaching to a Ray cluster" in completed.stderr
+    assert time.monotonic() - started < 60 and not (tmp_path / "flwr-home").exists()
+
+
+def _start_node(arguments: list[str], log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    with log.open("wb") as handle:
+        return subprocess.Popen(
+            [str(RAY), "start", "--block", "--disable-usage-stats", *arguments],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its daemons share this group: stopped together
+        )
+
+
+def _group_alive(process: subprocess.Popen[bytes]) -> bool:
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if _group_alive(process):
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    for process in processes:
+        while _group_alive(process) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if _group_alive(process):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def _wait_started(process: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
+    """Wait for ``ray start``'s own "Ray runtime started." line (cheaper than a driver)."""
+    while "Ray runtime started." not in log.read_text(errors="replace"):
+        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+        time.sleep(1)
+
+
+_ACTOR_NODES = """
+import json, sys
+import ray
+from ray._private.state import actors
+ray.init(address=sys.argv[1], logging_level="ERROR")
+print(json.dumps([a["Address"]["NodeID"] for a in actors().values()
+                  if a["ActorClassName"] == sys.argv[2]]))
+"""
+
+
+def actor_nodes(address: str, class_name: str) -> list[str]:
+    """Node ids of the cluster's actors of ``class_name``, finished ones included.
+
+    Read from the GCS's actor table through a driver: Ray's state API
+    (``ray.util.state``) is served by the dashboard, which needs ``ray[default]`` and
+    failed to start within Ray's 30 s module timeout on a loaded 2-core machine.
+    """
+    probe = subprocess.run(
+        [sys.executable, "-c", _ACTOR_NODES, address, class_name],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return list(json.loads(probe.stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture
+def ray_cluster(tmp_path) -> Iterator[str]:
+    """Two Ray nodes on loopback; the head's GCS address."""
+    # Ray's socket paths must stay short: a temp dir of its own under /tmp.
+    temp = Path("/tmp") / f"ffray-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    address = f"{HEAD}:{port}"
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        started.append(
+            _start_node(
+                [
+                    "--head",
+                    f"--node-ip-address={HEAD}",
+                    f"--port={port}",
+                    "--num-cpus=1",
+                    '--resources={"fairfl-node-a": 1}',
+                    f"--temp-dir={temp}",
+                    "--include-dashboard=false",
+                ],
+                tmp_path / "ray-head.log",
+            )
+        )
+        deadline = time.monotonic() + 600  # generous: a loaded 2-core machine
+        _wait_started(started[0], tmp_path / "ray-head.log", deadline)
+        started.append(
+            _start_node(
+                [
+                    f"--address={address}",
+                    f"--node-ip-address={WORKER}",
+                    "--num-cpus=1",
+                    '--resources={"fairfl-node-b": 1}',
+                ],
+                tmp_path / "ray-worker.log",
+            )
+        )
+        _wait_started(started[1], tmp_path / "ray-worker.log", deadline)
+        yield address
+    finally:
+        _stop(started)
+        assert not any(_group_alive(p) for p in started)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.integration
+def test_a_federation_runs_on_both_nodes_of_an_attached_cluster(tmp_path, ray_cluster):
+    address = ray_cluster
+    out = tmp_path / "out"
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "flwr_sim.py"),
+            "--ray-address",
+            address,
+            "--supernodes",
+            "4",
+            "--flwr-home",
+            str(tmp_path / "flwr-home"),
+            "-c",
+            overrides({**CONFIG, "out-dir": str(out)}),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    # the cluster is recorded beside the results
+    cluster = json.loads((out / CLUSTER_FILE).read_text())
+    assert cluster["cpus"] == 2 and sorted(n["ip"] for n in cluster["nodes"]) == [HEAD, WORKER]
+    # the GCS's actor table: the ClientApp actors ran on both nodes
+    placed = actor_nodes(address, "ClientAppActor")
+    assert set(placed) == {n["node_id"] for n in cluster["nodes"]}, placed
+    # the same results as in-process (and so as on a private Ray: test_simulation_engine)
+    local = run_inprocess({**CONFIG, "out-dir": str(tmp_path / "local")})
+    simulated = np.load(out / "final_model.npz")
+    for key, array in local.arrays.items():
+        # node ids differ between runtimes, so the float64 sums run in another order
+        np.testing.assert_allclose(simulated[key], array.numpy(), rtol=0, atol=1e-6)
+    last = json.loads((out / "rounds.jsonl").read_text().splitlines()[-1])
+    local_last = json.loads((tmp_path / "local" / "rounds.jsonl").read_text().splitlines()[-1])
+    assert {c["partition_id"]: c["eval_acc"] for c in last["clients"]} == {
+        c["partition_id"]: c["eval_acc"] for c in local_last["clients"]
+    }
+    leftovers = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(tmp_path / "flwr-home") not in leftovers
