@@ -158,8 +158,9 @@ def squared_distance(
 ) -> float:
     """``‖w^t - w̄_k‖²`` in float64 over the floating arrays (counters are skipped).
 
-    The server's fused pass (:func:`fairfl.strategies.qffl.squared_distance_parts`)
-    takes differences in the arrays' dtype; the two agree far within ``QFFL``'s
+    The server's fused pass
+    (:func:`fairfl.strategies._ops.passes.delta_sums_and_squared_distances`) takes
+    differences in the arrays' dtype; the two agree far within ``QFFL``'s
     ``h_rtol``.
 
     Raises

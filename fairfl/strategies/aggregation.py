@@ -14,18 +14,11 @@ relative to the step, not to the weights (bounded in its tests).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import nullcontext
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies._ops.blas import one_thread
-
-# Elements per block of reweighted_average: two float64 buffers
-# of 256 KiB and a client's float32 block of 128 KiB stay in a 1 MiB L2 cache. At 50
-# replies x 2M parameters FedAvg's aggregate_train took 2-4 ms less than with 1 MiB
-# buffers (1 << 17), and 1 << 14 took ~6 ms more (per-block Python calls).
-_BLOCK = 1 << 15
+from fairfl.strategies._ops.passes import reweighted_sum
 
 
 def sample_weights(num_examples: ArrayLike) -> NDArray[np.float64]:
@@ -74,7 +67,7 @@ def reweighted_average(
     ValueError
         If the number of weights and clients differ or a weight is not finite.
     """
-    return _reweighted_sum(global_arrays, local_arrays, lambdas, None)
+    return reweighted_sum(global_arrays, local_arrays, lambdas, None)
 
 
 def reweighted_average_and_squared_norms(
@@ -111,69 +104,7 @@ def reweighted_average_and_squared_norms(
         As :func:`reweighted_average`.
     """
     squared_norms = np.zeros((len(local_arrays), len(global_arrays)), dtype=np.float64)
-    return _reweighted_sum(global_arrays, local_arrays, lambdas, squared_norms), squared_norms
-
-
-def _reweighted_sum(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
-    lambdas: ArrayLike,
-    squared_norms: NDArray[np.float64] | None,
-) -> list[NDArray]:
-    """The blocked float64 sum of :func:`reweighted_average`; adds into ``squared_norms``."""
-    weights = np.asarray(lambdas, dtype=np.float64)
-    if weights.ndim != 1 or weights.size != len(local_arrays):
-        raise ValueError(
-            f"lambdas must hold one weight per client ({len(local_arrays)}), "
-            f"got shape {weights.shape}"
-        )
-    if not np.all(np.isfinite(weights)):
-        raise ValueError(f"lambdas must be finite, got {weights.tolist()}")
-    global_weight = 1.0 - float(weights.sum())
-    # Σλ = 1 for most rules: skip a pass over w^t when it carries no weight.
-    use_global = abs(global_weight) > 1e-15
-    new_arrays: list[NDArray] = []
-    # With norms, the caller rejects a client with NaN/Inf and the sum it spoiled.
-    quiet = (
-        np.errstate(invalid="ignore", over="ignore") if squared_norms is not None else nullcontext()
-    )
-    # The norms' BLAS dots on one thread: a block is far too small to be worth waking a pool.
-    with quiet, one_thread():
-        for index, global_array in enumerate(global_arrays):
-            if not np.issubdtype(global_array.dtype, np.floating):
-                new_arrays.append(global_array.copy())
-                continue
-            flat_global = np.asarray(global_array).reshape(-1)
-            flat_clients = [np.asarray(client[index]).reshape(-1) for client in local_arrays]
-            out = np.empty(flat_global.size, dtype=global_array.dtype)
-            # Accumulate block by block, so the float64 buffers stay in cache and each
-            # client array is read once (the sum per element is the same as unblocked).
-            total = np.empty(min(flat_global.size, _BLOCK), dtype=np.float64)
-            scaled = np.empty_like(total)
-            for start in range(0, flat_global.size, _BLOCK):
-                stop = min(start + _BLOCK, flat_global.size)
-                block_total, block_scaled = total[: stop - start], scaled[: stop - start]
-                block_total.fill(0.0)
-                for client, (weight, flat) in enumerate(zip(weights, flat_clients, strict=True)):
-                    block = flat[start:stop]
-                    if squared_norms is not None:
-                        # Read from memory by the dot, from cache by the cast below.
-                        squared_norms[client, index] += float(np.dot(block, block))
-                    if weight == 0.0:
-                        continue  # adds nothing (and no NaN of a reply the caller will drop)
-                    # Cast, then scale in place (faster than a mixed-dtype multiply). Not
-                    # BLAS daxpy: its fused multiply-add rounds differently from the plain
-                    # formula, which the sum must equal bit for bit.
-                    block_scaled[...] = block
-                    block_scaled *= weight
-                    block_total += block_scaled
-                if use_global:
-                    block_scaled[...] = flat_global[start:stop]
-                    block_scaled *= global_weight
-                    block_total += block_scaled
-                out[start:stop] = block_total
-            new_arrays.append(out.reshape(global_array.shape))
-    return new_arrays
+    return reweighted_sum(global_arrays, local_arrays, lambdas, squared_norms), squared_norms
 
 
 def apply_summed_step(
@@ -185,7 +116,7 @@ def apply_summed_step(
 
     With ``sums = Σ_k u_k (w^t - w_k)`` and ``λ_k = u_k / divisor`` this is the unified
     form's step (:func:`reweighted_average`). ``sums`` come from
-    :func:`~fairfl.strategies.qffl.delta_sums_and_squared_distances`, flat, in float32
+    :func:`~fairfl.strategies._ops.passes.delta_sums_and_squared_distances`, flat, in float32
     for float32 arrays (then the division and the difference are float32 too, each
     rounded once) or float64; they are overwritten. Non-floating arrays, and arrays
     without a sum, keep the global value.

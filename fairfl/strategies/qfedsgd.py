@@ -12,7 +12,7 @@ loss itself, and the server takes one step (Algorithm 1, lines 5-7)::
 
 h_k is :func:`fairfl.contract.qffl.lipschitz_estimate` and the step is
 :func:`fairfl.strategies.qffl.qffl_coefficients` applied to the sum that
-:func:`~fairfl.strategies.qffl.direction_sums_and_squared_norms` takes in one pass over
+:func:`~fairfl.strategies._ops.passes.direction_sums_and_squared_norms` takes in one pass over
 the replies (:func:`~fairfl.strategies.qffl.qffl_update` where it keeps no sum), the q-FFL
 core q-FedAvg shares: q-FedAvg whose local training is one full-batch gradient step of
 size 1/L gives the same new model (tested).
@@ -32,6 +32,7 @@ from flwr.serverapp import Grid
 from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, keys
+from fairfl.strategies._ops.passes import direction_sums_and_squared_norms
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
 from fairfl.strategies.base import (
     ConfigValue,
@@ -43,7 +44,6 @@ from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.qffl import (
     WEIGHTINGS,
     Weighting,
-    direction_sums_and_squared_norms,
     qffl_coefficients,
     qffl_numerators,
     qffl_update,
@@ -220,7 +220,7 @@ class QFedSGD(FairStrategy):
         """``w^{t+1} = w^t - Σ_k c_k ∇F_k(w^t)`` (Algorithm 1, line 7), reading each reply once.
 
         Δ_k's factors ``u_k = s_k (F_k + ε)^q`` do not depend on ‖∇F_k‖²: one pass
-        (:func:`~fairfl.strategies.qffl.direction_sums_and_squared_norms`) sums
+        (:func:`~fairfl.strategies._ops.passes.direction_sums_and_squared_norms`) sums
         ``u_k ∇F_k`` while it takes each norm, which also checks the values (the reader
         skips its pass, :attr:`checks_array_values`); the sum is divided by Σ_k h_k
         once it is known.

@@ -40,7 +40,7 @@ from fairfl.contract import (
     keys,
 )
 from fairfl.contract.qffl import QFFL_EPSILON, h_term
-from fairfl.strategies._ops.blas import one_thread
+from fairfl.strategies._ops.passes import delta_sums_and_squared_distances, max_abs
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 from fairfl.strategies.params import RuleParameters, choice, real
@@ -61,13 +61,6 @@ class QFFLParameters(RuleParameters):
     q: float = real(0.1, key="qffl-q", lower=0.0)
     weighting: Weighting = choice("uniform", WEIGHTINGS, key="qffl-weighting")
     h_rtol: float = real(1e-3, key=None, lower=0.0, lower_open=True)
-
-
-# Elements per block of delta_sums_and_squared_distances, and per row of its dot
-# products. Its per-block Python calls cost more than cache misses below 1 << 17.
-_BLOCK = 1 << 17
-_ROW = 1 << 12
-_VECDOT = getattr(np, "vecdot", None)  # numpy >= 2.0
 
 
 class QFFL(ReweightedStrategy):
@@ -246,7 +239,7 @@ class QFFL(ReweightedStrategy):
             [reply.arrays for reply in accepted],
             numerators / top if usable else None,
         )
-        peaks = [_peak(g) for g in global_arrays]
+        peaks = [max_abs(g) for g in global_arrays]
         kept: list[TrainReply] = []
         for reply, reply_parts in zip(accepted, parts, strict=True):
             reason = self._value_problem(reply, layout.keys, reply_parts, peaks)
@@ -351,202 +344,6 @@ class QFFL(ReweightedStrategy):
         return sample_weights([r.num_examples for r in replies])
 
 
-def squared_distance(
-    global_arrays: Sequence[ArrayLike], local_arrays: Sequence[ArrayLike]
-) -> float:
-    """``‖w^t - w̄_k‖²`` of one client; see :func:`squared_distance_parts`."""
-    return float(squared_distance_parts(global_arrays, [local_arrays])[0].sum())
-
-
-def squared_distance_parts(
-    global_arrays: Sequence[ArrayLike], local_models: Sequence[Sequence[ArrayLike]]
-) -> NDArray[np.float64]:
-    """``‖w^t_j - w̄_{k,j}‖²`` of each client k and array j; a row sums to ``‖w^t - w̄_k‖²``.
-
-    ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²`` (paper 002, Algorithm 2, line 6); the reference code's
-    ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Computed as in
-    :func:`delta_sums_and_squared_distances` (float32 differences, float64 sums).
-    Non-floating arrays (counters) are skipped, as
-    :func:`~fairfl.strategies.aggregation.reweighted_average` keeps them at the global
-    value.
-
-    Parameters
-    ----------
-    global_arrays : Sequence[ArrayLike]
-        w^t.
-    local_models : Sequence[Sequence[ArrayLike]]
-        w̄_k of each client, arrays in the order of ``global_arrays``.
-
-    Returns
-    -------
-    NDArray[np.float64]
-        Shape (clients, arrays); 0 for non-floating arrays; NaN/Inf where a client's
-        array is not finite.
-
-    Raises
-    ------
-    ValueError
-        If a model has another number of arrays, or an array another shape.
-    """
-    return delta_sums_and_squared_distances(global_arrays, local_models)[1]
-
-
-def delta_sums_and_squared_distances(
-    global_arrays: Sequence[ArrayLike],
-    local_models: Sequence[Sequence[ArrayLike]],
-    weights: ArrayLike | None = None,
-) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
-    """``Σ_k u_k (w^t_j - w_{k,j})`` and ``‖w^t_j - w_{k,j}‖²`` of each client k and array j.
-
-    q-FFL's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (paper 002, Algorithm 2, line 8;
-    ``Δ_k = u_k (w^t - w̄_k)`` with ``u_k = s_k L (F_k + ε)^q``) cannot be taken until
-    every h_k, and so every squared distance, is known. Summing ``u_k (w^t - w̄_k)``
-    while each client block's difference is at hand for its distance, and dividing by
-    ``Σ_k h_k`` at the end (:func:`~fairfl.strategies.aggregation.apply_summed_step`),
-    reads every reply once: each client block is read from memory by the difference,
-    which then stays in cache for its dot product and a BLAS axpy into the sum.
-
-    Differences, dot products (rows of 4096) and the sums are taken in the arrays' own
-    dtype when it is float32, as Flower's QFedAvg does, else in float64; the dot
-    products are added in float64. A float32 sum's rounding is relative to the step,
-    not to the weights: it is within ``γ_{K+4} Σ_k u_k |w^t - w̄_k|`` (recursive
-    summation; u_k rounded to float32 once). A block whose float32 square sum
-    overflows (or holds a reply's NaN/Inf) is redone in float64 (spec §15.21), and then
-    no sums are returned; otherwise every block's ``‖w^t - w̄_k‖`` is below
-    ``sqrt(max float32)``, so with u_k <= 1 (scale them by ``1/max u``) no float32 sum
-    can overflow. Non-floating arrays (counters) are skipped: distance 0 and no sum.
-
-    Parameters
-    ----------
-    global_arrays : Sequence[ArrayLike]
-        w^t.
-    local_models : Sequence[Sequence[ArrayLike]]
-        w̄_k of each client, arrays in the order (and shapes) of ``global_arrays``.
-    weights : ArrayLike | None
-        u_k >= 0, one per client, at most 1 (scale them by ``1/max u``); ``None``
-        computes the distances only.
-
-    Returns
-    -------
-    tuple[list[NDArray | None] | None, NDArray[np.float64]]
-        The flat sum of each floating array (``None`` for a non-floating array), or
-        ``None`` without ``weights`` or after a non-finite square sum; and the
-        squared distances, shape (clients, arrays): NaN/Inf where a client's array is
-        not finite.
-
-    Raises
-    ------
-    ValueError
-        If a model has another number of arrays or an array another shape, or the
-        weights are not one value in [0, 1] per client.
-    """
-    return _sums_and_squared_norms(global_arrays, local_models, weights, from_global=True)
-
-
-def direction_sums_and_squared_norms(
-    global_arrays: Sequence[ArrayLike],
-    directions: Sequence[Sequence[ArrayLike]],
-    weights: ArrayLike | None = None,
-) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
-    """``Σ_k u_k g_{k,j}`` and ``‖g_{k,j}‖²`` of each client k and array j, in one pass.
-
-    q-FedSGD's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (paper 002, Algorithm 1,
-    line 7; ``Δ_k = u_k g_k``, g_k = ∇F_k(w^t)), summed while ‖g_k‖² is taken for h_k,
-    as :func:`delta_sums_and_squared_distances` does with ``w^t - w̄_k``: the same
-    dtypes, rounding bound and overflow rule. ``global_arrays`` give the shapes and the
-    arrays to skip (non-floating ones).
-
-    Returns
-    -------
-    tuple[list[NDArray | None] | None, NDArray[np.float64]]
-        As :func:`delta_sums_and_squared_distances`, with ``‖g_k‖²`` for the distances.
-
-    Raises
-    ------
-    ValueError
-        As :func:`delta_sums_and_squared_distances`.
-    """
-    return _sums_and_squared_norms(global_arrays, directions, weights, from_global=False)
-
-
-def _sums_and_squared_norms(
-    global_arrays: Sequence[ArrayLike],
-    local_models: Sequence[Sequence[ArrayLike]],
-    weights: ArrayLike | None,
-    *,
-    from_global: bool,
-) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
-    """The pass of both: directions ``w^t - w_k`` (``from_global``) or the arrays w_k."""
-    globals_ = [np.asarray(g) for g in global_arrays]
-    models: list[list[NDArray]] = []
-    for local_arrays in local_models:
-        if len(local_arrays) != len(globals_):
-            raise ValueError(
-                f"global and local models must have the same number of arrays, got "
-                f"{len(globals_)} and {len(local_arrays)}"
-            )
-        local = [np.asarray(a) for a in local_arrays]
-        for index, (g, a) in enumerate(zip(globals_, local, strict=True)):
-            if g.shape != a.shape:
-                raise ValueError(
-                    f"array {index} has shape {a.shape} locally and {g.shape} globally"
-                )
-        models.append(local)
-    scales = [0.0] * len(models)
-    sums: list[NDArray | None] | None = None
-    if weights is not None:
-        u = np.asarray(weights, dtype=np.float64)
-        if u.shape != (len(models),) or not np.all((u >= 0) & (u <= 1)):
-            raise ValueError(f"weights must be {len(models)} values in [0, 1], got {u.tolist()}")
-        scales, sums = u.tolist(), []
-    parts = np.zeros((len(models), len(globals_)), dtype=np.float64)
-    from scipy.linalg.blas import daxpy, saxpy  # here: keeps `import fairfl.strategies` light
-
-    # float32 overflow and NaN/Inf in a reply are handled below, without warnings; BLAS
-    # on one thread, as a block is far too small to be worth waking a pool.
-    with np.errstate(over="ignore", invalid="ignore"), one_thread():
-        for index, g in enumerate(globals_):
-            if not np.issubdtype(g.dtype, np.floating):
-                if sums is not None:
-                    sums.append(None)
-                continue
-            flat_g = g.reshape(-1)
-            flats = [model[index].reshape(-1) for model in models]
-            work = np.dtype(np.float32 if np.result_type(g, *flats) == np.float32 else np.float64)
-            axpy = saxpy if work == np.float32 else daxpy
-            diff = np.empty(min(flat_g.size, _BLOCK), dtype=work)
-            total = np.zeros(flat_g.size, dtype=work) if sums is not None else None
-            # Block by block: w^t's block, the direction and the sum's block stay in
-            # cache while each client's block is read from memory once.
-            for start in range(0, flat_g.size, _BLOCK):
-                stop = min(start + _BLOCK, flat_g.size)
-                g_block, d_block = flat_g[start:stop], diff[: stop - start]
-                for k, flat in enumerate(flats):
-                    block = flat[start:stop]
-                    if from_global:
-                        direction = np.subtract(g_block, block, out=d_block, dtype=work)
-                    elif block.dtype == work:
-                        direction = block
-                    else:
-                        direction = d_block
-                        direction[...] = block
-                    partial = _sum_of_squares(direction)
-                    if not math.isfinite(partial):
-                        # float32 overflow (or a reply's NaN/Inf): the norm is redone in
-                        # float64, and no sums are kept (the caller sums again). A finite
-                        # float32 square sum bounds the block's direction's norm by
-                        # sqrt(max float32), so with u_k <= 1 no kept sum can overflow.
-                        exact = (g_block if from_global else 0.0) - block.astype(np.float64)
-                        partial = float(np.sum(exact * exact))
-                        sums, total = None, None
-                    parts[k, index] += partial
-                    if total is not None and scales[k] > 0.0:
-                        axpy(direction, total[start:stop], a=scales[k])
-            if sums is not None:
-                sums.append(total)
-    return sums, parts
-
-
 def qfedavg_lambdas(
     losses: ArrayLike,
     squared_distances: ArrayLike,
@@ -567,7 +364,7 @@ def qfedavg_lambdas(
     losses : ArrayLike
         F_k(w^t), one per client.
     squared_distances : ArrayLike
-        ``‖w^t - w̄_k‖²``, one per client (:func:`squared_distance`).
+        ``‖w^t - w̄_k‖²``, one per client (:func:`delta_sums_and_squared_distances`).
     q : float
         q >= 0.
     lipschitz : float
@@ -822,28 +619,3 @@ def round_learning_rate(config: ConfigRecord, needs: str) -> float:
             f"has {keys.LR}={lr!r}"
         )
     return float(lr)  # type: ignore[arg-type]
-
-
-def _sum_of_squares(values: NDArray) -> float:
-    """``Σ values²`` of a 1-D block: row-wise dot products, the rows summed in float64.
-
-    Rows of 4096 keep each BLAS dot single-threaded (OpenBLAS starts threads above
-    10,000 elements, and waking them stalls on a busy machine); a dot is ~3x faster
-    than squaring and summing. The tail, and numpy < 2 (no ``vecdot``), square and sum.
-    """
-    rows = values.size // _ROW if _VECDOT is not None else 0
-    total = 0.0
-    if rows:
-        body = values[: rows * _ROW].reshape(rows, _ROW)
-        total = float(_VECDOT(body, body).sum(dtype=np.float64))
-    tail = values[rows * _ROW :]
-    if tail.size:
-        total += float(np.sum(tail * tail, dtype=np.float64))
-    return total
-
-
-def _peak(array: NDArray) -> float:
-    """``max |w^t|`` of one global array (0 for empty or non-floating arrays)."""
-    if array.size == 0 or not np.issubdtype(array.dtype, np.floating):
-        return 0.0
-    return float(max(-array.min(), array.max()))

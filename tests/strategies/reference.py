@@ -3,7 +3,9 @@
 :func:`normalized_pseudo_gradients` is paper 001's ḡ_i in float64 with no blocking (n·d
 floats: memory-hungry on purpose), the simple form the blocked Gram of
 ``fairfl/strategies/_ops/gram.py`` is compared with; :func:`fedmgda_step` is the step
-alone, as the tests and the paper write it.
+alone, as the tests and the paper write it. :func:`squared_distance` and
+:func:`squared_distance_parts` read q-FFL's ‖w^t − w̄_k‖² off the server's one-difference
+pass (``fairfl/strategies/_ops/passes.py``), for tests that check the distances alone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.strategies._ops.gram import float_mask
+from fairfl.strategies._ops.passes import delta_sums_and_squared_distances
 from fairfl.strategies.fedmgda import NORM_FLOOR, fedmgda_update
 
 
@@ -84,3 +87,43 @@ def fedmgda_step(
         trainable=trainable,
         buffer_weights=buffer_weights,
     )[0]
+
+
+def squared_distance(
+    global_arrays: Sequence[ArrayLike], local_arrays: Sequence[ArrayLike]
+) -> float:
+    """``‖w^t - w̄_k‖²`` of one client; see :func:`squared_distance_parts`."""
+    return float(squared_distance_parts(global_arrays, [local_arrays])[0].sum())
+
+
+def squared_distance_parts(
+    global_arrays: Sequence[ArrayLike], local_models: Sequence[Sequence[ArrayLike]]
+) -> NDArray[np.float64]:
+    """``‖w^t_j - w̄_{k,j}‖²`` of each client k and array j; a row sums to ``‖w^t - w̄_k‖²``.
+
+    ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²`` (paper 002, Algorithm 2, line 6); the reference code's
+    ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Computed as in
+    :func:`~fairfl.strategies._ops.passes.delta_sums_and_squared_distances` (float32
+    differences, float64 sums). Non-floating arrays (counters) are skipped, as
+    :func:`~fairfl.strategies.aggregation.reweighted_average` keeps them at the global
+    value.
+
+    Parameters
+    ----------
+    global_arrays : Sequence[ArrayLike]
+        w^t.
+    local_models : Sequence[Sequence[ArrayLike]]
+        w̄_k of each client, arrays in the order of ``global_arrays``.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        Shape (clients, arrays); 0 for non-floating arrays; NaN/Inf where a client's
+        array is not finite.
+
+    Raises
+    ------
+    ValueError
+        If a model has another number of arrays, or an array another shape.
+    """
+    return delta_sums_and_squared_distances(global_arrays, local_models)[1]

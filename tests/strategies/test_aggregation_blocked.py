@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairfl.strategies import aggregation
+from fairfl.strategies._ops import passes
 from fairfl.strategies.aggregation import reweighted_average
 
 
@@ -25,7 +25,7 @@ def plain(global_arrays, local_arrays, weights):
 @given(st.integers(1, 4), st.integers(0, 2**31 - 1), st.booleans())
 def test_blocked_equals_plain_across_block_edges(num_clients, seed, sums_to_one):
     rng = np.random.default_rng(seed)
-    block = aggregation._BLOCK
+    block = passes.SUM_BLOCK
     shapes = [(block + 7,), (3, 5), (2, block // 2 + 1), ()]
     global_arrays = [rng.normal(size=s).astype(np.float32) for s in shapes]
     local_arrays = [

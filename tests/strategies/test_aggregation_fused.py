@@ -19,11 +19,13 @@ from hypothesis import strategies as st
 
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
-from fairfl.strategies import QFFL, base, qffl
+from fairfl.strategies import QFFL, base
+from fairfl.strategies._ops import passes
+from fairfl.strategies._ops.passes import delta_sums_and_squared_distances
 from fairfl.strategies.aggregation import apply_summed_step
 from fairfl.strategies.base import ReweightedStrategy
-from fairfl.strategies.qffl import delta_sums_and_squared_distances, squared_distance_parts
 from tests.conftest import arrays_of, make_reply
+from tests.strategies.reference import squared_distance_parts
 
 
 def test_one_pass_by_hand():
@@ -108,8 +110,8 @@ def test_one_pass_step_within_the_summation_bound(num_clients, seed, sums_to_one
     # q = 0 makes Σλ = 1 (FedAvg), q > 0 shrinks the step (Σλ < 1). Blocks and rows
     # are crossed at their edges.
     rng = np.random.default_rng(seed)
-    block = qffl._BLOCK
-    shapes = [(block + 7,), (3, 5), (2, qffl._ROW + 1), ()]
+    block = passes.DISTANCE_BLOCK
+    shapes = [(block + 7,), (3, 5), (2, passes.DOT_ROW + 1), ()]
     global_arrays = [rng.normal(size=s).astype(dtype) for s in shapes]
     local_arrays = [
         [(g + spread * rng.normal(size=g.shape)).astype(dtype) for g in global_arrays]

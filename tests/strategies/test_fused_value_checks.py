@@ -20,7 +20,8 @@ from flwr.serverapp import Grid
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys, replies
 from fairfl.contract.replies import array_view
-from fairfl.strategies import AFL, FedAvg, aggregation
+from fairfl.strategies import AFL, FedAvg
+from fairfl.strategies._ops import passes
 from fairfl.strategies.aggregation import (
     reweighted_average,
     reweighted_average_and_squared_norms,
@@ -30,7 +31,7 @@ from tests.conftest import arrays_of, make_reply
 
 def test_squared_norms_by_hand_across_blocks(monkeypatch):
     # Blocks of 2 elements: [3, 4 | 0, 12 | 0] -> 9 + 16 + 144 = 169 over three blocks.
-    monkeypatch.setattr(aggregation, "_BLOCK", 2)
+    monkeypatch.setattr(passes, "SUM_BLOCK", 2)
     g = [np.zeros(5, np.float32), np.array([4], np.int64), np.zeros(0, np.float32)]
     c1 = [np.array([3, 4, 0, 12, 0], np.float32), np.array([9], np.int64), g[2]]
     c2 = [np.array([0, 0, np.nan, 0, 0], np.float32), np.array([9], np.int64), g[2]]
@@ -56,7 +57,7 @@ def test_squared_norms_bound_the_largest_value():
 @pytest.mark.parametrize("seed", range(4))
 def test_same_average_as_reweighted_average_and_exact_norms(seed):
     rng = np.random.default_rng(seed)
-    block = aggregation._BLOCK
+    block = passes.SUM_BLOCK
     shapes = [(block + 11,), (3, 4), ()]
     g = [rng.normal(size=s).astype(np.float32) for s in shapes]
     clients = [[rng.normal(size=s).astype(np.float32) * 5 for s in shapes] for _ in range(3)]

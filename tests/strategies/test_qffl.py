@@ -20,8 +20,9 @@ from fairfl.contract.keys import QFFL_Q
 from fairfl.contract.qffl import h_term, qffl_h
 from fairfl.simulation import run_inprocess
 from fairfl.strategies import QFFL, STRATEGIES, FedAvg
-from fairfl.strategies.qffl import qfedavg_lambdas, squared_distance
+from fairfl.strategies.qffl import qfedavg_lambdas
 from tests.conftest import arrays_of, make_reply
+from tests.strategies.reference import squared_distance
 
 # Hand-worked two-client example (Algorithm 2 with η = 0.5 -> L = 2, q = 1, w^t = 0):
 #   client 1: w̄_1 = (-1, 0), F_1 = 1:  Δw_1 = L (w^t - w̄_1) = (2, 0), ‖Δw_1‖² = 4
@@ -317,7 +318,7 @@ def test_value_bound_falls_back_to_the_exact_check():
 
 
 def test_squared_distance_parts_by_array_and_float32_overflow():
-    from fairfl.strategies.qffl import squared_distance_parts
+    from tests.strategies.reference import squared_distance_parts
 
     # rows: clients, columns: arrays; (1-0)² + (2-0)² = 5 and (3-1)² = 4
     parts = squared_distance_parts(
@@ -331,14 +332,14 @@ def test_squared_distance_parts_by_array_and_float32_overflow():
 
 @pytest.mark.parametrize("size", [1, 4095, 4097, (1 << 17) + 4099])
 def test_squared_distance_matches_float64_across_rows_and_blocks(size, monkeypatch):
-    from fairfl.strategies import qffl
+    from fairfl.strategies._ops import passes
 
     rng = np.random.default_rng(size)
     g = rng.normal(size=size).astype(np.float32)
     local = rng.normal(size=size).astype(np.float32)
     exact = float(np.sum((g.astype(np.float64) - local.astype(np.float64)) ** 2))
     assert squared_distance([g], [local]) == pytest.approx(exact, rel=1e-6)
-    monkeypatch.setattr(qffl, "_VECDOT", None)  # numpy < 2: square and sum
+    monkeypatch.setattr(passes, "_VECDOT", None)  # numpy < 2: square and sum
     assert squared_distance([g], [local]) == pytest.approx(exact, rel=1e-6)
 
 
