@@ -64,6 +64,7 @@ import logging
 import os
 import secrets
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="PORT",
         help=f"serve the live dashboard on 127.0.0.1:PORT (default {DASHBOARD_PORT}) while "
-        "the comparison runs",
+        "the comparison runs, and its finished results afterwards until Ctrl-C",
     )
 
     report = commands.add_parser(
@@ -452,12 +453,11 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
         recipe=recipe.name if recipe else None,
         on_start=lambda: live.append(_live_dashboard("fairfl compare", args.out, args.dashboard)),
     )
-    for server in filter(None, live):
-        server.stop()
     print(report.text())
     print(f"report: {args.out / 'report.md'}")
     runs = (read_manifest(args.out) or {}).get("runs", [])
     failed = [run["dir"] for run in runs if run.get("status") == "failed"]
+    code = 0
     if failed:
         print(
             f"fairfl compare: {len(failed)} of {len(runs)} runs failed (see error.txt in "
@@ -465,8 +465,50 @@ def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
             + ")",
             file=sys.stderr,
         )
-        return EXIT_FAILED
-    return 0
+        code = EXIT_FAILED
+    for server in filter(None, live):
+        _keep_serving("fairfl compare", server)
+    return code
+
+
+def wait_for_interrupt() -> None:
+    """Block until Ctrl-C (SIGINT) or SIGTERM; both end the wait as KeyboardInterrupt.
+
+    Every run has ended by now, so the handlers that stop a comparison's processes give
+    way to these for the wait, and come back after it.
+    """
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {n: signal.signal(n, interrupt) for n in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _keep_serving(program: str, server: Any) -> None:
+    """After a comparison: serve its finished results until the user stops the page.
+
+    The page of ``--dashboard`` would otherwise vanish the moment the last run ends,
+    just when its results are complete; the terminal says so and how to stop it.
+    """
+    print(
+        f"{program}: finished; the dashboard keeps serving the results at {server.url} "
+        "until you stop it (Ctrl-C)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        wait_for_interrupt()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    print(f"{program}: dashboard stopped", file=sys.stderr, flush=True)
 
 
 def _run_config(args: argparse.Namespace) -> dict[str, Any]:

@@ -37,8 +37,67 @@ def test_compare_serves_the_dashboard_while_it_runs(tmp_path, monkeypatch, capsy
         "compare",
         lambda **kwargs: kwargs["on_start"]() or during.append(dashboard_threads()) or FakeReport(),
     )
+    after = []
+
+    def user_stops_it() -> None:  # the page still answers once the comparison ended
+        after.append(dashboard_threads())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "wait_for_interrupt", user_stops_it)
     argv = ["compare", "--rules", "fedavg", "--out", str(tmp_path), "--dashboard", "0"]
     assert cli.main(argv) == 0
     assert len(during[0]) == 1  # served while the comparison ran
-    assert dashboard_threads() == []  # and stopped after it
-    assert "fairfl compare: live dashboard at http://127.0.0.1:" in capsys.readouterr().err
+    assert len(after[0]) == 1  # and after it, until the user stopped it
+    assert dashboard_threads() == []  # then stopped
+    err = capsys.readouterr().err
+    assert "fairfl compare: live dashboard at http://127.0.0.1:" in err
+    assert "finished; the dashboard keeps serving the results at http://127.0.0.1:" in err
+    assert "until you stop it (Ctrl-C)" in err and "dashboard stopped" in err
+
+
+def test_the_finished_comparison_is_served_until_sigint(tmp_path):
+    """A real comparison with --dashboard: the page answers after it ends; Ctrl-C stops it."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    out = tmp_path / "cmp"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fairfl",
+            "compare",
+            "--rules",
+            "fedavg",
+            "--out",
+            str(out),
+            "--set",
+            "num-server-rounds=1",
+            "--set",
+            "num-partitions=3",
+            "--dashboard",
+            "0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        seen = []
+        for line in process.stderr:
+            seen.append(line)
+            if "keeps serving the results at" in line:
+                break
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/)", seen[-1]).group(1)
+        with urllib.request.urlopen(url, timeout=30) as page:
+            assert page.status == 200
+        assert (out / "report.md").exists() and process.poll() is None
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+        assert "dashboard stopped" in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
