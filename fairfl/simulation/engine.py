@@ -739,7 +739,8 @@ def stopped_message(stop: Stopped, out_dir: Path | None) -> str:
 def final_line(summary: dict[str, Any]) -> str:
     """The final client accuracies of a summary, in %, with its run id."""
     final = summary.get("final_metrics") or {}
-    if not final.get("num-clients"):  # 0 (or an older run's {}): nobody evaluated
+    # 0 clients, or an older run's {}: nobody evaluated (older runs had no count)
+    if final.get("num-clients", len(final)) == 0 or "acc-mean" not in final:
         return f"run {summary['run_id']}: no client evaluation in the last round"
     return "run {}: final client accuracy: mean {:.2f} %, worst-10% {:.2f} %, std {:.2f}".format(
         summary["run_id"],

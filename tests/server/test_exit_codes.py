@@ -157,8 +157,10 @@ def test_runner_outcome_comes_from_this_runs_summary(
 
 
 def fake_simulate(tmp_path: Path, result_code: int, run_id: str = "mine"):
-    def simulate(run_config, supernodes, flwr_home, cpus, timeout, *, app_dir, summary_path):
+    def simulate(run_config, supernodes, flwr_home, cpus, timeout, *, app_dir, summary_path, **ray):
         assert summary_path == tmp_path / "out" / SUMMARY_FILE
+        # no cluster asked for: a private Ray, default client resources
+        assert ray == {"ray_address": None, "gpus_per_client": 0.0, "init_args": {}}
         return engine.run_outcome(summary_path.parent, run_id, result_code)
 
     return simulate
@@ -294,7 +296,10 @@ def compare(**kwargs):
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(60)
 
-cli.compare = compare
+import importlib
+# the CLI imports it when the command runs (fairfl.report re-exports the function
+# under the module's name, so the module is reached through importlib)
+importlib.import_module("fairfl.report.compare").compare = compare
 sys.exit(cli.main(sys.argv[1:]))
 """
 
