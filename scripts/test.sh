@@ -8,18 +8,21 @@ cd "$(dirname "$0")/.."
 # Deployment tests need a Docker engine, debootstrap (offline base image), iproute2
 # (network namespaces), openssl/ssh-keygen (TLS, SuperNode keys) and nginx (the Fleet
 # proxy in front of the SuperLink); the dashboard's browser tests need headless Chromium
-# and its driver; FedMGDA+'s Gram kernel a C compiler; as root, install them.
+# and its driver; FedMGDA+'s Gram kernel a C compiler; the docs site MathJax; as root,
+# install them.
 missing_tools() {
   for tool in dockerd docker-compose debootstrap ip openssl ssh-keygen nginx chromium chromedriver cc; do
     command -v "$tool" >/dev/null || return 0
   done
+  # The docs site's equations render offline with Debian's MathJax.
+  [ -f /usr/share/javascript/mathjax/MathJax.js ] || return 0
   return 1
 }
 if [ "$(id -u)" = 0 ] && missing_tools; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     docker.io docker-compose debootstrap iproute2 openssl openssh-client nginx-light \
-    chromium chromium-driver gcc libc6-dev >/dev/null
+    chromium chromium-driver gcc libc6-dev libjs-mathjax >/dev/null
 fi
 # Built Docker base images are cached outside the checkout, so a fresh clone reuses them.
 export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"
@@ -46,11 +49,10 @@ run_phase() {
 .venv/bin/ruff check fairfl tests scripts benchmarks examples experiments deploy
 # The deployment tests spend most of their time waiting on Flower's 3 s polls, so they run
 # beside the other phases, in their own session (so that an early exit stops them all);
-# their output is printed when they end. The 50-round churn soak is not among them: it
-# runs only when asked for (`pytest -m soak`, docs/site/howto/testing.md).
+# their output is printed when they end.
 deploy_log="$(mktemp)"
-setsid bash -c "$(declare -f run_phase); run_phase 'deployment tests' -q \
-  -m 'deployment and not soak' -rs --durations=8" >"$deploy_log" 2>&1 &
+setsid bash -c "$(declare -f run_phase); run_phase 'deployment tests' -q -m deployment -rs \
+  --durations=8" >"$deploy_log" 2>&1 &
 deploy_pid=$!
 # On an early exit: SIGTERM, which their pytest turns into an interrupt that runs the
 # fixtures' teardown (stopping the federations' processes, removing the namespaces);
@@ -66,6 +68,12 @@ stop_deployment_tests() {
   cat "$deploy_log"
 }
 trap stop_deployment_tests EXIT
+# The docs site, strictly (warnings, broken references and internal links fail); built
+# before the unit tests, whose tests/docs read the built HTML.
+echo "=== docs site ==="
+start=$SECONDS
+bash scripts/docs.sh
+echo "=== docs site: $((SECONDS - start)) s ==="
 run_phase "unit and property tests" -q -m "not integration and not deployment"
 # The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers where
 # the compiled Gram kernel cannot be built: the Gram's float32 precision tests again under

@@ -1,4 +1,9 @@
-"""The README's benchmark tables are those generated from docs/results/benchmarks.json."""
+"""The docs' benchmark tables are those generated from docs/results/benchmarks.json.
+
+The site includes them from ``docs/site/_generated/benchmark-tables.md``, which its
+extension writes from ``benchmarks/readme_tables.py`` when the docs build; no page keeps
+a copy of its own.
+"""
 
 import importlib.util
 import json
@@ -25,14 +30,20 @@ def _readme_tables():
     return _benchmark_module("readme_tables")
 
 
-def test_readme_benchmark_block_is_generated_from_the_results_file():
+def test_the_docs_include_the_tables_generated_from_the_results_file():
     tables = _readme_tables()
     results = json.loads((ROOT / "docs/results/benchmarks.json").read_text(encoding="utf-8"))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert tables.readme_block(readme) == tables.render(results), (
-        "README's benchmark tables differ from docs/results/benchmarks.json: run "
-        "`.venv/bin/python benchmarks/readme_tables.py --write`"
-    )
+    sys.path.insert(0, str(ROOT / "docs" / "site" / "_ext"))
+    try:
+        import generate_results
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "site" / "_ext"))
+    assert generate_results.benchmark_tables() == tables.render(results) + "\n"
+    performance = (ROOT / "docs/site/explanation/performance.md").read_text(encoding="utf-8")
+    assert "```{include} ../_generated/benchmark-tables.md\n```" in performance
+    # Neither the README nor a page carries a hand-kept copy that could drift.
+    for page in [ROOT / "README.md", *(ROOT / "docs" / "site").glob("[!_]*/**/*.md")]:
+        assert tables.BEGIN not in page.read_text(encoding="utf-8"), page
 
 
 def test_every_benchmark_of_run_all_is_in_the_results_file_with_its_command():

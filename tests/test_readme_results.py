@@ -1,4 +1,10 @@
-"""README figures that come from docs/results files agree with those files."""
+"""Figures in the README and the docs site's pages that come from docs/results files agree
+with those files.
+
+The pages are the hand-written Markdown of ``docs/site`` (the results pages themselves are
+generated from the files when the docs build, so they cannot drift). ``README`` below is
+the text of the README and every such page together; a figure may move between them.
+"""
 
 import json
 from pathlib import Path
@@ -7,7 +13,12 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+DOC_PAGES = sorted(
+    page
+    for page in (ROOT / "docs" / "site").rglob("*.md")
+    if "_generated" not in page.parts and page.name != "README.md"
+)
+README = "\n\n".join(path.read_text() for path in [ROOT / "README.md", *DOC_PAGES])
 
 
 def markdown_rows(lines: list[str]) -> list[list[str]]:

@@ -1,0 +1,408 @@
+"""fairfl's Sphinx extension: pages generated from the code, and executed examples.
+
+At ``builder-inited`` (before Sphinx reads any page) it writes, under ``_generated/``:
+
+- ``rules/<name>.md``: one page per rule of :data:`fairfl.strategies.registry.STRATEGIES`
+  (its objective and update typeset, paper and equation numbers, what clients report,
+  run-config keys with defaults, a snippet the build runs, links to its results), and
+  ``rules-table.md``, the table of every rule;
+- ``results/*.md``: the committed results of ``docs/results/``, each with its command;
+- ``cli.md``: the ``fairfl`` command line, from :func:`fairfl.cli.build_parser`.
+
+The ``fairfl-exec`` directive runs a Python block when the docs build (in a fresh
+interpreter, from the repository root) and shows the code and what it printed; a block
+that fails or prints to stderr with a non-zero exit stops the build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from docutils import nodes
+from docutils.parsers.rst import Directive, directives
+from generate_results import write_results_pages
+from rule_math import RULE_MATH
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+
+SITE = Path(__file__).resolve().parents[1]
+REPO = SITE.parents[1]
+GENERATED = SITE / "_generated"
+#: Printed between a ``:continue:`` block's earlier blocks and its own code.
+MARK = "--- fairfl-exec: output of this block ---"
+#: Module of a rule's class -> its page of notes (fairfl's choices, reproductions).
+NOTES = {
+    "qffl": "qffl-vred-semivred",
+    "qfedsgd": "qffl-vred-semivred",
+    "vred": "qffl-vred-semivred",
+    "semivred": "qffl-vred-semivred",
+    "afl": "baselines",
+    "term": "baselines",
+    "gifair": "baselines",
+    "deltafl": "baselines",
+    "propfair": "baselines",
+    "fedmgda": "fedmgda",
+    "equitable": "equitable",
+    "rcfl": "rcfl",
+}
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` unless the file already holds it (Sphinx then keeps its cache)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def md_cell(value: object) -> str:
+    """A value as inline code in a Markdown table cell."""
+    return "`" + repr(value).replace("|", "\\|") + "`"
+
+
+def client_reports(strategy: type) -> list[str]:
+    """What a client must send for ``strategy``, in words, from its declarations."""
+    reports = ["its local model (weights)"]
+    if getattr(strategy, "needs_loss", False):
+        reports.append(
+            "F_k(w^t), the loss of the received model before training "
+            "(`loss-before-training`, sent by `fairfl.client.fair_train`)"
+        )
+    for key in getattr(strategy, "required_train_metrics", ()):
+        reports.append(f"the metric `{key}`")
+    return reports
+
+
+def parameter_grid(strategy: type) -> dict[str, tuple[Any, ...]]:
+    """The paper's grid of each run-config key, where the rule's parameters declare one."""
+    from dataclasses import fields
+
+    parameters = getattr(strategy, "Parameters", None)
+    try:
+        declared = fields(parameters)  # type: ignore[arg-type]
+    except TypeError:
+        return {}
+    grid: dict[str, tuple[Any, ...]] = {}
+    for field in declared:
+        spec = next((v for v in field.metadata.values() if hasattr(v, "grid")), None)
+        if spec is not None and getattr(spec, "key", None) and spec.grid:
+            grid[spec.key] = tuple(spec.grid)
+    return grid
+
+
+def results_mentioning(name: str, strategy: type, pages: dict[str, str]) -> list[str]:
+    """The generated results pages whose text names the rule (registry or class name)."""
+    pattern = re.compile(rf"(?<![\w-])(`?{re.escape(name)}`?|{strategy.__name__})(?![\w-])")
+    return [page for page, text in sorted(pages.items()) if pattern.search(text)]
+
+
+def snippet(name: str, defaults: dict[str, Any]) -> str:
+    """Python that builds the rule from a run config (the build runs it)."""
+    config = {key: value for key, value in defaults.items() if value is not None}
+    shown = dict(list(config.items())[:2])
+    return (
+        "from fairfl.strategies import build_strategy\n\n"
+        f"strategy = build_strategy({name!r}, {shown!r}, min_available_nodes=2)\n"
+        "print(type(strategy).__name__, strategy.settings())\n"
+    )
+
+
+def rule_page(name: str, spec: Any, results: dict[str, str]) -> str:
+    """The Markdown page of one registered rule."""
+    strategy = spec.strategy
+    qualname = strategy.__qualname__
+    if qualname not in RULE_MATH:
+        raise ExtensionError(
+            f"rule {name!r} ({strategy.__module__}.{qualname}) has no equations in "
+            "docs/site/_ext/rule_math.py; add its objective and update there"
+        )
+    paper, equations = RULE_MATH[qualname]
+    defaults = spec.defaults()
+    grid = parameter_grid(strategy)
+    lines = [
+        f"(rule-{name})=",
+        f"# `{name}`: {qualname}",
+        "",
+        f"**Paper and equations**: {paper}.  ",
+        f"**Class**: {{py:class}}`{strategy.__module__}.{qualname}` "
+        f'(`strategy = "{name}"` in the run config).',
+        "",
+        "## Objective and update",
+        "",
+    ]
+    for equation in equations:
+        lines += ["$$", equation, "$$", ""]
+    lines += ["## What clients must report", ""]
+    lines += [f"- {item}" for item in client_reports(strategy)]
+    lines += ["", "## Run-config keys", ""]
+    if spec.parameters:
+        lines += [
+            "| run-config key | keyword | default | paper's grid |",
+            "|---|---|---|---|",
+        ]
+        for key, keyword in spec.parameters.items():
+            default = md_cell(defaults[key]) if key in defaults else "required"
+            paper_grid = ", ".join(str(v) for v in grid.get(key, ())) or "–"
+            lines.append(f"| `{key}` | `{keyword}` | {default} | {paper_grid} |")
+        lines += [
+            "",
+            "Every rule also reads `sampling` (`uniform` or `size-proportional`).",
+        ]
+    else:
+        lines += ["None besides `sampling` (`uniform` or `size-proportional`)."]
+    code = snippet(name, defaults)
+    lines += [
+        "",
+        "## Use it",
+        "",
+        "In Python (the docs build runs this):",
+        "",
+        "```{fairfl-exec}",
+        code.rstrip("\n"),
+        "```",
+        "",
+        "In a simulation (the repository's Flower app):",
+        "",
+        "```bash",
+        f"bash scripts/simulate.sh \"strategy='{name}' num-server-rounds=3\"",
+        "```",
+        "",
+        "## Committed results",
+        "",
+    ]
+    notes = NOTES.get(strategy.__module__.rsplit(".", 1)[-1])
+    if notes is not None:
+        lines[-2:-2] = [
+            f"fairfl's choices where the paper is ambiguous, and the reproductions: "
+            f"{{doc}}`/rules/notes/{notes}`.",
+            "",
+        ]
+    mentioned = results_mentioning(name, strategy, results)
+    if mentioned:
+        lines += [f"- {{doc}}`/_generated/results/{page}`" for page in mentioned]
+    else:
+        lines += ["No committed run of this rule yet."]
+    lines += [
+        "",
+        "## Reference",
+        "",
+        "```{eval-rst}",
+        f".. automodule:: {strategy.__module__}",
+        "   :no-index:",
+        "   :no-members:",
+        "",
+        f".. autoclass:: {strategy.__module__}.{qualname}",
+        "   :no-index:",
+        "   :no-members:",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def rules_table(names: list[str], specs: dict[str, Any], *, links: bool = True) -> str:
+    """The table of every rule: what it needs from clients and its run-config keys.
+
+    ``links``: each name links to its rule page (the site); the README's copy has none.
+    """
+    lines = [
+        "| `strategy =` | class | paper | clients report | run-config keys |",
+        "|---|---|---|---|---|",
+    ]
+    for name in names:
+        spec = specs[name]
+        strategy = spec.strategy
+        paper = RULE_MATH[strategy.__qualname__][0].split(";")[0].split(" (")[0]
+        needs = ["weights"]
+        if strategy.needs_loss:
+            needs.append("F_k(w^t)")
+        needs += [f"`{key}`" for key in strategy.required_train_metrics]
+        listed = [f"`{key}`" for key in spec.parameters]
+        if len(listed) > 4:  # the rule's page lists them all
+            listed = [*listed[:3], f"and {len(listed) - 3} more"]
+        keys = ", ".join(listed) or "–"
+        shown = f"[`{name}`](rule-{name})" if links else f"`{name}`"
+        lines.append(
+            f"| {shown} | `{strategy.__qualname__}` | {paper} | {', '.join(needs)} | {keys} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def cli_page() -> str:
+    """The ``fairfl`` command line: every subcommand's ``--help``."""
+    from fairfl.cli import build_parser
+
+    parser = build_parser()
+    lines = [
+        "# Command line: `fairfl`",
+        "",
+        "Generated from `fairfl.cli.build_parser` when the docs build.",
+        "",
+        "```text",
+        parser.format_help().rstrip(),
+        "```",
+        "",
+    ]
+    for action in parser._actions:  # argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for command, subparser in action.choices.items():
+                lines += [
+                    f"## `fairfl {command}`",
+                    "",
+                    "```text",
+                    subparser.format_help().rstrip(),
+                    "```",
+                    "",
+                ]
+    return "\n".join(lines)
+
+
+def generate(app: Sphinx) -> None:
+    """Write every generated page (``builder-inited``)."""
+    from fairfl.strategies.registry import STRATEGIES
+
+    os.environ.setdefault("COLUMNS", "88")  # argparse's help width
+    results = write_results_pages(GENERATED / "results")
+    specs = {name: STRATEGIES[name] for name in STRATEGIES}
+    names = list(specs)
+    rules_dir = GENERATED / "rules"
+    for stale in rules_dir.glob("*.md") if rules_dir.exists() else ():
+        if stale.stem not in specs:
+            stale.unlink()
+    for name in names:
+        write_if_changed(rules_dir / f"{name}.md", rule_page(name, specs[name], results))
+    write_if_changed(GENERATED / "rules-table.md", rules_table(names, specs))
+    write_if_changed(GENERATED / "cli.md", cli_page())
+
+
+README = REPO / "README.md"
+README_BEGIN = (
+    "<!-- rules:begin (generated by docs/site/_ext/fairfl_docs.py --readme; do not edit) -->"
+)
+README_END = "<!-- rules:end -->"
+
+
+def readme_rules_block() -> str:
+    """The README's rule table, markers included, from the registry."""
+    from fairfl.strategies.registry import STRATEGIES
+
+    specs = {name: STRATEGIES[name] for name in STRATEGIES}
+    table = rules_table(list(specs), specs, links=False)
+    return f"{README_BEGIN}\n{table}{README_END}"
+
+
+def readme_block(text: str) -> str:
+    """The README's current rule table block (markers included)."""
+    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    return text[start:end]
+
+
+class ExecDirective(Directive):
+    """``fairfl-exec``: run a Python block at build time; show it and its output."""
+
+    has_content = True
+    option_spec: ClassVar[dict[str, Any]] = {
+        "timeout": directives.positive_int,
+        "hide-code": directives.flag,
+        "continue": directives.flag,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        """Run the block; return its code and output as literal blocks."""
+        code = "\n".join(self.content) + "\n"
+        # ``:continue:`` runs the page's earlier blocks first (their output hidden), so a
+        # tutorial can define its app in steps and run it in the last one.
+        env = self.state.document.settings.env  # temp_data: cleared after each page
+        earlier: list[str] = env.temp_data.setdefault("fairfl_exec_blocks", [])
+        program = code
+        if "continue" in self.options:
+            program = "".join(earlier) + f"print({MARK!r})\n" + code
+        earlier.append(code)
+        variables = dict(os.environ)
+        variables.update(
+            FLWR_TELEMETRY_ENABLED="0",
+            FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+            PYTHONHASHSEED="0",
+            OMP_NUM_THREADS="1",
+        )
+        start = time.monotonic()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", program],
+                cwd=REPO,
+                env=variables,
+                capture_output=True,
+                text=True,
+                timeout=self.options.get("timeout", 120),
+                check=False,
+            )
+        except subprocess.TimeoutExpired as error:
+            raise self.error(f"fairfl-exec: the block ran past {error.timeout} s") from error
+        if done.returncode != 0:
+            raise self.error(
+                f"fairfl-exec: the block exited with {done.returncode}:\n{done.stderr[-3000:]}"
+            )
+        seconds = time.monotonic() - start
+        shown: list[nodes.Node] = []
+        if "hide-code" not in self.options:
+            block = nodes.literal_block(code, code, language="python")
+            shown.append(block)
+        stdout = done.stdout.split(MARK + "\n", 1)[-1]
+        output = stdout.rstrip("\n") or "(no output)"
+        out = nodes.literal_block(output, output, language="text")
+        out["classes"].append("fairfl-exec-output")
+        caption = nodes.paragraph(text=f"Output (ran when these docs were built, {seconds:.1f} s):")
+        shown += [caption, out]
+        return shown
+
+
+#: Debian's libjs-mathjax (conf.py points ``mathjax_path`` at it when it is installed).
+LOCAL_MATHJAX = Path("/usr/share/javascript/mathjax")
+#: What MathJax 2.7's TeX input and CommonHTML output load (of Debian's 54 MB).
+MATHJAX_PARTS = (
+    "MathJax.js",
+    "config/TeX-AMS_CHTML.js",
+    "extensions",
+    "jax/input/TeX",
+    "jax/output/CommonHTML",
+    "jax/element",
+    "fonts/HTML-CSS/TeX/woff",
+)
+
+
+def copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
+    """Copy the local MathJax the configuration points at into ``_static/mathjax``."""
+    import shutil
+
+    if exception is not None or not str(app.config.mathjax_path).startswith("mathjax/"):
+        return
+    source = LOCAL_MATHJAX
+    target = Path(app.outdir) / "_static" / "mathjax"
+    for part in MATHJAX_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(source / part, target / part, dirs_exist_ok=True)
+        else:
+            (target / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / part, target / part)
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    """Register the generator, the directive and the MathJax copy."""
+    app.connect("builder-inited", generate)
+    app.connect("build-finished", copy_mathjax)
+    app.add_directive("fairfl-exec", ExecDirective)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    # ``--readme``: rewrite the README's rule table from the registry.
+    if sys.argv[1:] != ["--readme"]:
+        raise SystemExit("usage: python docs/site/_ext/fairfl_docs.py --readme")
+    text = README.read_text(encoding="utf-8")
+    README.write_text(text.replace(readme_block(text), readme_rules_block()), encoding="utf-8")

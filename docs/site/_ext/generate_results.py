@@ -1,0 +1,89 @@
+"""Results pages of the docs site, generated from the committed ``docs/results/``.
+
+Every Markdown report there (``<name>.md``, or ``<name>/report.md`` of a comparison
+folder) becomes one page, with the command that made it when the report records one.
+The benchmark tables come from ``benchmarks/readme_tables.py`` (``docs/results/
+benchmarks.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+SITE = Path(__file__).resolve().parents[1]
+REPO = SITE.parents[1]
+RESULTS = REPO / "docs" / "results"
+
+
+def _reports() -> dict[str, Path]:
+    """Page name -> the committed Markdown report it shows."""
+    found: dict[str, Path] = {}
+    for path in sorted(RESULTS.iterdir()):
+        if path.suffix == ".md":
+            found[path.stem] = path
+        elif path.is_dir() and (path / "report.md").exists():
+            found[path.name] = path / "report.md"
+    return found
+
+
+def _page(name: str, report: Path) -> str:
+    """One results page: the report's Markdown, its links made safe for the site."""
+    text = report.read_text(encoding="utf-8")
+    relative = report.relative_to(REPO).as_posix()
+    # Links inside a report point at files beside it (plots, CSVs): not pages of the
+    # site. Images are copied by Sphinx when the path resolves; other files become
+    # plain text naming the committed file.
+    base = report.parent
+
+    def link(match: re.Match[str]) -> str:
+        bang, label, target = match.group(1), match.group(2), match.group(3)
+        if target.startswith(("http://", "https://", "#")):
+            return match.group(0)
+        resolved = (base / target).resolve()
+        if bang and resolved.exists():
+            return f"![{label}]({os.path.relpath(resolved, SITE / '_generated' / 'results')})"
+        where = resolved.relative_to(REPO).as_posix() if resolved.is_relative_to(REPO) else target
+        return f"{label} (`{where}`)"
+
+    text = re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", link, text)
+    # Each report is its own page: its first heading is the page title, lower ones stay.
+    if not text.lstrip().startswith("# "):
+        text = f"# {name}\n\n{text}"
+    return f"{text.rstrip()}\n\n*Committed file: `{relative}`.*\n"
+
+
+def benchmark_tables() -> str:
+    """The benchmark tables (Markdown), rendered by ``benchmarks/readme_tables.py``."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import readme_tables
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    results = json.loads(readme_tables.RESULTS.read_text(encoding="utf-8"))
+    return readme_tables.render(results) + "\n"
+
+
+def write_results_pages(out: Path) -> dict[str, str]:
+    """Write ``out/<name>.md`` for every committed report; return name -> page text."""
+    from fairfl_docs import write_if_changed
+
+    pages = {name: _page(name, report) for name, report in _reports().items()}
+    tables = benchmark_tables()
+    write_if_changed(out.parent / "benchmark-tables.md", tables)
+    pages["benchmarks"] = (
+        "# Benchmarks\n\nGenerated from `docs/results/benchmarks.json`, written by\n"
+        "`nice .venv/bin/python benchmarks/run_all.py`; how they are measured:\n"
+        "{doc}`/explanation/performance`.\n\n"
+        "```{include} ../benchmark-tables.md\n```\n"
+    )
+    for stale in out.glob("*.md") if out.exists() else ():
+        if stale.stem not in pages:
+            stale.unlink()
+    for name, text in pages.items():
+        write_if_changed(out / f"{name}.md", text)
+    pages["benchmarks"] += tables  # what the page shows, for the rule pages' links
+    return pages
