@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import logging
-import os
-import platform
 import random
 import time
 from collections.abc import Mapping
@@ -40,6 +37,7 @@ from fairfl.server.preflight import (
 from fairfl.server.results import COMPLETED, FAILED, SUMMARY_FILE, RoundLog
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy
+from fairfl.telemetry.environment import environment
 from fairfl.telemetry.ledger import json_safe, seal_summary
 
 logger = logging.getLogger(__name__)
@@ -75,26 +73,6 @@ def initial_arrays(settings: RunSettings) -> ArrayRecord:
     info = dataset_info(settings.dataset)
     model = build_model(settings.model, info.input_shape, info.num_classes, seed=settings.seed)
     return ArrayRecord(model.state_dict())
-
-
-def environment() -> dict[str, Any]:
-    """The versions a run ran with (fairfl, flwr, torch, numpy, Python) and the machine."""
-    versions: dict[str, str | None] = {}
-    for package in ("fairfl", "flwr", "torch", "numpy"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    versions["python"] = platform.python_version()
-    return {
-        "versions": versions,
-        "machine": {
-            "platform": platform.platform(),
-            "machine": platform.machine(),
-            "processor": platform.processor() or None,
-            "cpu_count": os.cpu_count(),
-        },
-    }
 
 
 def describe_run(summary: Mapping[str, Any], checked: CheckedRun) -> dict[str, Any]:

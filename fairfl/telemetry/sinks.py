@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from fairfl.telemetry.config import EXTRA, TelemetrySettings, is_loopback
+from fairfl.telemetry.environment import environment_params
 from fairfl.telemetry.ledger import encode_line
 
 logger = logging.getLogger(__name__)
@@ -508,8 +509,10 @@ def build_sinks(
     run_id : str
         Names the TensorBoard run folder, the MLflow and the W&B run.
     run_config : Mapping[str, Any]
-        Logged as MLflow params and W&B config.
+        Logged as MLflow params and W&B config, with the versions and the machine
+        (:func:`~fairfl.telemetry.environment.environment_params`).
     """
+    run_config = {**run_config, **environment_params()}
     base = Path(settings.telemetry_dir) if settings.telemetry_dir else out_dir / "telemetry"
     sinks: list[Sink] = []
     for name in settings.sinks:

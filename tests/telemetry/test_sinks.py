@@ -209,6 +209,20 @@ def test_settings_choose_the_sinks_and_name_bad_ones(tmp_path):
         _require("fairfl_no_such_tracker", "tensorboard")
 
 
+def test_trackers_record_the_versions_and_the_machine(tmp_path):
+    import importlib.metadata
+    import platform
+
+    settings = TelemetrySettings.from_run_config({"telemetry": "mlflow"})
+    (sink,) = build_sinks(settings, tmp_path, run_id="r", run_config={"lr": 0.1})
+    assert sink.params["lr"] == 0.1
+    assert sink.params["version-flwr"] == importlib.metadata.version("flwr")
+    assert sink.params["version-numpy"] == importlib.metadata.version("numpy")
+    assert sink.params["version-python"] == platform.python_version()
+    assert sink.params["machine-machine"] == platform.machine()
+    assert {"version-fairfl", "version-torch", "machine-cpu-count"} <= set(sink.params)
+
+
 # ------------------------------------------------------------------ failing to start
 def _busy_port():
     """A socket listening on a loopback port (close it when done)."""

@@ -1,0 +1,47 @@
+"""What a run ran with: package versions and the machine, for summaries and trackers."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+from typing import Any
+
+#: The packages whose versions every run records.
+PACKAGES = ("fairfl", "flwr", "torch", "numpy")
+
+
+def environment() -> dict[str, Any]:
+    """The versions a run ran with (fairfl, flwr, torch, numpy, Python) and the machine.
+
+    A package that is not installed (torch on an aggregation-only server) is ``None``.
+    """
+    versions: dict[str, str | None] = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    versions["python"] = platform.python_version()
+    return {
+        "versions": versions,
+        "machine": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "processor": platform.processor() or None,
+            "cpu_count": os.cpu_count(),
+        },
+    }
+
+
+def environment_params() -> dict[str, Any]:
+    """:func:`environment` as flat tracker params (``version-flwr``, ``machine-platform``).
+
+    MLflow params and W&B config are flat key-value pairs; the prefixes keep them apart
+    from the run-config keys, none of which starts with ``version-`` or ``machine-``.
+    """
+    found = environment()
+    return {
+        **{f"version-{name}": value for name, value in found["versions"].items()},
+        **{f"machine-{name.replace('_', '-')}": value for name, value in found["machine"].items()},
+    }
