@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -77,7 +77,7 @@ class ClientLambdas:
         return (mine / mass if mass > 0 else round.shares), mass
 
     def step(
-        self, clients: Sequence[str], counts: Sequence[int], losses: ArrayLike, lambda_lr: float
+        self, clients: Sequence[str], counts: Iterable[int], losses: ArrayLike, lambda_lr: float
     ) -> tuple[dict[str, float], int]:
         """Admit new clients, take the λ step with the round's losses (eq. of the module).
 

@@ -629,10 +629,10 @@ min_available_nodes
     def aggregate_without_rejected(
         self,
         server_round: int,
-        global_arrays: list[NDArray],
+        global_arrays: list[NDArray[Any]],
         accepted: list[TrainReply],
         state: dict[str, Any],
-    ) -> tuple[list[TrainReply], tuple[list[NDArray], dict[str, Any]] | None]:
+    ) -> tuple[list[TrainReply], tuple[list[NDArray[Any]], dict[str, Any]] | None]:
         """:meth:`aggregate`, dropping the replies it rejects and aggregating the rest again.
 
         A rule that checks the array values in its own pass (:attr:`checks_array_values`)
@@ -642,7 +642,7 @@ min_available_nodes
 
         Returns
         -------
-        tuple[list[TrainReply], tuple[list[NDArray], dict[str, Any]] | None]
+        tuple[list[TrainReply], tuple[list[NDArray[Any]], dict[str, Any]] | None]
             The replies aggregated, and ``aggregate``'s result (``None`` if every reply
             was rejected).
         """
@@ -691,8 +691,8 @@ min_available_nodes
 
     @abstractmethod
     def aggregate(
-        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
-    ) -> tuple[list[NDArray], dict[str, Any]]:
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """Compute w^{t+1} from w^t and the validated replies (sorted by node id).
 
         Returns the new arrays (same order as ``global_arrays``) and diagnostics.
@@ -777,8 +777,8 @@ class ReweightedStrategy(FairStrategy):
         """One aggregation weight per reply (replies sorted by node id)."""
 
     def aggregate(
-        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
-    ) -> tuple[list[NDArray], dict[str, Any]]:
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """Apply the rule's λ, capped at ``max_client_share`` of their sum, to the replies."""
         weights = np.asarray(self.lambdas(server_round, replies), dtype=np.float64)
         capped = share_capped(weights, self.max_client_share)
@@ -804,8 +804,11 @@ class ReweightedStrategy(FairStrategy):
         return new_arrays, diagnostics
 
     def apply_lambdas(
-        self, global_arrays: list[NDArray], replies: list[TrainReply], weights: NDArray[np.float64]
-    ) -> list[NDArray]:
+        self,
+        global_arrays: list[NDArray[Any]],
+        replies: list[TrainReply],
+        weights: NDArray[np.float64],
+    ) -> list[NDArray[Any]]:
         """``w^t - Σ_i λ_i (w^t - w_i)``, checking every reply value in the same pass.
 
         :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms`

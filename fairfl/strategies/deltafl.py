@@ -125,7 +125,7 @@ def cvar_weights(p: ArrayLike, losses: ArrayLike, alpha: float) -> NDArray[np.fl
     shares, f = check_shares_and_losses(p, losses)
     check_real("alpha", alpha, lower=0.0, upper=1.0, lower_open=True)
     shares = shares / shares.sum()
-    weights = np.zeros_like(shares)
+    weights: NDArray[np.float64] = np.zeros_like(shares)
     levels, group_of = np.unique(f, return_inverse=True)
     remaining = 1.0
     for level in range(levels.size - 1, -1, -1):  # highest loss first

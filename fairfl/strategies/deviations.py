@@ -109,7 +109,7 @@ def loss_deviations(p: ArrayLike, losses: ArrayLike) -> NDArray[np.float64]:
         If the shapes differ, a value is not finite, or the input is empty.
     """
     p_arr, f = _check_p_losses(p, losses)
-    shifted = f - f.min()
+    shifted: NDArray[np.float64] = f - f.min()
     return shifted - float(np.dot(p_arr, shifted))
 
 
@@ -137,8 +137,8 @@ def clip_negative_weights(weights: ArrayLike) -> NDArray[np.float64]:
 
 
 def algorithm1_update(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
+    global_arrays: Sequence[NDArray[Any]],
+    local_arrays: Sequence[Sequence[NDArray[Any]]],
     p: ArrayLike,
     deviations: ArrayLike,
     beta: float,
@@ -153,9 +153,9 @@ def algorithm1_update(
 
     Parameters
     ----------
-    global_arrays : Sequence[NDArray]
+    global_arrays : Sequence[NDArray[Any]]
         θ^t.
-    local_arrays : Sequence[Sequence[NDArray]]
+    local_arrays : Sequence[Sequence[NDArray[Any]]]
         θ_i, one list of arrays per client, in the order of ``global_arrays``.
     p : ArrayLike
         p_i, summing to 1.
@@ -184,7 +184,9 @@ def algorithm1_update(
     return new
 
 
-def _check_p_losses(p: ArrayLike, losses: ArrayLike) -> tuple[NDArray, NDArray]:
+def _check_p_losses(
+    p: ArrayLike, losses: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     p_arr = np.asarray(p, dtype=np.float64)
     f = np.asarray(losses, dtype=np.float64)
     if p_arr.ndim != 1 or p_arr.shape != f.shape or p_arr.size == 0:

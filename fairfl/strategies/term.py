@@ -101,8 +101,8 @@ def term_weights(p: ArrayLike, losses: ArrayLike, alpha: float) -> NDArray[np.fl
     with np.errstate(over="ignore", invalid="ignore"):
         logits = (alpha * (f - f.max()) if alpha > 0 else np.zeros_like(f)) + np.log(shares)
         logits -= logits.max()
-        weights = np.exp(logits)
-    return weights / weights.sum()
+        weights: NDArray[np.float64] = np.exp(logits)
+    return weights / float(weights.sum())
 
 
 def tilted_loss(p: ArrayLike, losses: ArrayLike, alpha: float) -> float:
