@@ -27,7 +27,6 @@ fractions in [0, 1] until a figure shows them in percent.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fairfl._gzip import gunzip_bounded
 from fairfl.metrics import jain_index, worst_fraction_mean
 
 ROUNDS_FILE = "rounds.jsonl"
@@ -357,6 +357,8 @@ class RunFollower:
             self._refresh_summary()
         except OSError as error:  # a file vanished or became unreadable mid-read
             self._note(self._file or self.path, self._line + 1, f"cannot read: {error}")
+        except ValueError as error:  # a .gz too large to expand, or not gzip at all
+            self._note(self._file or self.path, 1, f"not shown: {error}")
         changed = before != (self.version, len(self.rounds), self.status, len(self.all_notes()))
         if changed:
             self.version += 1
@@ -391,7 +393,7 @@ class RunFollower:
             stat = path.stat()
             stamp = (stat.st_mtime_ns, stat.st_size)
             if stamp != self._gz_stamp:
-                data = gzip.decompress(path.read_bytes())
+                data = gunzip_bounded(path)
                 self._reset(path)
                 self._gz_stamp = stamp
                 self._consume(data, final=True)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from fairfl._gzip import MAX_ROUNDS_BYTES, gunzip_bounded
 from fairfl.metrics import fairness_metrics
 
 logger = logging.getLogger(__name__)
@@ -40,12 +41,6 @@ ROUNDS_FILE = "rounds.jsonl"
 ROUNDS_FILE_GZ = "rounds.jsonl.gz"
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
-
-#: Largest ``rounds.jsonl`` the reader decompresses from a ``rounds.jsonl.gz``: 1 GiB.
-#: A 1,000-round run of 1,000 clients writes about 300 MB; beyond the cap the file is
-#: refused (a decompression bomb, or not a run's results).
-MAX_ROUNDS_BYTES = 1 << 30
-_CHUNK = 1 << 20
 
 _SEED_DIR = re.compile(r"seed-(?P<seed>\d+)")
 
@@ -151,25 +146,6 @@ def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
     return fairness_metrics(accuracies, counts, losses)
 
 
-def _gunzip(path: Path, max_bytes: int) -> bytes:
-    """``path`` decompressed, read in chunks that stop once past ``max_bytes``."""
-    chunks, total = [], 0
-    try:
-        with gzip.open(path, "rb") as stream:
-            while chunk := stream.read(_CHUNK):
-                total += len(chunk)
-                if total > max_bytes:
-                    raise ValueError(
-                        f"{path} decompresses to more than {max_bytes} bytes, the limit "
-                        "for a rounds file (fairfl.report.results.MAX_ROUNDS_BYTES): "
-                        "refused as not a run's results"
-                    )
-                chunks.append(chunk)
-    except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
-        raise ValueError(f"{path} is not a readable gzip file: {error}") from error
-    return b"".join(chunks)
-
-
 def read_rounds(path: Path, *, max_bytes: int = MAX_ROUNDS_BYTES) -> list[dict[str, Any]]:
     """Parse a ``rounds.jsonl`` file, or a gzipped ``rounds.jsonl.gz`` (blank lines skipped).
 
@@ -186,7 +162,7 @@ def read_rounds(path: Path, *, max_bytes: int = MAX_ROUNDS_BYTES) -> list[dict[s
         If a line is not a JSON object (the message names the file and line), or a
         ``.gz`` file is corrupt or decompresses to more than ``max_bytes``.
     """
-    raw = _gunzip(path, max_bytes) if path.suffix == ".gz" else path.read_bytes()
+    raw = gunzip_bounded(path, max_bytes) if path.suffix == ".gz" else path.read_bytes()
     entries = []
     for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
         if not line.strip():

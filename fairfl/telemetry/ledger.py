@@ -22,7 +22,6 @@ fact, not authorship: whoever can rewrite the whole file can rewrite the whole c
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import math
@@ -30,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from fairfl._gzip import gunzip_bounded
 
 #: ``prev_sha256`` of the first line.
 GENESIS = "0" * 64
@@ -159,9 +160,10 @@ def verify_ledger(out_dir: Path) -> LedgerReport:
         If ``out_dir`` has neither ``rounds.jsonl`` nor ``rounds.jsonl.gz``.
     """
     path = ledger_file(out_dir)
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
+    try:
+        raw = gunzip_bounded(path) if path.suffix == ".gz" else path.read_bytes()
+    except ValueError as error:  # too large to expand, or not gzip: nothing to verify
+        return LedgerReport(ok=False, rounds=0, problem=str(error))
     pieces = raw.split(b"\n")
     complete, tail = pieces[:-1], pieces[-1]
     previous_hash = GENESIS

@@ -147,3 +147,30 @@ def test_corrupt_gzip_is_named(tmp_path):
     path.write_bytes(gzip.compress(b"{}\n")[:-6])  # cut inside the trailer
     with pytest.raises(ValueError, match=r"rounds.jsonl.gz is not a readable gzip file"):
         read_rounds(path)
+
+
+def test_verify_and_the_dashboard_bound_decompression_too(tmp_path, monkeypatch):
+    """The same 1 GiB cap as fairfl report (here lowered), with a clear reason each."""
+    import gzip
+
+    import fairfl._gzip as bounded
+    from fairfl.dashboard.follow import RunFollower
+    from fairfl.telemetry.ledger import verify_ledger
+
+    (tmp_path / "rounds.jsonl.gz").write_bytes(gzip.compress(b"{}\n" * 1000))
+    real = bounded.gunzip_bounded
+    monkeypatch.setattr(bounded, "MAX_ROUNDS_BYTES", 100)
+    monkeypatch.setattr(
+        bounded, "gunzip_bounded", lambda path, max_bytes=100: real(path, max_bytes)
+    )
+    import fairfl.dashboard.follow as follow
+    import fairfl.telemetry.ledger as ledger
+
+    monkeypatch.setattr(ledger, "gunzip_bounded", bounded.gunzip_bounded)
+    monkeypatch.setattr(follow, "gunzip_bounded", bounded.gunzip_bounded)
+    report = verify_ledger(tmp_path)
+    assert not report.ok and "decompresses to more than 100 bytes" in report.problem
+    run = RunFollower(tmp_path, "bomb")
+    run.refresh()
+    assert run.rounds == []
+    assert any("decompresses to more than 100 bytes" in n.text() for n in run.all_notes())
