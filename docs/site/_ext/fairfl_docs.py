@@ -263,13 +263,26 @@ def cli_page() -> str:
     return "\n".join(lines)
 
 
-def generate(app: Sphinx) -> None:
-    """Write every generated page (``builder-inited``)."""
+def builtin_specs() -> dict[str, Any]:
+    """The registry's built-in rules (fairfl's own), in its order.
+
+    Rules other installed distributions declare (the ``fairfl.rules`` entry points) are
+    theirs to document.
+    """
     from fairfl.strategies.registry import STRATEGIES
 
+    return {
+        name: STRATEGIES[name]
+        for name in STRATEGIES
+        if getattr(STRATEGIES[name], "source", "fairfl") == "fairfl"
+    }
+
+
+def generate(app: Sphinx) -> None:
+    """Write every generated page (``builder-inited``)."""
     os.environ.setdefault("COLUMNS", "88")  # argparse's help width
     results = write_results_pages(GENERATED / "results")
-    specs = {name: STRATEGIES[name] for name in STRATEGIES}
+    specs = builtin_specs()
     names = list(specs)
     rules_dir = GENERATED / "rules"
     for stale in rules_dir.glob("*.md") if rules_dir.exists() else ():
@@ -290,9 +303,7 @@ README_END = "<!-- rules:end -->"
 
 def readme_rules_block() -> str:
     """The README's rule table, markers included, from the registry."""
-    from fairfl.strategies.registry import STRATEGIES
-
-    specs = {name: STRATEGIES[name] for name in STRATEGIES}
+    specs = builtin_specs()
     table = rules_table(list(specs), specs, links=False)
     return f"{README_BEGIN}\n{table}{README_END}"
 
