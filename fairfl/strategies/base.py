@@ -39,6 +39,7 @@ from fairfl.contract import (
     read_train_reply,
 )
 from fairfl.contract.bounds import MAX_LOSS
+from fairfl.contract.objective import objective_dropped, objective_dropped_message
 from fairfl.logs import attach_flower_console
 from fairfl.metrics import fairness_metrics
 from fairfl.strategies import intake
@@ -303,6 +304,7 @@ min_available_nodes
         # Stable client key (fairfl.contract.clients) of every node heard from: rules key
         # per-client state by it, so a resume with new node ids finds each client again.
         self.client_keys = ClientKeys(self.rule_name)
+        self.objective_warned: set[str] = set()  # clients told they ignored the objective
         #: Seconds :meth:`learn_client_keys` waits for query replies (the ServerApp sets
         #: it to ``round-timeout``).
         self.client_key_timeout: float = 600.0
@@ -516,10 +518,27 @@ min_available_nodes
         read_round = intake.read_replies("aggregate_train", replies, self.in_flight, read)
         self.check_missing_metrics("aggregate_train", server_round, read_round)
         ordered = self.client_keys.order(read_round.accepted, read_round.dropped)
+        self.warn_ignored_objective(server_round, ordered)
         ordered, self.loss_clip = clip_reported_losses(
             ordered, self.train_loss_key, self.loss_clip_mad
         )
         return ordered, read_round.dropped
+
+    def warn_ignored_objective(self, server_round: int, replies: list[TrainReply]) -> None:
+        """WARNING once per client whose update ignored the client objective the rule sent.
+
+        The round still aggregates it (it is a valid update), but not under the rule the
+        user chose: ``fair_train`` reports ``objective-ignored`` when the app's
+        ``train_fn`` never called the loss it was handed.
+        """
+        sent = [
+            k for k in (keys.PROXIMAL_MU, keys.PROPFAIR_M) if k in self.train_config(server_round)
+        ]
+        for reply in replies:
+            key = self.client_key(reply)
+            if sent and objective_dropped(reply.metrics) and key not in self.objective_warned:
+                self.objective_warned.add(key)
+                logger.warning(objective_dropped_message(f"client {key}", ", ".join(sent)))
 
     def check_missing_metrics(self, hook: str, server_round: int, read: intake.Intake[Any]) -> None:
         """Stop the run if every answering node's reply lacked a metric the rule needs.

@@ -110,18 +110,43 @@ def read_replies(
         if not message.has_error():
             intake.answered.add(node_id)
         if node_id in intake.accepted or node_id in intake.dropped:
-            reason = "duplicate reply from the same node in one round"
-            logger.warning("%s: dropped reply from node %d: %s", hook, node_id, reason)
             intake.accepted.pop(node_id, None)
-            intake.dropped[node_id] = reason
+            intake.dropped[node_id] = "duplicate reply from the same node in one round"
             continue
         try:
             intake.accepted[node_id] = read(message)
         except ReplyError as error:
-            drop(hook, intake.dropped, error, node_id)
+            intake.dropped[node_id] = f"{error.field} {error.reason}"
             if error.missing_key is not None:
                 intake.missing[node_id] = error.missing_key
+    log_drops(hook, intake.dropped)
     return intake
+
+
+def log_drops(hook: str, dropped: dict[int, str]) -> None:
+    """One WARNING per distinct reason: a failure every client shares is one line.
+
+    A misconfigured federation (every ClientApp raising the same error) would otherwise
+    write a line per client per round; the line names the first node, the count and
+    every node.
+    """
+    by_reason: dict[str, list[int]] = {}
+    for node_id, reason in dropped.items():
+        by_reason.setdefault(reason, []).append(node_id)
+    for reason, nodes in by_reason.items():
+        if len(nodes) == 1:
+            logger.warning("%s: dropped reply from node %d: %s", hook, nodes[0], reason)
+        else:
+            logger.warning(
+                "%s: dropped reply from node %d and %d more for the same reason "
+                "(%d replies: nodes %s): %s",
+                hook,
+                nodes[0],
+                len(nodes) - 1,
+                len(nodes),
+                ", ".join(map(str, nodes)),
+                reason,
+            )
 
 
 def drop(hook: str, dropped: dict[int, str], error: ReplyError, node_id: int) -> None:
