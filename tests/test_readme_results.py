@@ -447,9 +447,9 @@ WIDE = "digits-table6-tuned-wide"
 
 
 def widened_section() -> str:
-    """The README's "Widened grids" subsection, its whitespace collapsed."""
-    start = README.index("### Widened grids")
-    end = README.index("\n### ", start + 1)
+    """The "Widened grids" section of the compare how-to, its whitespace collapsed."""
+    start = README.index("## Widened grids")
+    end = min(i for i in (README.find("\n## ", start + 1), README.find("\n# ", start + 1)) if i > 0)
     return " ".join(README[start:end].split())
 
 
