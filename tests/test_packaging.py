@@ -223,3 +223,19 @@ def test_server_install_needs_only_core_dependencies(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"fairfl from {venv}" in done.stdout
+    # the fairfl command on the core install (issue 36): help and verify work, report
+    # names the extra it needs, exit 2
+    fairfl = venv / "bin" / "fairfl"
+    env = {**os.environ, **FLWR_ENV}
+    shown = subprocess.run([fairfl, "--help"], capture_output=True, text=True, env=env)
+    assert shown.returncode == 0 and "verify" in shown.stdout, shown.stderr
+    run = ROOT / "docs" / "results" / "digits-table6" / "runs" / "fedavg" / "seed-0"
+    verified = subprocess.run([fairfl, "verify", run], capture_output=True, text=True, env=env)
+    assert verified.returncode == 0 and "30 rounds, chain intact" in verified.stdout, (
+        verified.stdout + verified.stderr
+    )
+    report = subprocess.run(
+        [fairfl, "report", run.parents[2]], capture_output=True, text=True, env=env
+    )
+    assert report.returncode == 2, report.stdout + report.stderr
+    assert 'pip install "fairfl[report]"' in report.stderr, report.stderr
