@@ -103,7 +103,7 @@ def load_global_model(message: Message, settings: RunSettings, device: torch.dev
     """
     info = dataset_info(settings.dataset)
     model = _worker_model(settings.model, tuple(info.input_shape), info.num_classes, device)
-    state = message.content[keys.ARRAYS].to_torch_state_dict()
+    state = message.content.array_records[keys.ARRAYS].to_torch_state_dict()
     model.load_state_dict(state, strict=True)
     model.zero_grad(set_to_none=True)
     return model
@@ -121,7 +121,7 @@ def train(message: Message, context: Context) -> Message:
     settings, node = _settings(context)
     data = _client_data(settings, node)
     device = pick_device(node.device)
-    config = message.content[keys.CONFIG]
+    config = message.content.config_records[keys.CONFIG]
     model = load_global_model(message, settings, device)
     if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: gradient, no training
         return Message(content=_gradient_reply(model, data, device, node), reply_to=message)
@@ -166,7 +166,7 @@ def train(message: Message, context: Context) -> Message:
             proximal_mu=objective.proximal_mu,
         )
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    h = qffl_h_for_config(config, loss_before, message.content[keys.ARRAYS], state)
+    h = qffl_h_for_config(config, loss_before, message.content.array_records[keys.ARRAYS], state)
     content = write_train_reply(
         ArrayRecord(state),
         num_examples=len(data.y_train),

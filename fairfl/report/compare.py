@@ -45,7 +45,7 @@ import shutil
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -621,7 +621,7 @@ def execute(
 
 
 @contextlib.contextmanager
-def _progress_bar(enabled: bool, total_rounds: int, total_runs: int) -> Iterable[ProgressHook]:
+def _progress_bar(enabled: bool, total_rounds: int, total_runs: int) -> Iterator[ProgressHook]:
     if not enabled:
         yield lambda rounds, runs, current: None
         return

@@ -197,7 +197,7 @@ def plot_weights(
     fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, height), dpi=DPI, squeeze=False)
     _weights_panel(axes[0, 0], fig, rounds, clients, weights, label="weight λ", ratio=False)
     axes[0, 0].set_ylabel("client (partition)")
-    if ratio is not None:
+    if ratio is not None and reference is not None:  # a ratio needs the reference
         _weights_panel(
             axes[0, 1],
             fig,

@@ -382,7 +382,8 @@ def grid_edges(
     for rule, axis in _rule_axes(rules, grid):
         value = chosen.get(rule, {}).get(axis.key)
         side = edge_side(axis.values, value)
-        if side is not None:
+        # A side means a number was chosen (edge_side is None for None).
+        if side is not None and value is not None:
             edges.append(GridEdge(rule, axis.key, value, side, tuple(axis.values)))
     return edges
 

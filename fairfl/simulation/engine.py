@@ -587,8 +587,8 @@ def run_outcome(out_dir: Path, run_id: str, code: int) -> SimulationResult:
     except SummaryError as error:
         return SimulationResult(failed, run_id, out_dir, None, str(error))
     if summary.get("status") != COMPLETED:
-        error = summary.get("error")
-        return SimulationResult(failed, run_id, out_dir, summary, f"run {run_id} failed: {error}")
+        reason = summary.get("error")
+        return SimulationResult(failed, run_id, out_dir, summary, f"run {run_id} failed: {reason}")
     if code != 0:
         return SimulationResult(code, run_id, out_dir, summary, f"flwr run exited with code {code}")
     return SimulationResult(EXIT_OK, run_id, out_dir, summary, f"run {run_id} completed")

@@ -130,7 +130,9 @@ class InMemoryGrid(Grid):
 
     def _deliver(self, instruction: Message) -> Message | None:
         node_id = instruction.metadata.dst_node_id
-        received = Message(
+        # Flower's own runtime builds the delivered message this way; its public
+        # overloads leave out the metadata keyword.
+        received = Message(  # type: ignore[call-overload]
             content=wire_copy(instruction.content),
             metadata=instruction.metadata,
         )
