@@ -127,7 +127,7 @@ class ActivationOptions:
             keys.ACTIVATION_DP_CLIP: ("dp_clip", float),
             keys.ACTIVATION_DP_NOISE: ("dp_noise", float),
         }
-        values = {
+        values: dict[str, Any] = {
             field: get_config_value(config, key, type_)
             for key, (field, type_) in types.items()
             if key in config

@@ -98,5 +98,7 @@ def dataclass_fields_from_config(cls: type, config: Mapping[str, Any]) -> dict[s
     for item in fields(cls):
         key = item.name.replace("_", "-")
         if key in config:
-            values[item.name] = get_config_value(config, key, type(item.default))
+            # Settings fields have defaults of int, float, str or bool.
+            default_type: type[Any] = type(item.default)
+            values[item.name] = get_config_value(config, key, default_type)
     return values

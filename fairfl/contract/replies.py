@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from io import BytesIO
-from typing import Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
@@ -137,14 +137,15 @@ class TrainReply:
 
     node_id: int
     num_examples: int
-    arrays: list[NDArray]
+    arrays: list[NDArray[Any]]
     metrics: dict[str, int | float | list[float]] = field(default_factory=dict)
 
     @property
     def partition_id(self) -> int | None:
         """Stable client id, when the client sent one."""
         value = self.metrics.get(keys.PARTITION_ID)
-        return int(value) if value is not None else None
+        # The reader validated partition-id as an integer.
+        return int(cast(int, value)) if value is not None else None
 
 
 @dataclass(frozen=True)
@@ -313,7 +314,7 @@ def read_train_reply(
             "arrays",
             f"keys differ from the global model: missing {missing}, extra {extra}",
         )
-    decoded: list[NDArray] = []
+    decoded: list[NDArray[Any]] = []
     for key, shape, dtype in zip(layout.keys, layout.shapes, layout.dtypes, strict=True):
         array = arrays[key]
         if tuple(array.shape) != shape:
@@ -339,7 +340,7 @@ def read_train_reply(
     return TrainReply(node_id=node_id, num_examples=num_examples, arrays=decoded, metrics=metrics)
 
 
-def array_view(array: Array) -> NDArray:
+def array_view(array: Array) -> NDArray[Any]:
     """Decode an ``Array`` as a read-only view of its ``.npy`` payload, without a copy.
 
     ``Array.numpy()`` copies the payload through ``np.load``; strategies only read the
@@ -417,7 +418,7 @@ def _npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
     return tuple(shape), bool(fortran_order), dtype
 
 
-def check_array_values(node_id: int, key: str, value: NDArray, max_abs: float | None) -> None:
+def check_array_values(node_id: int, key: str, value: NDArray[Any], max_abs: float | None) -> None:
     """Raise :class:`ReplyError` if a float array has NaN/Inf or ``|value| > max_abs``."""
     if not np.issubdtype(value.dtype, np.floating) or value.size == 0:
         return
@@ -477,7 +478,9 @@ def write_train_reply(
     ``objective_ignored`` is sent as 0 or 1 when given (whether the app's training
     skipped the rule's client objective).
     """
-    values: dict[str, int | float | list[float]] = {keys.NUM_EXAMPLES: int(num_examples)}
+    values: dict[str, int | float | list[int] | list[float]] = {
+        keys.NUM_EXAMPLES: int(num_examples)
+    }
     optional: dict[str, int | float | list[float] | None] = {
         keys.LOSS_BEFORE_TRAINING: None
         if loss_before_training is None
@@ -500,7 +503,7 @@ def write_evaluate_reply(
     *, num_examples: int, eval_loss: float, eval_acc: float, partition_id: int | None = None
 ) -> RecordDict:
     """Build the content of an evaluate reply (see ``EvaluateReply`` in the .proto)."""
-    values: dict[str, int | float] = {
+    values: dict[str, int | float | list[int] | list[float]] = {
         keys.NUM_EXAMPLES: int(num_examples),
         keys.EVAL_LOSS: float(eval_loss),
         keys.EVAL_ACC: float(eval_acc),

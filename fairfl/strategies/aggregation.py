@@ -14,6 +14,7 @@ relative to the step, not to the weights (bounded in its tests).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -36,14 +37,15 @@ def sample_weights(num_examples: ArrayLike) -> NDArray[np.float64]:
         raise ValueError("num_examples must not be empty")
     if not np.all(counts > 0):
         raise ValueError(f"num_examples must all be > 0, got {counts.tolist()}")
-    return counts / counts.sum()
+    weights: NDArray[np.float64] = counts / counts.sum()
+    return weights
 
 
 def reweighted_average(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
+    global_arrays: Sequence[NDArray[Any]],
+    local_arrays: Sequence[Sequence[NDArray[Any]]],
     lambdas: ArrayLike,
-) -> list[NDArray]:
+) -> list[NDArray[Any]]:
     """Apply the unified update ``w^t - Σ_i λ_i (w^t - w_i)``, one array at a time.
 
     Parameters
@@ -71,10 +73,10 @@ def reweighted_average(
 
 
 def reweighted_average_and_squared_norms(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
+    global_arrays: Sequence[NDArray[Any]],
+    local_arrays: Sequence[Sequence[NDArray[Any]]],
     lambdas: ArrayLike,
-) -> tuple[list[NDArray], NDArray[np.float64]]:
+) -> tuple[list[NDArray[Any]], NDArray[np.float64]]:
     """:func:`reweighted_average`, and the squared L2 norm of every local array.
 
     The norms are taken in the same pass, one BLAS dot product per block of a client's
@@ -108,10 +110,10 @@ def reweighted_average_and_squared_norms(
 
 
 def apply_summed_step(
-    global_arrays: Sequence[NDArray],
-    sums: Sequence[NDArray | None],
+    global_arrays: Sequence[NDArray[Any]],
+    sums: Sequence[NDArray[Any] | None],
     divisor: float,
-) -> list[NDArray]:
+) -> list[NDArray[Any]]:
     """``w^t - sums / divisor``, each array in its own dtype.
 
     With ``sums = Σ_k u_k (w^t - w_k)`` and ``λ_k = u_k / divisor`` this is the unified
@@ -128,7 +130,7 @@ def apply_summed_step(
     """
     if not (np.isfinite(divisor) and divisor != 0):
         raise ValueError(f"divisor must be finite and non-zero, got {divisor!r}")
-    new_arrays: list[NDArray] = []
+    new_arrays: list[NDArray[Any]] = []
     for global_array, total in zip(global_arrays, sums, strict=True):
         if total is None or not np.issubdtype(global_array.dtype, np.floating):
             new_arrays.append(np.array(global_array, copy=True))

@@ -385,7 +385,8 @@ def affinity_matrix(vectors: ArrayLike, affinity: str = "rbf_median") -> NDArray
 def pairwise_distances(vectors: NDArray[np.float64]) -> NDArray[np.float64]:
     """Euclidean distances ``||a_i - a_j||`` of the rows, exactly 0 on the diagonal."""
     diff = vectors[:, None, :] - vectors[None, :, :]
-    return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+    distances: NDArray[np.float64] = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+    return distances
 
 
 def all_identical(vectors: ArrayLike) -> bool:
@@ -456,7 +457,8 @@ def spectral_embedding(affinity: NDArray[np.float64], dimensions: int) -> NDArra
     _, vectors = eigh(laplacian, subset_by_index=[0, dimensions - 1])
     embedding = vectors.T / sqrt_degree
     signs = np.sign(embedding[np.arange(dimensions), np.argmax(np.abs(embedding), axis=1)])
-    return (embedding * signs[:, np.newaxis]).T
+    oriented: NDArray[np.float64] = (embedding * signs[:, np.newaxis]).T
+    return oriented
 
 
 def kmeans_labels(

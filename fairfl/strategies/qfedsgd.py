@@ -215,8 +215,8 @@ class QFedSGD(FairStrategy):
         return accepted, dropped
 
     def aggregate(
-        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
-    ) -> tuple[list[NDArray], dict[str, Any]]:
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """``w^{t+1} = w^t - Σ_k c_k ∇F_k(w^t)`` (Algorithm 1, line 7), reading each reply once.
 
         Δ_k's factors ``u_k = s_k (F_k + ε)^q`` do not depend on ‖∇F_k‖²: one pass

@@ -25,7 +25,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
@@ -41,7 +41,7 @@ from fairfl.contract import (
 )
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import ReweightedStrategy, check_positive_int
+from fairfl.strategies.base import ConfigValue, ReweightedStrategy, check_positive_int
 from fairfl.strategies.params import RuleParameters, choice, flag, integer, real
 from fairfl.strategies.sampling import RCFL_SAMPLINGS, RCFLSampling, sample_nodes
 
@@ -246,13 +246,14 @@ class RCFL(ReweightedStrategy):
             counts[key] = value
         rng = np.random.default_rng()
         try:
-            rng.bit_generator.state = state.get("rng")
+            # The setter checks the value: a wrong one (None included) raises here.
+            rng.bit_generator.state = cast("dict[str, Any]", state.get("rng"))
         except (TypeError, ValueError, KeyError):
             raise ValueError("state['rng'] must be a numpy PCG64 generator state") from None
         self.eta, self.probe_done, self.client_counts, self._rng = eta, probe_done, counts, rng
 
     # ------------------------------------------------------------------ training
-    def train_config(self, server_round: int) -> dict[str, int | float]:
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Return the RC-FL keys every client gets: η^t, μ, κ and the batch size."""
         return {
             keys.RCFL_ETA: self.eta,
@@ -412,16 +413,20 @@ class RCFL(ReweightedStrategy):
                 int(counts.sum()),
                 sum(self._draws.values()),
             )
-        return counts / counts.sum()
+        weights: NDArray[np.float64] = counts / counts.sum()
+        return weights
 
     def aggregate(
-        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
-    ) -> tuple[list[NDArray], dict[str, Any]]:
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """Average ω with W (unified form) and η with the same W; report q_i and η."""
         new_arrays, diagnostics = super().aggregate(server_round, global_arrays, replies)
         record = self.train_records[server_round]
         weights = np.array([record.weights[r.node_id] for r in replies], dtype=np.float64)
-        etas = np.array([float(r.metrics[keys.RCFL_ETA]) for r in replies], dtype=np.float64)
+        # The reply reader validated rcfl-eta as a finite number.
+        etas = np.array(
+            [float(cast(float, r.metrics[keys.RCFL_ETA])) for r in replies], dtype=np.float64
+        )
         new_eta = aggregate_eta(etas, weights)
         alphas = np.array(
             [self._sent_alphas.get(r.node_id, self.alpha) for r in replies], dtype=np.float64
@@ -517,7 +522,8 @@ def effective_weights(
 
     f = np.asarray(losses, dtype=np.float64)
     with np.errstate(over="ignore"):  # (f - η)/μ = ±inf gives q = 0 or 1/α
-        return expit((f - eta) / mu) / np.asarray(alphas, dtype=np.float64)
+        q: NDArray[np.float64] = expit((f - eta) / mu) / np.asarray(alphas, dtype=np.float64)
+    return q
 
 
 def dual_objective(eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLike) -> float:
