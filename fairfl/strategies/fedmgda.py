@@ -241,7 +241,8 @@ class FedMGDAPlus(FairStrategy):
     checks_array_values: ClassVar[bool] = True
     rule_name = "FedMGDA+"
     registry_name = "fedmgda"
-    Parameters = FedMGDAParameters
+    # RuleParameters: the variants below declare their own.
+    Parameters: ClassVar[type[RuleParameters]] = FedMGDAParameters
     #: Settings a variant fixes instead of declaring (FedAvg-n: ε = 0).
     fixed: ClassVar[dict[str, Any]] = {}
 
@@ -332,8 +333,8 @@ class FedMGDAPlus(FairStrategy):
 
     def _update_products(
         self,
-        global_arrays: Sequence[NDArray],
-        local_arrays: Sequence[Sequence[NDArray]],
+        global_arrays: Sequence[NDArray[Any]],
+        local_arrays: Sequence[Sequence[NDArray[Any]]],
         trainable: Sequence[bool],
     ) -> NDArray[np.float64]:
         """The Gram K of the updates, (n, n); at ε = 0 only its diagonal ‖g_i‖², (n,).
@@ -371,8 +372,8 @@ class FedMGDAPlus(FairStrategy):
         return None
 
     def aggregate(
-        self, server_round: int, global_arrays: list[NDArray], replies: list[TrainReply]
-    ) -> tuple[list[NDArray], dict[str, Any]]:
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """Solve the round's min-norm QP and take the step ``w_t − η_t d_t``."""
         assert self.current_arrays is not None  # set by configure_train
         trainable = trainable_mask(list(self.current_arrays.keys()), global_arrays)
@@ -535,7 +536,7 @@ def is_buffer_key(key: str) -> bool:
     return key.endswith(BUFFER_SUFFIXES)
 
 
-def trainable_mask(names: Sequence[str], arrays: Sequence[NDArray]) -> list[bool]:
+def trainable_mask(names: Sequence[str], arrays: Sequence[NDArray[Any]]) -> list[bool]:
     """Which arrays are trainable parameters: floating, and not named like a buffer."""
     return [
         bool(np.issubdtype(a.dtype, np.floating)) and not is_buffer_key(k)
@@ -746,8 +747,8 @@ def project_to_box_simplex(
 
 
 def fedmgda_update(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
+    global_arrays: Sequence[NDArray[Any]],
+    local_arrays: Sequence[Sequence[NDArray[Any]]],
     lambdas: ArrayLike,
     step: float,
     *,
@@ -755,7 +756,7 @@ def fedmgda_update(
     trainable: Sequence[bool] | None = None,
     buffer_weights: ArrayLike | None = None,
     measure: bool = False,
-) -> tuple[list[NDArray], float]:
+) -> tuple[list[NDArray[Any]], float]:
     """w_{t+1} = w_t − η_t Σ_i λ_i g_i / s_i, and optionally ‖w_{t+1} − w_t‖ (eq. (22)).
 
     This is the unified form ``w_t − Σ_i c_i (w_t − w_i)`` with ``c_i = η_t λ_i / s_i``
@@ -816,7 +817,7 @@ def fedmgda_update(
     active = np.flatnonzero(coefficients)
     stepped, squared_length = difference_step(
         global_arrays,
-        [local_arrays[i] for i in active],
+        [local_arrays[int(i)] for i in active],
         coefficients[active],
         mask,
         measure=measure,

@@ -150,7 +150,7 @@ class QFFL(ReweightedStrategy):
         # Σ_k u_k w̄_k of the distance pass, with the node ids it summed, and Σ_j s_j h_j
         # of lambdas(): apply_lambdas() finishes the update from them (one pass in all).
         # (node ids, Σ_k (u_k / top) (w^t - w̄_k) per array, top = max u) of the last pass.
-        self._summed_steps: tuple[list[int], list[NDArray | None], float] | None = None
+        self._summed_steps: tuple[list[int], list[NDArray[Any] | None], float] | None = None
         self._divisor: float | None = None
 
     @property
@@ -321,8 +321,11 @@ class QFFL(ReweightedStrategy):
         return lam
 
     def apply_lambdas(
-        self, global_arrays: list[NDArray], replies: list[TrainReply], weights: NDArray[np.float64]
-    ) -> list[NDArray]:
+        self,
+        global_arrays: list[NDArray[Any]],
+        replies: list[TrainReply],
+        weights: NDArray[np.float64],
+    ) -> list[NDArray[Any]]:
         """``w^t - Σ_k Δ_k / Σ_j s_j h_j`` from the distance pass's sums (Algorithm 2, l. 8).
 
         The same step as :func:`~fairfl.strategies.aggregation.reweighted_average` with
@@ -542,7 +545,7 @@ def qffl_update(
     global_arrays: Sequence[ArrayLike],
     directions: Sequence[Sequence[ArrayLike]],
     coefficients: ArrayLike,
-) -> list[NDArray]:
+) -> list[NDArray[Any]]:
     """``w^{t+1} = w^t - Σ_k c_k g_k`` (paper 002, Algorithm 1 line 7, Algorithm 2 line 8).
 
     Sums in float64, the clients added in the order given; the result has each global
@@ -574,7 +577,7 @@ def qffl_update(
             f"need one coefficient per client: {len(directions)} clients, "
             f"coefficients of shape {c.shape}"
         )
-    updated: list[NDArray] = []
+    updated: list[NDArray[Any]] = []
     for index, g in enumerate(global_arrays):
         g_arr = np.asarray(g)
         if not np.issubdtype(g_arr.dtype, np.floating):

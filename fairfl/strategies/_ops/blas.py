@@ -104,7 +104,8 @@ def numpy_blas_pool() -> dict[str, Any] | None:
 
     pools = [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]
     bundled = [pool for pool in pools if "numpy" in str(pool.get("filepath", ""))]
-    return (bundled or pools or [None])[0]
+    pool: dict[str, Any] | None = (bundled or pools or [None])[0]
+    return pool
 
 
 def cpu_vendor_family(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, int] | None:

@@ -50,6 +50,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -181,7 +182,9 @@ class GramKernel:
     library: ctypes.CDLL
     path: Path
 
-    def gram(self, centre: NDArray[np.float32], rows: Sequence[NDArray[np.float32]]) -> NDArray:
+    def gram(
+        self, centre: NDArray[np.float32], rows: Sequence[NDArray[np.float32]]
+    ) -> NDArray[Any]:
         """The symmetric (n, n) float64 matrix of ``⟨row_i − centre, row_j − centre⟩``.
 
         ``centre`` and every row must be C-contiguous float32 arrays of one size; the

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from contextlib import nullcontext
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -34,11 +35,11 @@ _VECDOT = getattr(np, "vecdot", None)  # numpy >= 2.0
 
 
 def reweighted_sum(
-    global_arrays: Sequence[NDArray],
-    local_arrays: Sequence[Sequence[NDArray]],
+    global_arrays: Sequence[NDArray[Any]],
+    local_arrays: Sequence[Sequence[NDArray[Any]]],
     lambdas: ArrayLike,
     squared_norms: NDArray[np.float64] | None,
-) -> list[NDArray]:
+) -> list[NDArray[Any]]:
     """``w^t - Σ_i λ_i (w^t - w_i)`` in float64 blocks; adds ``‖w_ij‖²`` into ``squared_norms``.
 
     The pass of :func:`fairfl.strategies.aggregation.reweighted_average` (``squared_norms``
@@ -56,7 +57,7 @@ def reweighted_sum(
     global_weight = 1.0 - float(weights.sum())
     # Σλ = 1 for most rules: skip a pass over w^t when it carries no weight.
     use_global = abs(global_weight) > 1e-15
-    new_arrays: list[NDArray] = []
+    new_arrays: list[NDArray[Any]] = []
     # With norms, the caller rejects a client with NaN/Inf and the sum it spoiled.
     quiet = (
         np.errstate(invalid="ignore", over="ignore") if squared_norms is not None else nullcontext()
@@ -104,7 +105,7 @@ def delta_sums_and_squared_distances(
     global_arrays: Sequence[ArrayLike],
     local_models: Sequence[Sequence[ArrayLike]],
     weights: ArrayLike | None = None,
-) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
+) -> tuple[list[NDArray[Any] | None] | None, NDArray[np.float64]]:
     """``Σ_k u_k (w^t_j - w_{k,j})`` and ``‖w^t_j - w_{k,j}‖²`` of each client k and array j.
 
     q-FFL's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (paper 002, Algorithm 2, line 8;
@@ -156,7 +157,7 @@ def direction_sums_and_squared_norms(
     global_arrays: Sequence[ArrayLike],
     directions: Sequence[Sequence[ArrayLike]],
     weights: ArrayLike | None = None,
-) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
+) -> tuple[list[NDArray[Any] | None] | None, NDArray[np.float64]]:
     """``Σ_k u_k g_{k,j}`` and ``‖g_{k,j}‖²`` of each client k and array j, in one pass.
 
     q-FedSGD's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (paper 002, Algorithm 1,
@@ -184,10 +185,10 @@ def _sums_and_squared_norms(
     weights: ArrayLike | None,
     *,
     from_global: bool,
-) -> tuple[list[NDArray | None] | None, NDArray[np.float64]]:
+) -> tuple[list[NDArray[Any] | None] | None, NDArray[np.float64]]:
     """The pass of both: directions ``w^t - w_k`` (``from_global``) or the arrays w_k."""
     globals_ = [np.asarray(g) for g in global_arrays]
-    models: list[list[NDArray]] = []
+    models: list[list[NDArray[Any]]] = []
     for local_arrays in local_models:
         if len(local_arrays) != len(globals_):
             raise ValueError(
@@ -202,7 +203,7 @@ def _sums_and_squared_norms(
                 )
         models.append(local)
     scales = [0.0] * len(models)
-    sums: list[NDArray | None] | None = None
+    sums: list[NDArray[Any] | None] | None = None
     if weights is not None:
         u = np.asarray(weights, dtype=np.float64)
         if u.shape != (len(models),) or not np.all((u >= 0) & (u <= 1)):
@@ -256,7 +257,7 @@ def _sums_and_squared_norms(
     return sums, parts
 
 
-def _sum_of_squares(values: NDArray) -> float:
+def _sum_of_squares(values: NDArray[Any]) -> float:
     """``Σ values²`` of a 1-D block: row-wise dot products, the rows summed in float64.
 
     Rows of 4096 keep each BLAS dot single-threaded (OpenBLAS starts threads above
@@ -265,7 +266,7 @@ def _sum_of_squares(values: NDArray) -> float:
     """
     rows = values.size // DOT_ROW if _VECDOT is not None else 0
     total = 0.0
-    if rows:
+    if rows and _VECDOT is not None:  # rows > 0 only with vecdot: narrows for mypy
         body = values[: rows * DOT_ROW].reshape(rows, DOT_ROW)
         total = float(_VECDOT(body, body).sum(dtype=np.float64))
     tail = values[rows * DOT_ROW :]
@@ -274,7 +275,7 @@ def _sum_of_squares(values: NDArray) -> float:
     return total
 
 
-def max_abs(array: NDArray) -> float:
+def max_abs(array: NDArray[Any]) -> float:
     """``max |w|`` of one array (0 for empty or non-floating arrays)."""
     if array.size == 0 or not np.issubdtype(array.dtype, np.floating):
         return 0.0
