@@ -47,6 +47,12 @@ run_phase() {
   fi
 }
 .venv/bin/ruff check fairfl tests scripts benchmarks examples experiments deploy
+# Types: mypy's defaults across fairfl, strict on the strategies and the contract
+# (pyproject.toml's [tool.mypy]).
+echo "=== mypy ==="
+start=$SECONDS
+.venv/bin/mypy fairfl
+echo "=== mypy: $((SECONDS - start)) s ==="
 # The deployment tests spend most of their time waiting on Flower's 3 s polls, so they run
 # beside the other phases, in their own session (so that an early exit stops them all);
 # their output is printed when they end. The 50-round churn soak is not among them: it
