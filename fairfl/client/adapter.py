@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
@@ -147,8 +147,10 @@ def fair_train(
     TypeError
         If a batch is neither an ``(inputs, targets)`` pair nor a dict.
     """
-    config = message.content.config_records[keys.CONFIG]
-    sent = message.content.array_records[keys.ARRAYS]
+    # RecordDict's [] is typed as any record; the typed views (array_records) cost
+    # ~20 us a message, the cast nothing.
+    config = cast(ConfigRecord, message.content[keys.CONFIG])
+    sent = cast(ArrayRecord, message.content[keys.ARRAYS])
     run_on = _load(model, sent, device)
     if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: no local training
         gradient, loss, count = loader_gradient(model, trainloader, loss_fn, run_on, batch_keys)
@@ -292,7 +294,7 @@ def fair_evaluate(
     ValueError
         If the loader yields no sample.
     """
-    run_on = _load(model, message.content.array_records[keys.ARRAYS], device)
+    run_on = _load(model, cast(ArrayRecord, message.content[keys.ARRAYS]), device)
     loss, accuracy, num_examples = loader_evaluate(model, testloader, loss_fn, run_on, batch_keys)
     return write_evaluate_reply(
         num_examples=num_examples, eval_loss=loss, eval_acc=accuracy, partition_id=partition_id

@@ -14,9 +14,10 @@ import logging
 import threading
 from dataclasses import replace
 from functools import lru_cache
+from typing import cast
 
 import torch
-from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fairfl.client.activation import activation_for_config
@@ -103,7 +104,9 @@ def load_global_model(message: Message, settings: RunSettings, device: torch.dev
     """
     info = dataset_info(settings.dataset)
     model = _worker_model(settings.model, tuple(info.input_shape), info.num_classes, device)
-    state = message.content.array_records[keys.ARRAYS].to_torch_state_dict()
+    # RecordDict's [] is typed as any record; the typed views (array_records) cost
+    # ~20 us a message, the cast nothing.
+    state = cast(ArrayRecord, message.content[keys.ARRAYS]).to_torch_state_dict()
     model.load_state_dict(state, strict=True)
     model.zero_grad(set_to_none=True)
     return model
@@ -121,7 +124,8 @@ def train(message: Message, context: Context) -> Message:
     settings, node = _settings(context)
     data = _client_data(settings, node)
     device = pick_device(node.device)
-    config = message.content.config_records[keys.CONFIG]
+    # The server's train and evaluate messages carry a ConfigRecord under config.
+    config = cast(ConfigRecord, message.content[keys.CONFIG])
     model = load_global_model(message, settings, device)
     if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: gradient, no training
         return Message(content=_gradient_reply(model, data, device, node), reply_to=message)
@@ -166,7 +170,8 @@ def train(message: Message, context: Context) -> Message:
             proximal_mu=objective.proximal_mu,
         )
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    h = qffl_h_for_config(config, loss_before, message.content.array_records[keys.ARRAYS], state)
+    sent = cast(ArrayRecord, message.content[keys.ARRAYS])
+    h = qffl_h_for_config(config, loss_before, sent, state)
     content = write_train_reply(
         ArrayRecord(state),
         num_examples=len(data.y_train),
