@@ -82,7 +82,6 @@ __all__ = [
     "ConfigValue",
     "FairStrategy",
     "MetricValue",
-    "MissingMetricError",
     "RejectedRepliesError",
     "ReweightedStrategy",
     "TrainRoundRecord",
