@@ -1,9 +1,10 @@
 """Fair aggregation rules as Flower Message-API strategies, one module per rule."""
 
 from fairfl.strategies.afl import AFL
-from fairfl.strategies.base import FairStrategy, MissingMetricError, ReweightedStrategy
+from fairfl.strategies.base import FairStrategy, ReweightedStrategy
 from fairfl.strategies.deltafl import DeltaFL
 from fairfl.strategies.equitable import EquitableFL
+from fairfl.strategies.errors import MissingMetricError
 from fairfl.strategies.fedavg import FedAvg
 from fairfl.strategies.fedfa import FedFa
 from fairfl.strategies.fedfv import FedFV

@@ -34,12 +34,8 @@ from numpy.typing import NDArray
 from fairfl.contract import ModelLayout, TrainReply, keys
 from fairfl.strategies._ops.passes import direction_sums_and_squared_norms
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
-from fairfl.strategies.base import (
-    ConfigValue,
-    FairStrategy,
-    MissingMetricError,
-    RejectedRepliesError,
-)
+from fairfl.strategies.base import ConfigValue, FairStrategy, RejectedRepliesError
+from fairfl.strategies.errors import MissingMetricError
 from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.qffl import (
     WEIGHTINGS,
