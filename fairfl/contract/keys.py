@@ -60,6 +60,16 @@ ACTIVATION_PROJECTION_SEED: Final = "activation-projection-seed"
 ACTIVATION_DP_CLIP: Final = "activation-dp-clip"
 ACTIVATION_DP_NOISE: Final = "activation-dp-noise"
 
+# Ditto (Li et al., ICML 2021; docs/specs/spec-ditto.md), sent every round by Ditto:
+# λ of the personal objective h_k(v; w) = F_k(v) + λ/2 ||v - w||², whose presence marks
+# a Ditto round; the personal epochs (0: as many as LOCAL_EPOCHS); the personal step size
+# as a multiple of LR. In the evaluate config, DITTO_PERSONAL = true asks the client to
+# evaluate its personal model too (PERSONAL_EVAL_LOSS / PERSONAL_EVAL_ACC below).
+DITTO_LAMBDA: Final = "ditto-lambda"
+DITTO_PERSONAL_EPOCHS: Final = "ditto-personal-epochs"
+DITTO_PERSONAL_LR_SCALE: Final = "ditto-personal-lr-scale"
+DITTO_PERSONAL: Final = "ditto-personal"
+
 # Client-key query (server -> client, a Flower QUERY message), ConfigRecord key: true
 # asks the client for its stable key; the reply's MetricRecord holds PARTITION_ID
 # (fairfl.contract.clients).
@@ -90,3 +100,6 @@ OBJECTIVE_IGNORED: Final = "objective-ignored"
 # Evaluate reply (client -> server), MetricRecord keys.
 EVAL_LOSS: Final = "eval_loss"
 EVAL_ACC: Final = "eval_acc"
+# Ditto: loss and accuracy of the client's personal model v_k on the same split.
+PERSONAL_EVAL_LOSS: Final = "personal-eval_loss"
+PERSONAL_EVAL_ACC: Final = "personal-eval_acc"

@@ -85,6 +85,9 @@ EVALUATE_METRICS: Mapping[str, FieldSpec] = {
     keys.EVAL_LOSS: FieldSpec("float", lower=0.0),
     keys.EVAL_ACC: FieldSpec("float", lower=0.0, upper=1.0),
     keys.PARTITION_ID: FieldSpec("int", lower=0),
+    # Ditto's personal model v_k on the same split; optional, sent as a pair.
+    keys.PERSONAL_EVAL_LOSS: FieldSpec("float", lower=0.0),
+    keys.PERSONAL_EVAL_ACC: FieldSpec("float", lower=0.0, upper=1.0),
 }
 
 # Keys every train / evaluate reply must carry.
@@ -150,13 +153,19 @@ class TrainReply:
 
 @dataclass(frozen=True)
 class EvaluateReply:
-    """A validated evaluate reply: one client's loss and accuracy on its test split."""
+    """A validated evaluate reply: one client's loss and accuracy on its test split.
+
+    ``personal_eval_loss`` / ``personal_eval_acc`` are those of the client's personal
+    model (Ditto), ``None`` when the reply has none.
+    """
 
     node_id: int
     num_examples: int
     eval_loss: float
     eval_acc: float
     partition_id: int | None = None
+    personal_eval_loss: float | None = None
+    personal_eval_acc: float | None = None
 
 
 @dataclass(frozen=True)
@@ -439,19 +448,34 @@ def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES
 
     ``weight_key`` is the key of the test-sample count (Flower's ``weighted_by_key``);
     ``eval_loss`` must be finite and >= 0, ``eval_acc`` in [0, 1]
-    (:mod:`fairfl.contract.bounds`).
+    (:mod:`fairfl.contract.bounds`); so must the personal model's pair (Ditto), which is
+    optional but comes whole: one of ``personal-eval_loss`` / ``personal-eval_acc``
+    without the other is refused.
     """
     node_id = int(message.metadata.src_node_id)
     required = (weight_key, *REQUIRED_EVALUATE_METRICS[1:])
     table = {weight_key: EVALUATE_METRICS[keys.NUM_EXAMPLES], **EVALUATE_METRICS}
     metrics = _read_metrics(node_id, _metrics_of(node_id, message), table, required)
     partition = metrics.get(keys.PARTITION_ID)
+    personal_loss = metrics.get(keys.PERSONAL_EVAL_LOSS)
+    personal_acc = metrics.get(keys.PERSONAL_EVAL_ACC)
+    if (personal_loss is None) != (personal_acc is None):
+        present, absent = (
+            (keys.PERSONAL_EVAL_LOSS, keys.PERSONAL_EVAL_ACC)
+            if personal_acc is None
+            else (keys.PERSONAL_EVAL_ACC, keys.PERSONAL_EVAL_LOSS)
+        )
+        raise ReplyError(
+            node_id, f"metrics[{absent!r}]", f"is missing while {present!r} is sent"
+        )
     return EvaluateReply(
         node_id=node_id,
         num_examples=int(metrics[weight_key]),  # type: ignore[arg-type]
         eval_loss=float(metrics[keys.EVAL_LOSS]),  # type: ignore[arg-type]
         eval_acc=float(metrics[keys.EVAL_ACC]),  # type: ignore[arg-type]
         partition_id=int(partition) if partition is not None else None,  # type: ignore[arg-type]
+        personal_eval_loss=None if personal_loss is None else float(personal_loss),  # type: ignore[arg-type]
+        personal_eval_acc=None if personal_acc is None else float(personal_acc),  # type: ignore[arg-type]
     )
 
 
@@ -500,9 +524,17 @@ def write_train_reply(
 
 
 def write_evaluate_reply(
-    *, num_examples: int, eval_loss: float, eval_acc: float, partition_id: int | None = None
+    *,
+    num_examples: int,
+    eval_loss: float,
+    eval_acc: float,
+    partition_id: int | None = None,
+    personal: tuple[float, float] | None = None,
 ) -> RecordDict:
-    """Build the content of an evaluate reply (see ``EvaluateReply`` in the .proto)."""
+    """Build the content of an evaluate reply (see ``EvaluateReply`` in the .proto).
+
+    ``personal`` is the (loss, accuracy) of the client's personal model (Ditto).
+    """
     values: dict[str, int | float | list[int] | list[float]] = {
         keys.NUM_EXAMPLES: int(num_examples),
         keys.EVAL_LOSS: float(eval_loss),
@@ -510,4 +542,7 @@ def write_evaluate_reply(
     }
     if partition_id is not None:
         values[keys.PARTITION_ID] = int(partition_id)
+    if personal is not None:
+        values[keys.PERSONAL_EVAL_LOSS] = float(personal[0])
+        values[keys.PERSONAL_EVAL_ACC] = float(personal[1])
     return RecordDict({keys.METRICS: MetricRecord(values)})

@@ -100,16 +100,20 @@ class EvaluateReply(_message.Message):
     def __init__(self, metrics: _Optional[_Union[EvaluateMetrics, _Mapping]] = ...) -> None: ...
 
 class EvaluateMetrics(_message.Message):
-    __slots__ = ("num_examples", "eval_loss", "eval_acc", "partition_id")
+    __slots__ = ("num_examples", "eval_loss", "eval_acc", "partition_id", "personal_eval_loss", "personal_eval_acc")
     NUM_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     EVAL_ACC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONAL_EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
+    PERSONAL_EVAL_ACC_FIELD_NUMBER: _ClassVar[int]
     num_examples: int
     eval_loss: float
     eval_acc: float
     partition_id: int
-    def __init__(self, num_examples: _Optional[int] = ..., eval_loss: _Optional[float] = ..., eval_acc: _Optional[float] = ..., partition_id: _Optional[int] = ...) -> None: ...
+    personal_eval_loss: float
+    personal_eval_acc: float
+    def __init__(self, num_examples: _Optional[int] = ..., eval_loss: _Optional[float] = ..., eval_acc: _Optional[float] = ..., partition_id: _Optional[int] = ..., personal_eval_loss: _Optional[float] = ..., personal_eval_acc: _Optional[float] = ...) -> None: ...
 
 class ClientKeyQuery(_message.Message):
     __slots__ = ("client_key",)
