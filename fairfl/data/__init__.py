@@ -13,6 +13,10 @@ Data sets (`DATASETS`):
   sets α and β, ``"synthetic-<α>-<β>-sigma<σ>"`` also the spread of the device sizes
   (``LogNormal(4, σ) + 50``; the reference σ = 2 by default). One device per
   partition (partitioner ``"natural"`` only).
+- ``"adult"`` (UCI Adult, from ``data_root/adult/``) and ``"adult-synthetic"`` (a
+  planted sensitive attribute and bias, numpy): binary tasks whose samples carry a
+  sensitive attribute (``ClientData.a_train``...), for group fairness
+  (`fairfl.data.sensitive`); ``"dirichlet"`` skews their attribute mix.
 - ``"mnist"``, ``"fashionmnist"``, ``"cifar10"``: the official training sets,
   read by torchvision from ``data_root`` (downloaded only if ``download=True``),
   then partitioned and re-split per client.

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fairfl.data import synthetic
+from fairfl.data import sensitive, synthetic
 from fairfl.data.cache import cached_partition
 from fairfl.data.groups import GroupLayout, group_layout
 from fairfl.data.partition import (
@@ -60,6 +60,9 @@ class ClientData:
         (``validation_fraction`` of `load_client_data`); empty when there is none.
     y_val : np.ndarray
         int64 labels of the validation split, shape ``(n_val,)``.
+    a_train, a_test, a_val : np.ndarray
+        int64 sensitive attribute of each sample of the three splits, for the data sets
+        that have one (`fairfl.data.sensitive`); empty for the others.
 
     """
 
@@ -69,6 +72,14 @@ class ClientData:
     y_test: np.ndarray
     x_val: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float32))
     y_val: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    a_train: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    a_test: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    a_val: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    @property
+    def has_attribute(self) -> bool:
+        """Whether every sample carries a sensitive attribute (`fairfl.data.sensitive`)."""
+        return len(self.a_train) == len(self.y_train) and len(self.a_train) > 0
 
 
 def load_client_data(
@@ -193,6 +204,14 @@ def load_client_data(
         y[rows[train]], float(validation_fraction), int(seed), partition_id
     )
     train_rows, validation_rows = rows[train][kept], rows[train][validation]
+    attribute: dict[str, np.ndarray] = {}
+    if dataset in sensitive.SENSITIVE_DATASETS:
+        _, _, a = sensitive.load_sensitive_pool(dataset, resolve_data_root(data_root))
+        attribute = {
+            "a_train": a[train_rows].copy(),
+            "a_test": a[rows[test]].copy(),
+            "a_val": a[validation_rows].copy(),
+        }
     return ClientData(
         x_train=to_model_input(x[train_rows]),
         y_train=y[train_rows],
@@ -200,6 +219,7 @@ def load_client_data(
         y_test=y[rows[test]],
         x_val=to_model_input(x[validation_rows]),
         y_val=y[validation_rows],
+        **attribute,
     )
 
 
@@ -346,6 +366,11 @@ def _partition_lists(federation: _Federation) -> tuple[np.ndarray, ...]:
     _, labels = load_pool(
         federation.dataset, resolve_data_root(federation.data_root), federation.download
     )
+    if federation.dataset in sensitive.SENSITIVE_DATASETS and federation.partitioner == "dirichlet":
+        # FairFed's heterogeneity (fairfl.data.sensitive): skew the attribute mix.
+        _, _, labels = sensitive.load_sensitive_pool(
+            federation.dataset, resolve_data_root(federation.data_root)
+        )
     settings = {
         "partitioner": federation.partitioner,
         "num_partitions": int(federation.num_partitions),

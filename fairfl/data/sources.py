@@ -19,9 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-from fairfl.data import synthetic
+from fairfl.data import sensitive, synthetic
 
-DATASETS: tuple[str, ...] = ("digits", "synthetic", "mnist", "fashionmnist", "cifar10")
+DATASETS: tuple[str, ...] = (
+    "digits",
+    "synthetic",
+    "mnist",
+    "fashionmnist",
+    "cifar10",
+    *sensitive.SENSITIVE_DATASETS,
+)
 """Data set names. Synthetic(α, β) is also available as ``"synthetic-<α>-<β>"``."""
 
 DEFAULT_DATA_ROOT = "~/.cache/fairfl/data"
@@ -33,6 +40,8 @@ _SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
     "mnist": ((1, 28, 28), 10),
     "fashionmnist": ((1, 28, 28), 10),
     "cifar10": ((3, 32, 32), 10),
+    "adult": ((sensitive.ADULT_NUM_FEATURES,), 2),
+    "adult-synthetic": ((sensitive.SYNTHETIC_FEATURES,), 2),
 }
 
 
@@ -146,6 +155,9 @@ def load_pool(name: str, data_root: str, download: bool) -> tuple[np.ndarray, np
     """
     if name == "digits":
         x, y = load_digits_file(digits_file())
+    elif name in sensitive.SENSITIVE_DATASETS:  # the attribute: load_client_data
+        x, y, _ = sensitive.load_sensitive_pool(name, data_root)
+        return x, y
     else:
         # Imported here: torchvision's import takes seconds that digits and
         # synthetic runs need not pay.

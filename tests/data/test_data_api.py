@@ -21,7 +21,15 @@ DIGITS = {"dataset": "digits", "num_partitions": 10}
 
 
 def test_names():
-    assert DATASETS == ("digits", "synthetic", "mnist", "fashionmnist", "cifar10")
+    assert DATASETS == (
+        "digits",
+        "synthetic",
+        "mnist",
+        "fashionmnist",
+        "cifar10",
+        "adult",
+        "adult-synthetic",
+    )
     assert PARTITIONERS == ("iid", "dirichlet", "shards", "groups", "natural")
 
 
