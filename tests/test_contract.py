@@ -63,6 +63,7 @@ def test_train_config_keys_match_proto():
         keys.BATCH_SIZE,
         keys.WANT_ACTIVATION,
         keys.WANT_ACCURACY,
+        keys.WANT_GROUP_COUNTS,
     }
     records = {f.json_name for f in contract_pb2.TrainReply.DESCRIPTOR.fields}
     assert records == {keys.ARRAYS, keys.METRICS, keys.GRADIENT}

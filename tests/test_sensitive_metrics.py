@@ -90,3 +90,43 @@ def test_federated_metrics_equal_fairlearns_on_pooled_predictions(seed):
     assert ours[EQUAL_OPPORTUNITY] == pytest.approx(eop, abs=1e-12)
     assert ours[ACCURACY_PARITY] == pytest.approx(frame.difference(), abs=1e-12)
     assert accuracy_of_counts(total) == pytest.approx(accuracy_score(y_all, p_all), abs=1e-12)
+
+
+def test_group_counts_travel_in_evaluate_and_train_replies():
+    from google.protobuf import json_format
+
+    from fairfl._proto.fairfl.v1 import contract_pb2
+    from fairfl.contract import keys, read_evaluate_reply, write_evaluate_reply, write_train_reply
+    from tests.conftest import arrays_of, make_reply
+
+    content = write_evaluate_reply(
+        num_examples=8, eval_loss=0.5, eval_acc=0.75, group_counts=[1, 1, 0, 2, 2, 0, 1, 1]
+    )
+    metrics = dict(content[keys.METRICS])
+    json_format.ParseDict(metrics, contract_pb2.EvaluateMetrics())  # an unknown key raises
+    reply = read_evaluate_reply(make_reply(3, metrics=metrics))
+    assert reply.group_counts == (1, 1, 0, 2, 2, 0, 1, 1)
+    train = write_train_reply(
+        arrays_of([np.zeros(1, np.float32)]), num_examples=8, group_counts=[0] * 4
+    )
+    json_format.ParseDict(dict(train[keys.METRICS]), contract_pb2.TrainMetrics())
+
+
+@pytest.mark.parametrize(
+    ("counts", "reason"),
+    [
+        ([1, 2, 3], "multiple of 4 entries, got 3"),
+        ([0, 0, 0, -1], "must be >= 0"),
+        ([0.5, 0.0, 0.0, 0.0], "only ints"),
+        ([], "non-empty list of ints"),
+    ],
+)
+def test_bad_group_counts_in_a_reply_are_named(counts, reason):
+    from fairfl.contract import ReplyError, keys, read_evaluate_reply
+    from tests.conftest import make_reply
+
+    metrics = {keys.NUM_EXAMPLES: 4, keys.EVAL_LOSS: 0.1, keys.EVAL_ACC: 0.5}
+    metrics[keys.GROUP_COUNTS] = counts
+    with pytest.raises(ReplyError, match=reason) as error:
+        read_evaluate_reply(make_reply(7, metrics=metrics))
+    assert "group-counts" in str(error.value) and "7" in str(error.value)

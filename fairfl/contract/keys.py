@@ -27,6 +27,8 @@ BATCH_SIZE: Final = "batch-size"
 WANT_ACTIVATION: Final = "want-activation"
 # Ask the client for ACC_BEFORE_TRAINING below (FedFa); absent means no.
 WANT_ACCURACY: Final = "want-accuracy"
+# Ask the client for GROUP_COUNTS below on its training split (FairFed); absent means no.
+WANT_GROUP_COUNTS: Final = "want-group-counts"
 # PropFair's client-side loss transform (rule keys, documented in
 # fairfl.strategies.propfair; not part of the proto's TrainConfig).
 PROPFAIR_M: Final = "propfair-m"
@@ -85,6 +87,13 @@ LOSS_BEFORE_TRAINING: Final = "loss-before-training"
 # split, from the same pass as LOSS_BEFORE_TRAINING; sent when the config has
 # WANT_ACCURACY. FedFa weighs clients by it.
 ACC_BEFORE_TRAINING: Final = "acc-before-training"
+# Group counts of a binary classifier over a per-sample sensitive attribute: samples per
+# (attribute value a, label y, prediction ŷ), cell 4a + 2y + ŷ (fairfl.contract.sensitive);
+# never the predictions themselves. In a train reply (config WANT_GROUP_COUNTS): of the
+# received model on the training split, before local training (FairFed). In an evaluate
+# reply: of the evaluated model on the evaluated split, from every client whose data
+# carries the attribute.
+GROUP_COUNTS: Final = "group-counts"
 # Flower's name: a stock ClientApp reports the loss *during* local training here. Read
 # by Flower's QFedAvg; fairfl's rules read it only with ``train_loss_key="train_loss"``.
 TRAIN_LOSS: Final = "train_loss"

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from fairfl.contract import keys
 from fairfl.contract.bounds import MAX_ABS_ACTIVATION, MAX_LOSS, MAX_QFFL_H
 
-ValueKind = Literal["int", "float", "float-list"]
+ValueKind = Literal["int", "float", "float-list", "int-list"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class FieldSpec:
 
     Parameters
     ----------
-    kind : {"int", "float", "float-list"}
+    kind : {"int", "float", "float-list", "int-list"}
         Python type of the value on the wire.
     lower : float | None
         Smallest allowed value (``None``: unbounded).
@@ -47,6 +47,8 @@ class FieldSpec:
     limit : str
         What sets ``upper`` (and ``lower`` when it is ``-upper``), named in the error
         (``"max_loss"``); "" for none.
+    multiple_of : int
+        A list's length must be a multiple of this (``group-counts``: 4 cells a group).
     """
 
     kind: ValueKind
@@ -54,6 +56,7 @@ class FieldSpec:
     lower_inclusive: bool = True
     upper: float | None = None
     limit: str = ""
+    multiple_of: int = 1
 
 
 def _loss_spec(max_loss: float) -> FieldSpec:
@@ -76,6 +79,7 @@ TRAIN_METRICS: Mapping[str, FieldSpec] = {
     keys.RCFL_ETA: _eta_spec(MAX_LOSS),
     keys.PARTITION_ID: FieldSpec("int", lower=0),
     keys.OBJECTIVE_IGNORED: FieldSpec("int", lower=0, upper=1),
+    keys.GROUP_COUNTS: FieldSpec("int-list", lower=0, multiple_of=4),
 }
 
 # Python side of message EvaluateMetrics in contract.proto.
@@ -88,6 +92,8 @@ EVALUATE_METRICS: Mapping[str, FieldSpec] = {
     # Ditto's personal model v_k on the same split; optional, sent as a pair.
     keys.PERSONAL_EVAL_LOSS: FieldSpec("float", lower=0.0),
     keys.PERSONAL_EVAL_ACC: FieldSpec("float", lower=0.0, upper=1.0),
+    # Group counts on the same split (fairfl.contract.sensitive); optional.
+    keys.GROUP_COUNTS: FieldSpec("int-list", lower=0, multiple_of=4),
 }
 
 # Keys every train / evaluate reply must carry.
@@ -166,6 +172,8 @@ class EvaluateReply:
     partition_id: int | None = None
     personal_eval_loss: float | None = None
     personal_eval_acc: float | None = None
+    #: ``group-counts`` on the same split (fairfl.contract.sensitive), when sent.
+    group_counts: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +205,18 @@ def check_value(node_id: int, record: str, key: str, value: object, spec: FieldS
         if isinstance(value, bool) or not isinstance(value, int | float | np.number):
             raise ReplyError(node_id, where, f"must be a float, got {type(value).__name__}")
         numbers = [float(value)]
+    elif spec.kind == "int-list":
+        if not isinstance(value, list | tuple) or not value:
+            raise ReplyError(node_id, where, "must be a non-empty list of ints")
+        if any(isinstance(v, bool) or not isinstance(v, int | np.integer) for v in value):
+            raise ReplyError(node_id, where, "must hold only ints")
+        if len(value) % spec.multiple_of:
+            raise ReplyError(
+                node_id,
+                where,
+                f"must have a multiple of {spec.multiple_of} entries, got {len(value)}",
+            )
+        numbers = [float(v) for v in value]
     else:
         if not isinstance(value, list | tuple) or not value:
             raise ReplyError(node_id, where, "must be a non-empty list of floats")
@@ -457,6 +477,7 @@ def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES
     table = {weight_key: EVALUATE_METRICS[keys.NUM_EXAMPLES], **EVALUATE_METRICS}
     metrics = _read_metrics(node_id, _metrics_of(node_id, message), table, required)
     partition = metrics.get(keys.PARTITION_ID)
+    counts = metrics.get(keys.GROUP_COUNTS)
     personal_loss = metrics.get(keys.PERSONAL_EVAL_LOSS)
     personal_acc = metrics.get(keys.PERSONAL_EVAL_ACC)
     if (personal_loss is None) != (personal_acc is None):
@@ -476,6 +497,7 @@ def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES
         partition_id=int(partition) if partition is not None else None,  # type: ignore[arg-type]
         personal_eval_loss=None if personal_loss is None else float(personal_loss),  # type: ignore[arg-type]
         personal_eval_acc=None if personal_acc is None else float(personal_acc),  # type: ignore[arg-type]
+        group_counts=None if counts is None else tuple(int(c) for c in counts),  # type: ignore[union-attr]
     )
 
 
@@ -491,6 +513,7 @@ def write_train_reply(
     loss_before_training: float | None = None,
     objective_ignored: bool | None = None,
     acc_before_training: float | None = None,
+    group_counts: Sequence[int] | None = None,
 ) -> RecordDict:
     """Build the content of a train reply (see ``TrainReply`` in the .proto).
 
@@ -500,12 +523,13 @@ def write_train_reply(
     ``train_loss_key="train_loss"``. ``acc_before_training`` is the received model's
     accuracy from the same pass as F_k(w^t) (FedFa; sent when the config asks for it).
     ``objective_ignored`` is sent as 0 or 1 when given (whether the app's training
-    skipped the rule's client objective).
+    skipped the rule's client objective). ``group_counts`` are the received model's on
+    the training split (FairFed; :mod:`fairfl.contract.sensitive`).
     """
     values: dict[str, int | float | list[int] | list[float]] = {
         keys.NUM_EXAMPLES: int(num_examples)
     }
-    optional: dict[str, int | float | list[float] | None] = {
+    optional: dict[str, int | float | list[int] | list[float] | None] = {
         keys.LOSS_BEFORE_TRAINING: None
         if loss_before_training is None
         else float(loss_before_training),
@@ -518,6 +542,7 @@ def write_train_reply(
         keys.ACC_BEFORE_TRAINING: None
         if acc_before_training is None
         else float(acc_before_training),
+        keys.GROUP_COUNTS: None if group_counts is None else [int(c) for c in group_counts],
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     return RecordDict({keys.ARRAYS: arrays, keys.METRICS: MetricRecord(values)})
@@ -530,10 +555,13 @@ def write_evaluate_reply(
     eval_acc: float,
     partition_id: int | None = None,
     personal: tuple[float, float] | None = None,
+    group_counts: Sequence[int] | None = None,
 ) -> RecordDict:
     """Build the content of an evaluate reply (see ``EvaluateReply`` in the .proto).
 
-    ``personal`` is the (loss, accuracy) of the client's personal model (Ditto).
+    ``personal`` is the (loss, accuracy) of the client's personal model (Ditto);
+    ``group_counts`` the evaluated model's on the same split
+    (:mod:`fairfl.contract.sensitive`).
     """
     values: dict[str, int | float | list[int] | list[float]] = {
         keys.NUM_EXAMPLES: int(num_examples),
@@ -545,4 +573,6 @@ def write_evaluate_reply(
     if personal is not None:
         values[keys.PERSONAL_EVAL_LOSS] = float(personal[0])
         values[keys.PERSONAL_EVAL_ACC] = float(personal[1])
+    if group_counts is not None:
+        values[keys.GROUP_COUNTS] = [int(c) for c in group_counts]
     return RecordDict({keys.METRICS: MetricRecord(values)})

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x61irfl/v1/contract.proto\x12\tfairfl.v1\"3\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0b\n\x03npy\x18\x03 \x01(\x0c\"\xc5\x01\n\x10TrainInstruction\x12?\n\x06\x61rrays\x18\x01 \x03(\x0b\x32\'.fairfl.v1.TrainInstruction.ArraysEntryR\x06\x61rrays\x12.\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x16.fairfl.v1.TrainConfigR\x06\x63onfig\x1a@\n\x0b\x41rraysEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.fairfl.v1.Tensor:\x02\x38\x01\"\x85\x02\n\x0bTrainConfig\x12\"\n\x0cserver_round\x18\x01 \x01(\x03R\x0cserver-round\x12\x0e\n\x02lr\x18\x02 \x01(\x01R\x02lr\x12\"\n\x0clocal_epochs\x18\x03 \x01(\x03R\x0clocal-epochs\x12\x1e\n\nbatch_size\x18\x04 \x01(\x03R\nbatch-size\x12-\n\x0fwant_activation\x18\x05 \x01(\x08H\x00R\x0fwant-activation\x88\x01\x01\x12)\n\rwant_accuracy\x18\x06 \x01(\x08H\x01R\rwant-accuracy\x88\x01\x01\x42\x12\n\x10_want_activationB\x10\n\x0e_want_accuracy\"\xc1\x02\n\nTrainReply\x12\x39\n\x06\x61rrays\x18\x01 \x03(\x0b\x32!.fairfl.v1.TrainReply.ArraysEntryR\x06\x61rrays\x12\x31\n\x07metrics\x18\x02 \x01(\x0b\x32\x17.fairfl.v1.TrainMetricsR\x07metrics\x12?\n\x08gradient\x18\x03 \x03(\x0b\x32#.fairfl.v1.TrainReply.GradientEntryR\x08gradient\x1a@\n\x0b\x41rraysEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.fairfl.v1.Tensor:\x02\x38\x01\x1a\x42\n\rGradientEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.fairfl.v1.Tensor:\x02\x38\x01\"\x80\x04\n\x0cTrainMetrics\x12\"\n\x0cnum_examples\x18\x01 \x01(\x03R\x0cnum-examples\x12#\n\ntrain_loss\x18\x02 \x01(\x01H\x00R\ntrain_loss\x88\x01\x01\x12\x1b\n\x06qffl_h\x18\x03 \x01(\x01H\x01R\x06qffl-h\x88\x01\x01\x12\x1e\n\nactivation\x18\x04 \x03(\x01R\nactivation\x12\x1f\n\x08rcfl_eta\x18\x05 \x01(\x01H\x02R\x08rcfl-eta\x88\x01\x01\x12\'\n\x0cpartition_id\x18\x06 \x01(\x03H\x03R\x0cpartition-id\x88\x01\x01\x12\x37\n\x14loss_before_training\x18\x07 \x01(\x01H\x04R\x14loss-before-training\x88\x01\x01\x12\x31\n\x11objective_ignored\x18\x08 \x01(\x03H\x05R\x11objective-ignored\x88\x01\x01\x12\x35\n\x13\x61\x63\x63_before_training\x18\t \x01(\x01H\x06R\x13\x61\x63\x63-before-training\x88\x01\x01\x42\r\n\x0b_train_lossB\t\n\x07_qffl_hB\x0b\n\t_rcfl_etaB\x0f\n\r_partition_idB\x17\n\x15_loss_before_trainingB\x14\n\x12_objective_ignoredB\x16\n\x14_acc_before_training\"E\n\rEvaluateReply\x12\x34\n\x07metrics\x18\x01 \x01(\x0b\x32\x1a.fairfl.v1.EvaluateMetricsR\x07metrics\"\xbe\x02\n\x0f\x45valuateMetrics\x12\"\n\x0cnum_examples\x18\x01 \x01(\x03R\x0cnum-examples\x12\x1c\n\teval_loss\x18\x02 \x01(\x01R\teval_loss\x12\x1a\n\x08\x65val_acc\x18\x03 \x01(\x01R\x08\x65val_acc\x12\'\n\x0cpartition_id\x18\x04 \x01(\x03H\x00R\x0cpartition-id\x88\x01\x01\x12\x33\n\x12personal_eval_loss\x18\x05 \x01(\x01H\x01R\x12personal-eval_loss\x88\x01\x01\x12\x31\n\x11personal_eval_acc\x18\x06 \x01(\x01H\x02R\x11personal-eval_acc\x88\x01\x01\x42\x0f\n\r_partition_idB\x15\n\x13_personal_eval_lossB\x14\n\x12_personal_eval_acc\"0\n\x0e\x43lientKeyQuery\x12\x1e\n\nclient_key\x18\x01 \x01(\x08R\nclient-key\"4\n\x0e\x43lientKeyReply\x12\"\n\x0cpartition_id\x18\x01 \x01(\x03R\x0cpartition-idb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x61irfl/v1/contract.proto\x12\tfairfl.v1\"3\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0b\n\x03npy\x18\x03 \x01(\x0c\"\xc5\x01\n\x10TrainInstruction\x12?\n\x06\x61rrays\x18\x01 \x03(\x0b\x32\'.fairfl.v1.TrainInstruction.ArraysEntryR\x06\x61rrays\x12.\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x16.fairfl.v1.TrainConfigR\x06\x63onfig\x1a@\n\x0b\x41rraysEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.fairfl.v1.Tensor:\x02\x38\x01\"\xce\x02\n\x0bTrainConfig\x12\"\n\x0cserver_round\x18\x01 \x01(\x03R\x0cserver-round\x12\x0e\n\x02lr\x18\x02 \x01(\x01R\x02lr\x12\"\n\x0clocal_epochs\x18\x03 \x01(\x03R\x0clocal-epochs\x12\x1e\n\nbatch_size\x18\x04 \x01(\x03R\nbatch-size\x12-\n\x0fwant_activation\x18\x05 \x01(\x08H\x00R\x0fwant-activation\x88\x01\x01\x12)\n\rwant_accuracy\x18\x06 \x01(\x08H\x01R\rwant-accuracy\x88\x01\x01\x12\x31\n\x11want_group_counts\x18\x07 \x01(\x08H\x02R\x11want-group-counts\x88\x01\x01\x42\x12\n\x10_want_activationB\x10\n\x0e_want_accuracyB\x14\n\x12_want_group_counts\"\xc1\x02\n\nTrainReply\x12\x39\n\x06\x61rrays\x18\x01 \x03(\x0b\x32!.fairfl.v1.TrainReply.ArraysEntryR\x06\x61rrays\x12\x31\n\x07metrics\x18\x02 \x01(\x0b\x32\x17.fairfl.v1.TrainMetricsR\x07metrics\x12?\n\x08gradient\x18\x03 \x03(\x0b\x32#.fairfl.v1.TrainReply.GradientEntryR\x08gradient\x1a@\n\x0b\x41rraysEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.fairfl.v1.Tensor:\x02\x38\x01\x1a\x42\n\rGradientEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.fairfl.v1.Tensor:\x02\x38\x01\"\xa4\x04\n\x0cTrainMetrics\x12\"\n\x0cnum_examples\x18\x01 \x01(\x03R\x0cnum-examples\x12#\n\ntrain_loss\x18\x02 \x01(\x01H\x00R\ntrain_loss\x88\x01\x01\x12\x1b\n\x06qffl_h\x18\x03 \x01(\x01H\x01R\x06qffl-h\x88\x01\x01\x12\x1e\n\nactivation\x18\x04 \x03(\x01R\nactivation\x12\x1f\n\x08rcfl_eta\x18\x05 \x01(\x01H\x02R\x08rcfl-eta\x88\x01\x01\x12\'\n\x0cpartition_id\x18\x06 \x01(\x03H\x03R\x0cpartition-id\x88\x01\x01\x12\x37\n\x14loss_before_training\x18\x07 \x01(\x01H\x04R\x14loss-before-training\x88\x01\x01\x12\x31\n\x11objective_ignored\x18\x08 \x01(\x03H\x05R\x11objective-ignored\x88\x01\x01\x12\x35\n\x13\x61\x63\x63_before_training\x18\t \x01(\x01H\x06R\x13\x61\x63\x63-before-training\x88\x01\x01\x12\"\n\x0cgroup_counts\x18\n \x03(\x03R\x0cgroup-countsB\r\n\x0b_train_lossB\t\n\x07_qffl_hB\x0b\n\t_rcfl_etaB\x0f\n\r_partition_idB\x17\n\x15_loss_before_trainingB\x14\n\x12_objective_ignoredB\x16\n\x14_acc_before_training\"E\n\rEvaluateReply\x12\x34\n\x07metrics\x18\x01 \x01(\x0b\x32\x1a.fairfl.v1.EvaluateMetricsR\x07metrics\"\xe2\x02\n\x0f\x45valuateMetrics\x12\"\n\x0cnum_examples\x18\x01 \x01(\x03R\x0cnum-examples\x12\x1c\n\teval_loss\x18\x02 \x01(\x01R\teval_loss\x12\x1a\n\x08\x65val_acc\x18\x03 \x01(\x01R\x08\x65val_acc\x12\'\n\x0cpartition_id\x18\x04 \x01(\x03H\x00R\x0cpartition-id\x88\x01\x01\x12\x33\n\x12personal_eval_loss\x18\x05 \x01(\x01H\x01R\x12personal-eval_loss\x88\x01\x01\x12\x31\n\x11personal_eval_acc\x18\x06 \x01(\x01H\x02R\x11personal-eval_acc\x88\x01\x01\x12\"\n\x0cgroup_counts\x18\x07 \x03(\x03R\x0cgroup-countsB\x0f\n\r_partition_idB\x15\n\x13_personal_eval_lossB\x14\n\x12_personal_eval_acc\"0\n\x0e\x43lientKeyQuery\x12\x1e\n\nclient_key\x18\x01 \x01(\x08R\nclient-key\"4\n\x0e\x43lientKeyReply\x12\"\n\x0cpartition_id\x18\x01 \x01(\x03R\x0cpartition-idb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,21 +44,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRAININSTRUCTION_ARRAYSENTRY']._serialized_start=226
   _globals['_TRAININSTRUCTION_ARRAYSENTRY']._serialized_end=290
   _globals['_TRAINCONFIG']._serialized_start=293
-  _globals['_TRAINCONFIG']._serialized_end=554
-  _globals['_TRAINREPLY']._serialized_start=557
-  _globals['_TRAINREPLY']._serialized_end=878
+  _globals['_TRAINCONFIG']._serialized_end=627
+  _globals['_TRAINREPLY']._serialized_start=630
+  _globals['_TRAINREPLY']._serialized_end=951
   _globals['_TRAINREPLY_ARRAYSENTRY']._serialized_start=226
   _globals['_TRAINREPLY_ARRAYSENTRY']._serialized_end=290
-  _globals['_TRAINREPLY_GRADIENTENTRY']._serialized_start=812
-  _globals['_TRAINREPLY_GRADIENTENTRY']._serialized_end=878
-  _globals['_TRAINMETRICS']._serialized_start=881
-  _globals['_TRAINMETRICS']._serialized_end=1393
-  _globals['_EVALUATEREPLY']._serialized_start=1395
-  _globals['_EVALUATEREPLY']._serialized_end=1464
-  _globals['_EVALUATEMETRICS']._serialized_start=1467
-  _globals['_EVALUATEMETRICS']._serialized_end=1785
-  _globals['_CLIENTKEYQUERY']._serialized_start=1787
-  _globals['_CLIENTKEYQUERY']._serialized_end=1835
-  _globals['_CLIENTKEYREPLY']._serialized_start=1837
-  _globals['_CLIENTKEYREPLY']._serialized_end=1889
+  _globals['_TRAINREPLY_GRADIENTENTRY']._serialized_start=885
+  _globals['_TRAINREPLY_GRADIENTENTRY']._serialized_end=951
+  _globals['_TRAINMETRICS']._serialized_start=954
+  _globals['_TRAINMETRICS']._serialized_end=1502
+  _globals['_EVALUATEREPLY']._serialized_start=1504
+  _globals['_EVALUATEREPLY']._serialized_end=1573
+  _globals['_EVALUATEMETRICS']._serialized_start=1576
+  _globals['_EVALUATEMETRICS']._serialized_end=1930
+  _globals['_CLIENTKEYQUERY']._serialized_start=1932
+  _globals['_CLIENTKEYQUERY']._serialized_end=1980
+  _globals['_CLIENTKEYREPLY']._serialized_start=1982
+  _globals['_CLIENTKEYREPLY']._serialized_end=2034
 # @@protoc_insertion_point(module_scope)

@@ -32,20 +32,22 @@ class TrainInstruction(_message.Message):
     def __init__(self, arrays: _Optional[_Mapping[str, Tensor]] = ..., config: _Optional[_Union[TrainConfig, _Mapping]] = ...) -> None: ...
 
 class TrainConfig(_message.Message):
-    __slots__ = ("server_round", "lr", "local_epochs", "batch_size", "want_activation", "want_accuracy")
+    __slots__ = ("server_round", "lr", "local_epochs", "batch_size", "want_activation", "want_accuracy", "want_group_counts")
     SERVER_ROUND_FIELD_NUMBER: _ClassVar[int]
     LR_FIELD_NUMBER: _ClassVar[int]
     LOCAL_EPOCHS_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     WANT_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
     WANT_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    WANT_GROUP_COUNTS_FIELD_NUMBER: _ClassVar[int]
     server_round: int
     lr: float
     local_epochs: int
     batch_size: int
     want_activation: bool
     want_accuracy: bool
-    def __init__(self, server_round: _Optional[int] = ..., lr: _Optional[float] = ..., local_epochs: _Optional[int] = ..., batch_size: _Optional[int] = ..., want_activation: bool = ..., want_accuracy: bool = ...) -> None: ...
+    want_group_counts: bool
+    def __init__(self, server_round: _Optional[int] = ..., lr: _Optional[float] = ..., local_epochs: _Optional[int] = ..., batch_size: _Optional[int] = ..., want_activation: bool = ..., want_accuracy: bool = ..., want_group_counts: bool = ...) -> None: ...
 
 class TrainReply(_message.Message):
     __slots__ = ("arrays", "metrics", "gradient")
@@ -72,7 +74,7 @@ class TrainReply(_message.Message):
     def __init__(self, arrays: _Optional[_Mapping[str, Tensor]] = ..., metrics: _Optional[_Union[TrainMetrics, _Mapping]] = ..., gradient: _Optional[_Mapping[str, Tensor]] = ...) -> None: ...
 
 class TrainMetrics(_message.Message):
-    __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id", "loss_before_training", "objective_ignored", "acc_before_training")
+    __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id", "loss_before_training", "objective_ignored", "acc_before_training", "group_counts")
     NUM_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     TRAIN_LOSS_FIELD_NUMBER: _ClassVar[int]
     QFFL_H_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +84,7 @@ class TrainMetrics(_message.Message):
     LOSS_BEFORE_TRAINING_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_IGNORED_FIELD_NUMBER: _ClassVar[int]
     ACC_BEFORE_TRAINING_FIELD_NUMBER: _ClassVar[int]
+    GROUP_COUNTS_FIELD_NUMBER: _ClassVar[int]
     num_examples: int
     train_loss: float
     qffl_h: float
@@ -91,7 +94,8 @@ class TrainMetrics(_message.Message):
     loss_before_training: float
     objective_ignored: int
     acc_before_training: float
-    def __init__(self, num_examples: _Optional[int] = ..., train_loss: _Optional[float] = ..., qffl_h: _Optional[float] = ..., activation: _Optional[_Iterable[float]] = ..., rcfl_eta: _Optional[float] = ..., partition_id: _Optional[int] = ..., loss_before_training: _Optional[float] = ..., objective_ignored: _Optional[int] = ..., acc_before_training: _Optional[float] = ...) -> None: ...
+    group_counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, num_examples: _Optional[int] = ..., train_loss: _Optional[float] = ..., qffl_h: _Optional[float] = ..., activation: _Optional[_Iterable[float]] = ..., rcfl_eta: _Optional[float] = ..., partition_id: _Optional[int] = ..., loss_before_training: _Optional[float] = ..., objective_ignored: _Optional[int] = ..., acc_before_training: _Optional[float] = ..., group_counts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class EvaluateReply(_message.Message):
     __slots__ = ("metrics",)
@@ -100,20 +104,22 @@ class EvaluateReply(_message.Message):
     def __init__(self, metrics: _Optional[_Union[EvaluateMetrics, _Mapping]] = ...) -> None: ...
 
 class EvaluateMetrics(_message.Message):
-    __slots__ = ("num_examples", "eval_loss", "eval_acc", "partition_id", "personal_eval_loss", "personal_eval_acc")
+    __slots__ = ("num_examples", "eval_loss", "eval_acc", "partition_id", "personal_eval_loss", "personal_eval_acc", "group_counts")
     NUM_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     EVAL_ACC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONAL_EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     PERSONAL_EVAL_ACC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_COUNTS_FIELD_NUMBER: _ClassVar[int]
     num_examples: int
     eval_loss: float
     eval_acc: float
     partition_id: int
     personal_eval_loss: float
     personal_eval_acc: float
-    def __init__(self, num_examples: _Optional[int] = ..., eval_loss: _Optional[float] = ..., eval_acc: _Optional[float] = ..., partition_id: _Optional[int] = ..., personal_eval_loss: _Optional[float] = ..., personal_eval_acc: _Optional[float] = ...) -> None: ...
+    group_counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, num_examples: _Optional[int] = ..., eval_loss: _Optional[float] = ..., eval_acc: _Optional[float] = ..., partition_id: _Optional[int] = ..., personal_eval_loss: _Optional[float] = ..., personal_eval_acc: _Optional[float] = ..., group_counts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ClientKeyQuery(_message.Message):
     __slots__ = ("client_key",)
