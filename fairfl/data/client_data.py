@@ -286,6 +286,55 @@ validation_fraction
     return [n - num_validation_samples(n, validation_fraction) for n in train]
 
 
+def check_federation(
+    *,
+    dataset: str,
+    partitioner: str,
+    num_partitions: int,
+    seed: int = 0,
+    dirichlet_alpha: float = 0.3,
+    shards_per_partition: int = 2,
+    test_fraction: float = 0.3,
+    data_root: str = "",
+    download: bool = False,
+    group_sizes: str = "4,6",
+    group_labels: str = "",
+    group_samples_per_class: int = 0,
+    validation_fraction: float = 0.0,
+) -> None:
+    """Check the arguments of `load_client_data` (but ``partition_id``) without any data.
+
+    Takes the arguments of `partition_sizes`; reads no pool, cuts no partition and draws
+    no device, so its cost does not grow with ``num_partitions``.
+
+    Raises
+    ------
+    ValueError
+        As `load_client_data` for the same arguments, naming the argument.
+
+    """
+    _Federation(
+        dataset,
+        partitioner,
+        num_partitions,
+        seed,
+        dirichlet_alpha,
+        shards_per_partition,
+        test_fraction,
+        data_root,
+        download,
+        group_sizes,
+        group_labels,
+        group_samples_per_class,
+    )
+    _check(
+        _is_real(validation_fraction) and 0 <= validation_fraction < 1,
+        "validation_fraction",
+        "a number in [0, 1)",
+        validation_fraction,
+    )
+
+
 @dataclass(frozen=True)
 class _Federation:
     """The arguments that fix every client's data; checked on construction."""

@@ -56,6 +56,9 @@ DEFAULT_BETA = 1.0
 DEFAULT_SIZE_SIGMA = 2.0
 """σ of ``n_k = floor(LogNormal(4, σ)) + 50`` in the reference generator."""
 
+MIN_DEVICE_SIZE = 50
+"""The ``+ 50`` of ``n_k = floor(LogNormal(4, σ)) + 50``: no device holds fewer samples."""
+
 _NUMBER = r"\d+(?:\.\d+)?"
 _NAME = re.compile(
     rf"synthetic-(?P<alpha>{_NUMBER})-(?P<beta>{_NUMBER})(?:-sigma(?P<sigma>{_NUMBER}))?"
@@ -164,4 +167,4 @@ def _device_rng(seed: int, device: int) -> np.random.Generator:
 
 def _draw_size(rng: np.random.Generator, size_sigma: float) -> int:
     # Must stay the first draw from the device's generator: `device_size` relies on it.
-    return int(rng.lognormal(4.0, size_sigma)) + 50
+    return int(rng.lognormal(4.0, size_sigma)) + MIN_DEVICE_SIZE

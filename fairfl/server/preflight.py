@@ -205,12 +205,25 @@ def check_partitions(settings: RunSettings) -> None:
 
     Every partition needs ``MIN_PARTITION_SIZE`` samples (2 train, 1 test); the
     partitioner itself then decides (a Dirichlet draw may leave one too small), with
-    the error the clients would each have raised, once.
+    the error the clients would each have raised, once. A synthetic device holds at
+    least ``synthetic.MIN_DEVICE_SIZE`` samples by construction, so there only the
+    arguments are checked: drawing every device's size cost a ServerApp seconds at
+    10,000 SuperNodes (``benchmarks/bench_engine_scale.py``).
     """
-    from fairfl.data import partition_sizes
+    from fairfl.data import partition_sizes, synthetic
+    from fairfl.data.client_data import check_federation
     from fairfl.data.partition import MIN_PARTITION_SIZE
     from fairfl.data.sources import load_pool, resolve_data_root
 
+    if synthetic.parse_name(settings.dataset) is not None:
+        assert synthetic.MIN_DEVICE_SIZE >= MIN_PARTITION_SIZE  # no device can be too small
+        try:
+            check_federation(**settings.data_kwargs())
+        except ValueError as error:
+            raise ValueError(
+                f"run config num-partitions={settings.num_partitions}: {error}"
+            ) from error
+        return
     if not settings.dataset.startswith("synthetic"):
         _, labels = load_pool(
             settings.dataset, resolve_data_root(settings.data_root), settings.download

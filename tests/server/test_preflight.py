@@ -89,6 +89,23 @@ def test_the_server_checks_bundled_partitions_once_the_supernodes_are_there():
         check_partitions(RunSettings(num_partitions=700))
 
 
+def test_synthetic_partitions_are_checked_without_drawing_every_device(monkeypatch):
+    # n_k = floor(LogNormal(4, sigma)) + 50 >= 50 > 3 samples (2 train, 1 test) for every
+    # device, so the check reads the arguments only: its cost must not grow with the
+    # SuperNodes (bench_engine_scale: 10,000 size draws took seconds of a ServerApp).
+    from fairfl.data import synthetic
+    from fairfl.server.preflight import check_partitions
+    from fairfl.settings import RunSettings
+
+    def no_draws(*args):
+        raise AssertionError("check_partitions drew a synthetic device")
+
+    monkeypatch.setattr(synthetic, "_device_rng", no_draws)
+    check_partitions(RunSettings(dataset="synthetic", partitioner="natural", num_partitions=10**6))
+    with pytest.raises(ValueError, match=r"partitioner must be 'natural'"):
+        check_partitions(RunSettings(dataset="synthetic", partitioner="iid", num_partitions=10))
+
+
 def test_a_missing_extra_is_one_error_naming_it(tmp_path, monkeypatch):
     real = importlib.util.find_spec
 
