@@ -8,6 +8,9 @@ checks run ``kubectl kustomize`` (offline) where kubectl is installed."""
 
 from __future__ import annotations
 
+import argparse
+import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -257,3 +260,181 @@ def test_kustomize_renders_base_and_gpu_overlay() -> None:
     assert {e["name"]: e["value"] for e in supernode["env"]}["DEVICE"] == "cuda"
     # The GPU is added to the sidecar's limits; its CPU and memory limits stay.
     assert superexec["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1}
+
+
+# --------------------------------------------------------------------------- listeners
+
+# Where each flwr process listens, as flwr's own source has it (read in the 1.33.0,
+# 1.36.0 and 1.41.0 wheels and the installed 1.42). From 1.36 the SuperNode's runtime
+# (ClientAppIo) API is an HTTP server on --host/--port, default 127.0.0.1:9094
+# (supercore/constant.py UVICORN_DEFAULT_HOST); before, --clientappio-api-address
+# defaulted to 0.0.0.0:9094. In 1.36 the SuperLink served the runtime API on
+# --host/--port and still the gRPC Fleet (0.0.0.0:9092) and Control (0.0.0.0:9093)
+# APIs; by 1.41 all three are on --host/--port, the gRPC ones only behind
+# FLWR_INTERNAL_GRPC_FLEET_API / FLWR_INTERNAL_GRPC_CONTROL_API. The manifests are
+# written for that single port, so the images must pin flwr >= 1.41.
+SINGLE_PORT_FLWR = (1, 41)
+INTERNAL_GRPC_ENV = ("FLWR_INTERNAL_GRPC_FLEET_API", "FLWR_INTERNAL_GRPC_CONTROL_API")
+DOCKER = K8S.parent / "docker"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+ANY = ("0.0.0.0", "::", "")
+
+
+def _rendered() -> list[dict[str, Any]]:
+    """The manifests as ``kubectl kustomize`` renders them; the files where it is absent."""
+    if shutil.which("kubectl") is None:
+        return [d for _, d in _docs()]
+    return _kustomize(K8S)
+
+
+def _flwr_command(container: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """(program, arguments) of a container that runs a flwr process, else None.
+
+    The image's entrypoint (``flower-superlink`` ...) takes ``args``; a shell script's
+    ``exec flower-...`` line is split as the shell would (variables left as they are:
+    they fill node configs and key paths, never an address).
+    """
+    image = container["image"].split("/")[-1].split(":")[0]
+    if "command" not in container:
+        program = {"superlink": "flower-superlink", "superexec": "flower-superexec"}.get(image)
+        return (program, list(container.get("args", []))) if program else None
+    script = " ".join(container["args"]).replace("\\\n", " ")
+    for line in script.splitlines():
+        words = shlex.split(line)
+        if words[:2] and words[0] == "exec" and words[1].startswith("flower-"):
+            return words[1], words[2:]
+    return None
+
+
+def _parse(program: str, arguments: list[str]) -> argparse.Namespace:
+    """The arguments as the installed flwr parses them (an unknown flag fails here)."""
+    from flwr.supercore.cli.flower_superexec import _parse_args as superexec_parser
+    from flwr.superlink.cli.flower_superlink import _parse_args_run_superlink
+    from flwr.supernode.cli.flower_supernode import _parse_args_run_supernode
+
+    parser = {
+        "flower-superlink": _parse_args_run_superlink,
+        "flower-supernode": _parse_args_run_supernode,
+        "flower-superexec": superexec_parser,
+    }[program]()
+    return parser.parse_args(arguments)
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _listeners(container: dict[str, Any]) -> set[tuple[str, int]]:
+    """The (host, port) pairs a container's process listens on."""
+    if container["name"] == "fleet-proxy":  # nginx from start-proxy.sh: --listen
+        args = container["args"]
+        return {_split(args[args.index("--listen") + 1])}
+    command = _flwr_command(container)
+    if command is None:
+        return set()
+    program, arguments = command
+    parsed = _parse(program, arguments)
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    assert not any(env.get(name) == "1" for name in INTERNAL_GRPC_ENV), container["name"]
+    listening = set()
+    if program in ("flower-superlink", "flower-supernode"):
+        listening.add((parsed.host, int(parsed.port)))
+    if parsed.health_server_address is not None:
+        listening.add(_split(parsed.health_server_address))
+    return listening
+
+
+def _pods_rendered() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(d, d["spec"]["template"]["spec"]) for d in _rendered() if d["kind"] in WORKLOADS]
+
+
+def _container_port(container: dict[str, Any], port: str | int) -> int:
+    if isinstance(port, int):
+        return port
+    named = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    assert port in named, f"{container['name']}: no containerPort named {port}"
+    return int(named[port])
+
+
+def test_images_pin_a_flwr_with_the_single_port_layout() -> None:
+    from importlib.metadata import version
+
+    installed = tuple(int(x) for x in version("flwr").split(".")[:2])
+    assert installed >= SINGLE_PORT_FLWR  # the parser the next tests use
+    for name in ("superlink", "supernode", "superexec"):
+        text = (DOCKER / f"{name}.Dockerfile").read_text()
+        pinned = re.search(r"^ARG FLWR_VERSION=(\d+)\.(\d+)", text, re.MULTILINE)
+        assert pinned, name
+        assert (int(pinned[1]), int(pinned[2])) >= SINGLE_PORT_FLWR, name
+
+
+def test_every_probe_and_port_targets_an_address_its_process_listens_on() -> None:
+    """kubelet probes, containerPorts and Services reach the pod's IP: each must name a
+    port that the container's process binds on every interface, not on loopback."""
+    services = [d for d in _rendered() if d["kind"] == "Service"]
+    probed = 0
+    for workload, pod in _pods_rendered():
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        for container in pod["containers"]:
+            where = f"{workload['metadata']['name']}/{container['name']}"
+            listening = _listeners(container)
+            outward = {port for host, port in listening if host in ANY}
+            for port in container.get("ports", []):
+                assert port["containerPort"] in outward, (where, port, listening)
+            for kind in ("readinessProbe", "livenessProbe", "startupProbe"):
+                probe = container.get(kind)
+                if probe is None:
+                    continue
+                probed += 1
+                action = next(probe[a] for a in ("tcpSocket", "httpGet", "grpc") if a in probe)
+                assert _container_port(container, action["port"]) in outward, (where, kind)
+            for service in services:
+                selector = service["spec"].get("selector", {})
+                if not selector or any(labels.get(k) != v for k, v in selector.items()):
+                    continue
+                for port in service["spec"].get("ports", []):
+                    target = port.get("targetPort", port["port"])
+                    assert _container_port(container, target) in outward, (where, port)
+    assert probed >= 2  # the SuperLink's and the Fleet proxy's readiness probes
+
+
+def test_every_flwr_client_reaches_a_listener() -> None:
+    """Each address a process connects to: a Service port whose pods listen on every
+    interface, or loopback served by a container of the same pod."""
+    rendered = _rendered()
+    services = {
+        f"{d['metadata']['name']}.{d['metadata']['namespace']}.svc": d
+        for d in rendered
+        if d["kind"] == "Service"
+    }
+    pods = _pods_rendered()
+    checked = 0
+    for workload, pod in pods:
+        for container in pod["containers"]:
+            command = _flwr_command(container)
+            if command is None or command[0] not in ("flower-supernode", "flower-superexec"):
+                continue
+            parsed = _parse(*command)
+            target = (
+                parsed.superlink if command[0] == "flower-supernode" else parsed.runtime_api_address
+            )
+            host, port = _split(target)
+            where = f"{workload['metadata']['name']}/{container['name']} -> {target}"
+            if host in LOOPBACK:
+                served = set().union(*(_listeners(c) for c in pod["containers"]))
+                assert (host, port) in served or any((h, port) in served for h in ANY), where
+            else:
+                service = services[host]
+                assert port in {p["port"] for p in service["spec"]["ports"]}, where
+                selected = [
+                    (w, p)
+                    for w, p in pods
+                    if all(
+                        w["spec"]["template"]["metadata"]["labels"].get(k) == v
+                        for k, v in service["spec"]["selector"].items()
+                    )
+                ]
+                assert selected, where
+            checked += 1
+    assert checked == 3  # the SuperNode, its SuperExec sidecar, the ServerApp's SuperExec
