@@ -3,7 +3,8 @@
 Every Markdown report there (``<name>.md``, or ``<name>/report.md`` of a comparison
 folder) becomes one page, with the command that made it when the report records one.
 The benchmark tables come from ``benchmarks/readme_tables.py`` (``docs/results/
-benchmarks.json``).
+benchmarks.json``), the cross-device scale page from ``benchmarks/bench_engine_scale.py``
+(``docs/results/engine-scale.json``).
 """
 
 from __future__ import annotations
@@ -67,11 +68,34 @@ def benchmark_tables() -> str:
     return readme_tables.render(results) + "\n"
 
 
+def engine_scale_page() -> str | None:
+    """The cross-device scale page, rendered by ``benchmarks/bench_engine_scale.py``.
+
+    From ``docs/results/engine-scale.json``; ``None`` while that file is not committed.
+    """
+    path = RESULTS / "engine-scale.json"
+    if not path.exists():
+        return None
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import bench_engine_scale
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    text = bench_engine_scale.render(json.loads(path.read_text(encoding="utf-8")))
+    return (
+        f"{text.rstrip()}\n\n*Generated from the committed file "
+        "`docs/results/engine-scale.json`.*\n"
+    )
+
+
 def write_results_pages(out: Path) -> dict[str, str]:
     """Write ``out/<name>.md`` for every committed report; return name -> page text."""
     from fairfl_docs import write_if_changed
 
     pages = {name: _page(name, report) for name, report in _reports().items()}
+    engine_scale = engine_scale_page()
+    if engine_scale is not None:
+        pages["engine-scale"] = engine_scale
     tables = benchmark_tables()
     write_if_changed(out.parent / "benchmark-tables.md", tables)
     pages["benchmarks"] = (
