@@ -49,6 +49,9 @@ class NodeKeys:
     def __init__(self, grid: Any):
         self.grid = grid
         self.known: dict[int, str] = {}
+        #: Nodes the Grid listed without a public key (a node's key is fixed when it
+        #: registers, so a keyless node stays keyless).
+        self.keyless: set[int] = set()
 
     def refresh(self) -> None:
         """Ask the Grid for its nodes once and remember every key it gives."""
@@ -64,9 +67,16 @@ class NodeKeys:
             key = getattr(info, "public_key", b"")
             if key:
                 self.known[int(info.node_id)] = public_key_fingerprint(bytes(key))
+            else:
+                self.keyless.add(int(info.node_id))
 
     def lookup(self, node_ids: list[int]) -> dict[int, str]:
-        """Fingerprints of ``node_ids`` (refreshing once if one is not known yet)."""
-        if any(node not in self.known for node in node_ids):
+        """Fingerprints of ``node_ids``, refreshing once if one was never listed yet.
+
+        A node listed without a key does not refresh again: ``get_nodes`` lists every
+        node of the federation, and asking each round cost the in-process runner one
+        ``NodeInfo`` per node per round (``benchmarks/bench_engine_scale.py``).
+        """
+        if any(node not in self.known and node not in self.keyless for node in node_ids):
             self.refresh()
         return {node: self.known[node] for node in node_ids if node in self.known}
