@@ -4,7 +4,9 @@ On ``train`` it loads the received global model w^t, measures F_k(w^t) on the wh
 training split (``train_loss``, before any local step), adds the extra reports the
 config asks for, runs local SGD and replies per wire contract v1. On ``evaluate`` it
 replies loss and accuracy of w^t on the local test split (or, for tuning, on
-the validation split: run config ``evaluate-split``). On a client-key ``query`` it
+the validation split: run config ``evaluate-split``), with ``group-counts`` where the
+data carry a sensitive attribute (:mod:`fairfl.client.sensitive`). On a client-key
+``query`` it
 replies its partition id (:mod:`fairfl.contract.clients`).
 """
 
@@ -24,6 +26,7 @@ from fairfl.client.activation import activation_for_config
 from fairfl.client.adapter import loader_gradient, qffl_h_for_config
 from fairfl.client.objectives import local_objective
 from fairfl.client.rcfl import rcfl_settings, train_rcfl
+from fairfl.client.sensitive import model_group_counts
 from fairfl.client.training import (
     evaluate,
     mean_loss,
@@ -40,6 +43,7 @@ from fairfl.contract import (
 from fairfl.contract.config import get_config_value
 from fairfl.contract.qffl import write_gradient_reply
 from fairfl.data import ClientData, dataset_info, load_client_data
+from fairfl.data.sensitive import NUM_GROUPS
 from fairfl.logs import attach_flower_console
 from fairfl.models import FairModel, build_model
 from fairfl.settings import NodeSettings, RunSettings
@@ -134,6 +138,11 @@ def train(message: Message, context: Context) -> Message:
         loss_before, acc_before = evaluate(model, data.x_train, data.y_train, device)
     else:
         loss_before = mean_loss(model, data.x_train, data.y_train, device)
+    counts_before = None
+    if bool(config.get(keys.WANT_GROUP_COUNTS, False)) and data.has_attribute:  # FairFed
+        counts_before = model_group_counts(
+            model, data.x_train, data.y_train, data.a_train, NUM_GROUPS, device
+        )
     server_round = get_config_value(config, keys.SERVER_ROUND, int)
     activation = None
     if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable-FL, before local steps
@@ -182,6 +191,7 @@ def train(message: Message, context: Context) -> Message:
         activation=activation,
         qffl_h=h,
         rcfl_eta=rcfl_eta,
+        group_counts=counts_before,
     )
     return Message(content=content, reply_to=message)
 
@@ -227,10 +237,15 @@ def evaluate_global(message: Message, context: Context) -> Message:
         else (data.x_test, data.y_test)
     )
     loss, accuracy = evaluate(model, x, y, device)
+    counts = None
+    if data.has_attribute:  # group fairness: counts per (attribute, label, prediction)
+        a = data.a_val if settings.evaluate_split == "validation" else data.a_test
+        counts = model_group_counts(model, x, y, a, NUM_GROUPS, device)
     content = write_evaluate_reply(
         num_examples=len(y),
         eval_loss=loss,
         eval_acc=accuracy,
+        group_counts=counts,
         partition_id=node.partition_id,
     )
     return Message(content=content, reply_to=message)

@@ -29,6 +29,8 @@ import numpy as np
 
 #: Pools with a sensitive attribute.
 SENSITIVE_DATASETS: Final = ("adult", "adult-synthetic")
+#: Values of their attribute A (0 and 1): the G of ``group-counts``' 4 G cells.
+NUM_GROUPS: Final = 2
 
 #: Adult's columns in file order (``adult.names``); the 15th is the income label.
 ADULT_COLUMNS: Final = (

@@ -36,6 +36,7 @@ from fairfl.server.checkpoint import (
     capture_random_state,
     save_checkpoint,
 )
+from fairfl.server.group_fairness import add_group_fairness
 from fairfl.strategies.base import FairStrategy
 from fairfl.telemetry.config import TelemetrySettings
 from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint, json_safe
@@ -176,6 +177,7 @@ class RoundLog:
                 self.strategy.evaluation_unanswered.get(server_round, []),
             ),
         }
+        add_group_fairness(entry, evaluations)  # clients' group-counts, when sent
         if self.run_config.get("evaluate-split", "test") == "validation":
             # Tuning runs: the clients' eval_acc / eval_loss are on their validation
             # split (carved from the training data), not on the test split.
