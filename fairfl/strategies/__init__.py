@@ -5,6 +5,7 @@ from fairfl.strategies.base import FairStrategy, ReweightedStrategy
 from fairfl.strategies.deltafl import DeltaFL
 from fairfl.strategies.equitable import EquitableFL
 from fairfl.strategies.errors import MissingMetricError
+from fairfl.strategies.fairfed import FairFed
 from fairfl.strategies.fedavg import FedAvg
 from fairfl.strategies.fedfa import FedFa
 from fairfl.strategies.fedfv import FedFV
@@ -27,6 +28,7 @@ __all__ = [
     "TERM",
     "DeltaFL",
     "EquitableFL",
+    "FairFed",
     "FairStrategy",
     "FedAvg",
     "FedAvgN",

@@ -165,4 +165,16 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
             r"(\bar w - w^t), \quad w^{t+1} = \bar w - \eta\, m^t \qquad \text{(F6-F8)}",
         ),
     ),
+    "FairFed": (
+        "Ezzeldin, Yan, He, Ferrara & Avestimehr, FairFed, AAAI 2023; Algorithm 1 as "
+        "numbered (FF1)-(FF7) in spec-fairfed",
+        (
+            r"F = P(\hat y = 1 \mid A = 0) - P(\hat y = 1 \mid A = 1), \qquad"
+            r" \Delta_k = \left| F_{\text{global}} - F_k \right| \qquad \text{(FF1, FF4)}",
+            r"\omega_k^0 = \frac{n_k}{n}, \qquad \bar\omega_k^t = \omega_k^{t-1} - \beta"
+            r" \Big(\Delta_k - \frac{1}{K} \sum_i \Delta_i\Big), \qquad"
+            r" \omega_k^t = \frac{\bar\omega_k^t}{\sum_i \bar\omega_i^t} \qquad \text{(FF5, FF6)}",
+            r"w^{t+1} = \sum_k \omega_k^t\, w_k^{t+1} \qquad \text{(FF7)}",
+        ),
+    ),
 }

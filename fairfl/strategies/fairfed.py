@@ -1,0 +1,252 @@
+"""FairFed: aggregation weights moved by each client's gap to the global group fairness.
+
+Ezzeldin, Yan, He, Ferrara and Avestimehr, *FairFed: Enabling Group Fairness in
+Federated Learning*, AAAI 2023, https://arxiv.org/abs/2110.00857. The paper's text is
+not among the project's papers; the formulas are numbered as in
+``docs/specs/spec-fairfed.md`` (FF1-FF7), which maps them to the paper's sections and
+Algorithm 1 and says where DecLearn's implementation (``declearn/fairness/fairfed``)
+differs:
+
+    F = P(ŷ=1 | A=0) - P(ŷ=1 | A=1)                  (SPD)      (FF1)
+    F = P(ŷ=1 | A=0, y=1) - P(ŷ=1 | A=1, y=1)        (EOD)      (FF2)
+    F_global from the summed group counts of all clients         (FF3)
+    Δ_k = |F_global - F_k|,  or |Acc_global - Acc_k| where F_k is undefined   (FF4)
+    ω_k^0 = n_k / n                                               (FF5)
+    ω̄_k^t = ω_k^{t-1} - β (Δ_k - (1/K) Σ_i Δ_i),  ω_k^t = ω̄_k^t / Σ_i ω̄_i^t   (FF6)
+    w^{t+1} = Σ_k ω_k^t w_k^{t+1}                                 (FF7)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fairfl.contract import TrainReply, keys, sorted_client_keys
+from fairfl.contract.sensitive import accuracy_of_counts, as_count_table, sum_counts
+from fairfl.strategies._checks import check_real
+from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+from fairfl.strategies.params import RuleParameters, choice, real
+
+Metric = Literal["spd", "eod"]
+#: The paper's two group-fairness metrics (§3): statistical parity and equal opportunity.
+METRICS: tuple[Metric, ...] = ("spd", "eod")
+
+
+@dataclass(frozen=True)
+class FairFedParameters(RuleParameters):
+    """FairFed's hyperparameters: β and the fairness metric (see :class:`FairFed`)."""
+
+    beta: float = real(1.0, key="fairfed-beta", lower=0.0, grid=(0.1, 0.5, 1.0))
+    metric: Metric = choice("spd", METRICS, key="fairfed-metric")
+
+
+class FairFed(ReweightedStrategy):
+    """FairFed (Ezzeldin et al., AAAI 2023): weights track the local-global fairness gap.
+
+    Every round each client reports the ``group-counts`` of the *received* model on its
+    training split (the rule asks with ``want-group-counts``): its samples per
+    (sensitive attribute, label, prediction), never predictions. The server sums them
+    into the global metric F_global (FF3), takes each client's gap Δ_k (FF4) and moves
+    the weights by :func:`fairfed_weights` (FF6): clients whose local fairness is far
+    from the global one lose weight, close ones gain. β = 0 is FedAvg.
+
+    Parameters
+    ----------
+    beta : float (default: 1.0)
+        β >= 0, the fairness budget of each weight update (FF6).
+    metric : {"spd", "eod"} (default: "spd")
+        The fairness metric F: statistical-parity difference (FF1) or
+        equal-opportunity difference (FF2), as the paper's experiments target.
+    **kwargs
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If a setting is out of range.
+
+    Notes
+    -----
+    * The weights ω_k persist across rounds by client key and are checkpointed. A
+      client first seen gets ω_k^0 = n_k / n over the round's participants (FF5); the
+      participants' weights are renormalised over them before the update. With every
+      client in every round (the paper's setting) this is the paper's recursion; the
+      paper does not say what sampling does.
+    * The attribute must be binary (4 counts per client); other widths are refused
+      naming the client.
+    * Diagnostics: ``fairfed-global-metric`` (F_global) and ``fairfed-delta-mean``.
+    """
+
+    rule_name = "FairFed"
+    registry_name = "fairfed"
+    required_train_metrics = (keys.GROUP_COUNTS,)
+    Parameters = FairFedParameters
+    params: FairFedParameters
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: ω_k^{t-1} by client key (FF6), normalised over the last round's participants.
+        self.fair_weights: dict[str, float] = {}
+        #: This round's F_global and mean Δ, for :meth:`aggregate`'s diagnostics.
+        self._diagnostics: dict[str, float] = {}
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """Ask every client for ``group-counts`` of the received model on its training split."""
+        return {keys.WANT_GROUP_COUNTS: True}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state: ω_k by client key."""
+        return {"weights": {k: self.fair_weights[k] for k in sorted_client_keys(self.fair_weights)}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output; ``{}`` is the state before round 1."""
+        self.fair_weights = {str(k): float(v) for k, v in state.get("weights", {}).items()}
+
+    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
+        """ω_k^t of :func:`fairfed_weights` for this round's participants."""
+        counts = []
+        for reply in replies:
+            value = reply.metrics[keys.GROUP_COUNTS]
+            if not isinstance(value, list) or len(value) != 8:
+                raise ValueError(
+                    f"FairFed needs a binary sensitive attribute: node {reply.node_id}'s "
+                    f"group-counts must have 8 entries, got {value!r}"
+                )
+            counts.append([int(c) for c in value])
+        gaps, global_metric = fairfed_gaps(counts, self.params.metric)
+        sizes = np.array([r.num_examples for r in replies], dtype=np.float64)
+        fresh = sizes / sizes.sum()  # FF5
+        client_keys = [self.client_key(r) for r in replies]
+        previous = np.array(
+            [self.fair_weights.get(k, f) for k, f in zip(client_keys, fresh, strict=True)]
+        )
+        weights = fairfed_weights(previous / previous.sum(), gaps, self.params.beta)
+        self.fair_weights.update(zip(client_keys, weights.tolist(), strict=True))
+        self._diagnostics = {
+            "fairfed-global-metric": global_metric,
+            "fairfed-delta-mean": float(np.mean(gaps)),
+        }
+        return weights
+
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+        """The ω-weighted average (FF7), with FairFed's diagnostics."""
+        new_arrays, diagnostics = super().aggregate(server_round, global_arrays, replies)
+        diagnostics.update(self._diagnostics)
+        return new_arrays, diagnostics
+
+
+def signed_metric(counts: ArrayLike, metric: str) -> float:
+    """The paper's signed group-fairness metric F of binary-attribute ``group-counts``.
+
+    ``"spd"``: P(ŷ=1 | A=0) - P(ŷ=1 | A=1) (FF1); ``"eod"``: the same of the
+    true-positive rate, P(ŷ=1 | A=0, y=1) - P(ŷ=1 | A=1, y=1) (FF2). A = 0 is the
+    unprivileged group, so F < 0 favours A = 1.
+
+    Returns
+    -------
+    float
+        F in [-1, 1]; NaN where a rate is undefined (no sample of a group, or, for
+        ``"eod"``, no positive of a group).
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is neither, or the counts are not those of a binary attribute.
+    """
+    table = as_count_table(counts)
+    if table.shape[0] != 2:
+        raise ValueError(f"FairFed needs a binary attribute (8 counts), got {table.size}")
+    if metric == "spd":
+        numerators, denominators = table[:, :, 1].sum(axis=1), table.sum(axis=(1, 2))
+    elif metric == "eod":
+        numerators, denominators = table[:, 1, 1], table[:, 1, :].sum(axis=1)
+    else:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if (denominators == 0).any():
+        return float("nan")
+    return float(numerators[0] / denominators[0] - numerators[1] / denominators[1])
+
+
+def fairfed_gaps(counts: Sequence[ArrayLike], metric: str) -> tuple[NDArray[np.float64], float]:
+    """Δ_k of every client (FF4) and F_global (FF3) from the clients' group counts.
+
+    F_global is :func:`signed_metric` of the summed counts: the paper's decomposition of
+    the global metric into clients' terms (spec-fairfed §3) sums to exactly that. Where
+    a client's F_k is undefined (it lacks a group) Δ_k = |Acc_global - Acc_k|, as
+    Algorithm 1 says; so is every Δ_k where F_global itself is undefined.
+
+    Returns
+    -------
+    tuple[NDArray[np.float64], float]
+        Δ (one per client, in [0, 2]) and F_global (NaN when undefined).
+    """
+    total = sum_counts(counts)
+    global_metric = signed_metric(total, metric)
+    global_accuracy = accuracy_of_counts(total)
+    gaps = []
+    for client in counts:
+        local = signed_metric(client, metric)
+        if np.isnan(local) or np.isnan(global_metric):
+            gaps.append(abs(global_accuracy - accuracy_of_counts(client)))
+        else:
+            gaps.append(abs(global_metric - local))
+    return np.asarray(gaps, dtype=np.float64), global_metric
+
+
+def fairfed_weights(previous: ArrayLike, gaps: ArrayLike, beta: float) -> NDArray[np.float64]:
+    """ω^t from ω^{t-1} and the gaps Δ (FF6).
+
+    ``ω̄_k = ω_k^{t-1} - β (Δ_k - mean Δ)``, then ``ω_k^t = ω̄_k / Σ_i ω̄_i``.
+
+    Parameters
+    ----------
+    previous : ArrayLike
+        ω^{t-1} >= 0, summing to 1 (ω^0 = n_k / n, FF5).
+    gaps : ArrayLike
+        Δ_k >= 0 (FF4).
+    beta : float
+        β >= 0; 0 keeps ω^{t-1}.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        ω^t >= 0, summing to 1.
+
+    Raises
+    ------
+    ValueError
+        If the vectors are empty or of different shapes, ``previous`` has a negative or
+        non-finite entry or does not sum to 1, a gap is negative or not finite, or
+        ``beta`` < 0.
+
+    Notes
+    -----
+    The centred step keeps Σ ω̄ = Σ ω^{t-1} = 1, but not ω̄ >= 0: a client whose gap
+    stays above the mean loses β (Δ_k - mean Δ) every round and would reach a negative
+    weight, which an average of models does not define and the paper does not treat.
+    Here ω̄ is clipped at 0 before the normalisation (all clipped: equal weights).
+    """
+    old = np.asarray(previous, dtype=np.float64)
+    delta = np.asarray(gaps, dtype=np.float64)
+    if old.ndim != 1 or old.size == 0 or old.shape != delta.shape:
+        raise ValueError(
+            f"previous and gaps must be non-empty 1-D of one shape, got {old.shape} and "
+            f"{delta.shape}"
+        )
+    if not np.all(np.isfinite(old) & (old >= 0)) or not np.isclose(old.sum(), 1.0):
+        raise ValueError(f"previous must be weights >= 0 summing to 1, got {old.tolist()}")
+    if not np.all(np.isfinite(delta) & (delta >= 0)):
+        raise ValueError(f"gaps must be finite and >= 0, got {delta.tolist()}")
+    beta = check_real("beta", beta, lower=0.0)
+    moved = np.maximum(old - beta * (delta - delta.mean()), 0.0)  # FF6, clipped at 0
+    total = moved.sum()
+    if total == 0:
+        return np.full(old.size, 1.0 / old.size)
+    weights: NDArray[np.float64] = moved / total  # FF6's normalisation
+    return weights
