@@ -37,7 +37,7 @@ from fairfl.strategies.aggregation import apply_summed_step, sample_weights
 from fairfl.strategies.base import ConfigValue, FairStrategy, RejectedRepliesError
 from fairfl.strategies.errors import MissingMetricError
 from fairfl.strategies.params import RuleParameters, choice, real
-from fairfl.strategies.qffl import (
+from fairfl.strategies.qffl_step import (
     WEIGHTINGS,
     Weighting,
     qffl_coefficients,

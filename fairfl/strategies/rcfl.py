@@ -22,15 +22,14 @@ FedAvg, α_i = p_i is AFL and a shared α = χ is CVaR_{1−χ} of the client lo
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from fairfl.contract import (
     ModelLayout,
@@ -41,14 +40,22 @@ from fairfl.contract import (
 )
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import ConfigValue, ReweightedStrategy, check_positive_int
+from fairfl.strategies.base import ConfigValue, ReweightedStrategy
 from fairfl.strategies.params import RuleParameters, choice, flag, integer, real
+from fairfl.strategies.rcfl_dual import (
+    ALPHA_RULES,
+    AlphaRule,
+    aggregate_eta,
+    client_alphas,
+    draw_with_replacement,
+    effective_weights,
+    eta_reach,
+    robust_loss,
+    smoothed_optimal_eta,
+)
 from fairfl.strategies.sampling import RCFL_SAMPLINGS, RCFLSampling, sample_nodes
 
 logger = logging.getLogger(__name__)
-
-AlphaRule = Literal["shared", "uniform-cap"]
-ALPHA_RULES: tuple[str, ...] = ("shared", "uniform-cap")
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,8 @@ class RCFL(ReweightedStrategy):
         Seeds the with-replacement draws.
     check_eta_reach : bool (default: False)
         Not in the paper. Drop a reply whose ``rcfl-eta`` is outside what κ plain SGD
-        steps of size β_η from η^t can reach (:func:`eta_reach`): fairfl's client
+        steps of size β_η from η^t can reach
+        (:func:`~fairfl.strategies.rcfl_dual.eta_reach`): fairfl's client
         (``fair_train``, ``train_rcfl_loader``) takes exactly those steps, so a value
         outside is not the result of the protocol. Only when the round's config has
         ``lr`` (β_η is then sent); off for apps that step η with another optimiser.
@@ -136,7 +144,7 @@ class RCFL(ReweightedStrategy):
     Notes
     -----
     η^{t+1} is Algorithm 1's average ``Σ_j W_j η_j`` of the clients' η_j, with the
-    weights W_j of ω (:func:`aggregate_eta`), unless ``eta_probe``.
+    weights W_j of ω (:func:`~fairfl.strategies.rcfl_dual.aggregate_eta`), unless ``eta_probe``.
 
     p_i needs every n_i before the first draw (spec-rcfl §9.9). The counts are learnt
     from the replies: with ``sampling="with-replacement"`` a round in which no count is
@@ -480,244 +488,3 @@ class RCFL(ReweightedStrategy):
             self.eta = self._pending_eta
             self.probe_done = True
         return arrays, metrics
-
-
-# ---------------------------------------------------------------------- math
-def softplus(x: ArrayLike, mu: float) -> NDArray[np.float64]:
-    """``φ_μ(x) = μ log(1 + e^{x/μ})``, the smoothing of ``(x)_+`` in eq. (5) [P004].
-
-    The paper calls it "softmax". ``max(x, 0) <= φ_μ(x) <= max(x, 0) + μ log 2``.
-    """
-    return mu * np.logaddexp(0.0, np.asarray(x, dtype=np.float64) / mu)
-
-
-def _check_inputs(
-    losses: ArrayLike, p: ArrayLike, alphas: ArrayLike
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    f = np.asarray(losses, dtype=np.float64)
-    shares = np.asarray(p, dtype=np.float64)
-    a = np.broadcast_to(np.asarray(alphas, dtype=np.float64), f.shape)
-    if f.ndim != 1 or f.size == 0 or shares.shape != f.shape:
-        raise ValueError(
-            f"losses and p must be non-empty 1-D vectors of one shape, got {f.shape} and "
-            f"{shares.shape}"
-        )
-    if not np.all(np.isfinite(f)):
-        raise ValueError(f"losses must be finite, got {f.tolist()}")
-    if not (np.all(shares > 0) and math.isclose(float(shares.sum()), 1.0, rel_tol=1e-9)):
-        raise ValueError(f"p must be > 0 and sum to 1, got {shares.tolist()}")
-    if not np.all((a > 0) & (a <= 1)):
-        raise ValueError(f"alphas must be in (0, 1], got {a.tolist()}")
-    return f, shares, a
-
-
-def effective_weights(
-    losses: ArrayLike, eta: float, alphas: ArrayLike, mu: float
-) -> NDArray[np.float64]:
-    """``q_i = σ((f_i − η)/μ) / α_i``, the factor on client i's model gradient.
-
-    Spec-rcfl §3 [D]: ``∇_ω f^{μ,i} = q_i ∇f̂ⁱ``; at the η-optimum ``Σ_i p_i q_i = 1``.
-    """
-    from scipy.special import expit  # here: keeps `import fairfl.strategies` light
-
-    f = np.asarray(losses, dtype=np.float64)
-    with np.errstate(over="ignore"):  # (f - η)/μ = ±inf gives q = 0 or 1/α
-        q: NDArray[np.float64] = expit((f - eta) / mu) / np.asarray(alphas, dtype=np.float64)
-    return q
-
-
-def dual_objective(eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLike) -> float:
-    """``η + Σ_i (p_i/α_i)(f_i − η)_+``: eq. (2) of [P004] at fixed ω (eq. (4) with Σp = 1)."""
-    f, shares, a = _check_inputs(losses, p, alphas)
-    return float(eta + np.sum(shares / a * np.maximum(f - eta, 0.0)))
-
-
-def smoothed_dual_objective(
-    eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLike, mu: float
-) -> float:
-    """``Σ_i p_i [(1/α_i) φ_μ(f_i − η) + η]``: eq. (5) of [P004] at fixed ω."""
-    f, shares, a = _check_inputs(losses, p, alphas)
-    return float(np.sum(shares * (softplus(f - eta, mu) / a + eta)))
-
-
-def robust_loss(
-    losses: ArrayLike, p: ArrayLike, alphas: ArrayLike
-) -> tuple[float, NDArray[np.float64]]:
-    """``f_α = max {Σ λ_i f_i : λ ∈ Δ, λ_i <= p_i/α_i}`` and the worst-case λ.
-
-    Eq. (1) of [P004] (``λ_i = p_i q_i``), solved greedily (spec-rcfl §2.4 [D]): walk the
-    clients by decreasing loss, giving each ``min(p_i/α_i, mass left)``.
-
-    Returns
-    -------
-    tuple[float, NDArray[np.float64]]
-        f_α (= HCVaR_{1−α}, Lemma 1) and λ in input order.
-
-    Raises
-    ------
-    ValueError
-        If the shapes differ, a loss is not finite, p is not a positive vector summing
-        to 1, or an α is outside (0, 1].
-    """
-    f, shares, a = _check_inputs(losses, p, alphas)
-    caps = shares / a
-    lambdas = np.zeros_like(f)
-    left = 1.0
-    for index in np.argsort(-f, kind="stable"):
-        lambdas[index] = min(caps[index], left)
-        left -= lambdas[index]
-        if left <= 0:
-            break
-    return float(np.dot(lambdas, f)), lambdas
-
-
-def optimal_eta_interval(losses: ArrayLike, p: ArrayLike, alphas: ArrayLike) -> tuple[float, float]:
-    """Return the argmin ``[η_lo, η_hi]`` of eq. (2), where the cumulative cap crosses 1.
-
-    Spec-rcfl §2.4 [D]: sort by decreasing loss, take the first k with cap mass
-    ``C_k = Σ_{j<=k} p_j/α_j >= 1``; η* is the k-th loss, or the interval between the
-    (k+1)-th and k-th losses when ``C_k = 1`` exactly (``-inf`` below the smallest).
-    """
-    f, shares, a = _check_inputs(losses, p, alphas)
-    order = np.argsort(-f, kind="stable")
-    sorted_losses = f[order]
-    cumulative = np.cumsum((shares / a)[order])
-    k = int(np.argmax(cumulative >= 1.0 - 1e-12))
-    if math.isclose(float(cumulative[k]), 1.0, rel_tol=1e-12, abs_tol=1e-12):
-        lower = float(sorted_losses[k + 1]) if k + 1 < f.size else -math.inf
-        return lower, float(sorted_losses[k])
-    return float(sorted_losses[k]), float(sorted_losses[k])
-
-
-def smoothed_optimal_eta(
-    losses: ArrayLike, p: ArrayLike, alphas: ArrayLike, mu: float
-) -> float | None:
-    """Return the η minimising eq. (5) at fixed ω: the root of ``Σ_i p_i q_i = 1``.
-
-    ``Σ p_i σ((f_i − η)/μ)/α_i`` falls from ``τ_α = Σ p_i/α_i`` to 0 as η grows, so the
-    root exists iff ``τ_α > 1`` (spec-rcfl §4.6, the η probe); found by Brent's method.
-
-    Returns
-    -------
-    float | None
-        η*_μ, or ``None`` when ``τ_α <= 1`` (every α_i = 1: η drifts to −∞) or no
-        bracket of the root is found within float64.
-
-    Notes
-    -----
-    The bracket starts ``pad = max(20 μ, 1e-9 |f|)`` outside the losses: at losses of
-    1e17 and more, ``f + 20 μ`` rounds back to ``f`` and a bracket growing by μ never
-    moved (an endless loop). Both ends then move by doubling steps.
-    """
-    from scipy.optimize import brentq  # here: keeps `import fairfl.strategies` light
-    from scipy.special import expit
-
-    f, shares, a = _check_inputs(losses, p, alphas)
-    check_real("mu", mu, lower=0.0, lower_open=True)
-    caps = shares / a
-    if float(caps.sum()) <= 1.0 + 1e-12:
-        return None
-
-    def excess(eta: float) -> float:
-        with np.errstate(over="ignore"):
-            return float(np.dot(caps, expit((f - eta) / mu))) - 1.0
-
-    pad = max(20 * mu, 1e-9 * float(np.abs(f).max()))
-    low = _move_until(excess, float(f.min()) - pad, -pad, lambda value: value > 0)
-    high = _move_until(excess, float(f.max()) + 2 * pad, pad, lambda value: value < 0)
-    if low is None or high is None:
-        return None
-    return float(brentq(excess, low, high, xtol=1e-12 * max(1.0, abs(high)), rtol=1e-12))
-
-
-def _move_until(
-    function: Callable[[float], float], start: float, step: float, done: Callable[[float], bool]
-) -> float | None:
-    """Move from ``start`` by doubling steps until ``done(function(x))``; None past float64."""
-    point = start
-    for _ in range(2100):  # 2^1100 > 1.8e308 / 1e-300: past float64 either way
-        if not math.isfinite(point):
-            return None
-        if done(function(point)):
-            return point
-        point, step = point + step, 2 * step
-    return None
-
-
-def eta_reach(eta: float, lr_eta: float, local_steps: int, alpha: float) -> tuple[float, float]:
-    """The interval κ SGD steps on η can reach from η^t (Algorithm 1's client update).
-
-    The η-gradient of ``(1/α) φ_μ(f − η) + η`` is ``1 − q`` with
-    ``q = σ((f − η)/μ)/α ∈ [0, 1/α]``, so one step of size β_η moves η by
-    ``−β_η (1 − q) ∈ [−β_η, β_η (1/α − 1)]``, and κ steps reach
-    ``[η − κ β_η, η + κ β_η (1/α − 1)]``. The interval is widened by ``1e-5`` of its
-    scale for a client computing in float32.
-
-    Raises
-    ------
-    ValueError
-        If ``lr_eta`` is not > 0, ``local_steps`` not >= 1 or ``alpha`` not in (0, 1].
-    """
-    check_real("lr_eta", lr_eta, lower=0.0, lower_open=True)
-    check_positive_int("local_steps", local_steps)
-    check_real("alpha", alpha, lower=0.0, upper=1.0, lower_open=True)
-    check_real("eta", eta)
-    down, up = local_steps * lr_eta, local_steps * lr_eta * (1.0 / alpha - 1.0)
-    slack = 1e-5 * (abs(eta) + down + up)
-    return eta - down - slack, eta + up + slack
-
-
-def aggregate_eta(etas: ArrayLike, weights: ArrayLike) -> float:
-    """``η^{t+1} = Σ_j W_j η_j / Σ_j W_j``: Algorithm 1's average of the local η_j."""
-    values = np.asarray(etas, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
-    if values.shape != w.shape or values.size == 0:
-        raise ValueError(f"etas and weights must have one shape, got {values.shape}, {w.shape}")
-    if not (np.all(w >= 0) and w.sum() > 0):
-        raise ValueError(f"weights must be >= 0 with a positive sum, got {w.tolist()}")
-    return float(np.dot(w, values) / w.sum())
-
-
-def client_alphas(
-    p: ArrayLike, alpha: float, rule: AlphaRule, num_clients: int
-) -> NDArray[np.float64]:
-    """Per-client α_i from the run's ``alpha`` and the data shares p_i, clipped to [p_i, 1].
-
-    ``"shared"``: α_i = α (CVaR_{1−α} of [P004] §3.1). ``"uniform-cap"``: α_i = α n p_i,
-    so the cap ``p_i/α_i`` on client i's mixture weight is ``1/(α n)`` for every client
-    (spec-rcfl §9.11: "enforce α_i ∈ [p_i, 1]").
-
-    Parameters
-    ----------
-    p : ArrayLike
-        Data shares ``n_i / n`` of the clients asked for (over the whole federation).
-    alpha : float
-        α ∈ (0, 1].
-    rule : {"shared", "uniform-cap"}
-        The rule.
-    num_clients : int
-        n, the number of clients the shares are over.
-    """
-    shares = np.asarray(p, dtype=np.float64)
-    if rule == "shared":
-        raw = np.full_like(shares, alpha)
-    elif rule == "uniform-cap":
-        raw = alpha * num_clients * shares
-    else:
-        raise ValueError(f"rule must be one of {ALPHA_RULES}, got {rule!r}")
-    return np.clip(raw, shares, 1.0)
-
-
-def draw_with_replacement(
-    rng: np.random.Generator, node_ids: Sequence[int], p: ArrayLike, num_draws: int
-) -> dict[int, int]:
-    """K draws with replacement ∝ p_i; returns the count of each drawn node.
-
-    Theorem 2 of [P004]: the 1/K average over these draws, duplicates counted by
-    multiplicity, is unbiased for the p-weighted average (spec-rcfl §9.8).
-    """
-    if num_draws < 1:
-        return {}
-    picks = rng.choice(len(node_ids), size=num_draws, replace=True, p=np.asarray(p, float))
-    counts = np.bincount(picks, minlength=len(node_ids))
-    return {int(node_ids[i]): int(c) for i, c in enumerate(counts) if c > 0}

@@ -23,7 +23,7 @@ from fairfl.contract import keys
 from fairfl.contract.keys import RCFL_ALPHA
 from fairfl.simulation import run_inprocess
 from fairfl.strategies.afl import afl_lambda_update
-from fairfl.strategies.rcfl import client_alphas
+from fairfl.strategies.rcfl_dual import client_alphas
 from fairfl.telemetry.stream import NO_REPLY_REASON
 
 AWAY_NODE = 1002

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.cluster.vq import kmeans2
 
-from fairfl.strategies.equitable import kmeans_labels, lloyd_kmeans
+from fairfl.strategies.equitable_clusters import kmeans_labels, lloyd_kmeans
 
 
 def reference(points, k, seed, iterations):

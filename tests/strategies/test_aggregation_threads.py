@@ -5,7 +5,7 @@ from threadpoolctl import threadpool_info
 
 from fairfl.strategies._ops.blas import one_thread
 from fairfl.strategies._ops.gram import gram_matrix
-from fairfl.strategies.equitable import spectral_labels
+from fairfl.strategies.equitable_clusters import spectral_labels
 
 
 def _threads(user_api):

@@ -22,9 +22,9 @@ from fairfl.strategies import AFL, VRed, build_strategy
 from fairfl.strategies.afl import afl_lambda_update, project_to_simplex
 from fairfl.strategies.deltafl import cvar_weights
 from fairfl.strategies.gifair import gifair_lambda, gifair_weights
-from fairfl.strategies.qffl import qfedavg_lambdas
-from fairfl.strategies.rcfl import (
-    RCFL,
+from fairfl.strategies.qffl_step import qfedavg_lambdas
+from fairfl.strategies.rcfl import RCFL
+from fairfl.strategies.rcfl_dual import (
     aggregate_eta,
     effective_weights,
     eta_reach,

@@ -12,11 +12,11 @@ from fairfl.contract import keys
 from fairfl.contract.keys import PROXIMAL_MU
 from fairfl.strategies import STRATEGIES, EquitableFL, FedAvg, build_strategy
 from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.equitable import (
+from fairfl.strategies.defences import cap_weights
+from fairfl.strategies.equitable_clusters import (
     affinity_matrix,
     all_identical,
     canonical_labels,
-    cap_weights,
     cluster_activations,
     equitable_weights,
     round_seed,

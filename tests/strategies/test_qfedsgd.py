@@ -8,7 +8,7 @@ from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
 from fairfl.contract import keys
 from fairfl.strategies import QFFL, STRATEGIES, MissingMetricError, QFedSGD, build_strategy
-from fairfl.strategies.qffl import qffl_coefficients, qffl_update
+from fairfl.strategies.qffl_step import qffl_coefficients, qffl_update
 from tests.conftest import arrays_of, make_reply
 from tests.strategies.test_qffl import configured
 

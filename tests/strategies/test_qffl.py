@@ -20,7 +20,7 @@ from fairfl.contract.keys import QFFL_Q
 from fairfl.contract.qffl import h_term, qffl_h
 from fairfl.simulation import run_inprocess
 from fairfl.strategies import QFFL, STRATEGIES, FedAvg
-from fairfl.strategies.qffl import qfedavg_lambdas
+from fairfl.strategies.qffl_step import qfedavg_lambdas
 from tests.conftest import arrays_of, make_reply
 from tests.strategies.reference import squared_distance
 

@@ -19,7 +19,7 @@ from fairfl.contract.keys import (
     RCFL_MU,
 )
 from fairfl.strategies import RCFL, FedAvg
-from fairfl.strategies.rcfl import (
+from fairfl.strategies.rcfl_dual import (
     client_alphas,
     draw_with_replacement,
     dual_objective,
