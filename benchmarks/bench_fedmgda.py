@@ -28,7 +28,7 @@ Run: ``nice .venv/bin/python benchmarks/bench_fedmgda.py [--clients 50] [--repea
    spins for ~50-75 ms of CPU before it parks, and without the pause that CPU was
    charged to whichever run came next (Flower's FedAvg had shown more CPU than wall
    time).
-3. :func:`fairfl.strategies.fedmgda.min_norm_weights` for 10, 100 and 500 clients
+3. :func:`fairfl.strategies.fedmgda_qp.min_norm_weights` for 10, 100 and 500 clients
    (random correlated unit updates), ε = 1 and ε = 0.1 (median wall time).
 
 Only ratios measured in one run are meaningful; absolute times depend on the machine.

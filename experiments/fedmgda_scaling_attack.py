@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without `pip install -e .`
 
 from fairfl.metrics import PERCENT  # noqa: E402
 from fairfl.simulation import run_inprocess  # noqa: E402
-from fairfl.strategies.fedmgda import paper_decay_factor  # noqa: E402
+from fairfl.strategies.fedmgda_qp import paper_decay_factor  # noqa: E402
 
 RULES = {"fedavg": "FedAvg", "fedavg-n": "FedAvg-n", "fedmgda": "FedMGDA+"}
 COLOURS = {"fedavg": "tab:red", "fedavg-n": "tab:blue", "fedmgda": "tab:green"}

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.strategies._ops.gram import float_mask
 from fairfl.strategies._ops.passes import delta_sums_and_squared_distances
-from fairfl.strategies.fedmgda import NORM_FLOOR, fedmgda_update
+from fairfl.strategies.fedmgda_qp import NORM_FLOOR, fedmgda_update
 
 
 def normalized_pseudo_gradients(

@@ -25,7 +25,7 @@ from fairfl.strategies import (
 from fairfl.strategies import fedmgda as fm
 from fairfl.strategies._ops import gram as gram_ops
 from fairfl.strategies._ops.gram import gram_matrix, squared_update_norms
-from fairfl.strategies.fedmgda import (
+from fairfl.strategies.fedmgda_qp import (
     box_bounds,
     fedmgda_update,
     min_norm_weights,

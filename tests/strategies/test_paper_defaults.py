@@ -3,7 +3,7 @@
 import pytest
 
 from fairfl.strategies import FedAvgN, FedMGDAPlain, FedMGDAPlus, MGDAProx
-from fairfl.strategies.fedmgda import PAPER_DECAY_FACTOR, paper_decay_factor, step_size
+from fairfl.strategies.fedmgda_qp import PAPER_DECAY_FACTOR, paper_decay_factor, step_size
 
 
 def test_fedmgda_defaults_are_table_8s_rows_eta_1_decay_one_tenth():

@@ -70,7 +70,7 @@ def gram_matrix(
     products come from it instead, at the same precision (float32 differences and
     products, at most 512 terms per float32 sum, added in double); an array whose
     product is not finite goes through the blocks above.
-    The norms are ``sqrt(diag K)``; :func:`fairfl.strategies.fedmgda.normalize_gram` gives
+    The norms are ``sqrt(diag K)``; :func:`fairfl.strategies.fedmgda_qp.normalize_gram` gives
     the Gram of the ḡ_i.
 
     Parameters
@@ -255,7 +255,7 @@ def difference_step(
 
     Each block of :func:`_packed_blocks` is turned into differences and combined by one
     matrix-vector product ``cᵀ D`` in the block's dtype; a block whose ``cᵀ D`` is not
-    finite is redone in float64 (see :func:`fairfl.strategies.fedmgda.fedmgda_update`).
+    finite is redone in float64 (see :func:`fairfl.strategies.fedmgda_qp.fedmgda_update`).
     With ``measure``, also ``‖cᵀ D‖²`` over all blocks, summed in float64 (else 0.0).
     """
     stepped = {
