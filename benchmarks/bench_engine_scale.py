@@ -355,13 +355,6 @@ def _slope(points: list[tuple[int, float]]) -> float | None:
     return 1000 * covariance / sum((n - mean_n) ** 2 for n, _ in points)
 
 
-def _outside_rounds(run: dict[str, Any]) -> float | None:
-    """Seconds of a run outside its rounds: start-up, node registration, teardown."""
-    if "total_s" not in run or not run.get("round_s"):
-        return None
-    return float(run["total_s"] - sum(run["round_s"]))
-
-
 def _thread_cpu(run: dict[str, Any], prefix: str) -> float | None:
     threads = run.get("profile", {}).get("threads", {})
     found = [t["cpu_s"] for name, t in threads.items() if prefix in name]
@@ -408,15 +401,16 @@ def render(result: dict[str, Any]) -> str:
         *_runs(result),
         "",
         "Seconds per round from the server's `rounds.jsonl` stamps: round 1 includes "
-        "warm-up (Ray's actors start), *steady* is the mean of the later rounds; *outside "
-        "rounds* is the run's wall time less its rounds (SuperLink and Ray start-up, "
-        "registering the SuperNodes, teardown). Server RSS: peak of `flower-superlink` + "
+        "warm-up (Ray's actors start), *steady* is the mean of the later rounds; *simulation "
+        "starts* is when the `flwr-simulation` process appeared, after the SuperLink started "
+        "(`flwr run` builds and submits the app; this varies with the load, not the nodes). "
+        "Server RSS: peak of `flower-superlink` + "
         "`flwr-simulation` (the ServerApp is a thread of `flwr-simulation`, beside the "
         "engine holding every simulated node and Ray's driver); client: peak of one Ray "
         "ClientApp actor. In process, one process holds server and clients: its peak RSS.",
         "",
-        "| SuperNodes | engine: round 1 s | engine: steady s/round | engine: outside "
-        "rounds s | engine: server peak MB | engine: one client MB | in process: round 1 s "
+        "| SuperNodes | engine: simulation starts s | engine: round 1 s | engine: steady "
+        "s/round | engine: server peak MB | engine: one client MB | in process: round 1 s "
         "| in process: steady s/round | in process: total s | in process: peak MB | steady "
         "round: engine / in process |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -432,8 +426,9 @@ def render(result: dict[str, Any]) -> str:
         )
         rounds_f, rounds_l = flwr.get("round_s") or [None], local.get("round_s") or [None]
         lines.append(
-            f"| {nodes:,} | {_s(rounds_f[0])} | {_s(flwr.get('steady_s'))} | "
-            f"{_s(_outside_rounds(flwr))} | {flwr.get('server_peak_mb', 0):.0f} | "
+            f"| {nodes:,} | {_s(flwr.get('first_seen_s', {}).get('simulation'))} | "
+            f"{_s(rounds_f[0])} | {_s(flwr.get('steady_s'))} | "
+            f"{flwr.get('server_peak_mb', 0):.0f} | "
             f"{flwr.get('peak_mb_by_role', {}).get('client', 0):.0f} | {_s(rounds_l[0])} | "
             f"{_s(local.get('steady_s'))} | {_s(local.get('total_s'))} | "
             f"{local.get('peak_mb', 0):.0f} | {ratio} |"
@@ -454,23 +449,32 @@ def render(result: dict[str, Any]) -> str:
 
 def _growth(by_size: dict[int, dict[str, Any]]) -> list[str]:
     """Least-squares growth per 1,000 SuperNodes of what the table measures."""
-    series = {
-        "engine: server peak MB": [
-            (n, e["flwr"]["server_peak_mb"]) for n, e in by_size.items() if "flwr" in e
-        ],
-        "engine: seconds outside rounds": [
-            (n, v) for n, e in by_size.items() if (v := _outside_rounds(e.get("flwr", {})))
-        ],
-        "engine: steady s/round": [
-            (n, e["flwr"]["steady_s"])
-            for n, e in by_size.items()
-            if e.get("flwr", {}).get("steady_s")
-        ],
-        "engine: CPU s of the thread handing messages to nodes (add_messages_to_queue)": [
+
+    def engine(key: str) -> list[tuple[int, float]]:
+        return [(n, e["flwr"][key]) for n, e in by_size.items() if e.get("flwr", {}).get(key)]
+
+    def thread(prefix: str) -> list[tuple[int, float]]:
+        return [
             (n, v)
             for n, e in by_size.items()
-            if (v := _thread_cpu(e.get("flwr", {}), "add_messages_to_queue")) is not None
+            if (v := _thread_cpu(e.get("flwr", {}), prefix)) is not None
+        ]
+
+    series = {
+        "engine: server peak MB": engine("server_peak_mb"),
+        "engine: round 1 s (Ray's actors start; the SuperNodes' contexts are built)": [
+            (n, e["flwr"]["round_s"][0])
+            for n, e in by_size.items()
+            if e.get("flwr", {}).get("round_s")
         ],
+        "engine: steady s/round": engine("steady_s"),
+        "engine: CPU s of Flower's main thread (registers nodes, builds their contexts)": thread(
+            "MainThread"
+        ),
+        "engine: CPU s of Flower's message loop (add_messages_to_queue)": thread(
+            "add_messages_to_queue"
+        ),
+        "engine: CPU s of fairfl's ServerApp thread": thread("server_th_with_start_checks"),
         "in process: steady s/round": [
             (n, e["inprocess"]["steady_s"])
             for n, e in by_size.items()
@@ -553,7 +557,29 @@ def _profile(by_size: dict[int, dict[str, Any]]) -> list[str]:
         "Ray's, torch's or fairfl's code). `add_messages_to_queue` is Flower's loop that, "
         "every 0.1 s, asks the link state for each SuperNode's next message, and each ask "
         "scans every stored message; `server_th_with_start_checks` runs fairfl's ServerApp; "
-        "`MainThread` starts the engine, registers the SuperNodes and builds their contexts.",
+        "`MainThread` starts the engine, registers the SuperNodes and builds their contexts; "
+        "the rest are Ray's and Flower's helper threads (the engine's workers wait on Ray).",
+        "",
+        "| SuperNodes | flwr-simulation CPU s | Flower's message loop | Flower's main thread "
+        "| fairfl's ServerApp thread | the rest |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for nodes, profile in profiled:
+        cpu = {name: thread["cpu_s"] for name, thread in profile["threads"].items()}
+        total = sum(cpu.values())
+        parts = [
+            sum(v for name, v in cpu.items() if key in name)
+            for key in ("add_messages_to_queue", "MainThread", "server_th_with_start_checks")
+        ]
+        shares = [*parts, total - sum(parts)]
+        lines.append(
+            f"| {nodes:,} | {total:.1f} | "
+            + " | ".join(f"{v:.1f} s ({100 * v / total:.0f} %)" for v in shares)
+            + " |"
+        )
+    lines += [
+        "",
+        "The busiest threads and the code each was most often found running:",
         "",
         "| SuperNodes | thread | CPU s | running samples | most often running (samples) |",
         "| --- | --- | --- | --- | --- |",
