@@ -45,7 +45,9 @@ from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 class AFLParameters(RuleParameters):
     """AFL's hyperparameters: the λ step size and the variant (see :class:`AFL`)."""
 
-    lambda_lr: float = real(0.1, key="afl-lambda-lr", lower=0.0)
+    # Paper 000 (App. B.2) fixes γ_λ = 0.1 without a grid; the grid is paper 001's
+    # (FedMGDA+, Table 5), where AFL is a baseline.
+    lambda_lr: float = real(0.1, key="afl-lambda-lr", lower=0.0, grid=(0.01, 0.1, 0.2, 0.5))
     variant: Variant = choice("mohri", VARIANTS, key="afl-variant")
 
 

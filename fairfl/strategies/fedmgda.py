@@ -79,7 +79,11 @@ class FedMGDAParameters(RuleParameters):
     """FedMGDA+'s hyperparameters (see :class:`FedMGDAPlus`)."""
 
     epsilon: float = real(1.0, key="fedmgda-epsilon", lower=0.0)
-    global_lr: float = real(1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True)
+    # Grid: paper 001, Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
+    # is the total decay over the run, not global_lr_decay (β per decay_every rounds).
+    global_lr: float = real(
+        1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True, grid=(0.5, 1.0, 1.5, 2.0)
+    )
     global_lr_decay: float = real(
         PAPER_DECAY_FACTOR, key="fedmgda-global-lr-decay", lower=0.0, lower_open=True, upper=1.0
     )
@@ -98,7 +102,11 @@ class FedMGDAParameters(RuleParameters):
 class FedAvgNParameters(RuleParameters):
     """FedAvg-n's hyperparameters: FedMGDA+'s step size schedule and prior (ε = 0)."""
 
-    global_lr: float = real(1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True)
+    # Grid: paper 001, Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
+    # is the total decay over the run, not global_lr_decay (β per decay_every rounds).
+    global_lr: float = real(
+        1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True, grid=(0.5, 1.0, 1.5, 2.0)
+    )
     global_lr_decay: float = real(
         PAPER_DECAY_FACTOR, key="fedmgda-global-lr-decay", lower=0.0, lower_open=True, upper=1.0
     )
@@ -112,7 +120,11 @@ class MGDAProxParameters(RuleParameters):
 
     proximal_mu: float = real(0.2, key="mgda-prox-mu", lower=0.0, lower_open=True)
     epsilon: float = real(1.0, key="fedmgda-epsilon", lower=0.0)
-    global_lr: float = real(1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True)
+    # Grid: paper 001, Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
+    # is the total decay over the run, not global_lr_decay (β per decay_every rounds).
+    global_lr: float = real(
+        1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True, grid=(0.5, 1.0, 1.5, 2.0)
+    )
     global_lr_decay: float = real(
         PAPER_DECAY_FACTOR, key="fedmgda-global-lr-decay", lower=0.0, lower_open=True, upper=1.0
     )

@@ -56,7 +56,8 @@ class QFedSGDParameters(RuleParameters):
     client_learning_rate: float | None = real(
         None, key="lr", lower=0.0, lower_open=True, optional=True
     )
-    q: float = real(0.1, key="qffl-q", lower=0.0)
+    # Grid: q-FFL's (QFFLParameters in qffl.py), paper 000 App. B.2.
+    q: float = real(0.1, key="qffl-q", lower=0.0, grid=(0.01, 0.1, 1.0))
     weighting: Weighting = choice("uniform", WEIGHTINGS, key="qffl-weighting")
     lipschitz: float = real(0.0, key="qfedsgd-lipschitz", lower=0.0)
 

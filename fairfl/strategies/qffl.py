@@ -63,7 +63,10 @@ class QFFLParameters(RuleParameters):
     client_learning_rate: float | None = real(
         None, key="lr", lower=0.0, lower_open=True, optional=True
     )
-    q: float = real(0.1, key="qffl-q", lower=0.0)
+    # Grid: paper 000, App. B.2 (q = 0.1 best on every data set, its Table 5; paper 001's
+    # Table 5 searched {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10}; the q-FFL slides, paper 002,
+    # give one q per data set and no grid).
+    q: float = real(0.1, key="qffl-q", lower=0.0, grid=(0.01, 0.1, 1.0))
     weighting: Weighting = choice("uniform", WEIGHTINGS, key="qffl-weighting")
     h_rtol: float = real(1e-3, key=None, lower=0.0, lower_open=True)
 

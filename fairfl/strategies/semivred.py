@@ -36,7 +36,10 @@ from fairfl.strategies.params import RuleParameters, flag, real
 class SemiVRedParameters(RuleParameters):
     """Semi-VRed's hyperparameters: β and the clipping option (see :class:`SemiVRed`)."""
 
-    beta: float = real(0.2, key="semivred-beta", lower=0.0, upper=MAX_BETA)
+    # Grid: paper 000, App. B.2 (the same as VRed's); best values in its Table 5.
+    beta: float = real(
+        0.2, key="semivred-beta", lower=0.0, upper=MAX_BETA, grid=(0.01, 0.05, 0.1, 0.2, 0.5, 1.0)
+    )
     clip_negative_weights: bool = flag(False, key="semivred-clip-negative")
 
 

@@ -47,7 +47,10 @@ from fairfl.strategies.params import RuleParameters, flag, real
 class VRedParameters(RuleParameters):
     """VRed's hyperparameters: β and the clipping option (see :class:`VRed`)."""
 
-    beta: float = real(0.1, key="vred-beta", lower=0.0, upper=MAX_BETA)
+    # Grid: paper 000, App. B.2 (the same for Semi-VRed); best values in its Table 5.
+    beta: float = real(
+        0.1, key="vred-beta", lower=0.0, upper=MAX_BETA, grid=(0.01, 0.05, 0.1, 0.2, 0.5, 1.0)
+    )
     clip_negative_weights: bool = flag(False, key="vred-clip-negative")
 
 
