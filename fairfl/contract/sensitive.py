@@ -189,3 +189,36 @@ def accuracy_of_counts(counts: ArrayLike) -> float:
 def defined_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
     """``metrics`` without its undefined (NaN) entries."""
     return {name: value for name, value in metrics.items() if not math.isnan(value)}
+
+
+#: Metric name of the accuracy of pooled counts (a check on the sample-weighted accuracy).
+GROUP_ACCURACY: Final = "group-acc"
+
+
+def pooled_group_metrics(
+    lists: Sequence[Sequence[int]],
+) -> tuple[dict[str, float], list[int], list[int]]:
+    """The group metrics of several clients' ``group-counts`` pooled.
+
+    Lists of another length than the first one's (another number of attribute values)
+    are left out of the sum.
+
+    Returns
+    -------
+    tuple[dict[str, float], list[int], list[int]]
+        :func:`group_fairness` of the sum with :data:`GROUP_ACCURACY`; the summed
+        counts; the indices of the lists left out.
+
+    Raises
+    ------
+    ValueError
+        If ``lists`` is empty or a list is not a ``group-counts`` list.
+    """
+    if not lists:
+        raise ValueError("need one or more group-counts lists")
+    width = len(lists[0])
+    kept = [counts for counts in lists if len(counts) == width]
+    total = sum_counts(kept)
+    metrics = group_fairness(total)
+    metrics[GROUP_ACCURACY] = accuracy_of_counts(total)
+    return metrics, total, [i for i, counts in enumerate(lists) if len(counts) != width]

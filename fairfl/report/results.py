@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from fairfl._gzip import MAX_ROUNDS_BYTES, gunzip_bounded
+from fairfl.contract.sensitive import pooled_group_metrics
 from fairfl.metrics import fairness_metrics
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,9 @@ def client_accuracies(entry: dict[str, Any]) -> dict[int, float]:
 def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
     """Fairness metrics of one round, recomputed from its clients (accuracies as fractions).
 
-    Uses :func:`fairfl.metrics.fairness_metrics`. Recomputing (rather than reading the
+    Uses :func:`fairfl.metrics.fairness_metrics`, and, where clients recorded
+    ``group_counts``, :func:`fairfl.contract.sensitive.pooled_group_metrics` (``dp-diff``
+    and the other group-fairness differences). Recomputing (rather than reading the
     stored ``metrics``) keeps one definition for runs written by any version, and for
     hand-written files.
     """
@@ -143,7 +146,11 @@ def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
     accuracies = [math.nan if c.get("eval_acc") is None else c["eval_acc"] for c in clients]
     losses = [math.nan if c.get("eval_loss") is None else c["eval_loss"] for c in clients]
     counts = [int(c.get("num_examples") or 1) for c in clients]
-    return fairness_metrics(accuracies, counts, losses)
+    metrics = fairness_metrics(accuracies, counts, losses)
+    group_counts = [c["group_counts"] for c in clients if c.get("group_counts")]
+    if group_counts:
+        metrics.update(pooled_group_metrics(group_counts)[0])
+    return metrics
 
 
 def read_rounds(path: Path, *, max_bytes: int = MAX_ROUNDS_BYTES) -> list[dict[str, Any]]:

@@ -89,8 +89,23 @@ QFFL_COLUMNS: tuple[Column, ...] = (
     Column("Variance", "acc-variance", unit="%²"),
 )
 
+#: Group fairness over a sensitive attribute (issue 37; runs whose clients send
+#: ``group-counts``): pooled accuracy and the four differences of
+#: :mod:`fairfl.contract.sensitive`, lower is fairer.
+GROUP_COLUMNS: tuple[Column, ...] = (
+    Column("Accuracy", "group-acc"),
+    Column("DP gap", "dp-diff"),
+    Column("EO gap", "eo-diff"),
+    Column("EOpp gap", "eop-diff"),
+    Column("Acc parity gap", "acc-parity-diff"),
+)
+
 #: Named column sets (``fairfl compare --columns``).
-COLUMN_SETS: dict[str, tuple[Column, ...]] = {"table6": TABLE6_COLUMNS, "qffl": QFFL_COLUMNS}
+COLUMN_SETS: dict[str, tuple[Column, ...]] = {
+    "table6": TABLE6_COLUMNS,
+    "qffl": QFFL_COLUMNS,
+    "group": GROUP_COLUMNS,
+}
 
 
 def mean_std(values: ArrayLike) -> tuple[float, float, int]:

@@ -13,15 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairfl.contract.replies import EvaluateReply
-from fairfl.contract.sensitive import (
-    accuracy_of_counts,
-    defined_metrics,
-    group_fairness,
-    sum_counts,
-)
-
-#: ``metrics`` key of the pooled accuracy computed from the counts (a check on eval_acc).
-GROUP_ACCURACY = "group-acc"
+from fairfl.contract.sensitive import defined_metrics, group_fairness, pooled_group_metrics
 
 
 def add_group_fairness(entry: dict[str, Any], evaluations: Sequence[EvaluateReply]) -> None:
@@ -42,20 +34,13 @@ def add_group_fairness(entry: dict[str, Any], evaluations: Sequence[EvaluateRepl
     senders = [(i, r) for i, r in enumerate(evaluations) if r.group_counts is not None]
     if not senders:
         return
-    width = len(senders[0][1].group_counts or ())
-    summed, skipped = [], []
-    for index, reply in senders:
-        counts = list(reply.group_counts or ())
+    lists = [list(r.group_counts or ()) for _, r in senders]
+    for (index, _), counts in zip(senders, lists, strict=True):
         client = entry["clients"][index]
         client["group_counts"] = counts
         client.update(defined_metrics(group_fairness(counts)))
-        if len(counts) == width:
-            summed.append(counts)
-        else:
-            skipped.append(reply.node_id)
-    total = sum_counts(summed)
-    entry["metrics"].update(group_fairness(total))
-    entry["metrics"][GROUP_ACCURACY] = accuracy_of_counts(total)
+    metrics, total, skipped = pooled_group_metrics(lists)
+    entry["metrics"].update(metrics)
     entry["group_counts"] = total
     if skipped:
-        entry["group_fairness_skipped"] = skipped
+        entry["group_fairness_skipped"] = [senders[i][1].node_id for i in skipped]

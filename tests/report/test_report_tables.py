@@ -322,3 +322,23 @@ def test_paired_comparison_is_invariant_to_client_order(accuracies, rng):
     shuffled = paired_comparison({k: base[k] for k in keys}, {k: other[k] for k in keys})
     assert shuffled == paired_comparison(base, other)
     assert np.isfinite(shuffled.overall_change)
+
+
+def test_group_columns_from_the_clients_group_counts():
+    from fairfl.report.tables import GROUP_COLUMNS
+
+    run = run_with("fairfed", 0, [0.75, 0.5])
+    # Client 0: A=0 (y, ŷ) 00, 01, 11, 11; A=1 00, 00, 10, 11 (counts 4a + 2y + ŷ).
+    # Client 1: A=0 00, 11; A=1 01, 10.
+    # Pooled: A=0 selects 3 + 1 = 4 of 6, A=1 1 + 1 = 2 of 6: DP gap 1/3.
+    entry = run.rounds[-1]
+    entry["clients"][0]["group_counts"] = [1, 1, 0, 2, 2, 0, 1, 1]
+    entry["clients"][1]["group_counts"] = [1, 0, 0, 1, 0, 1, 1, 0]
+    (row,) = summarize({"fairfed": [run]}, GROUP_COLUMNS)
+    assert row.stats["dp-diff"].mean == pytest.approx(4 / 6 - 2 / 6)
+    # Correct: client 0 A=0 3 of 4, A=1 3 of 4; client 1 A=0 2 of 2, A=1 0 of 2: 8 of 12.
+    assert row.stats["group-acc"].mean == pytest.approx(8 / 12)
+    # Accuracy parity: A=0 5 of 6, A=1 3 of 6.
+    assert row.stats["acc-parity-diff"].mean == pytest.approx(5 / 6 - 3 / 6)
+    header = table6_markdown([row], GROUP_COLUMNS).splitlines()[0]
+    assert header.startswith("| Rule | Accuracy (%) | DP gap (%) | EO gap (%) |")
