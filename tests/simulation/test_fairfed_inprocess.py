@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from fairfl.contract.sensitive import GROUP_METRICS, defined_metrics, group_fairness, sum_counts
 from fairfl.simulation import run_inprocess
@@ -22,7 +23,12 @@ def test_fairfed_runs_and_group_fairness_reaches_the_records(tmp_path):
         "model": "logreg",
         "out-dir": str(tmp_path),
     }
-    run_inprocess(config)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # batches of 32 through a logistic regression: one is faster
+    try:
+        run_inprocess(config)
+    finally:
+        torch.set_num_threads(threads)
     lines = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
     for line in lines:
         clients = line["clients"]
