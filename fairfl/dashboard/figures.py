@@ -24,7 +24,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from fairfl.dashboard.answers import ClientComparison
-from fairfl.dashboard.follow import CURVE_METRICS, RoundData, RunFollower
+from fairfl.dashboard.follow import CURVE_METRICS, GROUP_CURVE_METRICS, RoundData, RunFollower
 from fairfl.metrics import PERCENT, in_percent
 
 #: Row titles of the fairness curves (percent where the metric is an accuracy statistic).
@@ -34,6 +34,8 @@ CURVE_TITLES = {
     "acc-worst-20": "Worst 20 % (%)",
     "acc-std": "Std of accuracy (%)",
     "jain-index": "Jain's index (0-1)",
+    "dp-diff": "Demographic-parity gap (0-1)",
+    "eo-diff": "Equalised-odds gap (0-1)",
 }
 
 #: What the page says each known rule diagnostic is (others show their key alone).
@@ -154,6 +156,9 @@ def seed_mean(
 def metrics_figure(runs: Mapping[str, RunFollower], seeds: bool = False) -> go.Figure:
     """Mean, worst-10 %, worst-20 %, std (percent) and Jain's index per round.
 
+    Runs whose clients recorded ``group_counts`` add the demographic-parity and
+    equalised-odds gaps of the pooled predictions (:data:`GROUP_CURVE_METRICS`).
+
     One colour per rule variant. A variant with one run is one line; a variant with
     several seeds (``"afl seed 1"``, ``"afl seed 2"``) is its mean over the seeds with a
     band from their minimum to their maximum, and each seed's own line when ``seeds``.
@@ -161,12 +166,17 @@ def metrics_figure(runs: Mapping[str, RunFollower], seeds: bool = False) -> go.F
     shown = {name: run for name, run in runs.items() if any(r.metrics for r in run.rounds)}
     if not shown:
         return empty_figure("no round evaluated yet", height=300)
+    plotted = CURVE_METRICS + tuple(
+        m
+        for m in GROUP_CURVE_METRICS
+        if any(m in r.metrics for run in shown.values() for r in run.rounds)
+    )
     figure = make_subplots(
-        rows=len(CURVE_METRICS),
+        rows=len(plotted),
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.03,
-        subplot_titles=[CURVE_TITLES[m] for m in CURVE_METRICS],
+        subplot_titles=[CURVE_TITLES[m] for m in plotted],
     )
     variants: dict[str, dict[str, RunFollower]] = {}
     for name, run in shown.items():
@@ -178,7 +188,7 @@ def metrics_figure(runs: Mapping[str, RunFollower], seeds: bool = False) -> go.F
         for x, _ in curves.values():
             all_rounds.update(x.tolist())
         averaged = len(members) > 1
-        for row, metric in enumerate(CURVE_METRICS, start=1):
+        for row, metric in enumerate(plotted, start=1):
             values = {
                 name: (x, np.array([m.get(metric, math.nan) for m in ms], dtype=np.float64))
                 for name, (x, ms) in curves.items()
@@ -211,9 +221,9 @@ def metrics_figure(runs: Mapping[str, RunFollower], seeds: bool = False) -> go.F
                         legend=row == 1 and not averaged,
                         dash="dot" if averaged else None,
                     )
-    figure.update_xaxes(**round_axis(sorted(all_rounds)), row=len(CURVE_METRICS), col=1)
+    figure.update_xaxes(**round_axis(sorted(all_rounds)), row=len(plotted), col=1)
     figure.update_layout(
-        height=170 * len(CURVE_METRICS) + 60,
+        height=170 * len(plotted) + 60,
         margin={"l": 50, "r": 10, "t": 30, "b": 40},
         legend={"font": {"size": 10}},
         uirevision="metrics",

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fairfl._gzip import gunzip_bounded
+from fairfl.contract.sensitive import pooled_group_metrics
 from fairfl.metrics import jain_index, worst_fraction_mean
 
 ROUNDS_FILE = "rounds.jsonl"
@@ -59,6 +60,9 @@ FAILED = "failed"
 
 #: The metrics plotted per round, in this order.
 CURVE_METRICS = ("acc-mean", "acc-worst-10", "acc-worst-20", "acc-std", "jain-index")
+#: Plotted too for runs whose clients recorded ``group_counts`` (a sensitive attribute):
+#: the pooled predictions' demographic-parity and equalised-odds gaps.
+GROUP_CURVE_METRICS = ("dp-diff", "eo-diff")
 
 #: How many bytes of the file's start identify it (a rewritten file differs there).
 _HEAD_BYTES = 256
@@ -104,7 +108,8 @@ class RoundData:
     num_examples : NDArray[np.float64]
         Their test-set sizes (NaN where not recorded).
     metrics : dict[str, float]
-        :func:`curve_metrics` of the evaluated clients (empty if none).
+        :func:`curve_metrics` of the evaluated clients (empty if none), and
+        :data:`GROUP_CURVE_METRICS` of their pooled ``group_counts`` when recorded.
     weights : dict[int, float]
         Aggregation weight of each aggregated client, by client key.
     scalars : dict[str, float | str]
@@ -223,6 +228,7 @@ def parse_entry(entry: Any) -> RoundData:
     keys: list[int] = []
     accuracy: list[float] = []
     examples: list[float] = []
+    group_counts: list[list[int]] = []
     raw_clients = entry.get("clients")
     for item in raw_clients if isinstance(raw_clients, list) else []:
         if not isinstance(item, Mapping) or (key := _client_key(item)) is None:
@@ -231,6 +237,9 @@ def parse_entry(entry: Any) -> RoundData:
         keys.append(key)
         accuracy.append(_number(item.get("eval_acc")))
         examples.append(_number(item.get("num_examples")))
+        counts = item.get("group_counts")
+        if isinstance(counts, list) and all(type(c) is int for c in counts):
+            group_counts.append(counts)
     raw_train = entry.get("train")
     train: Mapping[str, Any] = raw_train if isinstance(raw_train, Mapping) else {}
     weights: dict[int, float] = {}
@@ -262,12 +271,19 @@ def parse_entry(entry: Any) -> RoundData:
     skipped = train.get("skipped")
     wall_time = entry.get("wall_time")
     accuracies = np.asarray(accuracy, dtype=np.float64)
+    metrics = curve_metrics(accuracies) if keys else {}
+    if group_counts:
+        try:
+            pooled = pooled_group_metrics(group_counts)[0]
+        except ValueError:  # counts the contract would refuse: no group curves
+            pooled = {}
+        metrics.update({m: pooled[m] for m in GROUP_CURVE_METRICS if m in pooled})
     return RoundData(
         round=number,
         clients=np.asarray(keys, dtype=np.int64),
         accuracy=accuracies,
         num_examples=np.asarray(examples, dtype=np.float64),
-        metrics=curve_metrics(accuracies) if keys else {},
+        metrics=metrics,
         weights=weights,
         scalars=scalars,
         per_client=per_client,

@@ -162,3 +162,22 @@ def test_distribution_counts_the_latest_round(tmp_path, line):
     run = follower_with(tmp_path, [line(1, [0.0, 0.0]), line(2, [0.5, 1.0, 0.97])])
     histogram = figures.distribution_figure(run).data[0]
     assert sorted(histogram.x) == pytest.approx([50.0, 97.0, 100.0])
+
+
+def test_group_gaps_are_plotted_for_runs_with_group_counts(tmp_path, line):
+    # Client 0 selects 3 of 4 with A=0 and 1 of 4 with A=1; client 1: 1 of 2 and 1 of 2.
+    # Pooled: A=0 4 of 6, A=1 2 of 6: demographic-parity gap 1/3 (counts 4a + 2y + ŷ).
+    entry = line(1, [0.75, 0.5])
+    entry["clients"][0]["group_counts"] = [1, 1, 0, 2, 2, 0, 1, 1]
+    entry["clients"][1]["group_counts"] = [1, 0, 0, 1, 0, 1, 1, 0]
+    parsed = parse_entry(entry)
+    assert parsed.metrics["dp-diff"] == pytest.approx(1 / 3)
+    fair = follower_with(tmp_path, [entry], "fairfed")
+    figure = figures.metrics_figure({"fairfed": fair})
+    titles = [a.text for a in figure.layout.annotations]
+    assert titles[-2:] == ["Demographic-parity gap (0-1)", "Equalised-odds gap (0-1)"]
+    by_axis = {t.yaxis: t for t in figure.data}
+    assert by_axis["y6"].y[0] == pytest.approx(1 / 3)
+    # Runs without counts keep the five accuracy rows.
+    plain = follower_with(tmp_path, [line(1, [0.75, 0.5])], "fedavg")
+    assert len(figures.metrics_figure({"fedavg": plain}).layout.annotations) == 5
