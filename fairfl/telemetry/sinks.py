@@ -425,6 +425,12 @@ class PrometheusSink:
         )
         self.std = make("fairfl_accuracy_std", "Std of client accuracies (fraction)")
         self.jain = make("fairfl_jain_index", "Jain's index of client accuracies")
+        self.dp_gap = make(
+            "fairfl_dp_gap", "Demographic-parity gap of the pooled predictions (NaN: no counts)"
+        )
+        self.eo_gap = make(
+            "fairfl_eo_gap", "Equalised-odds gap of the pooled predictions (NaN: no counts)"
+        )
         self.clients = make(
             "fairfl_clients", "Clients sampled, answered or dropped", ("phase", "state")
         )
@@ -472,6 +478,8 @@ class PrometheusSink:
             (self.worst, "acc-worst-10"),
             (self.std, "acc-std"),
             (self.jain, "jain-index"),
+            (self.dp_gap, "dp-diff"),
+            (self.eo_gap, "eo-diff"),
         ):
             gauge.set(metrics.get(name, math.nan))
         for name, value in round_record.counts().items():

@@ -5,6 +5,7 @@ reads what its tracker stored and compares it with the numbers put in.
 """
 
 import json
+import math
 import struct
 import urllib.request
 
@@ -187,6 +188,7 @@ def test_prometheus_endpoint_scraped_and_label_cap(tmp_path):
     assert samples[("fairfl_accuracy_worst10", ())] == pytest.approx(0.5)
     assert samples[("fairfl_accuracy_std", ())] == pytest.approx(0.0)
     assert samples[("fairfl_jain_index", ())] == pytest.approx(1.0)
+    assert math.isnan(samples[("fairfl_dp_gap", ())])  # no group_counts in these rounds
     assert samples[("fairfl_clients", (("phase", "train"), ("state", "sampled")))] == 5
     assert samples[("fairfl_clients", (("phase", "evaluate"), ("state", "answered")))] == 4
     assert samples[("fairfl_clients", (("phase", "evaluate"), ("state", "dropped")))] == 1
