@@ -199,7 +199,6 @@ class RCFL(ReweightedStrategy):
         self._sent_alphas: dict[int, float] = {}
         #: The round's draws with replacement, by client key (None: no draws).
         self._draws: dict[str, int] | None = None
-        self._pending_eta: float | None = None
 
     def settings(self) -> dict[str, Any]:
         """α, μ, η₀, κ and the sampling scheme."""
@@ -472,7 +471,6 @@ class RCFL(ReweightedStrategy):
                 self.train_loss_key,
             )
         diagnostics["rcfl-eta"] = new_eta
-        self._pending_eta = new_eta
         return new_arrays, diagnostics
 
     def aggregate_train(
@@ -480,11 +478,13 @@ class RCFL(ReweightedStrategy):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Aggregate; η^{t+1} is kept only when the new ω is (never one without the other).
 
-        The η probe is spent by the first round that updates the model.
+        η^{t+1} is read from the round's record (``rcfl-eta``, written by
+        :meth:`aggregate` with the ω it belongs to). The η probe is spent by the first
+        round that updates the model.
         """
-        self._pending_eta = None
         arrays, metrics = super().aggregate_train(server_round, replies)
-        if arrays is not None and self._pending_eta is not None:
-            self.eta = self._pending_eta
+        if arrays is not None:
+            record = self.train_records[server_round + self.round_offset]
+            self.eta = float(record.diagnostics["rcfl-eta"])
             self.probe_done = True
         return arrays, metrics
