@@ -81,7 +81,7 @@ logger = logging.getLogger(__name__)
 #: Exit codes (fairfl.simulation.engine's EXIT_OK, EXIT_FAILED, EXIT_USAGE).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: fairfl.report.compare.ENGINES and MAX_WORKERS.
-ENGINES = ("inprocess", "flwr")
+ENGINES = ("inprocess", "flwr", "ray")
 MAX_WORKERS = 2
 #: fairfl.report.recipes.RECIPES, fairfl.report.tables.COLUMN_SETS.
 RECIPE_NAMES = ("digits-table6", "qffl-synthetic", "qffl-synthetic-light")
@@ -143,7 +143,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", nargs="+", type=int, metavar="SEED")
     run.add_argument("--set", nargs="+", default=[], dest="settings", metavar="[RULE:]KEY=VALUE")
     run.add_argument("--out", type=Path, required=True, help="output folder")
-    run.add_argument("--engine", choices=ENGINES, default="inprocess")
+    run.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="inprocess",
+        help="inprocess (default): this process or --workers; flwr: Flower's simulation "
+        "engine, one run at a time; ray: each run a task on the Ray cluster at "
+        "--ray-address (--out on a filesystem every node mounts)",
+    )
+    run.add_argument(
+        "--ray-address",
+        default=None,
+        help="--engine ray: the cluster's GCS address host:port (default: $RAY_ADDRESS)",
+    )
+    run.add_argument(
+        "--cpus-per-run",
+        type=float,
+        default=1.0,
+        help="--engine ray: CPUs each run's task asks Ray for (default 1; fractions allowed)",
+    )
     run.add_argument(
         "--workers",
         type=int,
@@ -635,6 +653,8 @@ def _run_options(args: argparse.Namespace, workers: int) -> dict[str, Any]:
         "progress": not args.no_progress,
         "log_level": logging.INFO if args.verbose else logging.WARNING,
         "compress_runs": args.compress_runs,
+        "ray_address": args.ray_address,
+        "cpus_per_run": args.cpus_per_run,
     }
 
 

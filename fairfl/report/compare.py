@@ -6,7 +6,8 @@ from its own keys, so on one seed every variant sees the same partition, the sam
 train/test split, the same initial model and the same client shuffling (all derive
 from ``seed``). Runs go through the in-process runner
 (:func:`fairfl.simulation.run_inprocess`) by default, optionally in 2 worker processes,
-or through Flower's simulation engine (:func:`fairfl.simulation.engine.run_simulation`).
+through Flower's simulation engine (:func:`fairfl.simulation.engine.run_simulation`), or
+as tasks on a Ray cluster (:mod:`fairfl.simulation.ray_sweep`, ``--engine ray``).
 
 Output folder layout::
 
@@ -47,7 +48,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fairfl.contract.config import closest_keys
 from fairfl.report.results import (
@@ -61,10 +62,13 @@ from fairfl.server.preflight import OutDirError, check_run, prepare_out_dir
 from fairfl.settings import RunSettings
 from fairfl.strategies.registry import STRATEGIES
 
+if TYPE_CHECKING:
+    from fairfl.simulation.ray_sweep import RaySweep
+
 logger = logging.getLogger(__name__)
 
-Engine = Literal["inprocess", "flwr"]
-ENGINES: tuple[str, ...] = ("inprocess", "flwr")
+Engine = Literal["inprocess", "flwr", "ray"]
+ENGINES: tuple[str, ...] = ("inprocess", "flwr", "ray")
 
 #: Run-config keys a comparison sets itself (per run), not through ``--set``.
 RESERVED_KEYS = ("strategy", "seed", "out-dir")
@@ -527,6 +531,7 @@ def execute(
     log_level: int = logging.WARNING,
     flwr_home: Path | None = None,
     compress_runs: bool = False,
+    ray: RaySweep | None = None,
 ) -> list[RunStatus]:
     """Run every planned run; a failing run is recorded (``error.txt``) and skipped.
 
@@ -534,11 +539,13 @@ def execute(
     ----------
     plan : Sequence[PlannedRun]
         From :func:`plan_runs`.
-    engine : {"inprocess", "flwr"}
-        The in-process runner, or Flower's simulation engine (one ``flwr run`` per run;
-        always one run at a time).
+    engine : {"inprocess", "flwr", "ray"}
+        The in-process runner, Flower's simulation engine (one ``flwr run`` per run;
+        always one run at a time), or the in-process runner as Ray tasks on the
+        cluster that ``ray`` is connected to (as many at a time as its CPUs allow).
     workers : int
-        Worker processes for in-process runs, 1 or 2 (1: runs in this process).
+        Worker processes for in-process runs, 1 or 2 (1: runs in this process; the
+        Ray engine ignores it).
     torch_threads : int
         ``torch.set_num_threads`` of each in-process worker (0: leave torch's default).
         One thread per process is much faster on a busy 2-core machine, where torch's
@@ -556,11 +563,13 @@ def execute(
     compress_runs : bool
         Gzip each finished run's ``rounds.jsonl`` into ``rounds.jsonl.gz`` (about 10x
         smaller, e.g. for results kept in git; ``fairfl report`` reads both).
+    ray : RaySweep | None
+        The Ray driver of ``engine="ray"``.
 
     Raises
     ------
     ValueError
-        If ``engine`` or ``workers`` is invalid.
+        If ``engine`` or ``workers`` is invalid, or ``engine="ray"`` comes without ``ray``.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
@@ -568,6 +577,9 @@ def execute(
         raise ValueError(f"workers must be in [1, {MAX_WORKERS}], got {workers}")
     if engine == "flwr":
         workers = 1  # Ray already uses every core; runs go one after another
+    if (engine == "ray") != (ray is not None):
+        raise ValueError("engine 'ray' needs a RaySweep (ray=...), and only it takes one")
+    from fairfl.simulation.ray_sweep import settle
     statuses: dict[str, RunStatus] = {}
     todo = []
     for run in plan:
@@ -586,7 +598,9 @@ def execute(
         )
 
     executor: futures.Executor
-    if workers == 1:
+    if ray is not None:
+        executor = futures.ThreadPoolExecutor(max_workers=1)  # unused: Ray runs the runs
+    elif workers == 1:
         _configure_worker(torch_threads if engine == "inprocess" else 0, log_level)
         executor = futures.ThreadPoolExecutor(max_workers=1)
     else:
@@ -599,15 +613,26 @@ def execute(
     home = str(flwr_home) if flwr_home is not None else None
     with executor, _progress_bar(progress, sum(total_rounds.values()), len(plan)) as update:
         pending = {
-            executor.submit(_run_one, run.as_json(), engine, keep_models, home, compress_runs): run
+            (
+                ray.submit(run.as_json(), keep_models, compress_runs)
+                if ray is not None
+                else executor.submit(
+                    _run_one, run.as_json(), engine, keep_models, home, compress_runs
+                )
+            ): run
             for run in todo
         }
+        submitted = time.perf_counter()
         update(rounds_completed(), len(finished), "")
         while pending:
             done, _ = futures.wait(pending, timeout=0.5, return_when=futures.FIRST_COMPLETED)
             for future in done:
                 run = pending.pop(future)
-                status = future.result()
+                status = (
+                    settle(run.as_json(), future, time.perf_counter() - submitted)
+                    if ray is not None
+                    else future.result()
+                )
                 statuses[run.dir] = status
                 finished.add(run.dir)
                 if status.status == "failed":
@@ -725,6 +750,8 @@ def compare(
     command: str = "",
     recipe: str | None = None,
     on_start: Callable[[], Any] | None = None,
+    ray_address: str | None = None,
+    cpus_per_run: float = 1.0,
 ) -> Any:
     """Plan, run and report a comparison; returns the :class:`fairfl.report.build.Report`.
 
@@ -752,13 +779,18 @@ def compare(
     on_start : Callable[[], Any] | None
         Called once every run passed its checks, before the first starts (``fairfl
         compare --dashboard`` starts the live page there).
+    ray_address : str | None
+        ``engine="ray"``: the cluster's address (None: ``$RAY_ADDRESS``).
+    cpus_per_run : float (default: 1.0)
+        ``engine="ray"``: CPUs each run's task asks for
+        (:class:`fairfl.simulation.ray_sweep.RaySweep`).
 
     Raises
     ------
     ValueError
         If a rule, grid item, setting or seed is invalid, ``out_dir`` cannot be written,
-        or any planned run fails its up-front check (:func:`check_plan`), before
-        anything runs.
+        any planned run fails its up-front check (:func:`check_plan`), or
+        ``engine="ray"`` has no address, before anything runs.
     FileExistsError
         If planned runs already hold results and neither ``overwrite`` nor
         ``skip_existing`` is set (before anything runs).
@@ -793,7 +825,7 @@ def compare(
         "recipe": recipe,
         "command": command,
         "engine": engine,
-        "workers": 1 if engine == "flwr" else workers,
+        "workers": 1 if engine in ("flwr", "ray") else workers,
         "torch_threads": torch_threads,
         "cpu_count": os.cpu_count(),
         "rules": list(dict.fromkeys(rules)),
@@ -815,22 +847,38 @@ def compare(
     for run in manifest["runs"]:  # folders relative to the manifest, so it can move
         run["config"] = {k: v for k, v in run["config"].items() if k != "out-dir"}
         run["effective_config"].pop("out-dir", None)
-    write_manifest(out_dir, manifest)
-    if on_start is not None:
-        on_start()
-    started = time.perf_counter()
-    cpu_started = cpu_seconds()
-    statuses = execute(
-        plan,
-        engine=engine,
-        workers=workers,
-        torch_threads=torch_threads,
-        keep_models=keep_models,
-        skip_existing=skip_existing,
-        progress=progress,
-        log_level=log_level,
-        compress_runs=compress_runs,
-    )
+    with contextlib.ExitStack() as stack:
+        sweep = None
+        if engine == "ray":
+            from fairfl.simulation.ray_sweep import RaySweep
+
+            sweep = stack.enter_context(
+                RaySweep(
+                    ray_address,
+                    out_dir,
+                    cpus_per_run=cpus_per_run,
+                    torch_threads=torch_threads,
+                    log_level=log_level,
+                )
+            )
+            manifest["cluster"] = {**sweep.cluster(), "cpus_per_run": cpus_per_run}
+        write_manifest(out_dir, manifest)
+        if on_start is not None:
+            on_start()
+        started = time.perf_counter()
+        cpu_started = cpu_seconds()
+        statuses = execute(
+            plan,
+            engine=engine,
+            workers=workers,
+            torch_threads=torch_threads,
+            keep_models=keep_models,
+            skip_existing=skip_existing,
+            progress=progress,
+            log_level=log_level,
+            compress_runs=compress_runs,
+            ray=sweep,
+        )
     manifest["wall_time_s"] = round(time.perf_counter() - started, 1)
     manifest["cpu_time_s"] = round(cpu_seconds() - cpu_started, 1)
     manifest["load_average_after"] = load_average()

@@ -117,8 +117,8 @@ def test_plan_gives_every_variant_the_same_config_per_seed(tmp_path):
 def test_execute_rejects_bad_workers_and_engine(tmp_path):
     with pytest.raises(ValueError, match="workers must be in \\[1, 2\\], got 3"):
         execute([], workers=3)
-    with pytest.raises(ValueError, match="engine must be one of \\('inprocess', 'flwr'\\)"):
-        execute([], engine="ray")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="engine must be one of \\('inprocess', 'flwr', 'ray'\\)"):
+        execute([], engine="spark")  # type: ignore[arg-type]
 
 
 def test_cli_compare_smoke_two_rules_one_seed_one_round(tmp_path, capsys):

@@ -8,6 +8,11 @@ the same config (which ``test_simulation_engine`` also checks for a private Ray)
 cluster is recorded beside the results, and every Ray process started here is stopped by
 its process group. Addresses stay inside 127.0.0.0/8: Ray rewrites 127.0.0.1 to the
 host's outward address, so the nodes use 127.0.0.2 and 127.0.0.3.
+
+The same cluster (one per module: starting it costs about a minute here) runs ``fairfl
+compare --engine ray``: runs as Ray tasks on both nodes, a Ray worker killed mid-run
+(its PID read from the GCS's task events) retried by Ray, every run's hash chain intact
+and each run's rounds and final model equal to ``--engine inprocess``'s byte for byte.
 """
 
 from __future__ import annotations
@@ -162,9 +167,10 @@ def actor_nodes(address: str, class_name: str) -> list[str]:
     return list(json.loads(probe.stdout.strip().splitlines()[-1]))
 
 
-@pytest.fixture
-def ray_cluster(tmp_path) -> Iterator[str]:
-    """Two Ray nodes on loopback; the head's GCS address."""
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory) -> Iterator[str]:
+    """Two Ray nodes on loopback; the head's GCS address (one cluster for the module)."""
+    tmp_path = tmp_path_factory.mktemp("ray-nodes")
     # Ray's socket paths must stay short: a temp dir of its own under /tmp.
     temp = Path("/tmp") / f"ffray-{uuid.uuid4().hex[:8]}"
     port = free_port()
@@ -248,3 +254,156 @@ def test_a_federation_runs_on_both_nodes_of_an_attached_cluster(tmp_path, ray_cl
     }
     leftovers = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(tmp_path / "flwr-home") not in leftovers
+
+
+# --------------------------------------------------------------------------- sweeps
+
+# Two runs, one per node's CPU: rounds long enough (about 2 s each here) to kill mid-run.
+SWEEP = ["--rules", "fedavg", "qffl", "--seeds", "1"]
+SWEEP_SETTINGS = ["num-partitions=4", "num-server-rounds=3", "lr=0.1", "checkpoint=false"]
+
+_KILL_WORKER = """
+import json, os, signal, sys, time
+from pathlib import Path
+import ray
+from ray._private.state import state
+from ray.core.generated import common_pb2, gcs_pb2
+
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+run_dir, name, sweep = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+deadline = time.monotonic() + 600
+def sweep_alive():  # the sweep is the test's child: a zombie once it exits
+    try:
+        return Path(f"/proc/{sweep}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+while time.monotonic() < deadline and sweep_alive():
+    attempts = {}
+    for raw in state._connect_and_get_accessor().get_task_events():
+        event = gcs_pb2.TaskEvents.FromString(raw)
+        seen = attempts.setdefault((event.task_id, event.attempt_number), {})
+        if event.task_info.name:
+            seen["name"] = event.task_info.name
+        update = event.state_updates
+        if update.worker_pid:
+            seen["pid"], seen["node"] = update.worker_pid, update.node_id.hex()
+        seen.update({common_pb2.TaskStatus.Name(s): 1 for s in update.state_ts_ns})
+    running = [a for a in attempts.values() if a.get("name") == name and "pid" in a
+               and "RUNNING" in a and "FINISHED" not in a and "FAILED" not in a]
+    rounds = run_dir / "rounds.jsonl"
+    done = rounds.is_file() and rounds.read_text().count("\\n")
+    if running and done and not (run_dir / "summary.json").exists():
+        os.kill(running[0]["pid"], signal.SIGKILL)  # the worker process running the run
+        print(json.dumps({"pid": running[0]["pid"], "rounds": done}))
+        break
+    time.sleep(0.2)
+ray.shutdown()
+"""
+
+_ATTEMPTS = """
+import json, sys
+import ray
+from ray._private.state import state
+from ray.core.generated import common_pb2, gcs_pb2
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+names, nodes = {}, {}
+for raw in state._connect_and_get_accessor().get_task_events():
+    event = gcs_pb2.TaskEvents.FromString(raw)
+    key = (event.task_id.hex(), event.attempt_number)
+    if event.task_info.name:
+        names[event.task_id.hex()] = event.task_info.name
+    if event.state_updates.node_id:
+        nodes[key] = event.state_updates.node_id.hex()
+print(json.dumps([[names.get(t), a, n] for (t, a), n in nodes.items()]))
+ray.shutdown()
+"""
+
+
+def _probe(script: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True
+    )
+
+
+def _rounds(run: Path) -> list[dict]:
+    """Each round's results, without its timing, run id and hash-chain links."""
+    lines = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    dropped = ("wall_time", "run_id", "prev_sha256")
+    return [{k: v for k, v in line.items() if k not in dropped} for line in lines]
+
+
+@pytest.mark.integration
+def test_compare_on_the_cluster_survives_a_killed_worker_with_inprocess_results(
+    tmp_path, ray_cluster
+):
+    """``fairfl compare --engine ray``: runs as tasks on both nodes; a worker killed
+    mid-run is retried; the report's runs equal ``--engine inprocess``'s bit for bit."""
+    from fairfl.cli import main
+    from fairfl.telemetry.ledger import verify_ledger
+
+    address, out = ray_cluster, tmp_path / "ray"
+    env = {**os.environ, "RAY_ADDRESS": address}  # the address from the environment
+    log = (tmp_path / "sweep.log").open("w")
+    sweep = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fairfl",
+            "compare",
+            *SWEEP,
+            "--engine",
+            "ray",
+            "--set",
+            *SWEEP_SETTINGS,
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    run = out / "runs/fedavg/seed-1"
+    killer = _probe(
+        _KILL_WORKER, address, str(run), f"fairfl-run {run.relative_to(out)}", str(sweep.pid)
+    )
+    try:
+        said = killer.communicate(timeout=600)[0].strip().splitlines()
+        sweep.wait(timeout=600)
+    finally:
+        for process in (killer, sweep):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        log.close()
+    output = (tmp_path / "sweep.log").read_text()
+    assert sweep.returncode == 0 and said, output[-3000:]
+    killed = json.loads(said[-1])
+    assert killed["rounds"] >= 1  # killed mid-run: a round written, no summary yet
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed["pid"], 0)
+    attempts = json.loads(_probe(_ATTEMPTS, address).communicate(timeout=300)[0].splitlines()[-1])
+    mine = [(a, n) for name, a, n in attempts if name and name.startswith("fairfl-run runs/")]
+    assert max(a for a, _ in mine) >= 1  # the killed run's task ran again
+    assert len({n for _, n in mine}) == 2  # runs went to both nodes
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [r["status"] for r in manifest["runs"]] == ["ok", "ok"]
+    assert manifest["engine"] == "ray" and manifest["cluster"]["cpus"] == 2
+    assert not list(out.glob("runs/*/*/error.txt"))
+    # the same comparison in this process
+    local = tmp_path / "inprocess"
+    code = main(["compare", *SWEEP, "--set", *SWEEP_SETTINGS, "--out", str(local), "--no-progress"])
+    assert code == 0
+    for run in manifest["runs"]:
+        assert verify_ledger(out / run["dir"]).ok
+        assert _rounds(out / run["dir"]) == _rounds(local / run["dir"])
+        ours, theirs = (
+            np.load(out / run["dir"] / "final_model.npz"),
+            np.load(local / run["dir"] / "final_model.npz"),
+        )
+        assert sorted(ours) == sorted(theirs)
+        for key in ours:
+            assert ours[key].tobytes() == theirs[key].tobytes(), (run["dir"], key)
+    assert (out / "report.md").read_text().count("fedavg") == (
+        local / "report.md"
+    ).read_text().count("fedavg")
