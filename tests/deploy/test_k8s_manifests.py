@@ -9,6 +9,7 @@ checks run ``kubectl kustomize`` (offline) where kubectl is installed."""
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import shlex
 import shutil
@@ -280,6 +281,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 ANY = ("0.0.0.0", "::", "")
 
 
+@functools.cache
 def _rendered() -> list[dict[str, Any]]:
     """The manifests as ``kubectl kustomize`` renders them; the files where it is absent."""
     if shutil.which("kubectl") is None:
