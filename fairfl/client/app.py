@@ -7,7 +7,9 @@ replies loss and accuracy of w^t on the local test split (or, for tuning, on
 the validation split: run config ``evaluate-split``), with ``group-counts`` where the
 data carry a sensitive attribute (:mod:`fairfl.client.sensitive`). On a client-key
 ``query`` it
-replies its partition id (:mod:`fairfl.contract.clients`).
+replies its partition id (:mod:`fairfl.contract.clients`). In a Ditto round it also takes
+the personal step on its personal model v_k and, asked by the evaluate config, evaluates
+v_k beside w^t (:mod:`fairfl.client.ditto`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from flwr.clientapp import ClientApp
 
 from fairfl.client.activation import activation_for_config
 from fairfl.client.adapter import loader_gradient, qffl_h_for_config
+from fairfl.client.ditto import (
+    anchor_of,
+    ditto_settings,
+    load_personal,
+    save_personal,
+    state_record,
+)
 from fairfl.client.objectives import local_objective
 from fairfl.client.rcfl import rcfl_settings, train_rcfl
 from fairfl.client.sensitive import model_group_counts
@@ -193,6 +202,23 @@ def train(message: Message, context: Context) -> Message:
         rcfl_eta=rcfl_eta,
         group_counts=counts_before,
     )
+    ditto = ditto_settings(config)
+    if ditto is not None:  # Ditto: the personal step on v_k, after the reply is copied
+        personal = load_personal(context, node.partition_id, sent)
+        model.load_state_dict(personal.to_torch_state_dict(), strict=True)
+        train_local(
+            model,
+            data.x_train,
+            data.y_train,
+            epochs=ditto.epochs,
+            batch_size=get_config_value(config, keys.BATCH_SIZE, int),
+            lr=ditto.lr,
+            device=device,
+            seed=training_seed(settings.seed, server_round, node.partition_id),
+            proximal_mu=ditto.lam,
+            anchor=anchor_of(model, sent, device),
+        )
+        save_personal(context, node.partition_id, state_record(model, sent.keys()))
     return Message(content=content, reply_to=message)
 
 
@@ -241,12 +267,23 @@ def evaluate_global(message: Message, context: Context) -> Message:
     if data.has_attribute:  # group fairness: counts per (attribute, label, prediction)
         a = data.a_val if settings.evaluate_split == "validation" else data.a_test
         counts = model_group_counts(model, x, y, a, NUM_GROUPS, device)
+    personal = None
+    config = cast(ConfigRecord, message.content.get(keys.CONFIG, ConfigRecord()))
+    if bool(config.get(keys.DITTO_PERSONAL, False)):  # Ditto: v_k on the same split
+        sent = cast(ArrayRecord, message.content[keys.ARRAYS])
+        kept = load_personal(context, node.partition_id, sent)
+        if kept is sent:  # never trained: v_k would start from this w^t
+            personal = (loss, accuracy)
+        else:
+            model.load_state_dict(kept.to_torch_state_dict(), strict=True)
+            personal = evaluate(model, x, y, device)
     content = write_evaluate_reply(
         num_examples=len(y),
         eval_loss=loss,
         eval_acc=accuracy,
         group_counts=counts,
         partition_id=node.partition_id,
+        personal=personal,
     )
     return Message(content=content, reply_to=message)
 

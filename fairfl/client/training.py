@@ -110,6 +110,7 @@ def train_local(
     seed: int,
     batch_objective: BatchObjective | None = None,
     proximal_mu: float = 0.0,
+    anchor: list[Tensor] | None = None,
 ) -> float:
     """Run ``epochs`` of minibatch SGD on ``(x, y)``; return the mean batch loss.
 
@@ -128,6 +129,11 @@ def train_local(
         transform); identity when ``None``.
     proximal_mu : float
         FedProx term ``μ/2 ||w - w^t||²`` around the received weights (0: off).
+    anchor : list[Tensor] | None
+        The w^t of the proximal term, one tensor per parameter in
+        ``model.parameters()`` order; ``None``: the model's weights before training.
+        Ditto's personal step (Algorithm 1, line 6) anchors v_k at the received global
+        model while training v_k.
     """
     if epochs < 1 or batch_size < 1 or not lr > 0:
         raise ValueError(
@@ -135,7 +141,8 @@ def train_local(
         )
     model.train()
     parameters = list(model.parameters())
-    anchor = [p.detach().clone() for p in model.parameters()] if proximal_mu > 0 else []
+    if anchor is None:
+        anchor = [p.detach().clone() for p in model.parameters()] if proximal_mu > 0 else []
     generator = torch.Generator().manual_seed(seed)
     inputs_all = torch.from_numpy(x).to(device)
     labels_all = torch.from_numpy(y).to(device)

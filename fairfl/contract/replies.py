@@ -486,9 +486,7 @@ def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES
             if personal_acc is None
             else (keys.PERSONAL_EVAL_ACC, keys.PERSONAL_EVAL_LOSS)
         )
-        raise ReplyError(
-            node_id, f"metrics[{absent!r}]", f"is missing while {present!r} is sent"
-        )
+        raise ReplyError(node_id, f"metrics[{absent!r}]", f"is missing while {present!r} is sent")
     return EvaluateReply(
         node_id=node_id,
         num_examples=int(metrics[weight_key]),  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from typing import Any
 
 from flwr.app import ArrayRecord, MetricRecord
 
+from fairfl.contract.replies import EvaluateReply
 from fairfl.metrics import PERCENT, fairness_metrics
 from fairfl.server.checkpoint import (
     CHECKPOINT_FILE,
@@ -62,6 +63,21 @@ def _drops(rejected: Mapping[int, str], unanswered: list[int]) -> dict[str, str]
     drops = {str(node): reason for node, reason in rejected.items()}
     drops.update({str(node): NO_REPLY_REASON for node in unanswered if node not in rejected})
     return drops
+
+
+def _client_entry(reply: EvaluateReply) -> dict[str, Any]:
+    """One client's evaluation in ``rounds.jsonl``; Ditto's personal model's when sent."""
+    entry: dict[str, Any] = {
+        "node_id": reply.node_id,
+        "partition_id": reply.partition_id,
+        "num_examples": reply.num_examples,
+        "eval_acc": reply.eval_acc,
+        "eval_loss": reply.eval_loss,
+    }
+    if reply.personal_eval_acc is not None:
+        entry["personal_eval_acc"] = reply.personal_eval_acc
+        entry["personal_eval_loss"] = reply.personal_eval_loss
+    return entry
 
 
 class SummaryError(RuntimeError):
@@ -155,16 +171,7 @@ class RoundLog:
             "run_id": self.run_id,
             "round": server_round,
             "wall_time": time.perf_counter() - self.started,
-            "clients": [
-                {
-                    "node_id": r.node_id,
-                    "partition_id": r.partition_id,
-                    "num_examples": r.num_examples,
-                    "eval_acc": r.eval_acc,
-                    "eval_loss": r.eval_loss,
-                }
-                for r in evaluations
-            ],
+            "clients": [_client_entry(r) for r in evaluations],
             # Every round has every key: none evaluated -> num-clients 0, NaN statistics.
             "metrics": fairness_metrics(
                 [r.eval_acc for r in evaluations],
@@ -177,6 +184,14 @@ class RoundLog:
                 self.strategy.evaluation_unanswered.get(server_round, []),
             ),
         }
+        personal = [r for r in evaluations if r.personal_eval_acc is not None]
+        if personal:
+            # Ditto: every fairness metric over the clients' personal models too.
+            entry["personal_metrics"] = fairness_metrics(
+                [float(r.personal_eval_acc or 0.0) for r in personal],
+                [r.num_examples for r in personal],
+                [float(r.personal_eval_loss or 0.0) for r in personal],
+            )
         add_group_fairness(entry, evaluations)  # clients' group-counts, when sent
         if self.run_config.get("evaluate-split", "test") == "validation":
             # Tuning runs: the clients' eval_acc / eval_loss are on their validation
@@ -219,6 +234,7 @@ class RoundLog:
                     rounds=self.rounds,
                     fingerprint=self.fingerprint,
                     sampling_state=self.strategy.sampling_state(),
+                    client_claims=self.strategy.client_keys.claims.state_dict(),
                 ),
             )
         metrics = entry["metrics"]
@@ -272,6 +288,12 @@ class RoundLog:
                     if r.get("train", {}).get("skipped")
                 },
                 "final_metrics": final.get("metrics", {}),
+                # Ditto: the personal models' statistics of the last round.
+                **(
+                    {"final_personal_metrics": final["personal_metrics"]}
+                    if "personal_metrics" in final
+                    else {}
+                ),
                 "test_samples_per_client": {
                     str(c["partition_id"] if c["partition_id"] is not None else c["node_id"]): c[
                         "num_examples"

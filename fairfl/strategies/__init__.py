@@ -3,6 +3,7 @@
 from fairfl.strategies.afl import AFL
 from fairfl.strategies.base import FairStrategy, ReweightedStrategy
 from fairfl.strategies.deltafl import DeltaFL
+from fairfl.strategies.ditto import Ditto
 from fairfl.strategies.equitable import EquitableFL
 from fairfl.strategies.errors import MissingMetricError
 from fairfl.strategies.fairfed import FairFed
@@ -27,6 +28,7 @@ __all__ = [
     "STRATEGIES",
     "TERM",
     "DeltaFL",
+    "Ditto",
     "EquitableFL",
     "FairFed",
     "FairStrategy",

@@ -773,6 +773,25 @@ min_available_nodes
             [r.eval_loss for r in results],
         )
         metrics.update(fairness)
+        # Ditto: the same statistics over the clients' personal models, "personal-" first.
+        personal = [
+            (r.personal_eval_loss, r.personal_eval_acc, r.num_examples)
+            for r in results
+            if r.personal_eval_loss is not None and r.personal_eval_acc is not None
+        ]
+        if personal:
+            losses = [loss for loss, _, _ in personal]
+            accuracies = [acc for _, acc, _ in personal]
+            sizes = [size for _, _, size in personal]
+            weights = np.array(sizes, dtype=np.float64)
+            metrics[keys.PERSONAL_EVAL_LOSS] = float(np.dot(weights, losses) / weights.sum())
+            metrics[keys.PERSONAL_EVAL_ACC] = float(np.dot(weights, accuracies) / weights.sum())
+            metrics.update(
+                {
+                    f"personal-{name}": value
+                    for name, value in fairness_metrics(accuracies, sizes, losses).items()
+                }
+            )
         return MetricRecord(metrics)
 
 

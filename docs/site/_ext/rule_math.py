@@ -56,6 +56,15 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
             r"\text{if } M - \ell_B \ge \epsilon",
         ),
     ),
+    "Ditto": (
+        "Li, Hu, Beirami & Smith, ICML 2021, Eq. (2) and Algorithm 1 (lines 6 and 9)",
+        (
+            r"\min_{v_k}\; h_k(v_k; w^\star) = F_k(v_k) + \frac{\lambda}{2}"
+            r" \left\lVert v_k - w^\star \right\rVert^2",
+            r"v_k \leftarrow v_k - \eta \left(\nabla F_k(v_k) + \lambda (v_k - w^t)\right),"
+            r" \qquad w^{t+1} = \sum_i p_i\, w_i^{t+1}",
+        ),
+    ),
     "EquitableFL": (
         "Upadhyay & Hashemi, arXiv:2410.19207 (paper 003), Algorithm 1, eqs. (4), (6), (7)",
         (
