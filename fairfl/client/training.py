@@ -9,11 +9,16 @@ epochs.
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+from fairfl.client.placement import VISIBLE_ENV, place
 
 BatchObjective = Callable[[Tensor], Tensor]
 #: ``loss_fn(outputs, targets)``: the mean loss of a batch, a scalar tensor.
@@ -23,23 +28,32 @@ _EVAL_BATCH = 1024
 
 
 def pick_device(requested: str = "auto") -> torch.device:
-    """Resolve a device name: ``auto`` is CUDA when available, else CPU.
+    """Resolve a node's ``device`` for this process (:func:`fairfl.client.placement.place`).
+
+    ``auto`` is the GPU assigned to this process (``CUDA_VISIBLE_DEVICES``, which Ray
+    sets for a ClientApp actor) when one is visible, else the CPU; the reason for a CPU
+    fallback is logged once per process.
 
     Raises
     ------
     ValueError
-        If ``requested`` is not ``auto``, ``cpu`` or a ``cuda`` device, or CUDA is
-        requested on a machine without it.
+        If ``requested`` is not ``auto``, ``cpu`` or ``cuda[:N]``, or names a GPU this
+        process does not see.
     """
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cpu":
-        return torch.device("cpu")
-    if requested.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {requested!r} was requested but CUDA is not available")
-        return torch.device(requested)
-    raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {requested!r}")
+    placed = place(
+        requested,
+        visible=os.environ.get(VISIBLE_ENV),
+        cuda_available=torch.cuda.is_available(),
+        device_count=torch.cuda.device_count(),
+    )
+    if requested == "auto" and not placed.on_gpu:
+        _log_fallback(placed.reason)
+    return torch.device(placed.device)
+
+
+@functools.cache
+def _log_fallback(reason: str) -> None:
+    logging.getLogger(__name__).info("device auto: this client trains on the CPU: %s", reason)
 
 
 def _batches(x: np.ndarray, batch_size: int) -> range:

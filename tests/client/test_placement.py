@@ -43,3 +43,26 @@ def test_an_explicit_device_is_kept_or_refused_never_moved():
     for bad in ("gpu", "cuda:x", "mps"):
         with pytest.raises(ValueError, match="device must be 'auto', 'cpu' or 'cuda"):
             place(bad, visible=None, cuda_available=False, device_count=0)
+
+
+def test_the_clientapp_device_follows_the_placement_and_logs_a_fallback_once(monkeypatch, caplog):
+    import logging
+
+    import torch
+
+    from fairfl.client import training
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a Ray actor with num-gpus 0
+    training._log_fallback.cache_clear()
+    with caplog.at_level(logging.INFO, logger="fairfl.client.training"):
+        assert training.pick_device("auto") == torch.device("cpu")
+        assert training.pick_device("auto") == torch.device("cpu")
+    said = [r.getMessage() for r in caplog.records if "trains on the CPU" in r.getMessage()]
+    assert len(said) == 1 and "client-resources-num-gpus is above 0" in said[0]
+    # a quarter of GPU 2, as Ray shows it: renumbered cuda:0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    assert training.pick_device("auto") == torch.device("cuda:0")
