@@ -5,7 +5,7 @@ Federated Learning*, AAAI 2023, https://arxiv.org/abs/2110.00857. The paper's te
 not among the project's papers; the formulas are numbered as in
 ``docs/specs/spec-fairfed.md`` (FF1-FF7), which maps them to the paper's sections and
 Algorithm 1 and says where DecLearn's implementation (``declearn/fairness/fairfed``)
-differs:
+differs::
 
     F = P(ŷ=1 | A=0) - P(ŷ=1 | A=1)                  (SPD)      (FF1)
     F = P(ŷ=1 | A=0, y=1) - P(ŷ=1 | A=1, y=1)        (EOD)      (FF2)
@@ -178,7 +178,7 @@ def fairfed_gaps(counts: Sequence[ArrayLike], metric: str) -> tuple[NDArray[np.f
 
     F_global is :func:`signed_metric` of the summed counts: the paper's decomposition of
     the global metric into clients' terms (spec-fairfed §3) sums to exactly that. Where
-    a client's F_k is undefined (it lacks a group) Δ_k = |Acc_global - Acc_k|, as
+    a client's F_k is undefined (it lacks a group) ``Δ_k = |Acc_global - Acc_k|``, as
     Algorithm 1 says; so is every Δ_k where F_global itself is undefined.
 
     Returns
