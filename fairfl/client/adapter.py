@@ -21,12 +21,20 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from fairfl.client.activation import loader_activation
 from fairfl.client.batches import BatchKeys, split_batch
+from fairfl.client.ditto import (
+    anchor_of,
+    ditto_settings,
+    load_personal,
+    personal_batches_step,
+    save_personal,
+    state_record,
+)
 from fairfl.client.objectives import objective_loss
 from fairfl.client.rcfl import rcfl_settings, train_rcfl_loader
 from fairfl.client.training import LossFn
@@ -53,6 +61,7 @@ def fair_train(
     activation_layer: str | None = None,
     partition_id: int | None = None,
     batch_keys: BatchKeys | None = None,
+    context: Context | None = None,
 ) -> RecordDict:
     """Train ``model`` for one round of a fairfl rule and return the train reply.
 
@@ -76,6 +85,14 @@ def fair_train(
     itself when the rule asks for neither. When the rule sends such an objective and
     ``train_fn`` never calls ``wrapped_loss``, the objective was not applied: the reply
     says so (``objective-ignored`` = 1) and a WARNING is logged.
+
+    In a Ditto round (config key ``ditto-lambda``) fair_train then takes Ditto's
+    personal step (Algorithm 1, line 6: plain SGD on ``loss_fn`` plus (λ/2)‖v − w^t‖²)
+    on the client's personal model v_k, kept in ``context.state`` and, with the node
+    config's ``ditto-state-dir``, on disk (:mod:`fairfl.client.ditto`); ``model`` holds
+    the trained global weights again afterwards. It needs ``context`` and
+    ``partition_id`` (the client's stable key); without them the personal step is
+    skipped with a WARNING and the round is plain FedAvg.
 
     In a q-FFL round (config key ``qffl-q``) the server's L = 1/lr holds for plain SGD at
     the config's ``lr`` only: an optimizer that ``train_fn`` steps on ``model`` with
@@ -120,6 +137,8 @@ def fair_train(
         names (``img``, ``image``, ``pixel_values``, ``x``, ``features``, ``inputs``;
         ``label``, ``labels``, ``y``, ``target``, ``targets``, ``fine_label``; see
         :func:`fairfl.client.batches.split_batch`).
+    context : Context | None
+        The ClientApp's context, where Ditto keeps the personal model.
 
     Returns
     -------
@@ -197,7 +216,7 @@ def fair_train(
     state = {key: value.detach().cpu() for key, value in model.state_dict().items()}
     state = {key: state[key] for key in sent}  # the received order
     h = qffl_h_for_config(config, loss_before, sent, state)
-    return write_train_reply(
+    reply = write_train_reply(
         ArrayRecord(state),
         num_examples=num_examples,
         train_loss=train_loss,
@@ -209,6 +228,23 @@ def fair_train(
         rcfl_eta=rcfl_eta,
         objective_ignored=ignored,
     )
+    ditto = ditto_settings(config)
+    if ditto is not None:  # after the reply copied w_k: the step reuses ``model``
+        if context is None or partition_id is None:
+            _warn(
+                "fair_train: a Ditto round (%s) needs context= and partition_id= to keep "
+                "the personal model; the personal step was skipped",
+                keys.DITTO_LAMBDA,
+            )
+        else:
+            personal = load_personal(context, partition_id, sent)
+            model.load_state_dict(personal.to_torch_state_dict(), strict=True)
+            anchor = anchor_of(model, sent, run_on)
+            personal_batches_step(model, trainloader, loss_fn, anchor, ditto, run_on, batch_keys)
+            save_personal(context, partition_id, state_record(model, sent.keys()))
+            trained = cast(ArrayRecord, reply[keys.ARRAYS])
+            model.load_state_dict(trained.to_torch_state_dict(), strict=True)
+    return reply
 
 
 def _train_app(
@@ -269,6 +305,7 @@ def fair_evaluate(
     device: torch.device | str | None = None,
     partition_id: int | None = None,
     batch_keys: BatchKeys | None = None,
+    context: Context | None = None,
 ) -> RecordDict:
     """Evaluate the received model on ``testloader`` and return the evaluate reply.
 
@@ -281,23 +318,41 @@ def fair_evaluate(
     ----------
     message : Message
         The evaluate message (``arrays``).
-    model, testloader, loss_fn, device, partition_id, batch_keys
+    model, testloader, loss_fn, device, partition_id, batch_keys, context
         As in :func:`fair_train`.
 
     Returns
     -------
     RecordDict
-        ``metrics`` with ``num-examples``, ``eval_loss``, ``eval_acc``.
+        ``metrics`` with ``num-examples``, ``eval_loss``, ``eval_acc``; when the config
+        has ``ditto-personal`` (Ditto) and ``context`` and ``partition_id`` are given,
+        also ``personal-eval_loss`` and ``personal-eval_acc`` of the personal model
+        (the received model's own values for a client that never trained).
 
     Raises
     ------
     ValueError
         If the loader yields no sample.
     """
-    run_on = _load(model, cast(ArrayRecord, message.content[keys.ARRAYS]), device)
+    sent = cast(ArrayRecord, message.content[keys.ARRAYS])
+    run_on = _load(model, sent, device)
     loss, accuracy, num_examples = loader_evaluate(model, testloader, loss_fn, run_on, batch_keys)
+    personal = None
+    config = cast(ConfigRecord, message.content.get(keys.CONFIG, ConfigRecord()))
+    wants_personal = bool(config.get(keys.DITTO_PERSONAL, False))
+    if wants_personal and context is not None and partition_id is not None:
+        kept = load_personal(context, partition_id, sent)
+        personal = (loss, accuracy)
+        if kept is not sent:
+            model.load_state_dict(kept.to_torch_state_dict(), strict=True)
+            kept_loss, kept_acc, _ = loader_evaluate(model, testloader, loss_fn, run_on, batch_keys)
+            personal = (kept_loss, kept_acc)
     return write_evaluate_reply(
-        num_examples=num_examples, eval_loss=loss, eval_acc=accuracy, partition_id=partition_id
+        num_examples=num_examples,
+        eval_loss=loss,
+        eval_acc=accuracy,
+        partition_id=partition_id,
+        personal=personal,
     )
 
 

@@ -8,6 +8,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
 from fairfl._compat import server_task_identity, set_message_id
+from fairfl.client.adapter import fair_evaluate, fair_train
 from fairfl.client.app import app
 from fairfl.client.ditto import (
     STATE_RECORD,
@@ -152,3 +153,42 @@ def test_ditto_through_the_inprocess_runner(tmp_path):
         assert entry["personal_metrics"]["acc-mean"] == pytest.approx(np.mean(personal))
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["final_personal_metrics"] == rounds[-1]["personal_metrics"]
+
+
+def test_fair_train_and_fair_evaluate_run_ditto_on_a_users_model_and_loader(tmp_path):
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    data = torch.utils.data.TensorDataset(torch.randn(12, 4), torch.randint(0, 3, (12,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train_fn(net, batches, loss, config):
+        optimizer = torch.optim.SGD(net.parameters(), lr=config["lr"])
+        for inputs, targets in batches:
+            optimizer.zero_grad()
+            loss(net(inputs), targets).backward()
+            optimizer.step()
+
+    context = _context(str(tmp_path))
+    sent = _message("train", model, DITTO)
+    reply = fair_train(sent, model, loader, loss_fn, train_fn, partition_id=1, context=context)
+    # model holds the trained global weights w_k again, as the reply does
+    for a, b in zip(
+        reply[keys.ARRAYS].to_numpy_ndarrays(),
+        [v.numpy() for v in model.state_dict().values()],
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+    personal = context.state[STATE_RECORD].to_numpy_ndarrays()
+    assert any(
+        not np.array_equal(a, b)
+        for a, b in zip(personal, reply[keys.ARRAYS].to_numpy_ndarrays(), strict=True)
+    )
+    assert state_path(tmp_path, 7, 1).exists()
+    asked = _message("evaluate", model, {keys.DITTO_PERSONAL: True})
+    metrics = fair_evaluate(asked, model, loader, loss_fn, partition_id=1, context=context)[
+        keys.METRICS
+    ]
+    assert metrics[keys.PERSONAL_EVAL_LOSS] != metrics[keys.EVAL_LOSS]
+    plain = fair_evaluate(asked, model, loader, loss_fn, partition_id=1)[keys.METRICS]
+    assert keys.PERSONAL_EVAL_ACC not in plain
