@@ -321,11 +321,14 @@ def child_startup(config: dict[str, Any]) -> None:
     partition_sizes(**settings.data_kwargs())
     every_device_s = time.perf_counter() - started
     calls = min(settings.num_partitions, 200)
-    tracemalloc.start()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     contexts = [get_fused_config_from_dir(ROOT, {}) for _ in range(calls)]
     per_node_s = (time.perf_counter() - started) / calls
-    per_node_kib = tracemalloc.get_traced_memory()[0] / calls / 1024
+    per_node_cpu_s = (time.process_time() - cpu_started) / calls
+    del contexts[1:]
+    tracemalloc.start()  # apart from the timing: tracing slows every allocation
+    kept = [get_fused_config_from_dir(ROOT, {}) for _ in range(calls)]
+    per_node_kib = tracemalloc.get_traced_memory()[0] / len(kept) / 1024
     tracemalloc.stop()
     print(
         json.dumps(
@@ -333,6 +336,7 @@ def child_startup(config: dict[str, Any]) -> None:
                 "check_partitions_s": check_s,
                 "every_device_size_s": every_device_s,
                 "flower_node_config_ms": 1e3 * per_node_s,
+                "flower_node_config_cpu_ms": 1e3 * per_node_cpu_s,
                 "flower_node_config_kib": per_node_kib,
                 "run_config_keys": len(contexts[0]),
             }
@@ -353,6 +357,19 @@ def _slope(points: list[tuple[int, float]]) -> float | None:
     mean_v = sum(v for _, v in points) / len(points)
     covariance = sum((n - mean_n) * (v - mean_v) for n, v in points)
     return 1000 * covariance / sum((n - mean_n) ** 2 for n, _ in points)
+
+
+def _server_mb(run: dict[str, Any]) -> float | None:
+    """Peak RSS of ``flower-superlink`` plus that of ``flwr-simulation`` (each its VmHWM).
+
+    Not the polled sum of their RSS (``server_peak_mb``): a child that
+    ``flwr-simulation`` forks shows its parent's command line and shared pages until it
+    execs, and one such poll counted them twice.
+    """
+    peaks = run.get("peak_mb_by_role", {})
+    if "simulation" not in peaks:
+        return None
+    return float(peaks.get("superlink", 0.0) + peaks["simulation"])
 
 
 def _thread_cpu(run: dict[str, Any], prefix: str) -> float | None:
@@ -404,7 +421,7 @@ def render(result: dict[str, Any]) -> str:
         "warm-up (Ray's actors start), *steady* is the mean of the later rounds; *simulation "
         "starts* is when the `flwr-simulation` process appeared, after the SuperLink started "
         "(`flwr run` builds and submits the app; this varies with the load, not the nodes). "
-        "Server RSS: peak of `flower-superlink` + "
+        "Server RSS: peak RSS (VmHWM) of `flower-superlink` plus that of "
         "`flwr-simulation` (the ServerApp is a thread of `flwr-simulation`, beside the "
         "engine holding every simulated node and Ray's driver); client: peak of one Ray "
         "ClientApp actor. In process, one process holds server and clients: its peak RSS.",
@@ -428,7 +445,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"| {nodes:,} | {_s(flwr.get('first_seen_s', {}).get('simulation'))} | "
             f"{_s(rounds_f[0])} | {_s(flwr.get('steady_s'))} | "
-            f"{flwr.get('server_peak_mb', 0):.0f} | "
+            f"{_server_mb(flwr) or 0:.0f} | "
             f"{flwr.get('peak_mb_by_role', {}).get('client', 0):.0f} | {_s(rounds_l[0])} | "
             f"{_s(local.get('steady_s'))} | {_s(local.get('total_s'))} | "
             f"{local.get('peak_mb', 0):.0f} | {ratio} |"
@@ -461,7 +478,9 @@ def _growth(by_size: dict[int, dict[str, Any]]) -> list[str]:
         ]
 
     series = {
-        "engine: server peak MB": engine("server_peak_mb"),
+        "engine: server peak MB": [
+            (n, v) for n, e in by_size.items() if (v := _server_mb(e.get("flwr", {})))
+        ],
         "engine: round 1 s (Ray's actors start; the SuperNodes' contexts are built)": [
             (n, e["flwr"]["round_s"][0])
             for n, e in by_size.items()
@@ -504,8 +523,10 @@ def _growth(by_size: dict[int, dict[str, Any]]) -> list[str]:
             f"{change(thread('server_th_with_start_checks'))}. Per SuperNode, Flower's engine "
             "parses the app's `pyproject.toml` into a context of its own, held for the whole "
             "run (next section), and its message loop asks the link state for that node's "
-            "messages every 0.1 s; a steady round's work is the sampled clients', which "
-            "do not change with the node count.",
+            "messages every 0.1 s, in the process that runs the ServerApp and hands the "
+            "messages to Ray. The sampled clients' work is the same at every size (the "
+            "in-process column); where the engine's steady round grows with the nodes, it "
+            "grows with that loop's CPU seconds.",
         ]
         if len(sizes) > 1
         and all(series[k] for k in ("engine: server peak MB", "engine: steady s/round"))
@@ -537,12 +558,12 @@ def _startup(by_size: dict[int, dict[str, Any]]) -> list[str]:
     rows = [
         f"| {n:,} | {e['startup']['check_partitions_s']:.3f} | "
         f"{e['startup']['every_device_size_s']:.2f} | "
-        f"{e['startup']['flower_node_config_ms']:.2f} | "
-        f"{e['startup']['flower_node_config_ms'] * n / 1000:.1f} | "
+        f"{e['startup']['flower_node_config_cpu_ms']:.2f} | "
+        f"{e['startup']['flower_node_config_cpu_ms'] * n / 1000:.1f} | "
         f"{e['startup']['flower_node_config_kib']:.1f} | "
         f"{e['startup']['flower_node_config_kib'] * n / 1024:.0f} |"
         for n, e in sorted(by_size.items())
-        if "check_partitions_s" in e.get("startup", {})
+        if "flower_node_config_cpu_ms" in e.get("startup", {})
     ]
     if not rows:
         return []
@@ -554,11 +575,11 @@ def _startup(by_size: dict[int, dict[str, Any]]) -> list[str]:
         "fairfl's partition check as it is now (arguments only for a synthetic federation) "
         "and the draw of every device's size it made before; Flower's engine parsing the "
         f"app's `pyproject.toml` into each SuperNode's context ({keys} run-config keys), "
-        "timed per node (over up to 200 calls) and multiplied by the nodes (in a child "
+        "in CPU time per node (over up to 200 calls) and multiplied by the nodes (in a child "
         "process, not inside the engine).",
         "",
-        "| SuperNodes | fairfl check s | before: every device's size s | Flower: ms per "
-        "node | Flower: s for all nodes | Flower: KiB per node | Flower: MB for all "
+        "| SuperNodes | fairfl check s | before: every device's size s | Flower: CPU ms "
+        "per node | Flower: CPU s for all nodes | Flower: KiB per node | Flower: MB for all "
         "nodes |",
         "| --- | --- | --- | --- | --- | --- | --- |",
         *rows,
