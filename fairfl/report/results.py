@@ -136,7 +136,9 @@ def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
 
     Uses :func:`fairfl.metrics.fairness_metrics`, and, where clients recorded
     ``group_counts``, :func:`fairfl.contract.sensitive.pooled_group_metrics` (``dp-diff``
-    and the other group-fairness differences). Recomputing (rather than reading the
+    and the other group-fairness differences); where clients recorded a personal model's
+    ``personal_eval_acc`` (Ditto), the same statistics of the personal models under
+    ``personal-`` names (``personal-acc-mean``). Recomputing (rather than reading the
     stored ``metrics``) keeps one definition for runs written by any version, and for
     hand-written files.
     """
@@ -150,6 +152,17 @@ def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
     group_counts = [c["group_counts"] for c in clients if c.get("group_counts")]
     if group_counts:
         metrics.update(pooled_group_metrics(group_counts)[0])
+    personal = [c for c in clients if c.get("personal_eval_acc") is not None]
+    if personal:  # Ditto: the same statistics over the personal models, "personal-" first
+        stats = fairness_metrics(
+            [c["personal_eval_acc"] for c in personal],
+            [int(c.get("num_examples") or 1) for c in personal],
+            [
+                math.nan if c.get("personal_eval_loss") is None else c["personal_eval_loss"]
+                for c in personal
+            ],
+        )
+        metrics.update({f"personal-{name}": value for name, value in stats.items()})
     return metrics
 
 

@@ -100,11 +100,21 @@ GROUP_COLUMNS: tuple[Column, ...] = (
     Column("Acc parity gap", "acc-parity-diff"),
 )
 
+#: Ditto's personalised columns: the q-FFL-style statistics of the global model, then
+#: those of the clients' personal models (NaN for rules without personal models).
+PERSONAL_COLUMNS: tuple[Column, ...] = (
+    *QFFL_COLUMNS,
+    Column("Personal average", "personal-acc-mean"),
+    Column("Personal worst 10%", "personal-acc-worst-10"),
+    Column("Personal variance", "personal-acc-variance", unit="%²"),
+)
+
 #: Named column sets (``fairfl compare --columns``).
 COLUMN_SETS: dict[str, tuple[Column, ...]] = {
     "table6": TABLE6_COLUMNS,
     "qffl": QFFL_COLUMNS,
     "group": GROUP_COLUMNS,
+    "personal": PERSONAL_COLUMNS,
 }
 
 

@@ -21,6 +21,8 @@ from fairfl.client.ditto import (
 )
 from fairfl.contract import keys
 from fairfl.models import build_model
+from fairfl.report.results import round_metrics
+from fairfl.report.tables import COLUMN_SETS
 from fairfl.simulation.inprocess import run_inprocess
 
 RUN_CONFIG = {"num-partitions": 4, "dataset": "digits", "model": "mlp"}
@@ -153,6 +155,13 @@ def test_ditto_through_the_inprocess_runner(tmp_path):
         assert entry["personal_metrics"]["acc-mean"] == pytest.approx(np.mean(personal))
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["final_personal_metrics"] == rounds[-1]["personal_metrics"]
+    # fairfl compare's tables recompute them from the clients ("personal" column set)
+    recomputed = round_metrics(rounds[-1])
+    for column in COLUMN_SETS["personal"]:
+        assert column.metric in recomputed
+    assert recomputed["personal-acc-worst-10"] == pytest.approx(
+        rounds[-1]["personal_metrics"]["acc-worst-10"], abs=1e-12
+    )
 
 
 def test_fair_train_and_fair_evaluate_run_ditto_on_a_users_model_and_loader(tmp_path):
