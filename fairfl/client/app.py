@@ -284,6 +284,7 @@ def evaluate_global(message: Message, context: Context) -> Message:
         group_counts=counts,
         partition_id=node.partition_id,
         personal=personal,
+        device_index=-1 if device.type == "cpu" else device.index or 0,
     )
     return Message(content=content, reply_to=message)
 

@@ -112,3 +112,6 @@ EVAL_ACC: Final = "eval_acc"
 # Ditto: loss and accuracy of the client's personal model v_k on the same split.
 PERSONAL_EVAL_LOSS: Final = "personal-eval_loss"
 PERSONAL_EVAL_ACC: Final = "personal-eval_acc"
+# The CUDA device the client evaluated on, numbered as its process sees them (the GPU
+# Ray assigned a ClientApp is 0); -1 on the CPU (fairfl.client.placement).
+DEVICE_INDEX: Final = "device-index"

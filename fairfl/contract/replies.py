@@ -94,6 +94,8 @@ EVALUATE_METRICS: Mapping[str, FieldSpec] = {
     keys.PERSONAL_EVAL_ACC: FieldSpec("float", lower=0.0, upper=1.0),
     # Group counts on the same split (fairfl.contract.sensitive); optional.
     keys.GROUP_COUNTS: FieldSpec("int-list", lower=0, multiple_of=4),
+    # The CUDA device index the client evaluated on, -1 on the CPU; optional.
+    keys.DEVICE_INDEX: FieldSpec("int", lower=-1),
 }
 
 # Keys every train / evaluate reply must carry.
@@ -174,6 +176,8 @@ class EvaluateReply:
     personal_eval_acc: float | None = None
     #: ``group-counts`` on the same split (fairfl.contract.sensitive), when sent.
     group_counts: tuple[int, ...] | None = None
+    #: ``device-index``: the CUDA device the client evaluated on, -1 the CPU, when sent.
+    device_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -478,6 +482,7 @@ def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES
     metrics = _read_metrics(node_id, _metrics_of(node_id, message), table, required)
     partition = metrics.get(keys.PARTITION_ID)
     counts = metrics.get(keys.GROUP_COUNTS)
+    device = metrics.get(keys.DEVICE_INDEX)
     personal_loss = metrics.get(keys.PERSONAL_EVAL_LOSS)
     personal_acc = metrics.get(keys.PERSONAL_EVAL_ACC)
     if (personal_loss is None) != (personal_acc is None):
@@ -496,6 +501,7 @@ def read_evaluate_reply(message: Message, *, weight_key: str = keys.NUM_EXAMPLES
         personal_eval_loss=None if personal_loss is None else float(personal_loss),  # type: ignore[arg-type]
         personal_eval_acc=None if personal_acc is None else float(personal_acc),  # type: ignore[arg-type]
         group_counts=None if counts is None else tuple(int(c) for c in counts),  # type: ignore[union-attr]
+        device_index=None if device is None else int(device),  # type: ignore[arg-type]
     )
 
 
@@ -554,12 +560,14 @@ def write_evaluate_reply(
     partition_id: int | None = None,
     personal: tuple[float, float] | None = None,
     group_counts: Sequence[int] | None = None,
+    device_index: int | None = None,
 ) -> RecordDict:
     """Build the content of an evaluate reply (see ``EvaluateReply`` in the .proto).
 
     ``personal`` is the (loss, accuracy) of the client's personal model (Ditto);
     ``group_counts`` the evaluated model's on the same split
-    (:mod:`fairfl.contract.sensitive`).
+    (:mod:`fairfl.contract.sensitive`); ``device_index`` the CUDA device it ran on, -1
+    the CPU.
     """
     values: dict[str, int | float | list[int] | list[float]] = {
         keys.NUM_EXAMPLES: int(num_examples),
@@ -573,4 +581,6 @@ def write_evaluate_reply(
         values[keys.PERSONAL_EVAL_ACC] = float(personal[1])
     if group_counts is not None:
         values[keys.GROUP_COUNTS] = [int(c) for c in group_counts]
+    if device_index is not None:
+        values[keys.DEVICE_INDEX] = int(device_index)
     return RecordDict({keys.METRICS: MetricRecord(values)})

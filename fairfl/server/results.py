@@ -77,6 +77,8 @@ def _client_entry(reply: EvaluateReply) -> dict[str, Any]:
     if reply.personal_eval_acc is not None:
         entry["personal_eval_acc"] = reply.personal_eval_acc
         entry["personal_eval_loss"] = reply.personal_eval_loss
+    if reply.device_index is not None:  # where the client evaluated (fairfl.client.placement)
+        entry["device"] = "cpu" if reply.device_index < 0 else f"cuda:{reply.device_index}"
     return entry
 
 

@@ -66,3 +66,22 @@ def test_the_clientapp_device_follows_the_placement_and_logs_a_fallback_once(mon
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     assert training.pick_device("auto") == torch.device("cuda:0")
+
+
+def test_the_device_travels_in_the_evaluate_reply_into_the_clients_record():
+    from fairfl.contract import keys, read_evaluate_reply, write_evaluate_reply
+    from fairfl.contract.replies import ReplyError
+    from fairfl.server.results import _client_entry
+    from tests.conftest import make_reply
+
+    for index, shown in ((-1, "cpu"), (0, "cuda:0"), (3, "cuda:3")):
+        content = write_evaluate_reply(
+            num_examples=4, eval_loss=0.3, eval_acc=0.5, partition_id=1, device_index=index
+        )
+        reply = read_evaluate_reply(make_reply(7, content=content))
+        assert reply.device_index == index and _client_entry(reply)["device"] == shown
+    old = write_evaluate_reply(num_examples=4, eval_loss=0.3, eval_acc=0.5)  # an older client
+    assert "device" not in _client_entry(read_evaluate_reply(make_reply(7, content=old)))
+    bad = {keys.NUM_EXAMPLES: 4, keys.EVAL_LOSS: 0.3, keys.EVAL_ACC: 0.5, keys.DEVICE_INDEX: -2}
+    with pytest.raises(ReplyError, match=r"node 7.*metrics\['device-index'\] must be >= -1"):
+        read_evaluate_reply(make_reply(7, None, bad))

@@ -104,7 +104,7 @@ class EvaluateReply(_message.Message):
     def __init__(self, metrics: _Optional[_Union[EvaluateMetrics, _Mapping]] = ...) -> None: ...
 
 class EvaluateMetrics(_message.Message):
-    __slots__ = ("num_examples", "eval_loss", "eval_acc", "partition_id", "personal_eval_loss", "personal_eval_acc", "group_counts")
+    __slots__ = ("num_examples", "eval_loss", "eval_acc", "partition_id", "personal_eval_loss", "personal_eval_acc", "group_counts", "device_index")
     NUM_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     EVAL_ACC_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +112,7 @@ class EvaluateMetrics(_message.Message):
     PERSONAL_EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     PERSONAL_EVAL_ACC_FIELD_NUMBER: _ClassVar[int]
     GROUP_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_INDEX_FIELD_NUMBER: _ClassVar[int]
     num_examples: int
     eval_loss: float
     eval_acc: float
@@ -119,7 +120,8 @@ class EvaluateMetrics(_message.Message):
     personal_eval_loss: float
     personal_eval_acc: float
     group_counts: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, num_examples: _Optional[int] = ..., eval_loss: _Optional[float] = ..., eval_acc: _Optional[float] = ..., partition_id: _Optional[int] = ..., personal_eval_loss: _Optional[float] = ..., personal_eval_acc: _Optional[float] = ..., group_counts: _Optional[_Iterable[int]] = ...) -> None: ...
+    device_index: int
+    def __init__(self, num_examples: _Optional[int] = ..., eval_loss: _Optional[float] = ..., eval_acc: _Optional[float] = ..., partition_id: _Optional[int] = ..., personal_eval_loss: _Optional[float] = ..., personal_eval_acc: _Optional[float] = ..., group_counts: _Optional[_Iterable[int]] = ..., device_index: _Optional[int] = ...) -> None: ...
 
 class ClientKeyQuery(_message.Message):
     __slots__ = ("client_key",)
