@@ -143,12 +143,24 @@ class RoundRecord:
         return counts
 
     def metrics(self) -> dict[str, float]:
-        """The round's fairness metrics (finite numbers only)."""
-        return {
+        """The round's fairness metrics (finite numbers only).
+
+        A Ditto round's personal-model statistics (``personal_metrics``) come too, named
+        ``personal-<metric>`` (``personal-acc-mean``).
+        """
+        found = {
             str(name): float(value)
             for name, value in (self.entry.get("metrics") or {}).items()
             if _number(value)
         }
+        found.update(
+            {
+                f"personal-{name}": float(value)
+                for name, value in (self.entry.get("personal_metrics") or {}).items()
+                if _number(value)
+            }
+        )
+        return found
 
     def scalars(self) -> dict[str, float]:
         """Every scalar a tracker logs for this round, by tag (see the module docstring)."""

@@ -8,6 +8,7 @@ from fairfl.contract import keys
 from fairfl.contract.replies import ReplyError, read_evaluate_reply, write_evaluate_reply
 from fairfl.strategies import STRATEGIES, Ditto, build_strategy
 from fairfl.strategies.ditto import DittoParameters, personal_step
+from fairfl.telemetry.sinks import RoundRecord
 from tests.conftest import make_reply
 
 
@@ -143,3 +144,15 @@ def test_a_reply_with_half_the_personal_pair_is_refused():
                 3, None, {**metrics, keys.PERSONAL_EVAL_ACC: 1.5, keys.PERSONAL_EVAL_LOSS: 0.1}
             )
         )
+
+
+def test_telemetry_scalars_carry_the_personal_metrics():
+    entry = {
+        "round": 1,
+        "metrics": {"acc-mean": 0.5},
+        "personal_metrics": {"acc-mean": 0.75, "acc-worst-10": 0.6},
+    }
+    scalars = RoundRecord(entry, {}, 0).scalars()
+    assert scalars["fairness/acc-mean"] == 0.5
+    assert scalars["fairness/personal-acc-mean"] == 0.75
+    assert scalars["fairness/personal-acc-worst-10"] == 0.6
