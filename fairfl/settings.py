@@ -73,6 +73,10 @@ class RunSettings:
     max_loss: float = 1e6
     loss_clip_mad: float = 0.0
     max_client_share: float = 1.0
+    max_clients: int = 0
+    max_num_examples: int = 10**9
+    num_examples_clip: float = 0.0
+    client_registration: str = ""
     group_sizes: str = "4,6"
     group_labels: str = ""
     group_samples_per_class: int = 0
@@ -123,6 +127,9 @@ class RunSettings:
             "max-loss": self.max_loss > 0,
             "loss-clip-mad": self.loss_clip_mad >= 0,
             "max-client-share": 0.0 < self.max_client_share <= 1.0,
+            "max-clients": self.max_clients >= 0,
+            "max-num-examples": self.max_num_examples >= 1,
+            "num-examples-clip": self.num_examples_clip == 0 or self.num_examples_clip >= 1,
             "seed": 0 <= self.seed <= MAX_SEED,
             "out-dir": bool(self.out_dir.strip()),
         }
@@ -146,6 +153,9 @@ class RunSettings:
             "max-loss": "> 0",
             "loss-clip-mad": ">= 0 (0: off)",
             "max-client-share": "in (0, 1] (1: off)",
+            "max-clients": ">= 0 (0: num-partitions)",
+            "max-num-examples": ">= 1",
+            "num-examples-clip": "0 (off) or >= 1",
             "seed": f"in [0, {MAX_SEED}] (NumPy's seeds)",
             "out-dir": "a folder, not empty (results would land in the working directory)",
         }

@@ -94,6 +94,9 @@ class Checkpoint:
     #: The strategy's sampling state (size-proportional sampling's learnt n_k;
     #: ``FairStrategy.sampling_state``): {} for uniform sampling and older checkpoints.
     sampling_state: dict[str, Any] = field(default_factory=dict)
+    #: Which node holds which client key (``Claims.state_dict`` of
+    #: :mod:`fairfl.strategies.identity`): {} in older checkpoints.
+    client_claims: dict[str, Any] = field(default_factory=dict)
 
 
 def _plain(value: Any) -> Any:
@@ -255,6 +258,7 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
         "rounds": checkpoint.rounds,
         "fingerprint": checkpoint.fingerprint,
         "sampling_state": checkpoint.sampling_state,
+        "client_claims": checkpoint.client_claims,
     }
     payload = {f"{_PREFIX}{key}": array.numpy() for key, array in checkpoint.arrays.items()}
     payload[_META] = np.array(json.dumps(meta))
@@ -303,6 +307,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
             rounds=meta["rounds"],
             fingerprint=meta.get("fingerprint") or {},
             sampling_state=meta.get("sampling_state") or {},
+            client_claims=meta.get("client_claims") or {},
         )
     except CheckpointError:
         raise

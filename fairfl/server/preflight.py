@@ -129,8 +129,9 @@ def required_nodes(settings: RunSettings) -> int:
 def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairStrategy:
     """Build the configured rule, waiting for all ``num-partitions`` nodes by default."""
     from fairfl.strategies import build_strategy
+    from fairfl.strategies.identity import CountBounds, load_registration
 
-    return build_strategy(
+    strategy = build_strategy(
         settings.strategy,
         # The lr the clients are sent (q-FFL's L = 1/lr), also when the key is defaulted.
         {**run_config, keys.LR: settings.lr},
@@ -145,6 +146,12 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
         loss_clip_mad=settings.loss_clip_mad,
         max_client_share=settings.max_client_share,
     )
+    # Who a reply may speak for (fairfl.strategies.identity); the ServerApp sets the
+    # bound on client keys once the federation's size is known, and the node lookup.
+    strategy.client_keys.counts = CountBounds(settings.max_num_examples, settings.num_examples_clip)
+    if settings.client_registration:
+        strategy.client_keys.claims.registration = load_registration(settings.client_registration)
+    return strategy
 
 
 def check_rule_not_inert(settings: RunSettings, run_config: Mapping[str, Any]) -> None:

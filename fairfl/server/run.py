@@ -37,6 +37,7 @@ from fairfl.server.preflight import (
 from fairfl.server.results import COMPLETED, FAILED, SUMMARY_FILE, RoundLog
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy
+from fairfl.strategies.identity import grid_fingerprints
 from fairfl.telemetry.environment import environment
 from fairfl.telemetry.ledger import json_safe, seal_summary
 
@@ -287,6 +288,31 @@ def await_federation(
     return settings, run_config
 
 
+def bind_client_keys(strategy: FairStrategy, grid: Grid, settings: RunSettings) -> None:
+    """Bound the client keys a run admits, and look registered nodes' keys up on ``grid``.
+
+    ``max-clients`` (0: ``num-partitions``) bounds the keys first claims may take; with
+    a ``client-registration``, each node's key fingerprint comes from the SuperLink's
+    node list (``Grid.get_nodes()``, :mod:`fairfl.strategies.identity`).
+
+    Raises
+    ------
+    ValueError
+        If ``client-registration`` is set but this Flower's Grid reports no nodes' keys.
+    """
+    claims = strategy.client_keys.claims
+    claims.max_clients = settings.max_clients or settings.num_partitions
+    if claims.registration is None:
+        return
+    if not hasattr(grid, "get_nodes"):
+        raise ValueError(
+            "run config client-registration needs a Flower whose Grid reports the "
+            "SuperNodes' public keys (Grid.get_nodes(), flwr >= 1.42); upgrade flwr or "
+            "leave client-registration empty"
+        )
+    claims.fingerprint_of = grid_fingerprints(grid.get_nodes)
+
+
 def failure_reason(strategy: FairStrategy, rounds: int) -> str | None:
     """Why a run that went through ``rounds`` rounds failed, or ``None`` if it did not.
 
@@ -344,6 +370,7 @@ def run_federation(
     checked = replace(checked, settings=settings, run_config=dict(run_config))
     strategy.min_available_nodes = required_nodes(settings)
     strategy.client_key_timeout = settings.round_timeout
+    bind_client_keys(strategy, grid, settings)
     arrays = initial_arrays(settings)
     previous_rounds: list[dict[str, Any]] = []
     fingerprint = run_fingerprint(settings, fingerprint_config(settings, run_config))
@@ -357,6 +384,9 @@ def run_federation(
         )
         strategy.load_state_dict(checkpoint.strategy_state)
         strategy.load_sampling_state(checkpoint.sampling_state)
+        strategy.client_keys.claims.load_state_dict(
+            checkpoint.client_claims, connected=grid.get_node_ids()
+        )
         strategy.round_offset = checkpoint.server_round
         restore_random_state(checkpoint.python_random, checkpoint.numpy_random)
         arrays = checkpoint.arrays

@@ -3,7 +3,9 @@
 Rules key per-client state by the client's stable key (:func:`fairfl.contract.client_key`,
 its partition id), not its node id, so a resumed run with new node ids finds each client
 again. :class:`ClientKeys` remembers the key of every node heard from, orders a round's
-replies by it, and asks the nodes not heard from yet with a QUERY message.
+replies by it, and asks the nodes not heard from yet with a QUERY message. It admits a
+reply only for a key its node may speak for and with a sample count within bounds
+(:mod:`fairfl.strategies.identity`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fairfl.contract import (
     read_client_key_reply,
     write_client_key_query,
 )
+from fairfl.strategies.identity import Claims, CountBounds
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +37,21 @@ class ClientKeys:
     ----------
     rule_name : str
         The rule's name, for the WARNING about replies without a partition id.
+    claims : Claims | None (default: None)
+        Which node may speak for which key (default: first claims, unbounded; the
+        ServerApp sets ``max-clients`` and the registration).
+    counts : CountBounds | None (default: None)
+        The bounds on a reply's ``num-examples`` (default: ``max-num-examples`` = 10^9).
     """
 
-    def __init__(self, rule_name: str) -> None:
+    def __init__(
+        self, rule_name: str, claims: Claims | None = None, counts: CountBounds | None = None
+    ) -> None:
         self.rule_name = rule_name
         #: Client key by node id, of every node heard from.
         self.node_keys: dict[int, str] = {}
+        self.claims = claims if claims is not None else Claims()
+        self.counts = counts if counts is not None else CountBounds()
         self._warned_node_keys = False
 
     def key_of(self, reply: TrainReply) -> str:
@@ -62,28 +74,37 @@ class ClientKeys:
         return client_key(reply.node_id, reply.partition_id)
 
     def order(self, accepted: dict[int, TrainReply], dropped: dict[int, str]) -> list[TrainReply]:
-        """The accepted replies sorted by client key; two nodes with one key are dropped.
+        """The admitted replies sorted by client key, their counts clipped if asked.
 
-        Sorting by the stable key, not the node id, makes every sum run in the same
-        order whatever node ids the run has (a resumed simulation gets new ones). Two
-        replies claiming the same client key in one round would share that client's
-        state: both are dropped with the reason recorded in ``dropped``.
+        A reply is admitted when its ``num-examples`` is within ``max-num-examples``
+        and its node may speak for its client key (:meth:`Claims.resolve`: the
+        registered node, else the key's first claimant; two first claims in one round
+        are both refused). Every other reply is dropped with its reason recorded in
+        ``dropped`` (naming the claimant and the key's holder) and logged: the holder
+        keeps its slot. Sorting by the stable key, not the node id, makes every sum run
+        in the same order whatever node ids the run has (a resumed simulation gets new
+        ones). The admitted counts then go through ``num-examples-clip``
+        (:meth:`CountBounds.clipped`).
         """
         by_key: dict[str, list[int]] = {}
+        refused: dict[int, str] = {}
         for node, reply in accepted.items():
+            reason = self.counts.refusal(reply)
+            if reason is not None:
+                refused[node] = reason
+                continue
             by_key.setdefault(self.key_of(reply), []).append(node)
         ordered: list[TrainReply] = []
         for key in sorted(by_key, key=client_key_order):
-            nodes = sorted(by_key[key])
-            if len(nodes) > 1:
-                for node in nodes:
-                    reason = f"client key {key!r} ({keys.PARTITION_ID}) also sent by nodes {nodes}"
-                    logger.warning("aggregate_train: dropped reply from node %d: %s", node, reason)
-                    dropped[node] = reason
-                continue
-            self.node_keys[nodes[0]] = key
-            ordered.append(accepted[nodes[0]])
-        return ordered
+            owner, others = self.claims.resolve(key, sorted(by_key[key]))
+            refused.update(others)
+            if owner is not None:
+                self.node_keys[owner] = key
+                ordered.append(accepted[owner])
+        for node, reason in sorted(refused.items()):
+            logger.warning("aggregate_train: dropped reply from node %d: %s", node, reason)
+            dropped[node] = reason
+        return self.counts.clipped(ordered)
 
     def learn(self, grid: Grid, node_ids: Iterable[int], timeout: float) -> dict[int, str]:
         """The client key of each node, asking those not heard from yet.
@@ -92,7 +113,8 @@ class ClientKeys:
         (:func:`fairfl.contract.write_client_key_query`), answered by fairfl's ClientApp
         with its partition id, within ``timeout`` seconds. A node that does not answer,
         or answers an error (a ClientApp without a query handler), is keyed by its node
-        id for now, with a WARNING; its next train reply corrects it.
+        id for now, with a WARNING; its next train reply corrects it. An answer naming a
+        key the node may not speak for (:meth:`Claims.resolve`) is refused the same way.
 
         Returns
         -------
@@ -118,7 +140,12 @@ class ClientKeys:
                         "client-key query: node %d: %s %s", error.node_id, error.field, error.reason
                     )
                     continue
-                self.node_keys[int(reply.metadata.src_node_id)] = key
+                node = int(reply.metadata.src_node_id)
+                owner, refused = self.claims.resolve(key, [node])
+                if owner is None:
+                    logger.warning("client-key query: %s", refused[node])
+                    continue
+                self.node_keys[node] = key
             for node in unknown:
                 if node not in self.node_keys:
                     logger.warning(
