@@ -3,25 +3,47 @@
 # Only registered SuperNodes may connect; others exit (flwr exit code 305). Keys already
 # registered are reported and skipped. Ends by listing the SuperNodes the SuperLink knows.
 #
-# Usage: deploy/scripts/register-supernodes.sh [--connection NAME] PUBKEY.pub...
+# With --registration FILE, each key is given as PUBKEY.pub=PARTITION and FILE is written:
+# the client registration the ServerApp reads (run config client-registration), mapping
+# each key's SSH fingerprint (ssh-keygen -lf) to the partition id it may speak for.
+#
+# Usage: deploy/scripts/register-supernodes.sh [--connection NAME] [--registration FILE]
+#            PUBKEY.pub[=PARTITION]...
 #   --connection NAME   Flower connection profile in $FLWR_HOME/config.toml (default: tls;
 #                       see flwr-home.sh)
+#   --registration FILE write the client registration (every key needs =PARTITION)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 fairfl_need flwr "install flwr, or set FAIRFL_VENV"
 
-CONN=tls; KEYS=()
+CONN=tls; KEYS=(); REGISTRATION=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --connection) CONN="$2"; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --registration) REGISTRATION="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) fairfl_die "unknown option $1" ;;
     *) KEYS+=("$1"); shift ;;
   esac
 done
 [[ ${#KEYS[@]} -gt 0 ]] || fairfl_die "no public key given"
 status=0
-for key in "${KEYS[@]}"; do
+if [[ -n "$REGISTRATION" ]]; then
+  fairfl_need ssh-keygen "install openssh-client (ssh-keygen prints the key fingerprints)"
+  entries=("[partitions]")
+  for item in "${KEYS[@]}"; do
+    [[ "$item" == *=* ]] || fairfl_die "--registration: give $item as PUBKEY.pub=PARTITION"
+    partition="${item##*=}"
+    [[ "$partition" =~ ^(0|[1-9][0-9]*)$ ]] || fairfl_die "partition of $item must be an integer >= 0"
+    fingerprint="$(ssh-keygen -lf "${item%=*}" | awk '{print $2}')"
+    entries+=("\"$fingerprint\" = $partition")
+  done
+  printf '%s\n' "# fairfl client registration: SuperNode key fingerprint = partition id" \
+    "${entries[@]}" > "$REGISTRATION"
+  echo "wrote $REGISTRATION (${#KEYS[@]} keys); run with -c client-registration=$REGISTRATION"
+fi
+for item in "${KEYS[@]}"; do
+  key="${item%=*}"
   name="$(basename "$key" .pub)"
   if out="$(flwr supernode register "$key" "$CONN" --name "$name" 2>&1)"; then
     echo "registered $name ($key)"
