@@ -13,39 +13,28 @@ The ``flower`` fixture (``conftest.py``) starts Flower's local SuperLink by PID.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.examples.flower_run import flwr_run
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quickstart-pytorch-fairfl"
-BIN = Path(sys.executable).parent
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("rule", ["qffl", "equitable", "rcfl", "fedmgda"])
 def test_example_runs_the_rule_with_flwr_run(flower, tmp_path, rule):
-    log = tmp_path / "flwr.log"
-    with log.open("wb") as out:
-        completed = subprocess.run(
-            [
-                str(BIN / "flwr"),
-                "run",
-                str(EXAMPLE),
-                "--stream",
-                "-c",
-                f"strategy='{rule}' num-server-rounds=2",
-            ],
-            cwd=tmp_path,
-            env=flower,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=300,
-            check=False,
-        )
-    text = log.read_text(errors="replace")
-    assert completed.returncode == 0, text[-5000:]
+    code, text = flwr_run(
+        EXAMPLE,
+        flower,
+        tmp_path / "flwr.log",
+        "-c",
+        f"strategy='{rule}' num-server-rounds=2",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert code == 0, text[-5000:]
     # `flwr run --stream` exits 0 whatever the run did: the ServerApp's last line says.
     assert f"quickstart-pytorch-fairfl: strategy={rule} aggregated-rounds=[1, 2]" in text, text[
         -5000:

@@ -10,9 +10,10 @@ only the new environment sees the entry point ``myrule`` of group ``fairfl.rules
 this test process does not.
 
 The rule then runs with ``strategy = "myrule"`` through the in-process runner, and
-through ``flwr run`` of fairfl's app on Flower's local simulation (2 SuperNodes). As in
-``tests/examples/test_example_app.py``, the local SuperLink is started here, by PID,
-with the managed one's command line on free ports, and stopped with everything it spawned.
+through ``flwr run`` of fairfl's app on Flower's local simulation (2 SuperNodes), on a
+local SuperLink of the fresh venv's commands, started here by PID
+(``tests/examples/flower_run.py``, as for the other examples) and stopped with everything
+it spawned.
 """
 
 from __future__ import annotations
@@ -22,24 +23,16 @@ import os
 import subprocess
 import sys
 import sysconfig
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fairfl.simulation.engine import (
-    flower_env,
-    free_port,
-    processes_naming,
-    stop,
-    wait_for_port,
-)
 from fairfl.strategies.registry import STRATEGIES
+from tests.examples.flower_run import BIN, flwr_run, local_superlink
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fairfl-rule-plugin"
-BIN = Path(sys.executable).parent
 #: Flower's commands the runs below start (the SuperLink spawns the others by name).
 FLOWER_COMMANDS = (
     "flwr",
@@ -159,72 +152,23 @@ def test_the_plugin_rule_runs_in_process(plugin_venv, tmp_path):
 @pytest.fixture
 def flower(plugin_venv: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
     """``flwr run``'s environment, the fresh venv's commands first; its SuperLink by PID."""
-    home = tmp_path / "flwr-home"
-    runtime = home / "local-superlink"
-    runtime.mkdir(parents=True)
-    env = flower_env(home)
-    env["PATH"] = f"{plugin_venv}{os.pathsep}{env['PATH']}"
-    http_port, control_port = free_port(), free_port()
-    env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(http_port)
-    env["FLWR_LOCAL_CONTROL_API_PORT"] = str(control_port)
-    # flwr/cli/local_superlink.py's command for the managed local SuperLink.
-    superlink = subprocess.Popen(
-        [
-            str(plugin_venv / "flower-superlink"),
-            "--insecure",
-            "--simulation",
-            "--isolation",
-            "subprocess",
-            "--control-api-address",
-            f"127.0.0.1:{control_port}",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(http_port),
-            "--log-file",
-            str(runtime / "superlink.log"),
-            "--database",
-            str(runtime / "state.db"),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_for_port(http_port, superlink)
-        yield env
-    finally:
-        stop(superlink)
-        deadline = time.monotonic() + 10
-        while processes_naming(home) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not processes_naming(home), "processes left behind"
+    yield from local_superlink(tmp_path / "flwr-home", bin_dir=plugin_venv)
 
 
 @pytest.mark.integration
 def test_the_plugin_rule_runs_with_flwr_run(plugin_venv, flower, tmp_path):
     out = tmp_path / "out"
-    log = tmp_path / "flwr.log"
-    with log.open("wb") as handle:
-        completed = subprocess.run(
-            [
-                str(plugin_venv / "flwr"),
-                "run",
-                str(ROOT),
-                "--stream",
-                "-c",
-                f"strategy='myrule' num-server-rounds=2 out-dir='{out}'",
-            ],
-            cwd=tmp_path,
-            env=flower,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            timeout=600,
-            check=False,
-        )
-    text = log.read_text(errors="replace")
-    assert completed.returncode == 0, text[-5000:]
+    code, text = flwr_run(
+        ROOT,
+        flower,
+        tmp_path / "flwr.log",
+        "-c",
+        f"strategy='myrule' num-server-rounds=2 out-dir='{out}'",
+        cwd=tmp_path,
+        timeout=600,
+        bin_dir=plugin_venv,
+    )
+    assert code == 0, text[-5000:]
     # `flwr run --stream` exits 0 whatever the run did: its results files say.
     assert (out / "summary.json").exists(), text[-5000:]
     summary = json.loads((out / "summary.json").read_text())
