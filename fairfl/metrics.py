@@ -25,13 +25,15 @@ def in_percent(metrics: Mapping[str, float]) -> dict[str, float]:
     """The metrics for people: accuracy statistics in percent, ``acc-variance`` in %².
 
     Every ``acc-*`` value of :func:`fairness_metrics` is multiplied by 100 and
-    ``acc-variance`` by 100² (q-FFL's unit); other metrics are returned unchanged. For
+    ``acc-variance`` by 100² (q-FFL's unit), and so are their ``personal-`` forms
+    (Ditto's personal models); other metrics are returned unchanged. For
     printed tables and logs only, under a header that says "%": records keep fractions.
     """
     shown = dict(metrics)
     for name, value in metrics.items():
-        if name.startswith("acc-"):
-            shown[name] = value * (PERCENT**2 if name == "acc-variance" else PERCENT)
+        plain = name.removeprefix("personal-")  # Ditto's personal models' statistics
+        if plain.startswith("acc-"):
+            shown[name] = value * (PERCENT**2 if plain == "acc-variance" else PERCENT)
     return shown
 
 

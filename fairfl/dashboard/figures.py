@@ -24,7 +24,13 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from fairfl.dashboard.answers import ClientComparison
-from fairfl.dashboard.follow import CURVE_METRICS, GROUP_CURVE_METRICS, RoundData, RunFollower
+from fairfl.dashboard.follow import (
+    CURVE_METRICS,
+    GROUP_CURVE_METRICS,
+    PERSONAL_CURVE_METRICS,
+    RoundData,
+    RunFollower,
+)
 from fairfl.metrics import PERCENT, in_percent
 
 #: Row titles of the fairness curves (percent where the metric is an accuracy statistic).
@@ -36,6 +42,8 @@ CURVE_TITLES = {
     "jain-index": "Jain's index (0-1)",
     "dp-diff": "Demographic-parity gap (0-1)",
     "eo-diff": "Equalised-odds gap (0-1)",
+    "personal-acc-mean": "Personal models: mean accuracy (%)",
+    "personal-acc-worst-10": "Personal models: worst 10 % (%)",
 }
 
 #: What the page says each known rule diagnostic is (others show their key alone).
@@ -157,7 +165,9 @@ def metrics_figure(runs: Mapping[str, RunFollower], seeds: bool = False) -> go.F
     """Mean, worst-10 %, worst-20 %, std (percent) and Jain's index per round.
 
     Runs whose clients recorded ``group_counts`` add the demographic-parity and
-    equalised-odds gaps of the pooled predictions (:data:`GROUP_CURVE_METRICS`).
+    equalised-odds gaps of the pooled predictions (:data:`GROUP_CURVE_METRICS`); runs
+    whose clients recorded a personal model's accuracy (Ditto) add the personal models'
+    mean and worst 10 % (:data:`PERSONAL_CURVE_METRICS`).
 
     One colour per rule variant. A variant with one run is one line; a variant with
     several seeds (``"afl seed 1"``, ``"afl seed 2"``) is its mean over the seeds with a
@@ -168,7 +178,7 @@ def metrics_figure(runs: Mapping[str, RunFollower], seeds: bool = False) -> go.F
         return empty_figure("no round evaluated yet", height=300)
     plotted = CURVE_METRICS + tuple(
         m
-        for m in GROUP_CURVE_METRICS
+        for m in (*GROUP_CURVE_METRICS, *PERSONAL_CURVE_METRICS)
         if any(m in r.metrics for run in shown.values() for r in run.rounds)
     )
     figure = make_subplots(

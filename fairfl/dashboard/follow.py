@@ -63,6 +63,9 @@ CURVE_METRICS = ("acc-mean", "acc-worst-10", "acc-worst-20", "acc-std", "jain-in
 #: Plotted too for runs whose clients recorded ``group_counts`` (a sensitive attribute):
 #: the pooled predictions' demographic-parity and equalised-odds gaps.
 GROUP_CURVE_METRICS = ("dp-diff", "eo-diff")
+#: Plotted too for runs whose clients recorded a personal model's accuracy (Ditto): the
+#: mean and worst 10 % of the personal models' client accuracies.
+PERSONAL_CURVE_METRICS = ("personal-acc-mean", "personal-acc-worst-10")
 
 #: How many bytes of the file's start identify it (a rewritten file differs there).
 _HEAD_BYTES = 256
@@ -229,6 +232,7 @@ def parse_entry(entry: Any) -> RoundData:
     accuracy: list[float] = []
     examples: list[float] = []
     group_counts: list[list[int]] = []
+    personal: list[float] = []
     raw_clients = entry.get("clients")
     for item in raw_clients if isinstance(raw_clients, list) else []:
         if not isinstance(item, Mapping) or (key := _client_key(item)) is None:
@@ -237,6 +241,8 @@ def parse_entry(entry: Any) -> RoundData:
         keys.append(key)
         accuracy.append(_number(item.get("eval_acc")))
         examples.append(_number(item.get("num_examples")))
+        if item.get("personal_eval_acc") is not None:
+            personal.append(_number(item.get("personal_eval_acc")))
         counts = item.get("group_counts")
         if isinstance(counts, list) and all(type(c) is int for c in counts):
             group_counts.append(counts)
@@ -278,6 +284,9 @@ def parse_entry(entry: Any) -> RoundData:
         except ValueError:  # counts the contract would refuse: no group curves
             pooled = {}
         metrics.update({m: pooled[m] for m in GROUP_CURVE_METRICS if m in pooled})
+    if personal:  # Ditto: the personal models' statistics
+        mine = curve_metrics(np.asarray(personal, dtype=np.float64))
+        metrics.update({f"personal-{m}": mine[m] for m in ("acc-mean", "acc-worst-10")})
     return RoundData(
         round=number,
         clients=np.asarray(keys, dtype=np.int64),
