@@ -72,6 +72,14 @@ class Ditto(FedAvg):
 
     Notes
     -----
+    Where the personal models live: in each ClientApp's ``Context.state`` (simulation
+    and a running SuperNode) and, when the SuperNode's node config sets
+    ``ditto-state-dir`` (``flower-supernode --node-config "partition-id=0
+    num-partitions=4 ditto-state-dir='/var/lib/fairfl/ditto'"``), in
+    ``<dir>/run-<run id>/client-<partition id>.npz`` too, written atomically, so that a
+    restarted SuperNode keeps its personal model for the rest of the run. A client that
+    never trained starts from (and reports) the global model.
+
     Paper: the global update may be any rule's. Here: FedAvg, the paper's default; the
     personal step is switched on by the train-config keys alone, so the other rules'
     servers are unchanged.
