@@ -16,7 +16,11 @@ class RejectedRepliesError(Exception):
     A rule that checks the reply values in its own pass over them instead of the reader
     (``checks_array_values``) raises it from ``aggregate``; ``aggregate_train`` catches
     it, drops these replies with the reader's reasons, restores the rule's state and
-    aggregates the rest again, so a bad reply never changes the model. It never leaves
+    aggregates the rest again. The rule's state is then exactly that of the round without
+    the bad replies; the new model equals that round's to within 4 float32 ε times the
+    array's largest entry, not always bit for bit: the second pass may sum along another path than a round
+    without them (q-FFL's fused step does, for one), which rounds
+    differently (``tests/strategies/test_rejected_reply_rounding.py``). It never leaves
     ``aggregate_train``.
 
     Parameters
