@@ -18,8 +18,8 @@ class RejectedRepliesError(Exception):
     it, drops these replies with the reader's reasons, restores the rule's state and
     aggregates the rest again. The rule's state is then exactly that of the round without
     the bad replies; the new model equals that round's to within 4 float32 ε times the
-    array's largest entry, not always bit for bit: the second pass may sum along another path than a round
-    without them (q-FFL's fused step does, for one), which rounds
+    array's largest entry, not always bit for bit: the second pass may sum along another
+    path than a round without them (q-FFL's fused step does, for one), which rounds
     differently (``tests/strategies/test_rejected_reply_rounding.py``). It never leaves
     ``aggregate_train``.
 
