@@ -57,7 +57,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "Ditto": (
-        "Li, Hu, Beirami & Smith, ICML 2021, Eq. (2) and Algorithm 1 (lines 6 and 9)",
+        "Li, Hu, Beirami & Smith, ICML 2021; Eq. (2) and Algorithm 1 (lines 6 and 9)",
         (
             r"\min_{v_k}\; h_k(v_k; w^\star) = F_k(v_k) + \frac{\lambda}{2}"
             r" \left\lVert v_k - w^\star \right\rVert^2",
