@@ -237,7 +237,6 @@ class RoundLog:
                     fingerprint=self.fingerprint,
                     sampling_state=self.strategy.sampling_state(),
                     client_claims=self.strategy.client_keys.claims.state_dict(),
-                    client_claims=self.strategy.client_keys.claims.state_dict(),
                 ),
             )
         metrics = entry["metrics"]
