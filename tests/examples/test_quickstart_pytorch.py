@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import difflib
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.examples.flower_run import flwr_run
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quickstart-pytorch"
 UPSTREAM = EXAMPLE / ".upstream"
-BIN = Path(sys.executable).parent
 FILES = (
     "pytorchexample/server_app.py",
     "pytorchexample/client_app.py",
@@ -73,21 +72,15 @@ def test_flowers_quickstart_runs_the_rule_with_flwr_run(flower, tmp_path, rule):
     source = server.read_text()
     assert source.count("QFFL") == 2  # the import and the constructor
     server.write_text(source.replace("QFFL", RULES[rule]))
-    log = tmp_path / "flwr.log"
-    with log.open("wb") as out:
-        completed = subprocess.run(
-            [str(BIN / "flwr"), "run", str(app), "--stream", "-c", "num-server-rounds=2"],
-            cwd=tmp_path,
-            env=flower,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=400,
-            check=False,
-        )
-    text = log.read_text(errors="replace")
-    assert completed.returncode == 0, text[-5000:]
+    code, text = flwr_run(
+        app, flower, tmp_path / "flwr.log", "-c", "num-server-rounds=2", cwd=tmp_path, timeout=400
+    )
+    assert code == 0, text[-5000:]
     # `flwr run --stream` exits 0 whatever the run did: the template's last line says.
     assert "Saving final model to disk..." in text, text[-5000:]
+    # Dependency recipe "runtime install off": the app's plain "fairfl[client]" is the
+    # fairfl installed here; Flower installs nothing (tests/examples/conftest.py's flower).
+    assert "Installing application dependencies" not in text, text[-5000:]
     assert "dropped reply" not in text, text[-5000:]
     if rule == "equitable":  # proximal-mu, which the template's train never applies
         assert "never called the loss_fn" in text, text[-5000:]

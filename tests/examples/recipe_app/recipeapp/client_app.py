@@ -32,7 +32,7 @@ def sgd(model: nn.Module, batches: list, loss_fn: nn.Module, config: dict) -> fl
         loss = loss_fn(model(batch["x"]), batch["y"])
         loss.backward()
         optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 @app.train()

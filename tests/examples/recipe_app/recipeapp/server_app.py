@@ -16,7 +16,7 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """Run one round; print fairfl's location and the rounds aggregated."""
     print(f"recipe-app: fairfl from {fairfl.__file__}")
-    strategy = QFFL(min_available_nodes=2)
+    strategy = QFFL(min_available_nodes=2, fraction_evaluate=0.0)  # the ClientApp only trains
     result = strategy.start(
         grid=grid,
         initial_arrays=ArrayRecord(Net().state_dict()),
