@@ -9,7 +9,8 @@ Writes ``docs/results/gpu-check.json`` (``--out``) with the GPU named:
    weights agree to rounding, not bit for bit);
 2. the default federation through Flower's simulation engine with
    ``client-resources-num-gpus=0.25`` (four ClientApps share the GPU), via
-   ``scripts/flwr_sim.py``: its exit code, wall time and final mean accuracy.
+   ``scripts/flwr_sim.py``: its exit code, wall time, final mean accuracy and the
+   devices the clients report in ``rounds.jsonl``.
 
 Refuses (exit 2) where CUDA is not available, so nothing is written without a GPU.
 Everything runs offline (digits ships with scikit-learn). About 2 minutes on an H100::
@@ -101,6 +102,11 @@ def federation(gpus_per_client: float, timeout: float) -> dict[str, Any]:
             "exit_code": completed.returncode,
             "wall_s": time.perf_counter() - started,
         }
+        rounds = out / "rounds.jsonl"
+        lines = rounds.read_text().splitlines() if rounds.is_file() else []
+        if lines:  # where each client evaluated, as its reply said
+            last = json.loads(lines[-1])
+            result["devices"] = sorted({str(c.get("device")) for c in last["clients"]})
         summary = out / "summary.json"
         if summary.is_file():
             final = json.loads(summary.read_text()).get("final_metrics", {})
