@@ -11,14 +11,19 @@ At ``builder-inited`` (before Sphinx reads any page) it writes, under ``_generat
 
 The ``fairfl-exec`` directive runs a Python block when the docs build (in a fresh
 interpreter, from the repository root) and shows the code and what it printed; a block
-that fails or prints to stderr with a non-zero exit stops the build.
+that fails or prints to stderr with a non-zero exit stops the build. With ``:session:``
+the page's session blocks (Python, or bash with ``:language: bash``) run as one program
+at the block marked ``:end-session:``, each block's output shown under it; a session
+that leaves a process running stops the build (the processes are killed first).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -79,8 +84,8 @@ def client_reports(strategy: type) -> list[str]:
     return reports
 
 
-def parameter_grid(strategy: type) -> dict[str, tuple[Any, ...]]:
-    """The paper's grid of each run-config key, where the rule's parameters declare one."""
+def parameter_specs(strategy: type) -> dict[str, Any]:
+    """The :class:`~fairfl.strategies.params.Spec` of each run-config key of the rule."""
     from dataclasses import fields
 
     parameters = getattr(strategy, "Parameters", None)
@@ -88,12 +93,21 @@ def parameter_grid(strategy: type) -> dict[str, tuple[Any, ...]]:
         declared = fields(parameters)  # type: ignore[arg-type]
     except TypeError:
         return {}
-    grid: dict[str, tuple[Any, ...]] = {}
+    specs: dict[str, Any] = {}
     for field in declared:
         spec = next((v for v in field.metadata.values() if hasattr(v, "grid")), None)
-        if spec is not None and getattr(spec, "key", None) and spec.grid:
-            grid[spec.key] = tuple(spec.grid)
-    return grid
+        if spec is not None and getattr(spec, "key", None):
+            specs[spec.key] = spec
+    return specs
+
+
+def grid_cell(spec: Any) -> str:
+    """A run-config key's "paper's grid" cell: the values, or why there are none."""
+    if spec is not None and spec.grid:
+        return ", ".join(str(v) for v in spec.grid)
+    if spec is not None and spec.kind in ("real", "integer"):
+        return "the paper gives no grid"
+    return "– (an option, not a tuned value)"
 
 
 def results_mentioning(name: str, strategy: type, pages: dict[str, str]) -> list[str]:
@@ -124,7 +138,7 @@ def rule_page(name: str, spec: Any, results: dict[str, str]) -> str:
         )
     paper, equations = RULE_MATH[qualname]
     defaults = spec.defaults()
-    grid = parameter_grid(strategy)
+    specs = parameter_specs(strategy)
     lines = [
         f"(rule-{name})=",
         f"# `{name}`: {qualname}",
@@ -148,8 +162,7 @@ def rule_page(name: str, spec: Any, results: dict[str, str]) -> str:
         ]
         for key, keyword in spec.parameters.items():
             default = md_cell(defaults[key]) if key in defaults else "required"
-            paper_grid = ", ".join(str(v) for v in grid.get(key, ())) or "–"
-            lines.append(f"| `{key}` | `{keyword}` | {default} | {paper_grid} |")
+            lines.append(f"| `{key}` | `{keyword}` | {default} | {grid_cell(specs.get(key))} |")
         lines += [
             "",
             "Every rule also reads `sampling` (`uniform` or `size-proportional`).",
@@ -322,11 +335,16 @@ class ExecDirective(Directive):
         "timeout": directives.positive_int,
         "hide-code": directives.flag,
         "continue": directives.flag,
+        "session": directives.flag,
+        "end-session": directives.flag,
+        "language": lambda value: directives.choice(value, ("python", "bash")),
     }
 
     def run(self) -> list[nodes.Node]:
         """Run the block; return its code and output as literal blocks."""
         code = "\n".join(self.content) + "\n"
+        if "session" in self.options or "end-session" in self.options:
+            return self.run_session(code)
         # ``:continue:`` runs the page's earlier blocks first (their output hidden), so a
         # tutorial can define its app in steps and run it in the last one.
         env = self.state.document.settings.env  # temp_data: cleared after each page
@@ -335,19 +353,12 @@ class ExecDirective(Directive):
         if "continue" in self.options:
             program = "".join(earlier) + f"print({MARK!r})\n" + code
         earlier.append(code)
-        variables = dict(os.environ)
-        variables.update(
-            FLWR_TELEMETRY_ENABLED="0",
-            FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
-            PYTHONHASHSEED="0",
-            OMP_NUM_THREADS="1",
-        )
         start = time.monotonic()
         try:
             done = subprocess.run(
                 [sys.executable, "-c", program],
                 cwd=REPO,
-                env=variables,
+                env=exec_environment(),
                 capture_output=True,
                 text=True,
                 timeout=self.options.get("timeout", 120),
@@ -371,6 +382,124 @@ class ExecDirective(Directive):
         caption = nodes.paragraph(text=f"Output (ran when these docs were built, {seconds:.1f} s):")
         shown += [caption, out]
         return shown
+
+    def run_session(self, code: str) -> list[nodes.Node]:
+        """A ``:session:`` block: shown now, run with the page's others at ``:end-session:``.
+
+        The blocks run as one program (one interpreter, or one bash script) in a process
+        group of their own, for the largest ``:timeout:`` of its blocks (default 120) in
+        all; a marker printed
+        before each block splits the output between them. After the program ends, a
+        process still in its group (a server the page started and did not stop) fails
+        the build, once killed.
+        """
+        env = self.state.document.settings.env
+        session: list[tuple[str, nodes.paragraph, nodes.literal_block]] = env.temp_data.setdefault(
+            "fairfl_exec_session", []
+        )
+        language = self.options.get("language", "python")
+        caption = nodes.paragraph(text="Output (ran when these docs were built):")
+        out = nodes.literal_block("", "", language="text")
+        out["classes"].append("fairfl-exec-output")
+        session.append((code, caption, out))
+        # The session's time limit: the largest ``:timeout:`` of its blocks.
+        timeout = max(
+            env.temp_data.get("fairfl_exec_session_timeout", 0), self.options.get("timeout", 120)
+        )
+        env.temp_data["fairfl_exec_session_timeout"] = timeout
+        shown: list[nodes.Node] = []
+        if "hide-code" not in self.options:
+            shown.append(nodes.literal_block(code, code, language=language))
+        shown += [caption, out]
+        if "end-session" not in self.options:
+            return shown
+        env.temp_data.pop("fairfl_exec_session")
+        env.temp_data.pop("fairfl_exec_session_timeout")
+        if language == "bash":
+            marks = [f'echo "{MARK} $(date +%s.%N)"\n' for _ in session]
+            command = ["bash", "-c"]
+        else:
+            marks = [f"import time; print({MARK!r}, time.time(), flush=True)\n" for _ in session]
+            command = [sys.executable, "-c"]
+        program = "".join(mark + block for mark, (block, _, _) in zip(marks, session, strict=True))
+        popen = subprocess.Popen(
+            [*command, program],
+            cwd=REPO,
+            env=exec_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = popen.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as error:
+            os.killpg(popen.pid, signal.SIGKILL)
+            popen.communicate()
+            raise self.error(f"fairfl-exec: the session ran past {error.timeout} s") from error
+        finally:
+            leftovers = stop_process_group(popen.pid)
+        if popen.returncode != 0:
+            raise self.error(
+                f"fairfl-exec: the session exited with {popen.returncode}:\n"
+                f"{stdout[-2000:]}\n{stderr[-3000:]}"
+            )
+        if leftovers:
+            raise self.error(f"fairfl-exec: the session left processes running: {leftovers}")
+        parts = stdout.split(MARK + " ")[1:]
+        times = [float(part.split("\n", 1)[0]) for part in parts] + [time.time()]
+        for index, (_, caption_node, out_node) in enumerate(session):
+            text = parts[index].split("\n", 1)[1].rstrip("\n") or "(no output)"
+            seconds = times[index + 1] - times[index]
+            out_node.clear()
+            out_node += nodes.Text(text)
+            out_node.rawsource = text
+            caption_node.clear()
+            caption_node += nodes.Text(f"Output (ran when these docs were built, {seconds:.1f} s):")
+        return shown
+
+
+def exec_environment() -> dict[str, str]:
+    """The environment executed blocks run in (Flower quiet, runs reproducible).
+
+    The build's interpreter's folder comes first on ``PATH``, so that a bash block's
+    ``python``, ``fairfl`` and ``flwr`` are the ones the docs build with.
+    """
+    variables = dict(os.environ)
+    variables.update(
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), variables.get("PATH", "")]),
+        FLWR_TELEMETRY_ENABLED="0",
+        FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+        PYTHONHASHSEED="0",
+        OMP_NUM_THREADS="1",
+    )
+    return variables
+
+
+def stop_process_group(pgid: int, grace: float = 10.0) -> list[str]:
+    """Kill what is left of process group ``pgid``; return what was left (``pid name``).
+
+    A process the session stopped itself may take a moment to exit: it is given
+    ``grace`` seconds before it counts as left running.
+    """
+    deadline = time.monotonic() + grace
+    while True:
+        members = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)
+            except OSError:  # gone meanwhile
+                continue
+            state, _, group = fields[1].split()[:3]
+            if int(group) == pgid and state != "Z":
+                members.append(f"{stat.parent.name} {fields[0].split('(', 1)[1]}")
+        if not members or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if members:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    return members
 
 
 #: Debian's libjs-mathjax (conf.py points ``mathjax_path`` at it when it is installed).
