@@ -11,9 +11,9 @@ loss itself, and the server takes one step (Algorithm 1, lines 5-7)::
     w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k
 
 h_k is :func:`fairfl.contract.qffl.lipschitz_estimate` and the step is
-:func:`fairfl.strategies.qffl.qffl_coefficients` applied to the sum that
+:func:`fairfl.strategies.qffl_step.qffl_coefficients` applied to the sum that
 :func:`~fairfl.strategies._ops.passes.direction_sums_and_squared_norms` takes in one pass over
-the replies (:func:`~fairfl.strategies.qffl.qffl_update` where it keeps no sum), the q-FFL
+the replies (:func:`~fairfl.strategies.qffl_step.qffl_update` where it keeps no sum), the q-FFL
 core q-FedAvg shares: q-FedAvg whose local training is one full-batch gradient step of
 size 1/L gives the same new model (tested).
 """
