@@ -7,7 +7,7 @@ train/test split, the same initial model and the same client shuffling (all deri
 from ``seed``). Runs go through the in-process runner
 (:func:`fairfl.simulation.run_inprocess`) by default, optionally in 2 worker processes,
 through Flower's simulation engine (:func:`fairfl.simulation.engine.run_simulation`), or
-as tasks on a Ray cluster (:mod:`fairfl.simulation.ray_sweep`, ``--engine ray``).
+as tasks on a Ray cluster (:mod:`fairfl.report.ray_sweep`, ``--engine ray``).
 
 Output folder layout::
 
@@ -63,7 +63,7 @@ from fairfl.settings import RunSettings
 from fairfl.strategies.registry import STRATEGIES
 
 if TYPE_CHECKING:
-    from fairfl.simulation.ray_sweep import RaySweep
+    from fairfl.report.ray_sweep import RaySweep
 
 logger = logging.getLogger(__name__)
 
@@ -579,7 +579,7 @@ def execute(
         workers = 1  # Ray already uses every core; runs go one after another
     if (engine == "ray") != (ray is not None):
         raise ValueError("engine 'ray' needs a RaySweep (ray=...), and only it takes one")
-    from fairfl.simulation.ray_sweep import settle
+    from fairfl.report.ray_sweep import settle
     statuses: dict[str, RunStatus] = {}
     todo = []
     for run in plan:
@@ -783,7 +783,7 @@ def compare(
         ``engine="ray"``: the cluster's address (None: ``$RAY_ADDRESS``).
     cpus_per_run : float (default: 1.0)
         ``engine="ray"``: CPUs each run's task asks for
-        (:class:`fairfl.simulation.ray_sweep.RaySweep`).
+        (:class:`fairfl.report.ray_sweep.RaySweep`).
 
     Raises
     ------
@@ -850,7 +850,7 @@ def compare(
     with contextlib.ExitStack() as stack:
         sweep = None
         if engine == "ray":
-            from fairfl.simulation.ray_sweep import RaySweep
+            from fairfl.report.ray_sweep import RaySweep
 
             sweep = stack.enter_context(
                 RaySweep(

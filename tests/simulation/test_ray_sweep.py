@@ -10,7 +10,7 @@ import json
 import pytest
 
 from fairfl.report.compare import RunStatus, execute
-from fairfl.simulation.ray_sweep import RaySweep, settle
+from fairfl.report.ray_sweep import RaySweep, settle
 
 
 def test_the_ray_engine_needs_an_address_and_positive_resources(tmp_path, monkeypatch):
