@@ -66,6 +66,8 @@ def replies(
             partition_id=partition_id,
             activation=(rng.normal(size=ACTIVATION_DIM) + partition_id % 2).tolist(),
             rcfl_eta=float(rng.uniform(0.0, 1.0)),
+            # FairFed's counts: attribute value x label x prediction (2 x 2 x 2).
+            group_counts=[int(c) for c in rng.integers(1, 10, size=8)],
         )
         if arrays_key != keys.ARRAYS:
             content[arrays_key] = content.pop(keys.ARRAYS)

@@ -25,10 +25,11 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import TrainReply, keys, sorted_client_keys
+from fairfl.contract import ReplyError, TrainReply, keys, sorted_client_keys
 from fairfl.contract.sensitive import accuracy_of_counts, as_count_table, sum_counts
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+from fairfl.strategies.errors import RejectedRepliesError
 from fairfl.strategies.params import RuleParameters, choice, real
 
 Metric = Literal["spd", "eod"]
@@ -109,14 +110,24 @@ class FairFed(ReweightedStrategy):
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """ω_k^t of :func:`fairfed_weights` for this round's participants."""
         counts = []
+        errors = []
         for reply in replies:
             value = reply.metrics[keys.GROUP_COUNTS]
             if not isinstance(value, list) or len(value) != 8:
-                raise ValueError(
-                    f"FairFed needs a binary sensitive attribute: node {reply.node_id}'s "
-                    f"group-counts must have 8 entries, got {value!r}"
+                # A reply, not the run, is wrong: drop it like any bad reply (the base
+                # restores this rule's state and aggregates the others).
+                errors.append(
+                    ReplyError(
+                        reply.node_id,
+                        f"metrics[{keys.GROUP_COUNTS!r}]",
+                        "FairFed needs a binary sensitive attribute: 8 counts "
+                        f"(2 attribute values x label x prediction), got {value!r}",
+                    )
                 )
+                continue
             counts.append([int(c) for c in value])
+        if errors:
+            raise RejectedRepliesError(errors)
         gaps, global_metric = fairfed_gaps(counts, self.params.metric)
         sizes = np.array([r.num_examples for r in replies], dtype=np.float64)
         fresh = sizes / sizes.sum()  # FF5

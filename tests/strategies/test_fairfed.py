@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fairfl.contract import TrainReply, keys
+from fairfl.strategies.errors import RejectedRepliesError
 from fairfl.strategies.fairfed import FairFed, fairfed_gaps, fairfed_weights, signed_metric
 from fairfl.strategies.registry import STRATEGIES, build_strategy
 
@@ -94,5 +95,12 @@ def test_strategy_keeps_weights_across_rounds_and_asks_for_counts():
     restored = FairFed()
     restored.load_state_dict(strategy.state_dict())
     assert restored.fair_weights == strategy.fair_weights
-    with pytest.raises(ValueError, match="node 10's group-counts must have 8 entries"):
+    # A reply with a non-binary attribute is dropped (not the run), naming node and key,
+    # and leaves the weights as they were.
+    before = dict(strategy.fair_weights)
+    with pytest.raises(RejectedRepliesError) as rejected:
         strategy.lambdas(3, [TrainReply(10, 4, [], {keys.GROUP_COUNTS: [1] * 12})])
+    (error,) = rejected.value.errors
+    assert error.node_id == 10 and error.field == "metrics['group-counts']"
+    assert "8 counts" in str(error)
+    assert strategy.fair_weights == before
