@@ -85,7 +85,7 @@ ENGINES = ("inprocess", "flwr", "ray")
 MAX_WORKERS = 2
 #: fairfl.report.recipes.RECIPES, fairfl.report.tables.COLUMN_SETS.
 RECIPE_NAMES = ("digits-table6", "qffl-synthetic", "qffl-synthetic-light")
-COLUMN_SETS = ("group", "qffl", "table6")
+COLUMN_SETS = ("group", "personal", "qffl", "table6")
 #: fairfl.report.tune's CRITERIA, DEFAULT_CRITERION, DEFAULT_TOLERANCE,
 #: DEFAULT_VALIDATION_FRACTION and TUNING_JSON.
 TUNE_CRITERIA = ("worst10-near-baseline", "worst10", "mean")
