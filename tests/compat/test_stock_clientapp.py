@@ -33,6 +33,7 @@ from fairfl.contract import (
 )
 from fairfl.contract.keys import QFFL_Q
 from fairfl.contract.qffl import qffl_h, write_gradient_reply  # fairfl
+from fairfl.contract.sensitive import group_counts  # fairfl
 from fairfl.simulation import InMemoryGrid, node_configs_for
 from fairfl.strategies import STRATEGIES, build_strategy
 
@@ -109,6 +110,13 @@ def train(msg: Message, context: Context) -> Message:
         if config.get(keys.WANT_ACTIVATION, False)
         else None
     )
+    counts = None
+    if config.get(keys.WANT_GROUP_COUNTS, False):  # fairfl: FairFed's counts, when asked
+        # The app's binary question (digit >= 5) and attribute (an ink-heavy image).
+        with torch.no_grad():
+            predicted = net(torch.from_numpy(x)).argmax(1).numpy() >= 5
+        heavy = x.mean(axis=1) > np.median(x.mean(axis=1))
+        counts = group_counts(heavy.astype(int), (y >= 5).astype(int), predicted.astype(int), 2)
     rcfl, eta = rcfl_settings(config), None  # fairfl
     if rcfl is not None:  # fairfl: RC-FL trains (ω, η) jointly
         eta = train_rcfl(
@@ -144,6 +152,7 @@ def train(msg: Message, context: Context) -> Message:
         activation=activation,
         qffl_h=h,
         rcfl_eta=eta,
+        group_counts=counts,
     )
     return Message(content=content, reply_to=msg)
 
