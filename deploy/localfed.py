@@ -239,7 +239,9 @@ class LocalFederation:
     """Start and stop one SuperLink, its Fleet proxy and ``supernodes`` SuperNodes.
 
     TLS and SuperNode authentication are on; devices reach only the proxy
-    (``fleet_addr``), the operator the SuperLink itself (``superlink_addr``).
+    (``fleet_addr``), the operator the SuperLink itself (``superlink_addr``). Once
+    started, ``registration`` is the client registration the operator's
+    ``register-supernodes.sh --registration`` wrote (SuperNode i's key -> partition i).
 
     Parameters
     ----------
@@ -273,6 +275,7 @@ class LocalFederation:
     namespaces: list[str] = field(default_factory=list)
     killed: set[int] = field(default_factory=set)
     tag: str = field(default_factory=lambda: f"ffl{uuid.uuid4().hex[:5]}")
+    registration: Path = field(init=False)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> LocalFederation:
@@ -370,12 +373,17 @@ class LocalFederation:
                     str(self.pki / "superexec.secret"),
                 ],
             )
+        # The same command writes the client registration (key fingerprint -> partition
+        # id) a run may use with -c client-registration=<self.registration>.
+        self.registration = self.workdir / "client-registration.toml"
         self._script(
             "register-supernodes.sh",
             "--connection",
             "tls",
+            "--registration",
+            str(self.registration),
             *(
-                str(self.pki / "supernodes" / f"supernode-{i + 1}.pub")
+                f"{self.pki / 'supernodes' / f'supernode-{i + 1}.pub'}={i}"
                 for i in range(self.supernodes)
             ),
             host=SERVER,

@@ -135,8 +135,10 @@ def test_federation_across_namespaces(fed: LocalFederation, tmp_path: Path) -> N
     assert tls["system_cas"].startswith("refused"), tls
     assert tls["plain_http"].startswith("HTTP/1.1 400 "), tls
 
-    # (d) two rounds through `flwr run`, by the operator on the server host.
-    run = fed.submit_run(overrides, name="deploy", timeout=900)
+    # (d) two rounds through `flwr run`, by the operator on the server host, each reply
+    # checked against the operator's registration (key fingerprint -> partition id).
+    registered_run = {**overrides, "client-registration": str(fed.registration)}
+    run = fed.submit_run(registered_run, name="deploy", timeout=900)
     log = (fed.workdir / "logs" / "flwr-run-deploy.log").read_text(errors="replace")
     assert run.returncode == 0, log[-5000:]
     rounds = _rounds(fed.out_dir("deploy"))
@@ -158,14 +160,39 @@ def test_federation_across_namespaces(fed: LocalFederation, tmp_path: Path) -> N
     for record in rounds:
         assert {c.get("node_key") for c in record["clients"]} == registered, record["clients"]
 
+    # Impostors: a registration that gives SuperNodes 1 and 2 each other's partition.
+    # Both replies claim a partition their key is not registered for and are dropped,
+    # naming node and key; SuperNode 3 trains alone.
+    swapped = fed.workdir / "swapped-registration.toml"
+    lines = fed.registration.read_text().splitlines()
+    first, second = (i for i, line in enumerate(lines) if line.endswith((" = 0", " = 1")))
+    lines[first], lines[second] = (
+        lines[first].replace(" = 0", " = 1"),
+        lines[second].replace(" = 1", " = 0"),
+    )
+    swapped.write_text("\n".join(lines) + "\n")
+    impostors = {**overrides, "num-server-rounds": 1, "client-registration": str(swapped)}
+    run = fed.submit_run(impostors, name="impostors", timeout=600)
+    log = (fed.workdir / "logs" / "flwr-run-impostors.log").read_text(errors="replace")
+    assert run.returncode == 0, log[-5000:]
+    (train,) = (r["train"] for r in _rounds(fed.out_dir("impostors")))
+    assert [w["partition_id"] for w in train["weights"]] == [2], train
+    reasons = list(train["dropped"].values())
+    assert len(reasons) == 2, train
+    for partition, registered_for in ((0, 1), (1, 0)):
+        claim = f"claims client key '{partition}'"
+        assert any(
+            claim in r and f"registered for partition {registered_for}" in r for r in reasons
+        ), reasons
+
     # A SuperNode with an unregistered key is refused and never joins.
     code, node_log = fed.try_unregistered_supernode()
     assert code is not None and code != 0, node_log
     assert f"Exit Code: {EXIT_SUPERNODE_NOT_REGISTERED}" in node_log, node_log
     status = fed.node_status()
     assert len(status) == N_SUPERNODES and status.count("online") == N_SUPERNODES, status
-    # The operator's run is the only one (the device's attempts added none).
-    assert len(_run_ids(fed)) == 1
+    # The operator's two runs are the only ones (the device's attempts added none).
+    assert len(_run_ids(fed)) == 2
     namespaces = list(fed.namespaces)
     pids = [p.popen.pid for p in fed.procs]
     fed.stop()  # the fixture stops it again: a no-op
