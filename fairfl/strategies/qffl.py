@@ -15,8 +15,9 @@ device k after local SGD with step η, ``L = 1/η`` and ε = 1e-10 (reference co
 
 which is the unified form ``w^{t+1} = w^t - Σ_k λ_k (w^t - w̄_k)`` with
 ``λ_k = L (F_k + ε)^q / Σ_j h_j``: a loss-weighted average whose weights sum to at most 1
-(the step shrinks by ``Σ λ``). :func:`~fairfl.strategies.qffl_step.qfedavg_lambdas` computes
-these λ.
+(the step shrinks by ``Σ λ``): ``λ_k = L c_k``, c_k being q-FFL's server-step coefficients
+(:func:`~fairfl.strategies.qffl_step.qffl_coefficients`) for the directions
+``Δw_k`` (:func:`~fairfl.strategies.qffl_step.qfedavg_squared_norms`).
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.qffl_step import (
     WEIGHTINGS,
     Weighting,
-    qfedavg_lambdas,
-    qfedavg_numerators,
+    qfedavg_squared_norms,
+    qffl_coefficients,
+    qffl_numerators,
     round_learning_rate,
 )
 
@@ -157,8 +159,11 @@ class QFFL(ReweightedStrategy):
         self._client_h: dict[int, float] = {}
         # Σ_k u_k w̄_k of the distance pass, with the node ids it summed, and Σ_j s_j h_j
         # of lambdas(): apply_lambdas() finishes the update from them (one pass in all).
-        # (node ids, Σ_k (u_k / top) (w^t - w̄_k) per array, top = max u) of the last pass.
-        self._summed_steps: tuple[list[int], list[NDArray[Any] | None], float] | None = None
+        # (node ids, the s_k summed with, Σ_k (u_k / top) (w^t - w̄_k) per array,
+        # top = max u) of the last pass.
+        self._summed_steps: (
+            tuple[list[int], NDArray[np.float64] | None, list[NDArray[Any] | None], float] | None
+        ) = None
         self._divisor: float | None = None
 
     @property
@@ -230,15 +235,14 @@ class QFFL(ReweightedStrategy):
             return accepted, dropped
         assert self.current_arrays is not None  # set by configure_train; checked by caller
         global_arrays = [array_view(a) for a in self.current_arrays.values()]
-        # λ_k's numerators u_k do not depend on the distances: sum u_k (w^t - w̄_k) in the
-        # same pass, and divide by Σ_j h_j once it is known (apply_lambdas). Scaled by
-        # 1 / max u, so that float32 sums neither overflow nor lose a small u_k.
+        # λ_k's numerators u_k = L s_k (F_k + ε)^q do not depend on the distances: sum
+        # u_k (w^t - w̄_k) in the same pass, and divide by Σ_j s_j h_j once it is known
+        # (apply_lambdas). Scaled by 1 / max u, so that float32 sums neither overflow nor
+        # lose a small u_k.
+        weights = self._sample_weights(accepted)
         with np.errstate(all="ignore"):  # a bad loss fails in lambdas(), with its name
-            numerators = qfedavg_numerators(
-                self.losses_of(accepted),
-                q=self.q,
-                lipschitz=self.lipschitz,
-                weights=self._sample_weights(accepted),
+            numerators = self.lipschitz * qffl_numerators(
+                self.losses_of(accepted), q=self.q, weights=weights
             )
             top = float(numerators.max())
         usable = bool(np.all(np.isfinite(numerators))) and 0 < top < math.inf
@@ -273,7 +277,7 @@ class QFFL(ReweightedStrategy):
             kept.append(reply)
         if sums is not None and len(kept) == len(accepted):
             # Any reply dropped here is in the sums: then apply_lambdas sums again.
-            self._summed_steps = ([reply.node_id for reply in kept], sums, top)
+            self._summed_steps = ([reply.node_id for reply in kept], weights, sums, top)
         return kept, dropped
 
     def _value_problem(
@@ -304,17 +308,26 @@ class QFFL(ReweightedStrategy):
             [self._client_h.get(r.node_id, np.nan) for r in replies], dtype=np.float64
         )
         weights = self._sample_weights(replies)
-        lam, h = qfedavg_lambdas(
+        lipschitz = self.lipschitz
+        coefficients, h = qffl_coefficients(
             losses,
-            distances,
+            qfedavg_squared_norms(distances, lipschitz),
             q=self.q,
-            lipschitz=self.lipschitz,
+            lipschitz=lipschitz,
             weights=weights,
             client_h=client_h,
+            norms_name="squared_distances",
         )
-        # Σ_j s_j h_j, as qfedavg_lambdas divides by it (λ_k = u_k / this); beyond
-        # float64 the fused sums cannot be divided by it: apply_lambdas sums again.
+        lam = lipschitz * coefficients  # Δw_k = L (w^t - w̄_k)
+        # Σ_j s_j h_j, as qffl_coefficients divides by it (λ_k = u_k / this); beyond
+        # float64 the fused sums cannot be divided by it: apply_lambdas sums again. So
+        # too when the pass summed the Δ_k with other s_k: in a round drawn ∝ n_k the
+        # replies reach this method with n_k = 1 (FairStrategy.sampled_replies, after
+        # the pass), and Algorithm 2 sums the drawn devices uniformly, Δ_k and h_k alike.
         divisor = float(np.dot(np.ones_like(h) if weights is None else weights, h))
+        fused = self._summed_steps
+        if fused is not None and not _same_weights(fused[1], weights):
+            self._summed_steps = None
         self._divisor = divisor if math.isfinite(divisor) and divisor > 0 else None
         diagnostics = self.train_records[server_round].diagnostics
         diagnostics["qffl-h-sum"] = float(h.sum())
@@ -339,13 +352,14 @@ class QFFL(ReweightedStrategy):
         The same step as :func:`~fairfl.strategies.aggregation.reweighted_average` with
         these λ, its rounding bounded as in :func:`delta_sums_and_squared_distances`,
         without a second pass over the replies. Falls back to it when the pass summed
-        other replies (one was dropped after it) or kept no sums.
+        other replies (one was dropped after it) or other s_k (``weighting="p"`` in a
+        round drawn ∝ n_k, see :meth:`lambdas`), or kept no sums.
         """
         fused, self._summed_steps = self._summed_steps, None
         divisor, self._divisor = self._divisor, None
         if fused is None or divisor is None or fused[0] != [r.node_id for r in replies]:
             return super().apply_lambdas(global_arrays, replies, weights)
-        _, sums, top = fused
+        _, _, sums, top = fused
         return apply_summed_step(global_arrays, sums, divisor / top)
 
     def _sample_weights(self, replies: list[TrainReply]) -> NDArray[np.float64] | None:
@@ -353,3 +367,10 @@ class QFFL(ReweightedStrategy):
         if self.weighting != "p":
             return None
         return sample_weights([r.num_examples for r in replies])
+
+
+def _same_weights(summed: NDArray[np.float64] | None, used: NDArray[np.float64] | None) -> bool:
+    """Whether the distance pass summed with the s_k that λ uses (``None``: s = 1)."""
+    if summed is None or used is None:
+        return summed is None and used is None
+    return bool(np.array_equal(summed, used))

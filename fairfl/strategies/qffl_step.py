@@ -23,80 +23,19 @@ Weighting = Literal["uniform", "p"]
 WEIGHTINGS: tuple[str, ...] = ("uniform", "p")
 
 
-def qfedavg_lambdas(
-    losses: ArrayLike,
-    squared_distances: ArrayLike,
-    *,
-    q: float,
-    lipschitz: float,
-    weights: ArrayLike | None = None,
-    client_h: ArrayLike | None = None,
-    epsilon: float = QFFL_EPSILON,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Return q-FedAvg's λ in the unified form, and the h_k used (paper 002, Algorithm 2).
+def qfedavg_squared_norms(squared_distances: ArrayLike, lipschitz: float) -> NDArray[np.float64]:
+    """``‖Δw_k‖² = L² ‖w^t - w̄_k‖²``: q-FedAvg's direction norms (paper 002, Alg. 2, l. 6).
 
-    ``w^t - Σ_k s_k Δ_k / Σ_k s_k h_k = w^t - Σ_k λ_k (w^t - w̄_k)`` with
-    ``λ_k = s_k L (F_k + ε)^q / Σ_j s_j h_j``, since ``Δ_k = (F_k + ε)^q L (w^t - w̄_k)``.
-
-    Parameters
-    ----------
-    losses : ArrayLike
-        F_k(w^t), one per client.
-    squared_distances : ArrayLike
-        ``‖w^t - w̄_k‖²``, one per client (:func:`delta_sums_and_squared_distances`).
-    q : float
-        q >= 0.
-    lipschitz : float
-        L = 1/η > 0.
-    weights : ArrayLike | None
-        s_k: ``None`` for the paper's unweighted sums (s = 1), else e.g. p_k.
-    client_h : ArrayLike | None
-        Client-sent h_k to use instead of the server's; NaN where a client sent none.
-    epsilon : float
-        ε added to the losses.
-
-    Returns
-    -------
-    tuple[NDArray[np.float64], NDArray[np.float64]]
-        λ (Σλ <= 1 for q >= 0) and the h_k used.
-
-    Raises
-    ------
-    ValueError
-        If the inputs differ in length, are empty, or hold negative or non-finite values.
+    q-FedAvg is the q-FFL core below with ``g_k = Δw_k = L (w^t - w̄_k)``, so its
+    unified-form weights on ``w^t - w̄_k`` are ``λ_k = L c_k`` (:func:`qffl_coefficients`
+    with these norms) and λ_k's numerators ``L s_k (F_k + ε)^q`` (:func:`qffl_numerators`
+    times L). A norm beyond float64 (learning rates below ~1e-154) is held at the
+    largest float: λ is then 0 or too small there, never NaN. Entries that are not > 0
+    (negative, NaN) pass unchanged, for :func:`qffl_coefficients` to refuse by name.
     """
     d = np.asarray(squared_distances, dtype=np.float64)
-    # ‖Δw_k‖² = L² ‖w^t - w̄_k‖² beyond float64 (learning rates below ~1e-154) is held
-    # at the largest float: λ is then 0 or too small there, never NaN.
     with np.errstate(over="ignore", invalid="ignore"):
-        norms = np.where(d > 0, np.minimum(lipschitz * lipschitz * d, np.finfo(np.float64).max), d)
-    coefficients, h = qffl_coefficients(
-        losses,
-        norms,
-        q=q,
-        lipschitz=lipschitz,
-        weights=weights,
-        client_h=client_h,
-        epsilon=epsilon,
-        norms_name="squared_distances",
-    )
-    return lipschitz * coefficients, h
-
-
-def qfedavg_numerators(
-    losses: ArrayLike,
-    *,
-    q: float,
-    lipschitz: float,
-    weights: ArrayLike | None = None,
-    epsilon: float = QFFL_EPSILON,
-) -> NDArray[np.float64]:
-    """``u_k = s_k L (F_k + ε)^q``, λ_k's numerator in :func:`qfedavg_lambdas`.
-
-    Known before any distance, so the server can sum ``u_k w̄_k`` while it reads the
-    replies (:func:`delta_sums_and_squared_distances`). Unchecked (the caller checks).
-    """
-    return lipschitz * qffl_numerators(losses, q=q, weights=weights, epsilon=epsilon)
+        return np.where(d > 0, np.minimum(lipschitz * lipschitz * d, np.finfo(np.float64).max), d)
 
 
 # ---------------------------------------------------------------- the q-FFL core
@@ -109,7 +48,7 @@ def qfedavg_numerators(
 #     c_k = s_k (F_k + ε)^q / Σ_j s_j h_j                     (qffl_coefficients)
 #
 # QFedSGD applies it with qffl_update; QFFL with λ_k = L c_k on w^t - w̄_k
-# (qfedavg_lambdas, fused with its distance pass).
+# (qfedavg_squared_norms, fused with its distance pass).
 
 
 def qffl_numerators(

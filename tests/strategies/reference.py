@@ -5,12 +5,15 @@ floats: memory-hungry on purpose), the simple form the blocked Gram of
 ``fairfl/strategies/_ops/gram.py`` is compared with; :func:`fedmgda_step` is the step
 alone, as the tests and the paper write it. :func:`squared_distance` and
 :func:`squared_distance_parts` read q-FFL's ‖w^t − w̄_k‖² off the server's one-difference
-pass (``fairfl/strategies/_ops/passes.py``), for tests that check the distances alone.
+pass (``fairfl/strategies/_ops/passes.py``), for tests that check the distances alone;
+:func:`qfedavg_lambdas` composes q-FedAvg's λ from them as ``QFFL.lambdas`` does, for tests
+that check λ alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -18,6 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from fairfl.strategies._ops.gram import float_mask
 from fairfl.strategies._ops.passes import delta_sums_and_squared_distances
 from fairfl.strategies.fedmgda_qp import NORM_FLOOR, fedmgda_update
+from fairfl.strategies.qffl_step import qfedavg_squared_norms, qffl_coefficients
 
 
 def normalized_pseudo_gradients(
@@ -127,3 +131,22 @@ def squared_distance_parts(
         If a model has another number of arrays, or an array another shape.
     """
     return delta_sums_and_squared_distances(global_arrays, local_models)[1]
+
+
+def qfedavg_lambdas(
+    losses: ArrayLike,
+    squared_distances: ArrayLike,
+    *,
+    q: float,
+    lipschitz: float,
+    **options: Any,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """q-FedAvg's ``λ_k = L c_k`` on ``w^t - w̄_k`` and the h_k (paper 002, Algorithm 2).
+
+    c_k are :func:`~fairfl.strategies.qffl_step.qffl_coefficients` for the directions
+    ``Δw_k = L (w^t - w̄_k)``, whose squared norms are ``L² ‖w^t - w̄_k‖²``; ``options``
+    are its keyword arguments (``weights``, ``client_h``, ``epsilon``, ``norms_name``).
+    """
+    norms = qfedavg_squared_norms(squared_distances, lipschitz)
+    coefficients, h = qffl_coefficients(losses, norms, q=q, lipschitz=lipschitz, **options)
+    return lipschitz * coefficients, h

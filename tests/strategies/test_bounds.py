@@ -22,7 +22,6 @@ from fairfl.strategies import AFL, VRed, build_strategy
 from fairfl.strategies.afl import afl_lambda_update, project_to_simplex
 from fairfl.strategies.deltafl import cvar_weights
 from fairfl.strategies.gifair import gifair_lambda, gifair_weights
-from fairfl.strategies.qffl_step import qfedavg_lambdas
 from fairfl.strategies.rcfl import RCFL
 from fairfl.strategies.rcfl_dual import (
     aggregate_eta,
@@ -42,6 +41,7 @@ from tests.strategies.baseline_helpers import (
     loss_reply,
     shares,
 )
+from tests.strategies.reference import qfedavg_lambdas
 
 WEIGHTS = [np.zeros((2, 2), np.float32)]
 LAYOUT = ModelLayout.of(arrays_of(WEIGHTS))

@@ -20,8 +20,9 @@ from fairfl.contract.keys import QFFL_Q
 from fairfl.contract.qffl import h_term, qffl_h
 from fairfl.simulation import run_inprocess
 from fairfl.strategies import QFFL, STRATEGIES, FedAvg
-from fairfl.strategies.qffl_step import qfedavg_lambdas
+from fairfl.strategies.qffl_step import qfedavg_squared_norms
 from tests.conftest import arrays_of, make_reply
+from tests.strategies.reference import qfedavg_lambdas as lambdas
 from tests.strategies.reference import squared_distance
 
 # Hand-worked two-client example (Algorithm 2 with η = 0.5 -> L = 2, q = 1, w^t = 0):
@@ -31,6 +32,7 @@ from tests.strategies.reference import squared_distance
 #             Δ_2 = 3 (0, 4) = (0, 12);  h_2 = 1 · 3^0 · 16 + 2 · 3 = 22
 #   w^{t+1} = w^t - (Δ_1 + Δ_2) / (h_1 + h_2) = -(2, 12) / 28 = (-1/14, -3/7)
 #   unified form: λ_k = L F_k^q / Σh = (2/28, 6/28) = (1/14, 3/14)
+#   (λ_k = L c_k, c_k = F_k^q / Σh the coefficient of Δw_k: (1/28, 3/28))
 LR = 0.5
 GLOBAL = [np.zeros(2, np.float32)]
 LOCALS = [[np.array([-1.0, 0.0], np.float32)], [np.array([0.0, -2.0], np.float32)]]
@@ -100,7 +102,8 @@ def test_squared_distance_rejects_mismatched_models():
 
 
 def test_lambdas_by_hand():
-    lam, h = qfedavg_lambdas(LOSSES, [1.0, 4.0], q=1.0, lipschitz=2.0)
+    np.testing.assert_allclose(qfedavg_squared_norms([1.0, 4.0], 2.0), [4.0, 16.0])
+    lam, h = lambdas(LOSSES, [1.0, 4.0], q=1.0, lipschitz=2.0)
     np.testing.assert_allclose(h, [6.0, 22.0])
     np.testing.assert_allclose(lam, [1 / 14, 3 / 14])
 
@@ -108,15 +111,18 @@ def test_lambdas_by_hand():
 def test_lambdas_with_p_weighting_by_hand():
     # s = p = (0.25, 0.75): Σ s h = 0.25·6 + 0.75·22 = 18; λ = s L F^q / 18
     #   = (0.25·2·1, 0.75·2·3) / 18 = (0.5/18, 4.5/18) = (1/36, 1/4)
-    lam, _ = qfedavg_lambdas(LOSSES, [1.0, 4.0], q=1.0, lipschitz=2.0, weights=[0.25, 0.75])
+    lam, _ = lambdas(LOSSES, [1.0, 4.0], q=1.0, lipschitz=2.0, weights=[0.25, 0.75])
     np.testing.assert_allclose(lam, [1 / 36, 1 / 4])
 
 
 def test_lambdas_reject_bad_inputs():
     with pytest.raises(ValueError, match="non-empty vectors of one length"):
-        qfedavg_lambdas([1.0], [1.0, 2.0], q=1.0, lipschitz=1.0)
+        lambdas([1.0], [1.0, 2.0], q=1.0, lipschitz=1.0)
     with pytest.raises(ValueError, match="losses must be finite and >= 0"):
-        qfedavg_lambdas([-1.0], [1.0], q=1.0, lipschitz=1.0)
+        lambdas([-1.0], [1.0], q=1.0, lipschitz=1.0)
+    # A negative distance passes the L² scaling unchanged and is refused by name.
+    with pytest.raises(ValueError, match=r"squared_distances must be finite and >= 0"):
+        lambdas([1.0], [-1.0], q=1.0, lipschitz=1.0, norms_name="squared_distances")
 
 
 @settings(max_examples=80, deadline=None)
@@ -127,7 +133,7 @@ def test_lambdas_reject_bad_inputs():
 )
 def test_lambdas_are_finite_positive_and_sum_at_most_one(clients, q, lr):
     losses, distances = zip(*clients, strict=True)
-    lam, h = qfedavg_lambdas(losses, distances, q=q, lipschitz=1 / lr)
+    lam, h = lambdas(losses, distances, q=q, lipschitz=1 / lr)
     assert np.all(np.isfinite(lam)) and np.all(lam >= 0) and np.all(h > 0)
     # Σλ = Σ L F^q / Σ (L F^q + q F^{q-1} ‖Δw‖²) <= 1
     assert lam.sum() <= 1 + 1e-12
@@ -139,7 +145,7 @@ def test_lambdas_are_finite_positive_and_sum_at_most_one(clients, q, lr):
     st.floats(0.01, 10.0),
 )
 def test_equal_losses_give_equal_lambdas(distances, q, loss):
-    lam, _ = qfedavg_lambdas([loss] * len(distances), distances, q=q, lipschitz=4.0)
+    lam, _ = lambdas([loss] * len(distances), distances, q=q, lipschitz=4.0)
     np.testing.assert_allclose(lam, lam[0])
 
 
@@ -239,6 +245,45 @@ def test_q_zero_with_p_weighting_is_fedavg():
     )
     fedavg, _ = aggregate(FedAvg(), global_arrays, locals_, losses, counts)
     np.testing.assert_allclose(ours["0"].numpy(), fedavg["0"].numpy(), rtol=1e-6)
+
+
+# Size-proportional sampling (Algorithm 2, line 3: device k drawn with probability p_k)
+# with weighting="p", three clients, η = 0.5 -> L = 2, q = 1, w^t = 0, one weight:
+#   client 1: n = 10, F = 1, w̄ = -1:   Δw = L (0 + 1) = 2,   Δ = 1 · 2 = 2,   h = 1·1·4 + 2·1 = 6
+#   client 2: n = 30, F = 2, w̄ = -1:   Δw = 2,              Δ = 2 · 2 = 4,   h = 4 + 2·2 = 8
+#   client 3: n = 60, F = 3, w̄ = 0.5:  Δw = L (0 - 0.5) = -1, Δ = 3 · -1 = -3, h = 1 + 2·3 = 7
+# Round 1 is a census (no n_k known: every node trains, no draw), so "p" weighs by
+# p = (0.1, 0.3, 0.6): w = -(0.2 + 1.2 - 1.8) / (0.6 + 2.4 + 4.2) = 0.4 / 7.2 = 1/18.
+# Round 2 draws all three ∝ n_k, and Algorithm 2, line 8 sums the drawn devices
+# uniformly: w = -(2 + 4 - 3) / (6 + 8 + 7) = -3/21 = -1/7. (Weighting the sums of Δ_k
+# by p but Σ h_k by 1/3 would give -(-0.4) / 7 = 2/35.)
+SAMPLED_LOCALS = [[np.array([x], np.float32)] for x in (-1.0, -1.0, 0.5)]
+SAMPLED_LOSSES = [1.0, 2.0, 3.0]
+SAMPLED_COUNTS = [10, 30, 60]
+
+
+def test_size_proportional_sampling_with_p_weighting_by_hand():
+    strategy = QFFL(
+        client_learning_rate=LR, q=1.0, weighting="p", client_sampling="size-proportional"
+    )
+    results = []
+    for server_round in (1, 2):
+        with server_task_identity(1):
+            sent = strategy.configure_train(
+                server_round,
+                arrays_of([np.zeros(1, np.float32)]),
+                ConfigRecord({"lr": LR}),
+                grid_of([1, 2, 3]),
+            )
+            assert sorted(m.metadata.dst_node_id for m in sent) == [1, 2, 3]
+        extra = {i: {keys.PARTITION_ID: i - 1} for i in (1, 2, 3)}
+        replies = replies_for(SAMPLED_LOCALS, SAMPLED_LOSSES, SAMPLED_COUNTS, extra)
+        arrays, _ = strategy.aggregate_train(server_round, replies)
+        results.append(float(arrays["0"].numpy()[0]))
+        assert strategy.size_sampler.drawn == (server_round == 2)
+    assert results == pytest.approx([1 / 18, -1 / 7], rel=1e-6)
+    # Round 2's λ_k = (1/3) L F_k / ((1/3) Σh) = 2 F_k / 21.
+    assert strategy.train_records[2].weights == pytest.approx({1: 2 / 21, 2: 4 / 21, 3: 6 / 21})
 
 
 def test_client_h_that_agrees_is_used_and_one_that_disagrees_is_dropped(caplog):
