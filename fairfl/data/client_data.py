@@ -15,6 +15,7 @@ import functools
 import math
 import numbers
 from dataclasses import dataclass, field
+from typing import Required, TypedDict, Unpack
 
 import numpy as np
 
@@ -82,23 +83,30 @@ class ClientData:
         return len(self.a_train) == len(self.y_train) and len(self.a_train) > 0
 
 
-def load_client_data(
-    *,
-    dataset: str,
-    partitioner: str,
-    partition_id: int,
-    num_partitions: int,
-    seed: int = 0,
-    dirichlet_alpha: float = 0.3,
-    shards_per_partition: int = 2,
-    test_fraction: float = 0.3,
-    data_root: str = "",
-    download: bool = False,
-    group_sizes: str = "4,6",
-    group_labels: str = "",
-    group_samples_per_class: int = 0,
-    validation_fraction: float = 0.0,
-) -> ClientData:
+class FederationArguments(TypedDict, total=False):
+    """The keyword arguments that fix every client's data (all but ``partition_id``).
+
+    Those of :func:`load_client_data` (which documents each, with its default), taken
+    alike by :func:`partition_sizes` and :func:`check_federation`;
+    :meth:`fairfl.settings.RunSettings.data_kwargs` builds them from a run config.
+    """
+
+    dataset: Required[str]
+    partitioner: Required[str]
+    num_partitions: Required[int]
+    seed: int
+    dirichlet_alpha: float
+    shards_per_partition: int
+    test_fraction: float
+    data_root: str
+    download: bool
+    group_sizes: str
+    group_labels: str
+    group_samples_per_class: int
+    validation_fraction: float
+
+
+def load_client_data(*, partition_id: int, **arguments: Unpack[FederationArguments]) -> ClientData:
     """Load client ``partition_id``'s share of a data set, split into train and test.
 
     The pool is partitioned into ``num_partitions`` disjoint shares that together
@@ -165,48 +173,31 @@ def load_client_data(
         If torchvision files are missing and ``download`` is False.
 
     """
-    federation = _Federation(
-        dataset,
-        partitioner,
-        num_partitions,
-        seed,
-        dirichlet_alpha,
-        shards_per_partition,
-        test_fraction,
-        data_root,
-        download,
-        group_sizes,
-        group_labels,
-        group_samples_per_class,
-    )
+    federation = _Federation(**arguments)
+    num_partitions, seed = federation.num_partitions, int(federation.seed)
     if not _is_int(partition_id) or not 0 <= partition_id < num_partitions:
         raise ValueError(
             f"partition_id must be an int in [0, num_partitions={num_partitions}), "
             f"got {partition_id!r}"
         )
     partition_id = int(partition_id)
+    dataset, data_root = federation.dataset, resolve_data_root(federation.data_root)
     spec = synthetic.parse_name(dataset)
     if spec is not None:
         alpha, beta, size_sigma = spec
-        x, y = synthetic.device_data(alpha, beta, int(seed), partition_id, size_sigma)
+        x, y = synthetic.device_data(alpha, beta, seed, partition_id, size_sigma)
         rows = np.arange(len(y))
     else:
-        x, y = load_pool(dataset, resolve_data_root(data_root), download)
+        x, y = load_pool(dataset, data_root, federation.download)
         rows = _partition_lists(federation)[partition_id]
-    _check(
-        _is_real(validation_fraction) and 0 <= validation_fraction < 1,
-        "validation_fraction",
-        "a number in [0, 1)",
-        validation_fraction,
-    )
-    train, test = train_test_split(y[rows], float(test_fraction), int(seed), partition_id)
+    train, test = train_test_split(y[rows], float(federation.test_fraction), seed, partition_id)
     kept, validation = validation_split(
-        y[rows[train]], float(validation_fraction), int(seed), partition_id
+        y[rows[train]], float(federation.validation_fraction), seed, partition_id
     )
     train_rows, validation_rows = rows[train][kept], rows[train][validation]
     attribute: dict[str, np.ndarray] = {}
     if dataset in sensitive.SENSITIVE_DATASETS:
-        _, _, a = sensitive.load_sensitive_pool(dataset, resolve_data_root(data_root))
+        _, _, a = sensitive.load_sensitive_pool(dataset, data_root)
         attribute = {
             "a_train": a[train_rows].copy(),
             "a_test": a[rows[test]].copy(),
@@ -223,22 +214,7 @@ def load_client_data(
     )
 
 
-def partition_sizes(
-    *,
-    dataset: str,
-    partitioner: str,
-    num_partitions: int,
-    seed: int = 0,
-    dirichlet_alpha: float = 0.3,
-    shards_per_partition: int = 2,
-    test_fraction: float = 0.3,
-    data_root: str = "",
-    download: bool = False,
-    group_sizes: str = "4,6",
-    group_labels: str = "",
-    group_samples_per_class: int = 0,
-    validation_fraction: float = 0.0,
-) -> list[int]:
+def partition_sizes(**arguments: Unpack[FederationArguments]) -> list[int]:
     """Return the train-split size of every partition, for reports.
 
     Takes the arguments of `load_client_data` except ``partition_id``, and
@@ -247,9 +223,7 @@ def partition_sizes(
 
     Parameters
     ----------
-    dataset, partitioner, num_partitions, seed, dirichlet_alpha, shards_per_partition, \
-test_fraction, data_root, download, group_sizes, group_labels, group_samples_per_class, \
-validation_fraction
+    **arguments : FederationArguments
         See `load_client_data`.
 
     Returns
@@ -263,45 +237,20 @@ validation_fraction
         As `load_client_data`.
 
     """
-    federation = _Federation(
-        dataset,
-        partitioner,
-        num_partitions,
-        seed,
-        dirichlet_alpha,
-        shards_per_partition,
-        test_fraction,
-        data_root,
-        download,
-        group_sizes,
-        group_labels,
-        group_samples_per_class,
-    )
-    spec = synthetic.parse_name(dataset)
+    federation = _Federation(**arguments)
+    spec = synthetic.parse_name(federation.dataset)
     if spec is not None:
-        sizes = [synthetic.device_size(int(seed), pid, spec[2]) for pid in range(num_partitions)]
+        seed = int(federation.seed)
+        sizes = [
+            synthetic.device_size(seed, pid, spec[2]) for pid in range(federation.num_partitions)
+        ]
     else:
         sizes = [len(rows) for rows in _partition_lists(federation)]
-    train = [size - num_test_samples(size, test_fraction) for size in sizes]
-    return [n - num_validation_samples(n, validation_fraction) for n in train]
+    train = [size - num_test_samples(size, federation.test_fraction) for size in sizes]
+    return [n - num_validation_samples(n, federation.validation_fraction) for n in train]
 
 
-def check_federation(
-    *,
-    dataset: str,
-    partitioner: str,
-    num_partitions: int,
-    seed: int = 0,
-    dirichlet_alpha: float = 0.3,
-    shards_per_partition: int = 2,
-    test_fraction: float = 0.3,
-    data_root: str = "",
-    download: bool = False,
-    group_sizes: str = "4,6",
-    group_labels: str = "",
-    group_samples_per_class: int = 0,
-    validation_fraction: float = 0.0,
-) -> None:
+def check_federation(**arguments: Unpack[FederationArguments]) -> None:
     """Check the arguments of `load_client_data` (but ``partition_id``) without any data.
 
     Takes the arguments of `partition_sizes`; reads no pool, cuts no partition and draws
@@ -313,44 +262,30 @@ def check_federation(
         As `load_client_data` for the same arguments, naming the argument.
 
     """
-    _Federation(
-        dataset,
-        partitioner,
-        num_partitions,
-        seed,
-        dirichlet_alpha,
-        shards_per_partition,
-        test_fraction,
-        data_root,
-        download,
-        group_sizes,
-        group_labels,
-        group_samples_per_class,
-    )
-    _check(
-        _is_real(validation_fraction) and 0 <= validation_fraction < 1,
-        "validation_fraction",
-        "a number in [0, 1)",
-        validation_fraction,
-    )
+    _Federation(**arguments)
 
 
 @dataclass(frozen=True)
 class _Federation:
-    """The arguments that fix every client's data; checked on construction."""
+    """`FederationArguments` with their defaults, checked on construction.
+
+    Hashable: `_partition_lists` caches by it. ``validation_fraction`` does not take
+    part in the comparison: the partitions do not depend on it.
+    """
 
     dataset: str
     partitioner: str
     num_partitions: int
-    seed: int
-    dirichlet_alpha: float
-    shards_per_partition: int
-    test_fraction: float
-    data_root: str
-    download: bool
+    seed: int = 0
+    dirichlet_alpha: float = 0.3
+    shards_per_partition: int = 2
+    test_fraction: float = 0.3
+    data_root: str = ""
+    download: bool = False
     group_sizes: str = "4,6"
     group_labels: str = ""
     group_samples_per_class: int = 0
+    validation_fraction: float = field(default=0.0, compare=False)
 
     def groups(self) -> GroupLayout | None:
         """Return the planted groups of partitioner ``"groups"`` (``None`` for others)."""
@@ -408,6 +343,12 @@ class _Federation:
         _check(isinstance(self.data_root, str), "data_root", "a str", self.data_root)
         _check(isinstance(self.download, bool), "download", "a bool", self.download)
         self.groups()  # checks the group-* keys of partitioner "groups"
+        _check(
+            _is_real(self.validation_fraction) and 0 <= self.validation_fraction < 1,
+            "validation_fraction",
+            "a number in [0, 1)",
+            self.validation_fraction,
+        )
 
 
 @functools.lru_cache(maxsize=16)

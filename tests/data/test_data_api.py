@@ -16,6 +16,7 @@ from fairfl.data import (
     load_client_data,
     partition_sizes,
 )
+from fairfl.data.client_data import check_federation
 
 DIGITS = {"dataset": "digits", "num_partitions": 10}
 
@@ -198,6 +199,8 @@ BASE = {"dataset": "digits", "partitioner": "iid", "partition_id": 0, "num_parti
         ({"test_fraction": 1}, "test_fraction must be a number in (0, 1), got 1"),
         ({"data_root": None}, "data_root must be a str, got None"),
         ({"download": "yes"}, "download must be a bool, got 'yes'"),
+        ({"validation_fraction": 1.0}, "validation_fraction must be a number in [0, 1), got 1.0"),
+        ({"validation_fraction": -0.1}, "validation_fraction must be a number in [0, 1), got -0.1"),
     ],
 )
 def test_invalid_arguments_are_rejected(override, message):
@@ -206,8 +209,10 @@ def test_invalid_arguments_are_rejected(override, message):
         load_client_data(**kwargs)
     if "partition_id" not in override:
         del kwargs["partition_id"]
-        with pytest.raises(ValueError, match=re.escape(message)):
-            partition_sizes(**kwargs)
+        # The same arguments, the same check: without data (check_federation) or with.
+        for function in (check_federation, partition_sizes):
+            with pytest.raises(ValueError, match=re.escape(message)):
+                function(**kwargs)
 
 
 def test_dataset_info_rejects_unknown_names():
