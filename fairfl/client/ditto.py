@@ -33,7 +33,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context
 from torch import Tensor, nn
 
 from fairfl.client.batches import BatchKeys, split_batch
-from fairfl.client.training import LossFn, proximal_term, sgd_step, zero_grad
+from fairfl.client.training import LossFn, proximal_objective, sgd_step, zero_grad
 from fairfl.contract import keys
 from fairfl.contract.config import get_config_value
 
@@ -168,7 +168,8 @@ def personal_batches_step(
     """Ditto's personal update on ``model`` (holding v_k) over ``settings.epochs`` passes.
 
     Each minibatch takes the step of Algorithm 1, line 6: plain SGD at ``settings.lr`` on
-    ``loss_fn`` plus (λ/2)‖v − w^t‖², ``anchor`` being w^t's parameters in
+    ``loss_fn`` plus (λ/2)‖v − w^t‖² (:func:`fairfl.client.training.proximal_objective`,
+    FedProx's objective with μ = λ), ``anchor`` being w^t's parameters in
     ``model.parameters()`` order. Returns the mean batch loss of F_k.
 
     Raises
@@ -179,16 +180,19 @@ def personal_batches_step(
     model.train()
     parameters = list(model.parameters())
     losses: list[float] = []
+
+    def personal_loss(outputs: Tensor, targets: Tensor) -> Tensor:
+        loss = loss_fn(outputs, targets)
+        losses.append(float(loss.detach()))  # F_k's, before the proximal term
+        return loss
+
+    objective = proximal_objective(personal_loss, model, settings.lam, anchor=anchor)
     for _ in range(settings.epochs):
         for batch in batches:
             inputs, targets = split_batch(batch, batch_keys)
-            outputs = model(torch.as_tensor(inputs).to(device))
-            loss = loss_fn(outputs, torch.as_tensor(targets).to(device))
-            losses.append(float(loss.detach()))
             zero_grad(parameters)
-            if settings.lam > 0:
-                loss = loss + proximal_term(model, anchor, settings.lam)
-            loss.backward()
+            outputs = model(torch.as_tensor(inputs).to(device))
+            objective(outputs, torch.as_tensor(targets).to(device)).backward()
             sgd_step(parameters, settings.lr)
     if not losses:
         raise ValueError("ditto: the loader yielded no batch for the personal step")

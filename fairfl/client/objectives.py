@@ -16,7 +16,7 @@ import torch
 from flwr.app import ConfigRecord
 from torch import Tensor, nn
 
-from fairfl.client.training import BatchObjective, LossFn, proximal_term
+from fairfl.client.training import BatchObjective, LossFn, proximal_objective
 from fairfl.contract import keys
 from fairfl.contract.config import get_config_value
 
@@ -49,8 +49,9 @@ def objective_loss(loss_fn: LossFn, config: ConfigRecord, model: nn.Module) -> L
     The wrapped loss is ``T(loss_fn(outputs, targets)) + μ/2 ||w - w^t||²``, with T
     PropFair's :func:`propfair_loss` when the config has ``propfair-m`` (else the
     identity), μ the config's ``proximal-mu`` (absent: 0, no term), w the parameters of
-    ``model`` when the loss is called and w^t a copy of them taken now. It is the
-    objective :func:`fairfl.client.training.train_local` minimises, for any loss.
+    ``model`` when the loss is called and w^t a copy of them taken now
+    (:func:`fairfl.client.training.proximal_objective`). It is the objective
+    :func:`fairfl.client.training.train_local` minimises, for any loss.
 
     Parameters
     ----------
@@ -73,20 +74,9 @@ def objective_loss(loss_fn: LossFn, config: ConfigRecord, model: nn.Module) -> L
         If an objective key has the wrong type or value (see :func:`local_objective`).
     """
     objective = local_objective(config)
-    transform, mu = objective.batch_objective, objective.proximal_mu
-    if transform is None and mu == 0:
-        return loss_fn
-    anchor = [p.detach().clone() for p in model.parameters()] if mu > 0 else []
-
-    def loss(outputs: Tensor, targets: Tensor) -> Tensor:
-        value = loss_fn(outputs, targets)
-        if transform is not None:
-            value = transform(value)
-        if mu > 0:
-            value = value + proximal_term(model, anchor, mu)
-        return value
-
-    return loss
+    return proximal_objective(
+        loss_fn, model, objective.proximal_mu, transform=objective.batch_objective
+    )
 
 
 def _propfair_objective(config: ConfigRecord) -> BatchObjective | None:

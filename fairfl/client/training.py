@@ -155,24 +155,25 @@ def train_local(
         )
     model.train()
     parameters = list(model.parameters())
-    if anchor is None:
-        anchor = [p.detach().clone() for p in model.parameters()] if proximal_mu > 0 else []
     generator = torch.Generator().manual_seed(seed)
     inputs_all = torch.from_numpy(x).to(device)
     labels_all = torch.from_numpy(y).to(device)
     losses: list[float] = []
+
+    def cross_entropy(outputs: Tensor, targets: Tensor) -> Tensor:
+        loss = nn.functional.cross_entropy(outputs, targets)
+        losses.append(float(loss.detach()))  # the batch's F_k, before the objective
+        return loss
+
+    objective = proximal_objective(
+        cross_entropy, model, proximal_mu, anchor=anchor, transform=batch_objective
+    )
     for _ in range(epochs):
         order = torch.randperm(len(x), generator=generator).to(device)
         for start in _batches(x, batch_size):
             index = order[start : start + batch_size]
             zero_grad(parameters)
-            loss = nn.functional.cross_entropy(model(inputs_all[index]), labels_all[index])
-            losses.append(float(loss.detach()))
-            if batch_objective is not None:
-                loss = batch_objective(loss)
-            if proximal_mu > 0:
-                loss = loss + proximal_term(model, anchor, proximal_mu)
-            loss.backward()
+            objective(model(inputs_all[index]), labels_all[index]).backward()
             sgd_step(parameters, lr)
     return float(np.mean(losses))
 
@@ -207,6 +208,58 @@ def sgd_step(parameters: Iterable[Tensor], lr: float) -> None:
         return
     for param, grad in zip(params, grads, strict=True):
         param.add_(grad, alpha=-lr)  # type: ignore[arg-type]
+
+
+def proximal_objective(
+    loss_fn: LossFn,
+    model: nn.Module,
+    mu: float,
+    *,
+    anchor: list[Tensor] | None = None,
+    transform: BatchObjective | None = None,
+) -> LossFn:
+    """``T(loss_fn(outputs, targets)) + μ/2 ||w - w^t||²``: the proximal objective.
+
+    FedProx's local objective (``proximal-mu``, with PropFair's T where the rule sends
+    it), and Ditto's personal one: Algorithm 1, line 6 of Ditto (Li et al., ICML 2021)
+    is an SGD step on ``F_k(v_k) + λ/2 ||v_k - w^t||²``, this with μ = λ and w^t the
+    *received* global model while ``model`` holds v_k. One function for both, so that
+    :func:`train_local`, :func:`fairfl.client.objectives.objective_loss` and
+    :func:`fairfl.client.ditto.personal_batches_step` minimise the same expression.
+
+    Parameters
+    ----------
+    loss_fn : Callable[[Tensor, Tensor], Tensor]
+        ``loss_fn(outputs, targets)``: the mean loss of a batch.
+    model : nn.Module
+        The model being trained; w is its parameters when the loss is called.
+    mu : float
+        μ >= 0 (0: no proximal term).
+    anchor : list[Tensor] | None
+        w^t, one tensor per parameter in ``model.parameters()`` order; ``None``: a copy
+        of ``model``'s parameters taken now.
+    transform : Callable[[Tensor], Tensor] | None
+        T, applied to the batch loss before the term is added; ``None``: the identity.
+
+    Returns
+    -------
+    Callable[[Tensor, Tensor], Tensor]
+        ``loss_fn`` itself when ``transform`` is ``None`` and μ is 0.
+    """
+    if transform is None and mu == 0:
+        return loss_fn
+    if anchor is None:
+        anchor = [p.detach().clone() for p in model.parameters()] if mu > 0 else []
+
+    def objective(outputs: Tensor, targets: Tensor) -> Tensor:
+        value = loss_fn(outputs, targets)
+        if transform is not None:
+            value = transform(value)
+        if mu > 0:
+            value = value + proximal_term(model, anchor, mu)
+        return value
+
+    return objective
 
 
 def proximal_term(model: nn.Module, anchor: list[Tensor], mu: float) -> Tensor:

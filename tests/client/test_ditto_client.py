@@ -164,23 +164,15 @@ def test_ditto_through_the_inprocess_runner(tmp_path):
     )
 
 
-def test_fair_train_and_fair_evaluate_run_ditto_on_a_users_model_and_loader(tmp_path):
+def test_fair_train_and_fair_evaluate_run_ditto_on_a_users_model_and_loader(tmp_path, sgd_train_fn):
     torch.manual_seed(2)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
     data = torch.utils.data.TensorDataset(torch.randn(12, 4), torch.randint(0, 3, (12,)))
     loader = torch.utils.data.DataLoader(data, batch_size=4)
     loss_fn = torch.nn.CrossEntropyLoss()
-
-    def train_fn(net, batches, loss, config):
-        optimizer = torch.optim.SGD(net.parameters(), lr=config["lr"])
-        for inputs, targets in batches:
-            optimizer.zero_grad()
-            loss(net(inputs), targets).backward()
-            optimizer.step()
-
     context = _context(str(tmp_path))
     sent = _message("train", model, DITTO)
-    reply = fair_train(sent, model, loader, loss_fn, train_fn, partition_id=1, context=context)
+    reply = fair_train(sent, model, loader, loss_fn, sgd_train_fn, partition_id=1, context=context)
     # model holds the trained global weights w_k again, as the reply does
     for a, b in zip(
         reply[keys.ARRAYS].to_numpy_ndarrays(),

@@ -89,8 +89,8 @@ def test_ambiguous_or_unknown_dict_batches_name_the_keys_found():
         split_batch(torch.zeros(3))
 
 
-def test_dict_batches_give_the_same_reply_as_pairs():
-    by_pairs = fair_train(message(net()), net(), PAIRS, nn.CrossEntropyLoss(), uses_pairs)
+def test_dict_batches_give_the_same_reply_as_pairs(sgd_train_fn):
+    by_pairs = fair_train(message(net()), net(), PAIRS, nn.CrossEntropyLoss(), sgd_train_fn)
     by_dicts = fair_train(message(net()), net(), DICTS, nn.CrossEntropyLoss(), uses_loss_fn)
     assert dict(by_dicts["metrics"]) == pytest.approx(dict(by_pairs["metrics"]))
     for key in by_pairs["arrays"]:
@@ -101,14 +101,6 @@ def test_dict_batches_give_the_same_reply_as_pairs():
     reply = fair_evaluate(message(zero), net(), DICTS, nn.CrossEntropyLoss())
     assert reply["metrics"][keys.EVAL_LOSS] == pytest.approx(1.0986123, rel=1e-6)
     assert reply["metrics"][keys.EVAL_ACC] == 0.5  # argmax 0 everywhere; labels 0, 1, 2, 0
-
-
-def uses_pairs(model, trainloader, loss_fn, config):
-    optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
-    for x, y in trainloader:
-        optimizer.zero_grad()
-        loss_fn(model(x), y).backward()
-        optimizer.step()
 
 
 def test_dict_batches_reach_equitable_fls_activation_and_rcfl():
