@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shlex
 import subprocess
 import sys
@@ -46,6 +45,14 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _scale import (
+    child_run_inprocess,
+    measure_child,
+    round_times,
+    status_kb,
+    synthetic_fedavg,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -63,31 +70,8 @@ def run_config(nodes: int, sampled: int, rounds: int, out_dir: Path) -> dict[str
     fraction = sampled / nodes
     if int(nodes * fraction) != sampled:  # Flower samples int(connected * fraction)
         fraction = (sampled + 0.5) / nodes
-    return {
-        "strategy": "fedavg",
-        "dataset": "synthetic",
-        "partitioner": "natural",
-        "model": "logreg",
-        "num-partitions": nodes,
-        "num-server-rounds": rounds,
-        "fraction-train": fraction,
-        "fraction-evaluate": fraction,
-        "local-epochs": 1,
-        "batch-size": 32,
-        "lr": 0.05,
-        "seed": 1,
-        "node-wait-timeout": 1800.0,
-        "out-dir": str(out_dir),
-    }
-
-
-def round_times(out_dir: Path) -> list[float]:
-    """Seconds each round took, from the server's ``wall_time`` stamps."""
-    path = out_dir / "rounds.jsonl"
-    if not path.is_file():
-        return []
-    stamps = [json.loads(line)["wall_time"] for line in path.read_text().splitlines() if line]
-    return [b - a for a, b in zip([0.0, *stamps], stamps, strict=False)]
+    more = {"fraction-train": fraction, "fraction-evaluate": fraction, "node-wait-timeout": 1800.0}
+    return synthetic_fedavg(nodes, rounds, out_dir, **more)
 
 
 def sampled_per_round(out_dir: Path) -> list[dict[str, int]]:
@@ -105,58 +89,17 @@ def steady(rounds: list[float]) -> float | None:
 
 
 # ------------------------------------------------------------------ in process
-def child_inprocess(config: dict[str, Any]) -> None:
-    """Run in a fresh process: print one JSON line of results."""
-    import logging
-
-    import torch
-
-    torch.set_num_threads(1)
-    from fairfl.logs import attach_flower_console
-    from fairfl.simulation import run_inprocess
-
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    attach_flower_console(logging.WARNING)
-    baseline_kb = _status_kb(os.getpid(), "VmRSS:")
-    started = time.perf_counter()
-    run_inprocess(config)
-    total = time.perf_counter() - started
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(
-        json.dumps(
-            {"total_s": total, "peak_mb": peak_kb / 1024, "run_mb": (peak_kb - baseline_kb) / 1024}
-        )
-    )
-
-
 def measure_inprocess(config: dict[str, Any], timeout: float) -> dict[str, Any]:
     """The in-process runner on ``config`` in a child process."""
     command = [sys.executable, __file__, "--child", json.dumps(config)]
     out_dir = Path(config["out-dir"])
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"over {timeout:.0f} s", "round_s": round_times(out_dir)}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"error": (done.stderr or done.stdout)[-500:]}
-    result = json.loads(lines[-1])
-    result["round_s"] = round_times(out_dir)
-    result["sampled"] = sampled_per_round(out_dir)
+    result = measure_child(command, out_dir, timeout)
+    if "total_s" in result:
+        result["sampled"] = sampled_per_round(out_dir)
     return result
 
 
 # ------------------------------------------------------------------ Flower's engine
-def _status_kb(pid: int, field: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def role(pid: int) -> str:
     """What a process of the run is: superlink, superexec, simulation, client or ray."""
     try:
@@ -212,9 +155,9 @@ class MemoryWatch:
                     continue
                 counts[kind] = counts.get(kind, 0) + 1
                 self.first_seen.setdefault(kind, time.perf_counter() - self.started)
-                self.peak_kb[kind] = max(self.peak_kb.get(kind, 0), _status_kb(pid, "VmHWM:"))
+                self.peak_kb[kind] = max(self.peak_kb.get(kind, 0), status_kb(pid, "VmHWM:"))
                 if kind in ("superlink", "simulation"):
-                    server_kb += _status_kb(pid, "VmRSS:")
+                    server_kb += status_kb(pid, "VmRSS:")
             self.server_peak_kb = max(self.server_peak_kb, server_kb)
             for kind, count in counts.items():
                 self.count[kind] = max(self.count.get(kind, 0), count)
@@ -708,7 +651,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--child-startup", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        child_inprocess(json.loads(args.child))
+        child_run_inprocess(json.loads(args.child))
         return {}
     if args.child_startup is not None:
         child_startup(json.loads(args.child_startup))

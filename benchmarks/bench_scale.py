@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -40,72 +39,18 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _scale import (
+    child_run_inprocess,
+    measure_child,
+    round_times,
+    status_kb,
+    synthetic_fedavg,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-
-
-def run_config(num_clients: int, rounds: int, out_dir: Path) -> dict:
-    return {
-        "strategy": "fedavg",
-        "dataset": "synthetic",
-        "partitioner": "natural",
-        "model": "logreg",
-        "num-partitions": num_clients,
-        "num-server-rounds": rounds,
-        "local-epochs": 1,
-        "batch-size": 32,
-        "lr": 0.05,
-        "seed": 1,
-        "out-dir": str(out_dir),
-    }
-
-
-def round_times(out_dir: Path) -> list[float]:
-    """Seconds each round took, from the server's ``wall_time`` stamps."""
-    path = out_dir / "rounds.jsonl"
-    if not path.is_file():
-        return []
-    stamps = [json.loads(line)["wall_time"] for line in path.read_text().splitlines() if line]
-    return [b - a for a, b in zip([0.0, *stamps], stamps, strict=False)]
-
-
-def child_inprocess(num_clients: int, rounds: int, out_dir: Path) -> None:
-    """Run in a fresh process: print one JSON line of results."""
-    import logging
-
-    import torch
-
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    torch.set_num_threads(1)
-    from fairfl.logs import attach_flower_console
-    from fairfl.simulation import run_inprocess
-
-    attach_flower_console(logging.WARNING)
-    baseline_kb = _rss_kb()
-    started = time.perf_counter()
-    run_inprocess(run_config(num_clients, rounds, out_dir))
-    total = time.perf_counter() - started
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(
-        json.dumps(
-            {
-                "total_s": total,
-                "round_s": round_times(out_dir),
-                "peak_mb": peak_kb / 1024,
-                "run_mb": (peak_kb - baseline_kb) / 1024,
-            }
-        )
-    )
-
-
-def _rss_kb() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def measure_inprocess(
@@ -124,24 +69,7 @@ def measure_inprocess(
         "--fairfl-path",
         str(fairfl_path),
     ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"over {timeout:.0f} s", "round_s": round_times(out_dir)}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"error": (done.stderr or done.stdout)[-300:]}
-    return json.loads(lines[-1])
-
-
-def _status_kb(pid: int, field: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return measure_child(command, out_dir, timeout)
 
 
 def _cmdline(pid: int) -> str:
@@ -178,11 +106,11 @@ def measure_flwr(
             while not stop.is_set():
                 family = [superlink.pid, *descendants(superlink.pid)]
                 peaks["tree_kb"] = max(
-                    peaks["tree_kb"], sum(_status_kb(p, "VmRSS:") for p in family)
+                    peaks["tree_kb"], sum(status_kb(p, "VmRSS:") for p in family)
                 )
                 for pid in family:
                     name = _short_name(_cmdline(pid))
-                    by_name[name] = max(by_name.get(name, 0), _status_kb(pid, "VmHWM:"))
+                    by_name[name] = max(by_name.get(name, 0), status_kb(pid, "VmHWM:"))
                 time.sleep(0.5)
 
         threading.Thread(target=poll, daemon=True).start()
@@ -192,7 +120,7 @@ def measure_flwr(
     try:
         with log_path.open("wb") as log:
             code = run_simulation(
-                toml_overrides(run_config(num_clients, rounds, out_dir)),
+                toml_overrides(synthetic_fedavg(num_clients, rounds, out_dir)),
                 num_clients,
                 work / f"flwr-home-{num_clients}",
                 timeout=timeout,
@@ -265,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.child is not None:
         sys.path.insert(0, str(args.fairfl_path.resolve()))
-        child_inprocess(args.child, args.rounds, args.out)
+        child_run_inprocess(synthetic_fedavg(args.child, args.rounds, args.out))
         return {}
     work = args.work or Path(tempfile.mkdtemp(prefix="fairfl-scale-"))
     work.mkdir(parents=True, exist_ok=True)

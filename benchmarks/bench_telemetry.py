@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _scale import synthetic_fedavg
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -43,23 +45,10 @@ ALL_SINKS = "tensorboard,mlflow,wandb,prometheus"
 
 
 def run_config(num_clients: int, rounds: int, out_dir: Path, telemetry: str) -> dict:
-    return {
-        "strategy": "fedavg",
-        "dataset": "synthetic",
-        "partitioner": "natural",
-        "model": "logreg",
-        "num-partitions": num_clients,
-        "num-server-rounds": rounds,
-        "local-epochs": 1,
-        "batch-size": 32,
-        "lr": 0.05,
-        "seed": 1,
-        "out-dir": str(out_dir),
-        "checkpoint": False,
-        "telemetry": telemetry,
-        "telemetry-port": 0,
-        "telemetry-max-clients": num_clients,
-    }
+    more = {"telemetry-port": 0, "telemetry-max-clients": num_clients}
+    return synthetic_fedavg(
+        num_clients, rounds, out_dir, checkpoint=False, telemetry=telemetry, **more
+    )
 
 
 def steady_round_s(out_dir: Path) -> float:
