@@ -39,13 +39,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _scale import (
-    child_run_inprocess,
-    measure_child,
-    round_times,
-    status_kb,
-    synthetic_fedavg,
-)
+from _scale import child_run_inprocess, measure_child, round_times, status_kb, synthetic_fedavg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
