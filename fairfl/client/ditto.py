@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from fairfl.client.batches import BatchKeys, split_batch
 from fairfl.client.training import LossFn, proximal_objective, sgd_step, zero_grad
 from fairfl.contract import keys
-from fairfl.contract.config import get_config_value
+from fairfl.contract.config import get_config_value, get_config_value_or
 
 logger = logging.getLogger(__name__)
 
@@ -68,16 +68,8 @@ def ditto_settings(config: ConfigRecord | Mapping[str, Any]) -> DittoSettings | 
     if keys.DITTO_LAMBDA not in config:
         return None
     lam = get_config_value(config, keys.DITTO_LAMBDA, float)
-    epochs = (
-        get_config_value(config, keys.DITTO_PERSONAL_EPOCHS, int)
-        if keys.DITTO_PERSONAL_EPOCHS in config
-        else 0
-    )
-    scale = (
-        get_config_value(config, keys.DITTO_PERSONAL_LR_SCALE, float)
-        if keys.DITTO_PERSONAL_LR_SCALE in config
-        else 1.0
-    )
+    epochs = get_config_value_or(config, keys.DITTO_PERSONAL_EPOCHS, int, 0)
+    scale = get_config_value_or(config, keys.DITTO_PERSONAL_LR_SCALE, float, 1.0)
     if not (np.isfinite(lam) and lam >= 0):
         raise ValueError(f"config {keys.DITTO_LAMBDA} must be a finite number >= 0, got {lam!r}")
     if epochs < 0:

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from fairfl.client.training import BatchObjective, LossFn, proximal_objective
 from fairfl.contract import keys
-from fairfl.contract.config import get_config_value
+from fairfl.contract.config import get_config_value, get_config_value_or
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def local_objective(config: ConfigRecord) -> LocalObjective:
     ValueError
         If a key has the wrong type or value (the message names the key).
     """
-    mu = get_config_value(config, keys.PROXIMAL_MU, float) if keys.PROXIMAL_MU in config else 0.0
+    mu = get_config_value_or(config, keys.PROXIMAL_MU, float, 0.0)
     if mu < 0:
         raise ValueError(f"config key {keys.PROXIMAL_MU!r} must be >= 0, got {mu}")
     return LocalObjective(batch_objective=_propfair_objective(config), proximal_mu=mu)
@@ -84,16 +84,8 @@ def _propfair_objective(config: ConfigRecord) -> BatchObjective | None:
     if keys.PROPFAIR_M not in config:
         return None
     m = get_config_value(config, keys.PROPFAIR_M, float)
-    epsilon = (
-        get_config_value(config, keys.PROPFAIR_EPSILON, float)
-        if keys.PROPFAIR_EPSILON in config
-        else 0.2
-    )
-    huber = (
-        get_config_value(config, keys.PROPFAIR_HUBER, bool)
-        if keys.PROPFAIR_HUBER in config
-        else False
-    )
+    epsilon = get_config_value_or(config, keys.PROPFAIR_EPSILON, float, 0.2)
+    huber = get_config_value_or(config, keys.PROPFAIR_HUBER, bool, False)
     if not (math.isfinite(m) and m > 0):
         raise ValueError(f"config key {keys.PROPFAIR_M!r} must be > 0, got {m}")
     if not (math.isfinite(epsilon) and 0 < epsilon < m):

@@ -32,6 +32,17 @@ def get_config_value(config: Mapping[str, Any], key: str, type_: type[T]) -> T:
     return value
 
 
+def get_config_value_or(config: Mapping[str, Any], key: str, type_: type[T], default: T) -> T:
+    """``config[key]`` read as :func:`get_config_value` does, or ``default`` when absent.
+
+    Raises
+    ------
+    ValueError
+        If the key is present with another type (the message names both).
+    """
+    return get_config_value(config, key, type_) if key in config else default
+
+
 class UnknownKeyError(ValueError):
     """A config holds a key that nothing reads (a typo would otherwise run on defaults)."""
 

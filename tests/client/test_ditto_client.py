@@ -76,6 +76,10 @@ def test_settings_from_the_config():
     assert ditto_settings(scaled) == DittoSettings(0.5, 1, 0.1)
     with pytest.raises(ValueError, match=r"config ditto-lambda must be a finite number >= 0"):
         ditto_settings({**base, keys.DITTO_LAMBDA: -1.0})
+    with pytest.raises(ValueError, match=r"'ditto-personal-epochs' must be int, got str"):
+        ditto_settings({**base, **DITTO, keys.DITTO_PERSONAL_EPOCHS: "2"})
+    with pytest.raises(ValueError, match=r"'ditto-personal-lr-scale' must be float, got bool"):
+        ditto_settings({**base, **DITTO, keys.DITTO_PERSONAL_LR_SCALE: True})
 
 
 def test_personal_model_lives_in_context_state_across_rounds():
