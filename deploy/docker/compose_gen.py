@@ -67,6 +67,10 @@ LIMITS = {
 #: Where SuperNodes reach the SuperLink's Fleet API: the proxy, by its service name
 #: (the server certificate must name it: gen-certs.sh --san DNS:fleet-proxy).
 FLEET_PROXY = "fleet-proxy:9092"
+# The client registration the one-shot writes and the ServerApp's SuperExec reads: pass
+# -c client-registration=/app/registration/clients.toml to bind replies to node keys.
+REGISTRATION_DIR = "/app/registration"
+REGISTRATION_FILE = f"{REGISTRATION_DIR}/clients.toml"
 #: Arguments of deploy/scripts/start-proxy.sh in fleet-proxy: devices' TLS on :9092, the
 #: SuperLink's certificate checked for its in-network name.
 PROXY_COMMAND = [
@@ -219,7 +223,10 @@ def compose(n: int, tag: str = "0.1.0") -> str:
         raise ValueError("need at least one SuperNode")
     pki = "${FAIRFL_PKI_DIR:-./.flwr-home/pki}"
     image = "fairfl/{}:${{FAIRFL_IMAGE_TAG:-" + tag + "}}"
-    pubkeys = [f"/run/secrets/supernode-{i + 1}.pub" for i in range(n)]
+    # SuperNode k's key speaks for partition k - 1 (node_config): the client registration.
+    pubkeys = [f"/run/secrets/supernode-{i + 1}.pub={i}" for i in range(n)]
+    register_args = ["--registration", REGISTRATION_FILE, "superlink:8000", "/run/secrets/ca.crt"]
+    register_args += pubkeys
     out: list[str] = [
         HEADER.format(
             n=n, tag=tag, flwr=FLWR_VERSION, proxy_base=PROXY_BASE_IMAGE, **limit_defaults()
@@ -304,13 +311,17 @@ services:
         condition: service_healthy
     restart: unless-stopped
 
-  # Registers every SuperNode's public key, then exits; SuperNodes start after it.
+  # Registers every SuperNode's public key and writes the client registration (key
+  # fingerprint -> partition id; a run binds replies to it with -c
+  # client-registration={REGISTRATION_FILE}), then exits; SuperNodes start after it.
   supernode-register:
     image: {image.format("superlink")}
 {hardening("register")}
     entrypoint: ["/bin/sh", "/app/register-supernodes.sh"]
-    command: {flow(["superlink:8000", "/run/secrets/ca.crt", *pubkeys])}
+    command: {flow(register_args)}
     environment: *flower-env
+    volumes:
+      - client-registration:{REGISTRATION_DIR}
     secrets: {flow(["ca.crt"] + [f"supernode-{i + 1}.pub" for i in range(n)])}
     networks: [link]
     depends_on:
@@ -333,6 +344,7 @@ services:
     volumes:
       # The ServerApp runs in /app: run-config out-dir "outputs/<name>" lands here.
       - ${{FAIRFL_RESULTS_DIR:-./outputs/docker}}:/app/outputs
+      - client-registration:{REGISTRATION_DIR}:ro
     secrets: [ca.crt, superexec.secret]
     networks: [link]
     depends_on:
@@ -396,7 +408,8 @@ networks:
     out.append("""
 
 volumes:
-  superlink-state: {}""")
+  superlink-state: {}
+  client-registration: {}""")
     for i in range(n):
         out.append(f"\n  node-{i + 1}-data: {{}}")
     out.append(f"""

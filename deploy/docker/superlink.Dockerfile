@@ -12,12 +12,13 @@ FROM ${BASE_IMAGE}
 
 # The image runs as the unprivileged user `app` (uid 49999), whatever the base image's
 # default user: the flwr images and the offline stand-in have it, another base gets it.
-# SQLite state (`--database /app/state/state.db`); a named volume is mounted here and
-# takes this directory's owner (`app`).
+# SQLite state (`--database /app/state/state.db`) and the client registration the
+# one-shot writes (/app/registration): named volumes are mounted there and take these
+# directories' owner (`app`).
 USER 0
 RUN id -u app >/dev/null 2>&1 \
     || useradd --no-create-home --home-dir /app --uid 49999 --user-group --shell /bin/sh app \
-    && mkdir -p /app/state && chown app:app /app/state
+    && mkdir -p /app/state /app/registration && chown app:app /app/state /app/registration
 COPY deploy/docker/register-supernodes.sh /app/register-supernodes.sh
 USER 49999:49999
 RUN flower-superlink --version && flwr --version

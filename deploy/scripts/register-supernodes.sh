@@ -8,25 +8,28 @@
 # each key's SSH fingerprint (ssh-keygen -lf) to the partition id it may speak for.
 #
 # Usage: deploy/scripts/register-supernodes.sh [--connection NAME] [--registration FILE]
-#            PUBKEY.pub[=PARTITION]...
+#            [--no-register] PUBKEY.pub[=PARTITION]...
 #   --connection NAME   Flower connection profile in $FLWR_HOME/config.toml (default: tls;
 #                       see flwr-home.sh)
 #   --registration FILE write the client registration (every key needs =PARTITION)
+#   --no-register       only write FILE; register no key (Kubernetes: the Job registers)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-fairfl_need flwr "install flwr, or set FAIRFL_VENV"
 
-CONN=tls; KEYS=(); REGISTRATION=""
+CONN=tls; KEYS=(); REGISTRATION=""; REGISTER=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --connection) CONN="$2"; shift 2 ;;
     --registration) REGISTRATION="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --no-register) REGISTER=0; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     -*) fairfl_die "unknown option $1" ;;
     *) KEYS+=("$1"); shift ;;
   esac
 done
 [[ ${#KEYS[@]} -gt 0 ]] || fairfl_die "no public key given"
+[[ "$REGISTER" == 1 || -n "$REGISTRATION" ]] || fairfl_die "--no-register needs --registration FILE"
+[[ "$REGISTER" == 0 ]] || fairfl_need flwr "install flwr, or set FAIRFL_VENV"
 status=0
 if [[ -n "$REGISTRATION" ]]; then
   fairfl_need ssh-keygen "install openssh-client (ssh-keygen prints the key fingerprints)"
@@ -42,6 +45,7 @@ if [[ -n "$REGISTRATION" ]]; then
     "${entries[@]}" > "$REGISTRATION"
   echo "wrote $REGISTRATION (${#KEYS[@]} keys); run with -c client-registration=$REGISTRATION"
 fi
+[[ "$REGISTER" == 1 ]] || exit 0
 for item in "${KEYS[@]}"; do
   key="${item%=*}"
   name="$(basename "$key" .pub)"

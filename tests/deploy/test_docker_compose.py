@@ -253,7 +253,9 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
                 "--out-dir",
                 "/app/outputs/run1",
                 "-c",
-                f"num-partitions={N_SUPERNODES} min-available-nodes={N_SUPERNODES}",
+                # Replies bound to the node keys by the one-shot's client registration.
+                f"num-partitions={N_SUPERNODES} min-available-nodes={N_SUPERNODES} "
+                "client-registration='/app/registration/clients.toml'",
             ],
             env=env,
             capture_output=True,
@@ -273,6 +275,7 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
         )
         for r in rounds:
             assert sorted(c["partition_id"] for c in r["clients"]) == list(range(N_SUPERNODES))
+            assert r["train"]["accepted"] == N_SUPERNODES and not r["train"]["dropped"], r
         assert (results / "run1" / "summary.json").exists()
     finally:
         down = run_dc(

@@ -112,6 +112,13 @@ def test_same_topology_as_compose() -> None:
     items = next(v for v in proxy["volumes"] if "secret" in v)["secret"]["items"]
     assert sorted(i["key"] for i in items) == ["ca.crt", "superlink.crt", "superlink.key"]
     assert _find("Service", "fleet-proxy")["spec"]["ports"][0]["port"] == 9092
+    # The ServerApp reads the client registration where compose's ServerApp does.
+    server = _find("Deployment", "superexec-serverapp")["spec"]["template"]["spec"]
+    mounts = {m["name"]: m for m in server["containers"][0]["volumeMounts"]}
+    assert mounts["client-registration"]["mountPath"] == "/app/registration"
+    assert mounts["client-registration"]["readOnly"] is True
+    volume = next(v for v in server["volumes"] if v["name"] == "client-registration")
+    assert volume["configMap"]["name"] == "fairfl-client-registration"
 
 
 def test_namespace_enforces_the_restricted_pod_security_standard() -> None:
