@@ -2,7 +2,8 @@
 
 For each size (10, 50, 100 clients x 0.1M, 2M float32 parameters) the same replies
 (built with ``fairfl.contract.write_train_reply``, carrying ``train_loss``,
-``activation``, ``rcfl-eta`` and ``partition-id`` so every rule accepts them) go to
+``activation``, ``rcfl-eta``, ``acc-before-training`` (FedFa), ``group-counts`` (FairFed's
+8 counts of a binary attribute) and ``partition-id`` so every rule accepts them) go to
 Flower's ``FedAvg.aggregate_train`` and to each registered rule's. Each rule gets a
 fresh strategy per call (built and ``configure_train``-ed outside the timing), calls are
 interleaved across rules so drifting load hits all alike, and the best of ``--repeats``
@@ -100,6 +101,8 @@ def make_replies(num_clients: int, num_params: int, seed: int):
             partition_id=i,
             activation=rng.normal(size=ACTIVATION_DIM).tolist(),
             rcfl_eta=float(rng.uniform(0.0, 1.0)),
+            acc_before_training=float(rng.uniform(0.0, 1.0)),
+            group_counts=rng.integers(1, 60, size=8).tolist(),
         )
         replies.append(reply_message(FIRST_NODE + i, content))
     total = sum(int(np.prod(s)) for s in shapes.values())
