@@ -135,7 +135,10 @@ class QFFL(ReweightedStrategy):
     Flower samples uniformly (``fraction_train``). Under full participation, the
     setting of both papers' experiments, ``"uniform"`` is the reference behaviour
     (spec §15.4: the baseline of paper 000, which ignores client sizes); ``"p"``
-    weights by size instead.
+    weights by size instead. With ``client_sampling="size-proportional"`` a round
+    drawn ∝ n_k is Algorithm 2 under either weighting: every drawn reply counts
+    n_k = 1, so ``"p"`` sums Δ_k and h_k uniformly too (``"p"`` weighs by size only
+    in the census round, where every node trains).
     """
 
     needs_loss: ClassVar[bool] = True
