@@ -95,7 +95,8 @@ class RaySweep:
     Raises
     ------
     ValueError
-        If no address is given (neither ``address`` nor ``$RAY_ADDRESS``), or
+        If no address is given (neither ``address`` nor ``$RAY_ADDRESS``) or no cluster
+        answers there (:func:`fairfl.simulation.engine.check_ray_address`), or
         ``cpus_per_run`` is not positive or ``retries`` negative.
     ModuleNotFoundError
         If Ray is not installed (the ``[simulation]`` extra).
@@ -111,7 +112,7 @@ class RaySweep:
         torch_threads: int = 1,
         log_level: int = logging.WARNING,
     ) -> None:
-        from fairfl.simulation.engine import RAY_ADDRESS_ENV
+        from fairfl.simulation.engine import RAY_ADDRESS_ENV, check_ray_address
 
         address = address or os.environ.get(RAY_ADDRESS_ENV) or None
         if address is None:
@@ -122,6 +123,7 @@ class RaySweep:
             raise ValueError(f"--cpus-per-run must be positive, got {cpus_per_run!r}")
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries!r}")
+        check_ray_address(address)
         import ray
 
         self.address = address

@@ -272,6 +272,40 @@ def run_out_dir(run_config: str, app: Path) -> Path:
 #: The environment variable through which Ray finds a running cluster.
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
+#: Seconds a Ray cluster's GCS gets to accept a connection before it is called absent.
+RAY_CONNECT_TIMEOUT = 10.0
+
+
+def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Refuse a Ray cluster address whose GCS does not accept a TCP connection.
+
+    ``ray.init(address=...)`` on an address where nothing listens retries for minutes,
+    logging only "Failed to connect to GCS"; a typo should fail at once, by name.
+    ``auto`` and ``ray://`` (Ray Client) addresses are left to Ray.
+
+    Raises
+    ------
+    ValueError
+        If ``address`` is not ``host:port``, or nothing accepts a connection there
+        within ``timeout`` seconds.
+    """
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(
+            f"Ray address {address!r} is not host:port (its GCS, as `ray start` prints)"
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"no Ray cluster answers at {address} (--ray-address or ${RAY_ADDRESS_ENV}): "
+            f"{error}; start one with `ray start --head` or give its GCS address"
+        ) from error
+
+
 #: ``ray.init`` arguments Ray refuses when it connects to an existing cluster.
 CLUSTER_OWNED_INIT_ARGS = ("num_cpus", "num_gpus")
 
@@ -820,6 +854,8 @@ def main(argv: list[str] | None = None) -> None:
             init_args,
             attached=args.ray_address is not None,
         )
+        if args.ray_address is not None:
+            check_ray_address(args.ray_address)
     except ValueError as error:
         print(f"flwr_sim: error: {error}", file=sys.stderr)
         sys.exit(EXIT_USAGE)

@@ -98,6 +98,41 @@ def test_cluster_owned_init_args_fail_the_launcher_before_anything_starts(tmp_pa
     assert time.monotonic() - started < 60 and not (tmp_path / "flwr-home").exists()
 
 
+def test_an_address_where_no_cluster_answers_fails_at_once_naming_it(tmp_path, capsys):
+    """``ray.init`` retried a dead address for minutes; a wrong address fails in seconds."""
+    import socket
+
+    from fairfl.cli import main
+    from fairfl.simulation.engine import check_ray_address
+
+    with socket.socket() as listening:
+        listening.bind((HEAD, 0))
+        listening.listen()
+        check_ray_address(f"{HEAD}:{listening.getsockname()[1]}")  # something answers
+        dead = f"{HEAD}:{listening.getsockname()[1]}"
+    check_ray_address("auto")  # Ray's own lookups are left to Ray
+    with pytest.raises(ValueError, match=rf"no Ray cluster answers at {dead} \(--ray-address"):
+        check_ray_address(dead)
+    with pytest.raises(ValueError, match=r"'127\.0\.0\.2' is not host:port"):
+        check_ray_address(HEAD)
+    started = time.monotonic()
+    code = main(
+        ["compare", *SWEEP, "--engine", "ray", "--ray-address", dead, "--out", str(tmp_path)]
+    )
+    assert code == 2 and f"no Ray cluster answers at {dead}" in capsys.readouterr().err
+    assert time.monotonic() - started < 30
+    launcher = [sys.executable, str(ROOT / "scripts" / "flwr_sim.py"), "--ray-address", dead]
+    launched = subprocess.run(
+        [*launcher, "--flwr-home", str(tmp_path / "flwr-home")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert launched.returncode == 2 and f"no Ray cluster answers at {dead}" in launched.stderr
+    assert not (tmp_path / "flwr-home").exists()  # refused before anything started
+
+
 def _start_node(arguments: list[str], log: Path) -> subprocess.Popen[bytes]:
     # Task events reach the GCS every 100 ms instead of Ray's 1 s: the killer below reads a
     # running task's worker PID from them while the run still has rounds to go.
