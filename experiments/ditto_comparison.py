@@ -5,11 +5,11 @@ Synthetic(1, 1)), ``--clients`` clients, full participation, ``--rounds`` rounds
 ``--local-epochs`` local epochs at ``--lr``, MLP on digits and logistic regression on
 Synthetic; 30 % of each client's samples held out as its test split. q-FFL runs with
 q = ``--q``. Ditto's λ is tuned on validation as the paper does: for each λ of the grid
-{0.01, 0.1, 1, 2}, one run with seed 0 evaluates on the clients' validation splits (20 %
-of their training data) and the λ with the best mean personal validation accuracy is
-used for the test runs of every seed. FedAvg's numbers are those of Ditto's global
-model of the same seed, which is FedAvg's model round for round (spec §1), so FedAvg is
-not run a second time.
+{0.05, 0.1, 0.2, 1, 2} (its Appendix C; ``DittoParameters``), one run with seed 0
+evaluates on the clients' validation splits (20 % of their training data) and the λ with
+the best mean personal validation accuracy is used for the test runs of every seed.
+FedAvg's numbers are those of Ditto's global model of the same seed, which is FedAvg's
+model round for round (spec §1), so FedAvg is not run a second time.
 
 Reported per data set, rule and seed, after the last round, over the clients' test
 splits: mean, worst 10 % (mean of the lowest decile) and variance (%²) of the client
@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from fairfl.simulation import run_inprocess
+from fairfl.strategies.ditto import DittoParameters
 
 NAME = "ditto-comparison"
-GRID = (0.01, 0.1, 1.0, 2.0)
+GRID = DittoParameters.specs()["lam"].grid  # the paper's, Appendix C (spec §3)
 STATS = ("acc-mean", "acc-worst-10", "acc-variance")
 DATASETS = {"digits": "mlp", "synthetic": "logreg"}
 
@@ -100,7 +101,8 @@ def render(report: dict[str, Any]) -> str:
         f"{report['local_epochs']} local epoch(s), lr {report['lr']}, batch 32; digits: MLP, "
         "Dirichlet α = 0.3 label skew; Synthetic(1, 1): logistic regression; 30 % of each "
         f"client's samples for test. q-FFL q = {report['q']}. Ditto's λ tuned on the clients' "
-        "validation splits (seed 0, grid {0.01, 0.1, 1, 2}, best mean personal accuracy). "
+        f"validation splits (seed 0, grid {{{', '.join(report['grid'])}}}, best mean "
+        "personal accuracy). "
         f"Seeds {', '.join(map(str, report['seeds']))}. Accuracy in %, variance in %². "
         "FedAvg's rows are Ditto's global model (the same model round for round).",
         "",
@@ -223,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         "local_epochs": args.local_epochs,
         "lr": args.lr,
         "q": args.q,
+        "grid": [f"{lam:g}" for lam in GRID],
         "command": "PYTHONPATH=. nice .venv/bin/python experiments/ditto_comparison.py "
         + shlex.join(sys.argv[1:] if argv is None else argv),
         "datasets": {},

@@ -66,7 +66,8 @@ def test_parameters_defaults_grid_and_keys():
         "ditto-personal-epochs": 0,
         "ditto-personal-lr-scale": 1.0,
     }
-    assert specs["lam"].grid == (0.01, 0.1, 1.0, 2.0)
+    # The paper's Appendix C: {0.05, 0.1, 0.2} under strong attacks, {0.1, 1, 2} otherwise.
+    assert specs["lam"].grid == (0.05, 0.1, 0.2, 1.0, 2.0)
     assert STRATEGIES["ditto"].strategy is Ditto
     assert STRATEGIES["ditto"].parameters == {
         "ditto-lambda": "lam",
