@@ -10,19 +10,26 @@ from fairfl.strategies.identity import key_fingerprint, load_registration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_registration_maps_each_keys_fingerprint_to_its_partition(tmp_path):
-    # A stand-in flwr (first on PATH through FAIRFL_VENV) accepts every registration.
-    fake = tmp_path / "venv" / "bin"
-    fake.mkdir(parents=True)
-    (fake / "flwr").write_text("#!/bin/sh\nexit 0\n")
-    (fake / "flwr").chmod(0o755)
-    keys = []
-    for name in ("device-a", "device-b"):
+def _stand_ins(bin_dir: Path) -> None:
+    """A stand-in flwr in ``bin_dir`` that accepts every registration."""
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "flwr").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "flwr").chmod(0o755)
+
+
+def _public_keys(folder: Path, *names: str) -> list[Path]:
+    """SuperNode key pairs (EC P-384, OpenSSH) made with ssh-keygen; their .pub files."""
+    for name in names:
         subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f", tmp_path / name],
+            ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f", folder / name],
             check=True,
         )
-        keys.append(tmp_path / f"{name}.pub")
+    return [folder / f"{name}.pub" for name in names]
+
+
+def test_the_registration_maps_each_keys_fingerprint_to_its_partition(tmp_path):
+    _stand_ins(tmp_path / "venv" / "bin")  # first on PATH through FAIRFL_VENV
+    keys = _public_keys(tmp_path, "device-a", "device-b")
     out = tmp_path / "clients.toml"
     env = {**os.environ, "FAIRFL_VENV": str(tmp_path / "venv"), "FLWR_HOME": str(tmp_path)}
     subprocess.run(
@@ -66,17 +73,9 @@ def test_the_registration_maps_each_keys_fingerprint_to_its_partition(tmp_path):
 def test_the_compose_one_shot_writes_the_same_registration(tmp_path):
     """deploy/docker/register-supernodes.sh (POSIX sh, python from the flwr image)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "flwr").write_text("#!/bin/sh\nexit 0\n")
-    (bin_dir / "flwr").chmod(0o755)
+    _stand_ins(bin_dir)
     (bin_dir / "python").symlink_to(sys.executable)  # the image's venv python
-    keys = []
-    for name in ("supernode-1", "supernode-2"):
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f", tmp_path / name],
-            check=True,
-        )
-        keys.append(tmp_path / f"{name}.pub")
+    keys = _public_keys(tmp_path, "supernode-1", "supernode-2")
     out = tmp_path / "registration" / "clients.toml"
     out.parent.mkdir()
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FLWR_HOME": str(tmp_path / "flwr")}
