@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from torch import Tensor, nn
@@ -42,12 +43,16 @@ from fairfl.contract import keys, write_evaluate_reply, write_train_reply
 from fairfl.contract.activation import ActivationOptions
 from fairfl.contract.config import get_config_value
 from fairfl.contract.qffl import qffl_h, write_gradient_reply
+from fairfl.contract.sensitive import group_counts
 from fairfl.logs import attach_flower_console
 
 logger = logging.getLogger(__name__)
 
 #: ``train_fn(model, trainloader, loss_fn, config) -> train loss or None``.
 TrainFn = Callable[[nn.Module, Any, LossFn, ConfigRecord], float | Tensor | None]
+
+#: ``attribute_fn(batch) -> each sample's sensitive attribute`` (ints in [0, G)).
+AttributeFn = Callable[[Any], Any]
 
 
 def fair_train(
@@ -62,6 +67,8 @@ def fair_train(
     partition_id: int | None = None,
     batch_keys: BatchKeys | None = None,
     context: Context | None = None,
+    attribute_fn: AttributeFn | None = None,
+    num_groups: int = 2,
 ) -> RecordDict:
     """Train ``model`` for one round of a fairfl rule and return the train reply.
 
@@ -69,7 +76,9 @@ def fair_train(
     ``model``; measure the mean loss F_k(w^t) of the received model over the whole
     ``trainloader`` (eval mode, no gradients) and count its samples; if the config has
     ``want-activation`` (Equitable FL), compute the activation vector of the received
-    model; then train, and reply per wire contract v1.
+    model; if it has ``want-group-counts`` (FairFed) and ``attribute_fn`` is given,
+    count the received model's predictions per (attribute value, label, prediction)
+    (:func:`loader_group_counts`); then train, and reply per wire contract v1.
 
     In a q-FedSGD round (config key ``full-gradient``) nothing is trained and
     ``train_fn`` is not called: the reply carries the full-batch gradient ∇F_k(w^t)
@@ -139,6 +148,14 @@ def fair_train(
         :func:`fairfl.client.batches.split_batch`).
     context : Context | None
         The ClientApp's context, where Ditto keeps the personal model.
+    attribute_fn : Callable[[batch], array] | None
+        Group fairness (FairFed): ``attribute_fn(batch)`` gives each sample of a batch
+        of the loader its sensitive attribute, ints in [0, ``num_groups``) (e.g.
+        ``lambda batch: batch["sex"]``); the targets must be binary labels 0/1.
+        ``None``: the client sends no ``group-counts`` and FairFed refuses its reply.
+    num_groups : int (default: 2)
+        G, the number of attribute values of the federation (every client sends 4 G
+        counts, zeros for a value it lacks); FairFed's metric needs G = 2.
 
     Returns
     -------
@@ -147,8 +164,10 @@ def fair_train(
         order); ``metrics``: ``num-examples``, ``loss-before-training`` (F_k(w^t)),
         ``train_loss`` when ``train_fn`` returns one (RC-FL: the loss of its last
         step), ``acc-before-training`` (the received model's accuracy, argmax over
-        dim 1, when the config has ``want-accuracy``: FedFa), ``activation`` (Equitable
-        FL), ``rcfl-eta`` (RC-FL) and ``qffl-h`` (q-FFL, config key ``qffl-q``),
+        dim 1, when the config has ``want-accuracy``: FedFa), ``group-counts`` (the
+        received model's, when the config has ``want-group-counts`` and
+        ``attribute_fn`` is given: FairFed), ``activation`` (Equitable FL),
+        ``rcfl-eta`` (RC-FL) and ``qffl-h`` (q-FFL, config key ``qffl-q``),
         ``objective-ignored`` (0 or 1, when the rule sends a client objective).
         ``train_loss`` is the loss measured *during* local training (what ``train_fn``
         returns), not F_k(w^t). A q-FedSGD round replies ``gradient`` (the gradient, in
@@ -187,6 +206,11 @@ def fair_train(
     else:
         loss_before, num_examples = loader_mean_loss(
             model, trainloader, loss_fn, run_on, batch_keys
+        )
+    counts_before = None
+    if bool(config.get(keys.WANT_GROUP_COUNTS, False)) and attribute_fn is not None:
+        counts_before = loader_group_counts(  # FairFed: of the received model
+            model, trainloader, attribute_fn, num_groups, run_on, batch_keys
         )
     activation = None
     if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable FL, before local steps
@@ -227,6 +251,7 @@ def fair_train(
         qffl_h=h,
         rcfl_eta=rcfl_eta,
         objective_ignored=ignored,
+        group_counts=counts_before,
     )
     ditto = ditto_settings(config)
     if ditto is not None:  # after the reply copied w_k: the step reuses ``model``
@@ -306,6 +331,8 @@ def fair_evaluate(
     partition_id: int | None = None,
     batch_keys: BatchKeys | None = None,
     context: Context | None = None,
+    attribute_fn: AttributeFn | None = None,
+    num_groups: int = 2,
 ) -> RecordDict:
     """Evaluate the received model on ``testloader`` and return the evaluate reply.
 
@@ -320,6 +347,10 @@ def fair_evaluate(
         The evaluate message (``arrays``).
     model, testloader, loss_fn, device, partition_id, batch_keys, context
         As in :func:`fair_train`.
+    attribute_fn, num_groups
+        As in :func:`fair_train`; with ``attribute_fn`` the reply carries the received
+        model's ``group-counts`` on ``testloader`` every round (any rule: the group
+        fairness metrics of ``rounds.jsonl``).
 
     Returns
     -------
@@ -327,16 +358,23 @@ def fair_evaluate(
         ``metrics`` with ``num-examples``, ``eval_loss``, ``eval_acc``; when the config
         has ``ditto-personal`` (Ditto) and ``context`` and ``partition_id`` are given,
         also ``personal-eval_loss`` and ``personal-eval_acc`` of the personal model
-        (the received model's own values for a client that never trained).
+        (the received model's own values for a client that never trained);
+        ``group-counts`` when ``attribute_fn`` is given.
 
     Raises
     ------
     ValueError
-        If the loader yields no sample.
+        If the loader yields no sample, or ``attribute_fn`` gives a value outside
+        [0, ``num_groups``) or a target is not 0 or 1.
     """
     sent = cast(ArrayRecord, message.content[keys.ARRAYS])
     run_on = _load(model, sent, device)
     loss, accuracy, num_examples = loader_evaluate(model, testloader, loss_fn, run_on, batch_keys)
+    counts = None
+    if attribute_fn is not None:  # before the personal model replaces the received one
+        counts = loader_group_counts(
+            model, testloader, attribute_fn, num_groups, run_on, batch_keys
+        )
     personal = None
     config = cast(ConfigRecord, message.content.get(keys.CONFIG, ConfigRecord()))
     wants_personal = bool(config.get(keys.DITTO_PERSONAL, False))
@@ -353,6 +391,7 @@ def fair_evaluate(
         eval_acc=accuracy,
         partition_id=partition_id,
         personal=personal,
+        group_counts=counts,
     )
 
 
@@ -461,6 +500,51 @@ def loader_evaluate(
         If ``batches`` yields no sample.
     """
     return _loader_pass(model, batches, loss_fn, device, batch_keys, accuracy=True)
+
+
+@torch.no_grad()
+def loader_group_counts(
+    model: nn.Module,
+    batches: Iterable[Any],
+    attribute_fn: AttributeFn,
+    num_groups: int,
+    device: torch.device,
+    batch_keys: BatchKeys | None = None,
+) -> list[int]:
+    """``group-counts`` of ``model``'s argmax predictions over ``batches``.
+
+    Entry ``4 a + 2 y + ŷ`` counts the samples with attribute ``a`` (``attribute_fn`` of
+    their batch), label ``y`` and prediction ``ŷ``
+    (:func:`fairfl.contract.sensitive.group_counts`).
+
+    Raises
+    ------
+    ValueError
+        If ``batches`` yields no sample, an attribute is outside [0, ``num_groups``), a
+        label or prediction is not 0 or 1, or ``attribute_fn`` gives another number of
+        values than the batch has samples.
+    """
+    model.eval()
+    attributes: list[Any] = []
+    labels: list[Any] = []
+    predictions: list[Any] = []
+    for batch in batches:
+        inputs, targets = split_batch(batch, batch_keys)
+        values = torch.as_tensor(attribute_fn(batch)).reshape(-1).cpu()
+        if len(values) != len(targets):
+            raise ValueError(
+                f"attribute_fn gave {len(values)} attribute values for a batch of "
+                f"{len(targets)} samples"
+            )
+        outputs = model(torch.as_tensor(inputs).to(device))
+        attributes.append(values.numpy())
+        labels.append(torch.as_tensor(targets).reshape(-1).cpu().numpy())
+        predictions.append(outputs.argmax(dim=1).cpu().numpy())
+    if not labels:
+        raise ValueError("the loader yielded no sample")
+    return group_counts(
+        np.concatenate(attributes), np.concatenate(labels), np.concatenate(predictions), num_groups
+    )
 
 
 @torch.no_grad()
