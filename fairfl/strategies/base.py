@@ -1,13 +1,9 @@
 """The orchestrator of a round: :class:`FairStrategy`, and :class:`ReweightedStrategy`.
 
-A rule subclasses :class:`FairStrategy` (and implements ``aggregate``) or
-:class:`ReweightedStrategy` (and implements ``lambdas``; loss-reweighting rules use
-:class:`~fairfl.strategies.reweighted.LossRule`). The classes only orchestrate; their
-collaborators live in their own modules: reply intake (:mod:`~fairfl.strategies.intake`),
-client keys (:mod:`~fairfl.strategies.client_keys`), sampling
-(:mod:`~fairfl.strategies.sampling`), records and metrics (:mod:`~fairfl.strategies.records`),
-errors and their help texts (:mod:`~fairfl.strategies.errors`) and the hyperparameters
-(:mod:`~fairfl.strategies.params`). The math lives in pure functions in each rule's module.
+A rule subclasses :class:`FairStrategy` (implementing ``aggregate``) or
+:class:`ReweightedStrategy` (``lambdas``; loss-reweighting rules use
+:class:`~fairfl.strategies.reweighted.LossRule`). The classes only orchestrate; each
+collaborator is a module of its own (the docs site's rule-kit page lists them).
 """
 
 from __future__ import annotations
@@ -15,12 +11,11 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.exception import AggregationError
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
@@ -32,39 +27,29 @@ from fairfl.contract import (
     ReplyError,
     TrainReply,
     array_view,
-    client_key,
-    client_key_order,
-    keys,
     read_evaluate_reply,
-    read_train_reply,
 )
-from fairfl.contract.bounds import MAX_LOSS
-from fairfl.contract.objective import objective_dropped, objective_dropped_message
 from fairfl.logs import attach_flower_console
-from fairfl.metrics import fairness_metrics
 from fairfl.strategies import intake
-from fairfl.strategies._checks import check_base_settings, check_fraction, check_positive_int
-from fairfl.strategies.aggregation import reweighted_average_and_squared_norms, weight_entropy
+from fairfl.strategies._checks import check_fraction, check_positive_int
+from fairfl.strategies.aggregation import reweighted_average_and_squared_norms
 from fairfl.strategies.client_keys import ClientKeys
 from fairfl.strategies.defences import LossClip, clip_reported_losses, share_capped
-from fairfl.strategies.errors import (
-    FAIR_TRAIN,
-    MissingMetricError,
-    RejectedRepliesError,
-    missing_metric_help,
-    missing_metric_message,
-)
+from fairfl.strategies.errors import FAIR_TRAIN, MissingMetricError, RejectedRepliesError
+from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
+from fairfl.strategies.options import StrategyOptions, log_summary
 from fairfl.strategies.params import NoParameters, RuleParameters
 from fairfl.strategies.records import (
     CLIENT_REPORT_KEYS,
-    MetricsAggregation,
     MetricValue,
     TrainRoundRecord,
     aggregate_app_metrics,
     app_metrics,
-    contents_of,
+    global_model,
     global_model_problem,
+    log_no_usable_reply,
     round_metrics,
+    weight_diagnostics,
 )
 from fairfl.strategies.sampling import Sampling, SizeSampler, sampled_messages
 
@@ -75,15 +60,16 @@ logger = logging.getLogger(__name__)
 
 ConfigValue = int | float | str | bool
 
-#: Names other modules import from here, defined in the collaborators.
 __all__ = [
     "CLIENT_REPORT_KEYS",
     "FAIR_TRAIN",
     "ConfigValue",
     "FairStrategy",
     "MetricValue",
+    "MissingMetricError",
     "RejectedRepliesError",
     "ReweightedStrategy",
+    "StrategyOptions",
     "TrainRoundRecord",
     "aggregate_app_metrics",
     "check_fraction",
@@ -93,228 +79,66 @@ __all__ = [
 
 
 class FairStrategy(FlowerFedAvg):
-    """Base class of the fairfl rules (Flower Message API).
+    """Base class of the fairfl rules (Flower Message API): it orchestrates a round.
 
-    It keeps Flower's FedAvg sampling and message construction and replaces reply
-    handling: each train reply is validated alone against the wire contract and the
-    global model that was sent (:func:`fairfl.contract.read_train_reply`); a bad reply
-    is logged with its node and reason and dropped, and the round goes on with the rest.
-    Replies are sorted by node id before any sum. When every reply is bad, or the
-    aggregate is not finite, the round keeps the previous model.
-
-    Evaluation replies are kept per client and round in :attr:`evaluations`, and the
-    aggregated MetricRecord carries the fairness metrics of :mod:`fairfl.metrics`.
-
-    Every rule takes all of :class:`flwr.serverapp.strategy.FedAvg`'s keyword arguments,
-    with Flower's defaults and meaning, plus the ones below.
-
-    Parameters
-    ----------
-    fraction_train, fraction_evaluate, min_train_nodes, min_evaluate_nodes, \
-min_available_nodes
-        As in :class:`flwr.serverapp.strategy.FedAvg`, but checked: fractions in
-        [0, 1], counts >= 0.
-    weighted_by_key : str (default: "num-examples")
-        As in FedAvg: the reply metric holding n_k (train) or the test-sample count
-        (evaluate). fairfl requires it in every reply, as an int > 0.
-    arrayrecord_key, configrecord_key : str (default: "arrays", "config")
-        As in FedAvg: the names of the ArrayRecord and ConfigRecord in the messages
-        sent. Train replies must carry their ArrayRecord under ``arrayrecord_key``.
-    train_metrics_aggr_fn, evaluate_metrics_aggr_fn : Callable | None (default: None)
-        As in FedAvg: ``(list[RecordDict], weighted_by_key) -> MetricRecord`` over the
-        accepted replies (default: :func:`aggregate_app_metrics`, Flower's weighted
-        average of every metric but fairfl's per-client reports). The
-        round's MetricRecord holds its result *and* fairfl's metrics and diagnostics
-        (fairfl's win on a name clash). If it raises, a WARNING names the error and the
-        record holds fairfl's metrics only.
-    train_loss_key : str (default: "loss-before-training")
-        The reply metric the loss-aware rules read as F_k(w^t), the loss of the
-        received global model measured *before* local training (Flower's QFedAvg
-        parameter name; Flower's default key ``train_loss`` is the loss *during*
-        training in a stock ClientApp). ``train_loss_key="train_loss"`` is for apps
-        whose ``train_loss`` is measured before local training; it makes
-        :class:`~fairfl.strategies.QFFL` equal Flower's QFedAvg on the same replies.
-    allow_missing_metrics : bool (default: False)
-        When every reply of a round lacks a metric the rule needs (``required
-        metrics`` in :meth:`summary`), the run stops with a
-        :class:`MissingMetricError` naming the key and the client helper that reports
-        it. True drops such replies with a WARNING instead and goes on (the round
-        then keeps the previous model). Replies that lack it while others carry it
-        are always dropped.
-    max_abs_weight : float | None (default: 1e6)
-        Drop replies with a weight larger than this in absolute value (an absurd
-        magnitude no trained network has; it would swamp every other client in a
-        weighted sum). ``None`` only rejects NaN/Inf. The new global model is held to
-        the same bound: a round whose aggregate breaks it (or is not finite) keeps the
-        previous model, logs a WARNING and records ``skipped`` in its
-        :class:`TrainRoundRecord` (``skipped-aggregate`` in its metrics).
-    max_loss : float (default: 1e6, :data:`fairfl.contract.bounds.MAX_LOSS`)
-        Drop train replies reporting a loss (``train_loss_key``, ``train_loss``) above
-        this, or an ``|rcfl-eta|`` above it; losses must also be
-        >= 0. A finite number > 0; raise it for a federation whose honest losses are
-        larger (:mod:`fairfl.contract.bounds` says why 1e6).
-    evaluate_every : int (default: 1)
-        Federated evaluation only every this many rounds, and always in the last round
-        of :meth:`start` (long runs: q-FFL's Synthetic trains for thousands of rounds).
-    loss_clip_mad : float (default: 0.0, off)
-        Not in any paper; a defence against clients inflating ``train_loss_key``
-        (:mod:`fairfl.strategies.defences`). k > 0 clips each round's reported losses to
-        ``[max(0, m - k·MAD), m + k·MAD]`` (m, MAD: their median and median absolute
-        deviation) before the rule reads them. A finite number >= 0.
-    max_client_share : float (default: 1.0, off)
-        Not in any paper; the other defence of :mod:`fairfl.strategies.defences`. Below
-        1, no reply's aggregation weight λ_i may exceed this share of the round's
-        ``Σ_j λ_j``; the excess goes to the others. Only for
-        :class:`ReweightedStrategy` rules. In (0, 1].
-    client_sampling : {"uniform", "size-proportional"} (default: "uniform")
-        How the round's training nodes are picked (run-config key ``sampling``).
-        ``"uniform"``: Flower's FedAvg sampling, ``fraction_train`` of the connected
-        nodes uniformly without replacement. ``"size-proportional"``: the same number
-        drawn with probability ∝ n_k without replacement, as q-FFL's experiments
-        (paper 002; :class:`fairfl.strategies.sampling.SizeSampler`), the drawn
-        replies then counting as n_k = 1 each for the rule (a uniform sum, as the
-        reference code's aggregation). Round 1, where no n_k is known yet, trains
-        every node. Evaluation always samples uniformly (``fraction_evaluate``).
-
-    Notes
-    -----
-    Dropped replies are logged at WARNING; the first strategy built attaches Flower's
-    console handler to the ``fairfl`` logger (:func:`fairfl.logs.attach_flower_console`),
-    so these lines show in Flower's output with no set-up.
-
-    Evaluate MetricRecord units: the app's ``eval_acc`` and fairfl's accuracy statistics
-    (``acc-mean``, ``acc-worst-10``, ...) are all fractions in [0, 1]; ``acc-variance`` is
-    a fraction squared (:mod:`fairfl.metrics`).
+    It keeps Flower's FedAvg sampling and message construction; each train reply is
+    validated alone (:mod:`~fairfl.strategies.intake`), a bad one logged and dropped, and
+    the rest aggregated by the rule in client-key order. A round with no usable reply, or
+    whose aggregate is not finite, keeps the previous model. Every rule takes the
+    keywords of :class:`~fairfl.strategies.options.StrategyOptions` (all of FedAvg's and
+    fairfl's own) and its :attr:`Parameters`; the docs site's rule-kit page
+    (``explanation/rule-kit``) shows each collaborator's job.
     """
 
     #: Metric keys the rule needs in every train reply besides ``weighted_by_key``.
     required_train_metrics: ClassVar[tuple[str, ...]] = ()
     #: True for a rule that needs F_k(w^t) (``train_loss_key``) in every train reply.
     needs_loss: ClassVar[bool] = False
-    #: True for a rule that reads every reply value in a pass of its own and checks them
-    #: there (:func:`fairfl.contract.check_array_values`), saving the reader's pass.
+    #: True for a rule that checks every reply value in a pass of its own, not the reader.
     checks_array_values: ClassVar[bool] = False
     #: Short name used in logs and ``summary()`` (``"TERM"``).
     rule_name: ClassVar[str] = "fair-strategy"
-    #: The rule's name in the registry and the run config (``strategy = "term"``); a
-    #: class that sets it in its own body is registered (:mod:`fairfl.strategies.registry`).
+    #: The name in the run config (``strategy = "term"``); set in a class body: registered.
     registry_name: ClassVar[str | None] = None
-    #: The rule's hyperparameters (:mod:`fairfl.strategies.params`): the constructor
-    #: takes each field as a keyword, and the rule reads them from :attr:`params`.
+    #: The rule's hyperparameters (:mod:`~fairfl.strategies.params`), keywords too.
     Parameters: ClassVar[type[RuleParameters]] = NoParameters
     #: The validated hyperparameters of this instance.
     params: RuleParameters
 
-    def __init__(
-        self,
-        *,
-        fraction_train: float = 1.0,
-        fraction_evaluate: float = 1.0,
-        min_train_nodes: int = 2,
-        min_evaluate_nodes: int = 2,
-        min_available_nodes: int = 2,
-        weighted_by_key: str = keys.NUM_EXAMPLES,
-        arrayrecord_key: str = keys.ARRAYS,
-        configrecord_key: str = keys.CONFIG,
-        train_metrics_aggr_fn: MetricsAggregation | None = None,
-        evaluate_metrics_aggr_fn: MetricsAggregation | None = None,
-        train_loss_key: str = keys.LOSS_BEFORE_TRAINING,
-        allow_missing_metrics: bool = False,
-        max_abs_weight: float | None = 1e6,
-        max_loss: float = MAX_LOSS,
-        evaluate_every: int = 1,
-        client_sampling: Sampling = "uniform",
-        loss_clip_mad: float = 0.0,
-        max_client_share: float = 1.0,
-        **parameters: Any,
-    ) -> None:
-        # The rule's own hyperparameters first, as before: its errors name its fields.
-        self.params = type(self).Parameters(**parameters)
+    def __init__(self, **keywords: Any) -> None:
+        ours, parameters = StrategyOptions.split(keywords)
+        self.params = type(self).Parameters(**parameters)  # first: errors name its fields
         for name, value in self.params.settings().items():
             if not hasattr(type(self), name):  # a property of the rule (QFedSGD's L) wins
                 setattr(self, name, value)
-        check_base_settings(
-            fractions={"fraction_train": fraction_train, "fraction_evaluate": fraction_evaluate},
-            counts={
-                "min_train_nodes": min_train_nodes,
-                "min_evaluate_nodes": min_evaluate_nodes,
-                "min_available_nodes": min_available_nodes,
-            },
-            evaluate_every=evaluate_every,
-            client_sampling=client_sampling,
-            record_keys={
-                "weighted_by_key": weighted_by_key,
-                "arrayrecord_key": arrayrecord_key,
-                "configrecord_key": configrecord_key,
-                "train_loss_key": train_loss_key,
-            },
-            functions={
-                "train_metrics_aggr_fn": train_metrics_aggr_fn,
-                "evaluate_metrics_aggr_fn": evaluate_metrics_aggr_fn,
-            },
-            allow_missing_metrics=allow_missing_metrics,
-            max_abs_weight=max_abs_weight,
-            max_loss=max_loss,
-            loss_clip_mad=loss_clip_mad,
-            max_client_share=max_client_share,
-        )
-        if max_client_share < 1 and not isinstance(self, ReweightedStrategy):
-            raise ValueError(
-                f"max_client_share < 1 caps the weights λ_i of the rules of the form "
-                f"w - Σ λ_i (w - w_i); {self.rule_name} is not one, got {max_client_share!r}"
-            )
+        self.options = options = StrategyOptions(**ours)  # the settings every rule takes
+        options.check_share_cap(self.rule_name, isinstance(self, ReweightedStrategy))
         attach_flower_console(level=None)
-        super().__init__(
-            fraction_train=fraction_train,
-            fraction_evaluate=fraction_evaluate,
-            min_train_nodes=min_train_nodes,
-            min_evaluate_nodes=min_evaluate_nodes,
-            min_available_nodes=min_available_nodes,
-            weighted_by_key=weighted_by_key,
-            arrayrecord_key=arrayrecord_key,
-            configrecord_key=configrecord_key,
-            train_metrics_aggr_fn=train_metrics_aggr_fn or aggregate_app_metrics,
-            evaluate_metrics_aggr_fn=evaluate_metrics_aggr_fn or aggregate_app_metrics,
-        )
-        self.train_loss_key = train_loss_key
-        self.allow_missing_metrics = allow_missing_metrics
-        self.max_abs_weight = max_abs_weight
-        self.max_loss = float(max_loss)
-        self.loss_clip_mad = float(loss_clip_mad)
-        self.max_client_share = float(max_client_share)
-        #: The clipping of the round being read (``None``: off, or no loss reported).
-        self.loss_clip: LossClip | None = None
-        self.evaluate_every = evaluate_every
-        # The last round of the current start() call (with the offset): always evaluated.
-        self.last_round: int | None = None
-        self.current_arrays: ArrayRecord | None = None
+        super().__init__(**options.flower_keywords())
+        self.train_loss_key = options.train_loss_key
+        self.allow_missing_metrics = options.allow_missing_metrics
+        self.max_abs_weight = options.max_abs_weight
+        self.max_loss = options.max_loss
+        self.loss_clip_mad = options.loss_clip_mad
+        self.max_client_share = options.max_client_share
+        self.evaluate_every = options.evaluate_every
+        self.client_sampling: Sampling = options.client_sampling
+        self.loss_clip: LossClip | None = None  # of the round read (None: off, no loss)
+        self.last_round: int | None = None  # of the current start(), always evaluated
+        self.current_arrays: ArrayRecord | None = None  # w^t, sent by configure_train
         self.train_records: dict[int, TrainRoundRecord] = {}
         self.evaluations: dict[int, list[EvaluateReply]] = {}
         self.evaluation_drops: dict[int, dict[int, str]] = {}
-        #: Nodes sent an evaluation message that did not answer, by round.
-        self.evaluation_unanswered: dict[int, list[int]] = {}
-        # Messages sent per round and kind ("train", "evaluate"): how many could answer.
-        self.sampled: dict[int, dict[str, int]] = {}
-        # The messages of the phase in progress: the node an error reply is about.
-        self.in_flight: list[Message] = []
-        # Rounds already done before Strategy.start() was called (resume from a
-        # checkpoint): Flower counts from 1 again, every hook adds this offset.
-        self.round_offset = 0
-        # Stable client key (fairfl.contract.clients) of every node heard from: rules key
-        # per-client state by it, so a resume with new node ids finds each client again.
-        self.client_keys = ClientKeys(self.rule_name)
+        self.evaluation_unanswered: dict[int, list[int]] = {}  # nodes silent, by round
+        self.sampled: dict[int, dict[str, int]] = {}  # messages sent by round and kind
+        self.in_flight: list[Message] = []  # the phase's messages: whom an error is about
+        self.round_offset = 0  # rounds done before start() (resume): every hook adds it
+        self.client_keys = ClientKeys(self.rule_name)  # stable key of each node heard from
         self.objective_warned: set[str] = set()  # clients told they ignored the objective
-        #: Seconds :meth:`learn_client_keys` waits for query replies (the ServerApp sets
-        #: it to ``round-timeout``).
-        self.client_key_timeout: float = 600.0
-        # Seconds configure_train/configure_evaluate wait for min_available_nodes before
-        # giving up (Flower's sampler waits forever); start() sets it to its timeout.
-        self.sample_timeout: float = 3600.0
-        self.client_sampling: Sampling = client_sampling
-        #: Size-proportional sampling's draws and known n_k (None: uniform sampling).
-        self.size_sampler: SizeSampler | None = (
-            SizeSampler() if client_sampling == "size-proportional" else None
-        )
+        self.client_key_timeout: float = 600.0  # learn_client_keys' wait (round-timeout)
+        self.sample_timeout: float = 3600.0  # sampling's wait; start() sets its timeout
+        sizes = options.client_sampling == "size-proportional"
+        self.size_sampler: SizeSampler | None = SizeSampler() if sizes else None
 
     # ------------------------------------------------------------------ settings
     @property
@@ -345,18 +169,8 @@ min_available_nodes
         return self.params.settings()
 
     def summary(self) -> None:
-        """Log the rule's settings, then Flower's sampling settings."""
-        logger.info("\t├──> %s settings:", self.rule_name)
-        for name, value in self.settings().items():
-            logger.info("\t│\t├── %s: %s", name, value)
-        logger.info("\t│\t├── max_abs_weight: %s", self.max_abs_weight)
-        logger.info("\t│\t├── max_loss: %s", self.max_loss)
-        logger.info("\t│\t├── loss_clip_mad: %s", self.loss_clip_mad)
-        logger.info("\t│\t├── max_client_share: %s", self.max_client_share)
-        logger.info("\t│\t├── evaluate_every: %s", self.evaluate_every)
-        logger.info("\t│\t├── train_loss_key: '%s'", self.train_loss_key)
-        logger.info("\t│\t├── allow_missing_metrics: %s", self.allow_missing_metrics)
-        logger.info("\t│\t└── required train metrics: %s", list(self.required_metrics))
+        """Log the rule's settings, fairfl's, then Flower's sampling settings."""
+        log_summary(logger, self)
         super().summary()
 
     # --------------------------------------------------------------------- state
@@ -368,21 +182,13 @@ min_available_nodes
         """Restore :meth:`state_dict` output (stateless rules: nothing to do)."""
 
     def sampling_state(self) -> dict[str, Any]:
-        """JSON-able state of the device sampling a checkpoint must keep.
-
-        Size-proportional sampling's learnt n_k by client key (``{"size-counts": ...}``),
-        so that a resumed run draws as the uninterrupted one would instead of starting
-        with a census round; uniform sampling: nothing.
-        """
-        if self.size_sampler is None:
-            return {}
-        return {"size-counts": dict(self.size_sampler.counts)}
+        """JSON-able sampling state for a checkpoint (:meth:`.SizeSampler.state`; uniform: {})."""
+        return {} if self.size_sampler is None else self.size_sampler.state()
 
     def load_sampling_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`sampling_state` output."""
         if self.size_sampler is not None:
-            counts = state.get("size-counts", {})
-            self.size_sampler.counts = {str(k): int(v) for k, v in counts.items()}
+            self.size_sampler.load_state(state)
 
     # ------------------------------------------------------------------ training
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
@@ -401,26 +207,32 @@ min_available_nodes
         round_config = ConfigRecord(dict(config))
         for key, value in self.train_config(server_round).items():
             round_config[key] = value
-        draw = None
-        if self.size_sampler is not None:
-            draw = partial(
-                self.size_sampler.draw, client_keys=partial(self.learn_client_keys, grid)
-            )
+        sampler, keys_of = self.size_sampler, partial(self.learn_client_keys, grid)
+        draw = None if sampler is None else partial(sampler.draw, client_keys=keys_of)
+        return self.send(grid, MessageType.TRAIN, server_round, arrays, round_config, draw)
+
+    def send(
+        self,
+        grid: Grid,
+        message_type: str,
+        server_round: int,
+        arrays: ArrayRecord,
+        config: ConfigRecord,
+        draw: Callable[[list[int], int], list[int]] | None = None,
+    ) -> list[Message]:
+        """Sample the nodes (:func:`sampled_messages`), build the messages, remember them."""
+        train = message_type == MessageType.TRAIN
         messages = sampled_messages(
             grid,
-            message_type=MessageType.TRAIN,
+            message_type=message_type,
             server_round=server_round,
             arrays=arrays,
-            config=round_config,
-            fraction=self.fraction_train,
-            min_nodes=self.min_train_nodes,
-            min_available_nodes=self.min_available_nodes,
+            config=config,
             timeout=self.sample_timeout,
-            arrayrecord_key=self.arrayrecord_key,
-            configrecord_key=self.configrecord_key,
             draw=draw,
+            **self.options.sampling_keywords(train),
         )
-        self.sampled.setdefault(server_round, {})["train"] = len(messages)
+        self.sampled.setdefault(server_round, {})["train" if train else "evaluate"] = len(messages)
         self.in_flight = messages
         return messages
 
@@ -454,22 +266,7 @@ min_available_nodes
             self.sampled.setdefault(server_round, {})["evaluate"] = 0
             self.in_flight = []
             return []
-        messages = sampled_messages(
-            grid,
-            message_type=MessageType.EVALUATE,
-            server_round=server_round,
-            arrays=arrays,
-            config=config,
-            fraction=self.fraction_evaluate,
-            min_nodes=self.min_evaluate_nodes,
-            min_available_nodes=self.min_available_nodes,
-            timeout=self.sample_timeout,
-            arrayrecord_key=self.arrayrecord_key,
-            configrecord_key=self.configrecord_key,
-        )
-        self.sampled.setdefault(server_round, {})["evaluate"] = len(messages)
-        self.in_flight = messages
-        return messages
+        return self.send(grid, MessageType.EVALUATE, server_round, arrays, config)
 
     def reply_node(self, message: Message) -> int:
         """The node a reply is about (:func:`~fairfl.strategies.intake.reply_node`)."""
@@ -500,69 +297,21 @@ min_available_nodes
         Raises
         ------
         MissingMetricError
-            If every reply that is not an error lacks a metric the rule needs, unless
-            ``allow_missing_metrics``.
+            If every answering reply lacks a metric the rule needs (:attr:`required_metrics`).
         """
-        read = partial(
-            read_train_reply,
-            layout=layout,
-            required_metrics=self.required_metrics,
-            max_abs_weight=self.max_abs_weight,
-            check_values=not self.checks_array_values,
-            loss_key=self.train_loss_key,
-            weight_key=self.weighted_by_key,
-            arrays_key=self.reply_arrays_key,
-            max_loss=self.max_loss,
-        )
+        needs = (self.required_metrics, not self.checks_array_values, self.reply_arrays_key)
+        read = intake.train_reader(self.options, layout, *needs)
         read_round = intake.read_replies("aggregate_train", replies, self.in_flight, read)
-        self.check_missing_metrics("aggregate_train", server_round, read_round)
+        intake.check_missing_metrics(
+            "aggregate_train", server_round, read_round, self.rule_name, self.options
+        )
         ordered = self.client_keys.order(read_round.accepted, read_round.dropped)
-        self.warn_ignored_objective(server_round, ordered)
+        sent = [k for k in intake.OBJECTIVE_KEYS if k in self.train_config(server_round)]
+        intake.warn_ignored_objective(ordered, sent, self.client_key, self.objective_warned)
         ordered, self.loss_clip = clip_reported_losses(
             ordered, self.train_loss_key, self.loss_clip_mad
         )
         return ordered, read_round.dropped
-
-    def warn_ignored_objective(self, server_round: int, replies: list[TrainReply]) -> None:
-        """WARNING once per client whose update ignored the client objective the rule sent.
-
-        The round still aggregates it (it is a valid update), but not under the rule the
-        user chose: ``fair_train`` reports ``objective-ignored`` when the app's
-        ``train_fn`` never called the loss it was handed.
-        """
-        sent = [
-            k for k in (keys.PROXIMAL_MU, keys.PROPFAIR_M) if k in self.train_config(server_round)
-        ]
-        for reply in replies:
-            key = self.client_key(reply)
-            if sent and objective_dropped(reply.metrics) and key not in self.objective_warned:
-                self.objective_warned.add(key)
-                logger.warning(objective_dropped_message(f"client {key}", ", ".join(sent)))
-
-    def check_missing_metrics(self, hook: str, server_round: int, read: intake.Intake[Any]) -> None:
-        """Stop the run if every answering node's reply lacked a metric the rule needs.
-
-        Raises
-        ------
-        MissingMetricError
-            Unless ``allow_missing_metrics`` or some answering node's reply had them.
-        """
-        missing = read.missing
-        if self.allow_missing_metrics or not missing or set(missing) != read.answered:
-            return
-        helps = " ".join(
-            missing_metric_help(
-                key,
-                hook,
-                rule_name=self.rule_name,
-                weighted_by_key=self.weighted_by_key,
-                train_loss_key=self.train_loss_key,
-            )
-            for key in sorted(set(missing.values()))
-        )
-        raise MissingMetricError(
-            missing_metric_message(hook, server_round, missing, self.rule_name, helps)
-        )
 
     def aggregate_train(
         self,
@@ -580,132 +329,51 @@ min_available_nodes
         messages = list(replies)
         accepted, dropped = self.read_train_replies(server_round, messages, layout)
         accepted = self.sampled_replies(accepted)
-        record = TrainRoundRecord(
-            accepted=[r.node_id for r in accepted],
-            partition_ids={
-                r.node_id: r.partition_id for r in accepted if r.partition_id is not None
-            },
-            dropped=dropped,
-            unanswered=intake.unanswered("aggregate_train", messages, self.in_flight),
-        )
+        unanswered = intake.unanswered("aggregate_train", messages, self.in_flight)
+        record = TrainRoundRecord.of(accepted, dropped, unanswered)
         self.train_records[server_round] = record
         if self.loss_clip is not None:
             record.diagnostics.update(self.loss_clip.diagnostics())
-        if not accepted:
-            logger.warning(
-                "aggregate_train: round %d has no usable reply (%d dropped); "
-                "keeping the previous global model",
-                server_round,
-                len(dropped),
+        aggregated = None
+        if accepted:
+            # Read-only views of w^t, no copy; the rule's state, restored if the round is
+            # skipped, so that it changes neither the model nor the state (AFL's λ, ...).
+            global_arrays = [array_view(array) for array in self.current_arrays.values()]
+            state = self.state_dict()
+            accepted, aggregated = intake.aggregate_without_rejected(
+                partial(self.aggregate, server_round, global_arrays),
+                accepted,
+                record,
+                partial(self.load_state_dict, state),
             )
-            return None, None
-        # Read-only views of w^t's payloads, no copy: rules never write into inputs.
-        global_arrays = [array_view(array) for array in self.current_arrays.values()]
-        # The rule's state before this round: restored if the round is skipped, so that a
-        # skipped round changes neither the model nor the rule's state (AFL's λ, ...).
-        state = self.state_dict()
-        accepted, aggregated = self.aggregate_without_rejected(
-            server_round, global_arrays, accepted, state
-        )
         if aggregated is None:
-            logger.warning(
-                "aggregate_train: round %d has no usable reply (%d dropped); "
-                "keeping the previous global model",
-                server_round,
-                len(dropped),
-            )
+            log_no_usable_reply(server_round, len(dropped))
             return None, None
         new_arrays, diagnostics = aggregated
         record.diagnostics.update(diagnostics)
-        cast = [
-            np.ascontiguousarray(value, dtype=dtype)
-            for value, dtype in zip(new_arrays, layout.dtypes, strict=True)
-        ]
-        contents = contents_of(messages, [r.node_id for r in accepted])
+        nodes = [r.node_id for r in accepted]
         metrics = app_metrics(
-            "aggregate_train", self.train_metrics_aggr_fn, contents, self.weighted_by_key
+            "aggregate_train", self.train_metrics_aggr_fn, messages, nodes, self.weighted_by_key
         )
-        problem = global_model_problem(layout.keys, cast, self.max_abs_weight)
+        arrays, problem = global_model(layout, new_arrays, self.max_abs_weight)
         if problem is not None:
-            logger.warning(
-                "aggregate_train: round %d skipped: the new global model %s; "
-                "keeping the previous global model",
-                server_round,
-                problem,
-            )
             self.load_state_dict(state)
-            record.skipped = f"the new global model {problem}"
-            record.diagnostics["skipped-aggregate"] = 1
-            metrics.update(round_metrics(len(accepted), record))
-            return None, MetricRecord(metrics)
-        arrays = ArrayRecord(
-            {key: Array(value) for key, value in zip(layout.keys, cast, strict=True)}
-        )
+            record.skip(server_round, problem)
         metrics.update(round_metrics(len(accepted), record))
         return arrays, MetricRecord(metrics)
-
-    def aggregate_without_rejected(
-        self,
-        server_round: int,
-        global_arrays: list[NDArray[Any]],
-        accepted: list[TrainReply],
-        state: dict[str, Any],
-    ) -> tuple[list[TrainReply], tuple[list[NDArray[Any]], dict[str, Any]] | None]:
-        """:meth:`aggregate`, dropping the replies it rejects and aggregating the rest again.
-
-        A rule that checks the array values in its own pass (:attr:`checks_array_values`)
-        raises :class:`RejectedRepliesError`; each rejected reply is then logged and recorded
-        as the reader would have dropped it, the rule's state is restored to ``state``
-        (the aborted pass may have changed it: AFL's λ), and the rest is aggregated.
-
-        Returns
-        -------
-        tuple[list[TrainReply], tuple[list[NDArray[Any]], dict[str, Any]] | None]
-            The replies aggregated, and ``aggregate``'s result (``None`` if every reply
-            was rejected).
-        """
-        record = self.train_records[server_round]
-        diagnostics = dict(record.diagnostics)
-        while accepted:
-            try:
-                return accepted, self.aggregate(server_round, global_arrays, accepted)
-            except RejectedRepliesError as rejected:
-                errors = {error.node_id: error for error in rejected.errors}
-                assert errors.keys() & {r.node_id for r in accepted}, "rejected no reply"
-            for node, error in errors.items():
-                intake.drop("aggregate_train", record.dropped, error, node)
-                record.partition_ids.pop(node, None)
-            accepted = [r for r in accepted if r.node_id not in errors]
-            record.accepted = [r.node_id for r in accepted]
-            record.weights = {}
-            record.diagnostics = dict(diagnostics)
-            self.load_state_dict(state)
-        return accepted, None
 
     def value_errors(
         self, replies: list[TrainReply], squared_norms: NDArray[np.float64]
     ) -> list[ReplyError]:
         """The reader's error for each reply whose values are bad (:func:`intake.value_errors`)."""
         assert self.current_arrays is not None  # set by configure_train
-        array_keys = list(self.current_arrays.keys())
-        return intake.value_errors(replies, squared_norms, array_keys, self.max_abs_weight)
+        names = list(self.current_arrays.keys())
+        return intake.value_errors(replies, squared_norms, names, self.max_abs_weight)
 
     def sampled_replies(self, accepted: list[TrainReply]) -> list[TrainReply]:
-        """The replies as the rule weighs them under the round's sampling.
-
-        Size-proportional sampling records each reply's n_k (for later draws); in a
-        round drawn ∝ n_k each reply then counts as n_k = 1, so that every rule sums
-        the drawn replies uniformly (paper 002's reference code, ``aggregate`` with
-        ``sampling=2``): the draw already weighs device k by p_k. Census rounds and
-        uniform sampling leave the replies as they are.
-        """
-        if self.size_sampler is None:
-            return accepted
-        for reply in accepted:
-            self.size_sampler.record(self.client_key(reply), reply.num_examples)
-        if not self.size_sampler.drawn:
-            return accepted
-        return [replace(reply, num_examples=1) for reply in accepted]
+        """The replies as the rule weighs them (:meth:`.SizeSampler.weigh`; uniform: as sent)."""
+        sampler = self.size_sampler
+        return accepted if sampler is None else sampler.weigh(accepted, self.client_key)
 
     @abstractmethod
     def aggregate(
@@ -725,15 +393,12 @@ min_available_nodes
         """Keep every client's test result; return the app's metrics and fairness metrics.
 
         The record holds what Flower's FedAvg returns (``evaluate_metrics_aggr_fn`` over
-        the accepted replies), fairfl's weighted ``eval_loss`` and ``eval_acc`` (a
-        fraction), and the fairness metrics of :func:`fairfl.metrics.fairness_metrics`
-        (accuracy statistics as fractions too, under their plain names: ``acc-mean``).
+        the accepted replies) and :func:`~fairfl.strategies.evaluation.evaluation_metrics`.
 
         Raises
         ------
         MissingMetricError
-            If every reply that is not an error lacks ``eval_loss``, ``eval_acc`` or
-            ``weighted_by_key``, unless ``allow_missing_metrics``.
+            If every answering reply lacks ``eval_loss``, ``eval_acc`` or ``weighted_by_key``.
         """
         server_round += self.round_offset
         if not self.evaluates_in(server_round):
@@ -741,57 +406,27 @@ min_available_nodes
         messages = list(replies)
         read = partial(read_evaluate_reply, weight_key=self.weighted_by_key)
         read_round = intake.read_replies("aggregate_evaluate", messages, self.in_flight, read)
-        self.check_missing_metrics("aggregate_evaluate", server_round, read_round)
-        kept: dict[int, EvaluateReply] = read_round.accepted
-        dropped = read_round.dropped
-        # In client-key order, like train replies: the same sums whatever the node ids.
-        results = sorted(
-            (reply for node, reply in kept.items() if node not in dropped),
-            key=lambda r: client_key_order(client_key(r.node_id, r.partition_id)),
+        intake.check_missing_metrics(
+            "aggregate_evaluate", server_round, read_round, self.rule_name, self.options
         )
+        results = ordered_results(read_round.accepted, read_round.dropped)
         self.evaluations[server_round] = results
-        self.evaluation_drops[server_round] = dropped
+        self.evaluation_drops[server_round] = read_round.dropped
         self.evaluation_unanswered[server_round] = intake.unanswered(
             "aggregate_evaluate", messages, self.in_flight
         )
         if not results:
             logger.warning("aggregate_evaluate: round %d has no usable reply", server_round)
             return None
-        contents = contents_of(messages, [r.node_id for r in results])
+        nodes = [r.node_id for r in results]
         metrics = app_metrics(
-            "aggregate_evaluate", self.evaluate_metrics_aggr_fn, contents, self.weighted_by_key
+            "aggregate_evaluate",
+            self.evaluate_metrics_aggr_fn,
+            messages,
+            nodes,
+            self.weighted_by_key,
         )
-        counts = np.array([r.num_examples for r in results], dtype=np.float64)
-        metrics[keys.EVAL_LOSS] = float(
-            np.dot(counts, [r.eval_loss for r in results]) / counts.sum()
-        )
-        metrics[keys.EVAL_ACC] = float(np.dot(counts, [r.eval_acc for r in results]) / counts.sum())
-        metrics["dropped-replies"] = len(dropped)
-        fairness = fairness_metrics(
-            [r.eval_acc for r in results],
-            [r.num_examples for r in results],
-            [r.eval_loss for r in results],
-        )
-        metrics.update(fairness)
-        # Ditto: the same statistics over the clients' personal models, "personal-" first.
-        personal = [
-            (r.personal_eval_loss, r.personal_eval_acc, r.num_examples)
-            for r in results
-            if r.personal_eval_loss is not None and r.personal_eval_acc is not None
-        ]
-        if personal:
-            losses = [loss for loss, _, _ in personal]
-            accuracies = [acc for _, acc, _ in personal]
-            sizes = [size for _, _, size in personal]
-            weights = np.array(sizes, dtype=np.float64)
-            metrics[keys.PERSONAL_EVAL_LOSS] = float(np.dot(weights, losses) / weights.sum())
-            metrics[keys.PERSONAL_EVAL_ACC] = float(np.dot(weights, accuracies) / weights.sum())
-            metrics.update(
-                {
-                    f"personal-{name}": value
-                    for name, value in fairness_metrics(accuracies, sizes, losses).items()
-                }
-            )
+        metrics.update(evaluation_metrics(results, len(read_round.dropped)))
         return MetricRecord(metrics)
 
 
@@ -800,10 +435,10 @@ class ReweightedStrategy(FairStrategy):
 
     Subclasses implement :meth:`lambdas`; this class applies them with
     :func:`fairfl.strategies.aggregation.reweighted_average_and_squared_norms` and
-    reports them. The reply values are checked in that same pass (one read of every reply):
-    a reply with a NaN/Inf or a ``|value| > max_abs_weight`` is dropped with the
-    reader's reason, and the round is aggregated again without it
-    (:meth:`FairStrategy.aggregate_without_rejected`).
+    reports them (:func:`~fairfl.strategies.records.weight_diagnostics`). The reply values
+    are checked in that same pass: a reply with a NaN/Inf or a ``|value| > max_abs_weight``
+    is dropped with the reader's reason, and the round aggregated again without it
+    (:func:`fairfl.strategies.intake.aggregate_without_rejected`).
     """
 
     #: The weighted average reads every reply value; it checks them (``apply_lambdas``).
@@ -818,7 +453,7 @@ class ReweightedStrategy(FairStrategy):
     ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """Apply the rule's λ, capped at ``max_client_share`` of their sum, to the replies."""
         weights = np.asarray(self.lambdas(server_round, replies), dtype=np.float64)
-        capped = share_capped(weights, self.max_client_share)
+        capped, capped_clients = share_capped(weights, self.max_client_share), None
         if capped is None:
             new_arrays = self.apply_lambdas(global_arrays, replies, weights)
         else:
@@ -828,17 +463,7 @@ class ReweightedStrategy(FairStrategy):
         record = self.train_records[server_round]
         record.weights = {r.node_id: float(w) for r, w in zip(replies, weights, strict=True)}
         logger.debug("aggregate_train: round %d weights %s", server_round, record.weights)
-        diagnostics: dict[str, Any] = {
-            "lambda-max": float(weights.max()),
-            "lambda-min": float(weights.min()),
-            "lambda-sum": float(weights.sum()),
-        }
-        entropy = weight_entropy(weights)
-        if np.isfinite(entropy):
-            diagnostics["lambda-entropy"] = entropy
-        if capped is not None:
-            diagnostics["capped-clients"] = capped_clients
-        return new_arrays, diagnostics
+        return new_arrays, weight_diagnostics(weights, capped_clients)
 
     def apply_lambdas(
         self,
@@ -848,18 +473,15 @@ class ReweightedStrategy(FairStrategy):
     ) -> list[NDArray[Any]]:
         """``w^t - Σ_i λ_i (w^t - w_i)``, checking every reply value in the same pass.
 
-        :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms`
-        gives the update and each reply array's ``‖w‖²`` (:meth:`value_errors`). A
-        rule that already read every reply in a pass of its own may override this to
-        reuse that pass (q-FFL does, checking the values there); the result must equal
-        this one up to float64 rounding.
+        :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms` gives
+        the update and each reply array's ``‖w‖²``. A rule that read every reply in a pass
+        of its own may override this to reuse it (q-FFL does); the result must equal this
+        one up to float64 rounding.
 
         Raises
         ------
         RejectedRepliesError
-            If a reply has a NaN/Inf or a ``|value| > max_abs_weight``
-            (:meth:`value_errors`); :meth:`aggregate_train` drops it and aggregates
-            again.
+            If a reply has a NaN/Inf or a ``|value| > max_abs_weight`` (:meth:`value_errors`).
         """
         new_arrays, squared_norms = reweighted_average_and_squared_norms(
             global_arrays, [r.arrays for r in replies], weights

@@ -6,6 +6,9 @@ replies lacked a metric the rule needs and which nodes answered at all. A bad re
 logged with its node and reason and dropped; the round goes on with the rest. Error replies
 the SuperLink writes for a node it cannot reach are mapped back to that node
 (:func:`reply_node`), and nodes that sent nothing are listed (:func:`unanswered`).
+A round whose every answering reply lacks a metric the rule needs stops the run
+(:func:`check_missing_metrics`). Replies a rule rejects in its own value pass are dropped
+and the rest aggregated again (:func:`aggregate_without_rejected`).
 """
 
 from __future__ import annotations
@@ -13,18 +16,42 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 from flwr.app import Message
 from numpy.typing import NDArray
 
 from fairfl._compat import SERVER_NODE_ID
-from fairfl.contract import ReplyError, TrainReply, check_array_values
+from fairfl.contract import (
+    ModelLayout,
+    ReplyError,
+    TrainReply,
+    check_array_values,
+    keys,
+    read_train_reply,
+)
+from fairfl.contract.objective import objective_dropped, objective_dropped_message
+from fairfl.strategies.errors import (
+    MissingMetricError,
+    RejectedRepliesError,
+    missing_metric_help,
+    missing_metric_message,
+)
+from fairfl.strategies.records import TrainRoundRecord
+
+if TYPE_CHECKING:
+    from fairfl.strategies.options import StrategyOptions
 
 logger = logging.getLogger(__name__)
 
 ReplyT = TypeVar("ReplyT")
+AggregateT = TypeVar("AggregateT")
+
+#: The client objective's train-config keys: a reply that ignored them is warned about
+#: (:func:`warn_ignored_objective`).
+OBJECTIVE_KEYS = (keys.PROXIMAL_MU, keys.PROPFAIR_M)
 
 
 @dataclass
@@ -204,3 +231,115 @@ def value_errors(
                 errors.append(error)
                 break
     return errors
+
+
+def check_missing_metrics(
+    hook: str,
+    server_round: int,
+    read: Intake[ReplyT],
+    rule_name: str,
+    options: StrategyOptions,
+) -> None:
+    """Stop the run if every answering node's reply lacked a metric the rule needs.
+
+    Raises
+    ------
+    MissingMetricError
+        If some reply lacked a metric and every answering node's did, naming each key
+        and what reports it (:func:`~fairfl.strategies.errors.missing_metric_help`),
+        unless ``options.allow_missing_metrics``.
+    """
+    missing = read.missing
+    if options.allow_missing_metrics or not missing or set(missing) != read.answered:
+        return
+    helps = " ".join(
+        missing_metric_help(
+            key,
+            hook,
+            rule_name=rule_name,
+            weighted_by_key=options.weighted_by_key,
+            train_loss_key=options.train_loss_key,
+        )
+        for key in sorted(set(missing.values()))
+    )
+    raise MissingMetricError(missing_metric_message(hook, server_round, missing, rule_name, helps))
+
+
+def warn_ignored_objective(
+    replies: Iterable[TrainReply],
+    sent: Sequence[str],
+    key_of: Callable[[TrainReply], str],
+    warned: set[str],
+) -> None:
+    """WARNING once per client whose update ignored the client objective the rule sent.
+
+    ``sent`` names the objective's config keys sent this round (``proximal-mu``,
+    ``propfair-m``); ``warned`` holds the clients already told, and gains the new ones.
+    The round still aggregates such an update (it is a valid one), but not under the
+    rule the user chose: ``fair_train`` reports ``objective-ignored`` when the app's
+    ``train_fn`` never called the loss it was handed.
+    """
+    for reply in replies:
+        key = key_of(reply)
+        if sent and objective_dropped(reply.metrics) and key not in warned:
+            warned.add(key)
+            logger.warning(objective_dropped_message(f"client {key}", ", ".join(sent)))
+
+
+def train_reader(
+    options: StrategyOptions,
+    layout: ModelLayout,
+    required_metrics: tuple[str, ...],
+    check_values: bool,
+    arrays_key: str,
+) -> Callable[[Message], TrainReply]:
+    """:func:`fairfl.contract.read_train_reply` for one round's model and the rule's needs."""
+    return partial(
+        read_train_reply,
+        layout=layout,
+        required_metrics=required_metrics,
+        max_abs_weight=options.max_abs_weight,
+        check_values=check_values,
+        loss_key=options.train_loss_key,
+        weight_key=options.weighted_by_key,
+        arrays_key=arrays_key,
+        max_loss=options.max_loss,
+    )
+
+
+def aggregate_without_rejected(
+    aggregate: Callable[[list[TrainReply]], AggregateT],
+    accepted: list[TrainReply],
+    record: TrainRoundRecord,
+    restore: Callable[[], None],
+) -> tuple[list[TrainReply], AggregateT | None]:
+    """``aggregate(accepted)``, dropping the replies it rejects and aggregating the rest again.
+
+    A rule that checks the array values in its own pass raises
+    :class:`~fairfl.strategies.errors.RejectedRepliesError`; each rejected reply is then
+    logged and recorded in ``record`` as the reader would have dropped it, ``restore``
+    puts the rule's state back (the aborted pass may have changed it: AFL's λ), and the
+    rest is aggregated.
+
+    Returns
+    -------
+    tuple[list[TrainReply], AggregateT | None]
+        The replies aggregated, and ``aggregate``'s result (``None`` if every reply
+        was rejected).
+    """
+    diagnostics = dict(record.diagnostics)
+    while accepted:
+        try:
+            return accepted, aggregate(accepted)
+        except RejectedRepliesError as rejected:
+            errors = {error.node_id: error for error in rejected.errors}
+            assert errors.keys() & {r.node_id for r in accepted}, "rejected no reply"
+        for node, error in errors.items():
+            drop("aggregate_train", record.dropped, error, node)
+            record.partition_ids.pop(node, None)
+        accepted = [r for r in accepted if r.node_id not in errors]
+        record.accepted = [r.node_id for r in accepted]
+        record.weights = {}
+        record.diagnostics = dict(diagnostics)
+        restore()
+    return accepted, None

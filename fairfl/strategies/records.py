@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from flwr.app import Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
-from fairfl.contract import keys
+from fairfl.contract import ModelLayout, TrainReply, keys
+from fairfl.strategies.aggregation import weight_entropy
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,63 @@ class TrainRoundRecord:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
 
+    def skip(self, server_round: int, problem: str) -> None:
+        """Record (and log at WARNING) that the round kept the previous global model."""
+        logger.warning(
+            "aggregate_train: round %d skipped: the new global model %s; "
+            "keeping the previous global model",
+            server_round,
+            problem,
+        )
+        self.skipped = f"the new global model {problem}"
+        self.diagnostics["skipped-aggregate"] = 1
+
+    @classmethod
+    def of(
+        cls, accepted: list[TrainReply], dropped: dict[int, str], unanswered: list[int]
+    ) -> TrainRoundRecord:
+        """The record of a round that accepted ``accepted`` (its λ and diagnostics to come)."""
+        return cls(
+            accepted=[r.node_id for r in accepted],
+            partition_ids={
+                r.node_id: r.partition_id for r in accepted if r.partition_id is not None
+            },
+            dropped=dropped,
+            unanswered=unanswered,
+        )
+
+
+def weight_diagnostics(
+    weights: NDArray[np.float64], capped_clients: int | None
+) -> dict[str, MetricValue]:
+    """A round's diagnostics of its aggregation weights λ (at least one).
+
+    ``lambda-max``, ``lambda-min``, ``lambda-sum``, ``lambda-entropy`` (the entropy of
+    the normalised λ, :func:`~fairfl.strategies.aggregation.weight_entropy`, when
+    finite) and ``capped-clients`` (the replies ``max_client_share`` capped, when on).
+    """
+    diagnostics: dict[str, MetricValue] = {
+        "lambda-max": float(weights.max()),
+        "lambda-min": float(weights.min()),
+        "lambda-sum": float(weights.sum()),
+    }
+    entropy = weight_entropy(weights)
+    if np.isfinite(entropy):
+        diagnostics["lambda-entropy"] = entropy
+    if capped_clients is not None:
+        diagnostics["capped-clients"] = capped_clients
+    return diagnostics
+
+
+def log_no_usable_reply(server_round: int, dropped: int) -> None:
+    """WARNING: a training round with no reply to aggregate keeps the previous model."""
+    logger.warning(
+        "aggregate_train: round %d has no usable reply (%d dropped); "
+        "keeping the previous global model",
+        server_round,
+        dropped,
+    )
+
 
 def round_metrics(num_replies: int, record: TrainRoundRecord) -> dict[str, MetricValue]:
     """The rule's part of the round's MetricRecord: reply counts and finite diagnostics."""
@@ -82,16 +140,20 @@ def round_metrics(num_replies: int, record: TrainRoundRecord) -> dict[str, Metri
 
 
 def app_metrics(
-    hook: str, aggregate: MetricsAggregation, contents: list[RecordDict], weighted_by_key: str
+    hook: str,
+    aggregate: MetricsAggregation,
+    messages: list[Message],
+    nodes: list[int],
+    weighted_by_key: str,
 ) -> dict[str, Any]:
-    """The app's own metrics of the accepted replies, as Flower's FedAvg returns them.
+    """The app's own metrics of the replies of ``nodes``, as Flower's FedAvg returns them.
 
     ``aggregate`` is ``train_metrics_aggr_fn`` or ``evaluate_metrics_aggr_fn``. If it
     raises (e.g. an app metric that is a float in one reply and a list in another),
     a WARNING names the error and no app metric is reported.
     """
     try:
-        return dict(aggregate(contents, weighted_by_key))
+        return dict(aggregate(contents_of(messages, nodes), weighted_by_key))
     except (ArithmeticError, KeyError, TypeError, ValueError) as error:
         logger.warning(
             "%s: the replies' own metrics could not be aggregated (%s: %s); "
@@ -154,3 +216,21 @@ def global_model_problem(
     if worst is not None and max_abs_weight is not None and worst[0] > max_abs_weight:
         return f"has |w| {worst[0]:.6g} > max_abs_weight {max_abs_weight:g} in {worst[1]!r}"
     return None
+
+
+def global_model(
+    layout: ModelLayout, new_arrays: Iterable[NDArray[Any]], max_abs_weight: float | None
+) -> tuple[ArrayRecord | None, str | None]:
+    """The new global model in the model's dtypes, or ``None`` and what is wrong with it.
+
+    Each array is cast to its dtype in ``layout`` (C-contiguous), then checked by
+    :func:`global_model_problem`.
+    """
+    cast = [
+        np.ascontiguousarray(value, dtype=dtype)
+        for value, dtype in zip(new_arrays, layout.dtypes, strict=True)
+    ]
+    problem = global_model_problem(layout.keys, cast, max_abs_weight)
+    if problem is not None:
+        return None, problem
+    return ArrayRecord({k: Array(v) for k, v in zip(layout.keys, cast, strict=True)}), None

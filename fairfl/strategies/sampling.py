@@ -25,14 +25,15 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Literal
+from dataclasses import replace
+from typing import Any, Literal
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import keys, sorted_client_keys
+from fairfl.contract import TrainReply, keys, sorted_client_keys
 
 logger = logging.getLogger(__name__)
 
@@ -246,6 +247,31 @@ class SizeSampler:
     def record(self, client_key: str, num_examples: int) -> None:
         """Remember a client's n_k (from its train reply)."""
         self.counts[client_key] = int(num_examples)
+
+    def weigh(
+        self, replies: list[TrainReply], key_of: Callable[[TrainReply], str]
+    ) -> list[TrainReply]:
+        """The replies as the rule weighs them: n_k = 1 each in a round drawn ∝ n_k.
+
+        Records each reply's n_k (for later draws); in a drawn round each reply then
+        counts as n_k = 1, so that every rule sums the drawn replies uniformly (paper
+        002's reference code, ``aggregate`` with ``sampling=2``): the draw already
+        weighs device k by p_k. A census round leaves the replies as they are.
+        """
+        for reply in replies:
+            self.record(key_of(reply), reply.num_examples)
+        if not self.drawn:
+            return replies
+        return [replace(reply, num_examples=1) for reply in replies]
+
+    def state(self) -> dict[str, Any]:
+        """The learnt n_k by client key, for a checkpoint (``{"size-counts": ...}``)."""
+        return {"size-counts": dict(self.counts)}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state` output (no counts: none known)."""
+        counts = state.get("size-counts", {})
+        self.counts = {str(k): int(v) for k, v in counts.items()}
 
     def draw(
         self,

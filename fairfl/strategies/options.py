@@ -1,0 +1,225 @@
+"""The settings every rule takes besides its own hyperparameters: :class:`StrategyOptions`.
+
+:class:`~fairfl.strategies.base.FairStrategy` splits its keywords in two: the ones named
+here (Flower's FedAvg's and fairfl's own), checked once in :class:`StrategyOptions`, and
+the rest, the rule's hyperparameters (:mod:`fairfl.strategies.params`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from fairfl.contract import keys
+from fairfl.contract.bounds import MAX_LOSS
+from fairfl.strategies._checks import check_base_settings
+from fairfl.strategies.records import MetricsAggregation, aggregate_app_metrics
+from fairfl.strategies.sampling import Sampling
+
+if TYPE_CHECKING:
+    from fairfl.strategies.base import FairStrategy
+
+#: The keywords :class:`flwr.serverapp.strategy.FedAvg` takes, passed on to it.
+FLOWER_KEYWORDS = (
+    "fraction_train",
+    "fraction_evaluate",
+    "min_train_nodes",
+    "min_evaluate_nodes",
+    "min_available_nodes",
+    "weighted_by_key",
+    "arrayrecord_key",
+    "configrecord_key",
+    "train_metrics_aggr_fn",
+    "evaluate_metrics_aggr_fn",
+)
+
+
+@dataclass(frozen=True)
+class StrategyOptions:
+    """The settings of every rule, checked when built.
+
+    Every rule takes all of :class:`flwr.serverapp.strategy.FedAvg`'s keyword arguments,
+    with Flower's defaults and meaning, plus fairfl's below.
+
+    Parameters
+    ----------
+    fraction_train, fraction_evaluate, min_train_nodes, min_evaluate_nodes, \
+min_available_nodes
+        As in :class:`flwr.serverapp.strategy.FedAvg`, but checked: fractions in
+        [0, 1], counts >= 0.
+    weighted_by_key : str (default: "num-examples")
+        As in FedAvg: the reply metric holding n_k (train) or the test-sample count
+        (evaluate). fairfl requires it in every reply, as an int > 0.
+    arrayrecord_key, configrecord_key : str (default: "arrays", "config")
+        As in FedAvg: the names of the ArrayRecord and ConfigRecord in the messages
+        sent. Train replies must carry their ArrayRecord under ``arrayrecord_key``.
+    train_metrics_aggr_fn, evaluate_metrics_aggr_fn : Callable | None (default: None)
+        As in FedAvg: ``(list[RecordDict], weighted_by_key) -> MetricRecord`` over the
+        accepted replies (default:
+        :func:`~fairfl.strategies.records.aggregate_app_metrics`, Flower's weighted
+        average of every metric but fairfl's per-client reports). The round's
+        MetricRecord holds its result *and* fairfl's metrics and diagnostics (fairfl's
+        win on a name clash). If it raises, a WARNING names the error and the record
+        holds fairfl's metrics only.
+    train_loss_key : str (default: "loss-before-training")
+        The reply metric the loss-aware rules read as F_k(w^t), the loss of the
+        received global model measured *before* local training (Flower's QFedAvg
+        parameter name; Flower's default key ``train_loss`` is the loss *during*
+        training in a stock ClientApp). ``train_loss_key="train_loss"`` is for apps
+        whose ``train_loss`` is measured before local training; it makes
+        :class:`~fairfl.strategies.QFFL` equal Flower's QFedAvg on the same replies.
+    allow_missing_metrics : bool (default: False)
+        When every reply of a round lacks a metric the rule needs (``required
+        metrics`` in ``summary()``), the run stops with a
+        :class:`~fairfl.strategies.errors.MissingMetricError` naming the key and the
+        client helper that reports it. True drops such replies with a WARNING instead
+        and goes on (the round then keeps the previous model). Replies that lack it
+        while others carry it are always dropped.
+    max_abs_weight : float | None (default: 1e6)
+        Drop replies with a weight larger than this in absolute value (an absurd
+        magnitude no trained network has; it would swamp every other client in a
+        weighted sum). ``None`` only rejects NaN/Inf. The new global model is held to
+        the same bound: a round whose aggregate breaks it (or is not finite) keeps the
+        previous model, logs a WARNING and records ``skipped`` in its
+        :class:`~fairfl.strategies.records.TrainRoundRecord` (``skipped-aggregate`` in
+        its metrics).
+    max_loss : float (default: 1e6, :data:`fairfl.contract.bounds.MAX_LOSS`)
+        Drop train replies reporting a loss (``train_loss_key``, ``train_loss``) above
+        this, or an ``|rcfl-eta|`` above it; losses must also be >= 0. A finite number
+        > 0; raise it for a federation whose honest losses are larger
+        (:mod:`fairfl.contract.bounds` says why 1e6).
+    evaluate_every : int (default: 1)
+        Federated evaluation only every this many rounds, and always in the last round
+        of ``start()`` (long runs: q-FFL's Synthetic trains for thousands of rounds).
+    client_sampling : {"uniform", "size-proportional"} (default: "uniform")
+        How the round's training nodes are picked (run-config key ``sampling``).
+        ``"uniform"``: Flower's FedAvg sampling, ``fraction_train`` of the connected
+        nodes uniformly without replacement. ``"size-proportional"``: the same number
+        drawn with probability ∝ n_k without replacement, as q-FFL's experiments
+        (paper 002; :class:`fairfl.strategies.sampling.SizeSampler`), the drawn
+        replies then counting as n_k = 1 each for the rule (a uniform sum, as the
+        reference code's aggregation). Round 1, where no n_k is known yet, trains
+        every node. Evaluation always samples uniformly (``fraction_evaluate``).
+    loss_clip_mad : float (default: 0.0, off)
+        Not in any paper; a defence against clients inflating ``train_loss_key``
+        (:mod:`fairfl.strategies.defences`). k > 0 clips each round's reported losses to
+        ``[max(0, m - k·MAD), m + k·MAD]`` (m, MAD: their median and median absolute
+        deviation) before the rule reads them. A finite number >= 0.
+    max_client_share : float (default: 1.0, off)
+        Not in any paper; the other defence of :mod:`fairfl.strategies.defences`. Below
+        1, no reply's aggregation weight λ_i may exceed this share of the round's
+        ``Σ_j λ_j``; the excess goes to the others. Only for
+        :class:`~fairfl.strategies.base.ReweightedStrategy` rules. In (0, 1].
+
+    Raises
+    ------
+    ValueError
+        Naming the first setting out of range, its bound and the value received.
+    """
+
+    fraction_train: float = 1.0
+    fraction_evaluate: float = 1.0
+    min_train_nodes: int = 2
+    min_evaluate_nodes: int = 2
+    min_available_nodes: int = 2
+    weighted_by_key: str = keys.NUM_EXAMPLES
+    arrayrecord_key: str = keys.ARRAYS
+    configrecord_key: str = keys.CONFIG
+    train_metrics_aggr_fn: MetricsAggregation | None = None
+    evaluate_metrics_aggr_fn: MetricsAggregation | None = None
+    train_loss_key: str = keys.LOSS_BEFORE_TRAINING
+    allow_missing_metrics: bool = False
+    max_abs_weight: float | None = 1e6
+    max_loss: float = MAX_LOSS
+    evaluate_every: int = 1
+    client_sampling: Sampling = "uniform"
+    loss_clip_mad: float = 0.0
+    max_client_share: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_base_settings(
+            fractions={
+                "fraction_train": self.fraction_train,
+                "fraction_evaluate": self.fraction_evaluate,
+            },
+            counts={
+                "min_train_nodes": self.min_train_nodes,
+                "min_evaluate_nodes": self.min_evaluate_nodes,
+                "min_available_nodes": self.min_available_nodes,
+            },
+            evaluate_every=self.evaluate_every,
+            client_sampling=self.client_sampling,
+            record_keys={
+                "weighted_by_key": self.weighted_by_key,
+                "arrayrecord_key": self.arrayrecord_key,
+                "configrecord_key": self.configrecord_key,
+                "train_loss_key": self.train_loss_key,
+            },
+            functions={
+                "train_metrics_aggr_fn": self.train_metrics_aggr_fn,
+                "evaluate_metrics_aggr_fn": self.evaluate_metrics_aggr_fn,
+            },
+            allow_missing_metrics=self.allow_missing_metrics,
+            max_abs_weight=self.max_abs_weight,
+            max_loss=self.max_loss,
+            loss_clip_mad=self.loss_clip_mad,
+            max_client_share=self.max_client_share,
+        )
+        for name in ("max_loss", "loss_clip_mad", "max_client_share"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+
+    @classmethod
+    def split(cls, keywords: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``keywords`` as (this class's settings, the rest: the rule's hyperparameters)."""
+        names = {f.name for f in fields(cls)}
+        ours = {k: v for k, v in keywords.items() if k in names}
+        return ours, {k: v for k, v in keywords.items() if k not in names}
+
+    def check_share_cap(self, rule_name: str, reweighted: bool) -> None:
+        """Refuse ``max_client_share < 1`` for a rule not of the form ``w - Σ λ_i (w - w_i)``.
+
+        Raises
+        ------
+        ValueError
+            If ``max_client_share < 1`` and not ``reweighted``, naming the rule.
+        """
+        if self.max_client_share < 1 and not reweighted:
+            raise ValueError(
+                f"max_client_share < 1 caps the weights λ_i of the rules of the form "
+                f"w - Σ λ_i (w - w_i); {rule_name} is not one, got {self.max_client_share!r}"
+            )
+
+    def sampling_keywords(self, train: bool) -> dict[str, Any]:
+        """The sampling keywords of :func:`~fairfl.strategies.sampling.sampled_messages`.
+
+        ``train``: the training phase's fraction and minimum, else evaluation's.
+        """
+        return {
+            "fraction": self.fraction_train if train else self.fraction_evaluate,
+            "min_nodes": self.min_train_nodes if train else self.min_evaluate_nodes,
+            "min_available_nodes": self.min_available_nodes,
+            "arrayrecord_key": self.arrayrecord_key,
+            "configrecord_key": self.configrecord_key,
+        }
+
+    def flower_keywords(self) -> dict[str, Any]:
+        """The keywords for FedAvg's constructor (the metric functions defaulted)."""
+        flower = {name: getattr(self, name) for name in FLOWER_KEYWORDS}
+        for name in ("train_metrics_aggr_fn", "evaluate_metrics_aggr_fn"):
+            flower[name] = flower[name] or aggregate_app_metrics
+        return flower
+
+
+def log_summary(logger: logging.Logger, strategy: FairStrategy) -> None:
+    """Log a rule's settings and fairfl's (``summary()``, before Flower's own lines)."""
+    logger.info("\t├──> %s settings:", strategy.rule_name)
+    for name, value in strategy.settings().items():
+        logger.info("\t│\t├── %s: %s", name, value)
+    for name in ("max_abs_weight", "max_loss", "loss_clip_mad", "max_client_share"):
+        logger.info("\t│\t├── %s: %s", name, getattr(strategy, name))
+    logger.info("\t│\t├── evaluate_every: %s", strategy.evaluate_every)
+    logger.info("\t│\t├── train_loss_key: '%s'", strategy.train_loss_key)
+    logger.info("\t│\t├── allow_missing_metrics: %s", strategy.allow_missing_metrics)
+    logger.info("\t│\t└── required train metrics: %s", list(strategy.required_metrics))

@@ -1,0 +1,172 @@
+"""The orchestrator's collaborators split out of ``FairStrategy`` (issue 34 item 1), no Grid.
+
+Settings (:mod:`fairfl.strategies.options`), evaluation metrics
+(:mod:`fairfl.strategies.evaluation`), λ diagnostics and records
+(:mod:`fairfl.strategies.records`), the size sampler's weighing and checkpoint state
+(:mod:`fairfl.strategies.sampling`) and the retry without rejected replies
+(:mod:`fairfl.strategies.intake`). Numbers worked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from fairfl.contract import EvaluateReply, ReplyError, TrainReply, keys
+from fairfl.strategies import intake
+from fairfl.strategies.errors import RejectedRepliesError
+from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
+from fairfl.strategies.options import StrategyOptions
+from fairfl.strategies.records import TrainRoundRecord, aggregate_app_metrics, weight_diagnostics
+from fairfl.strategies.sampling import SizeSampler
+
+
+def reply(node: int, n: int, partition: int | None = None) -> TrainReply:
+    metrics: dict[str, int | float | list[float]] = {}
+    if partition is not None:
+        metrics[keys.PARTITION_ID] = partition
+    return TrainReply(node_id=node, num_examples=n, arrays=[np.zeros(1)], metrics=metrics)
+
+
+def test_options_split_the_rules_keywords_from_every_rules_settings():
+    ours, rule = StrategyOptions.split({"fraction_train": 0.5, "q": 2.0, "max_loss": 9})
+    assert ours == {"fraction_train": 0.5, "max_loss": 9}
+    assert rule == {"q": 2.0}
+    options = StrategyOptions(**ours)
+    assert options.max_loss == 9.0 and isinstance(options.max_loss, float)
+    flower = options.flower_keywords()
+    assert flower["fraction_train"] == 0.5
+    # FedAvg gets fairfl's app-metric average when none is given.
+    assert flower["train_metrics_aggr_fn"] is aggregate_app_metrics
+    assert "max_loss" not in flower
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("fraction_evaluate", 1.5, "fraction_evaluate must be in [0, 1], got 1.5"),
+        ("evaluate_every", 0, "evaluate_every must be an int >= 1, got 0"),
+        ("max_loss", math.inf, "max_loss must be a finite number, got inf"),
+        ("client_sampling", "random", "client_sampling must be one of"),
+    ],
+)
+def test_options_refuse_a_bad_setting_naming_it(setting, value, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        StrategyOptions(**{setting: value})
+
+
+def test_a_share_cap_is_refused_for_a_rule_without_weights_naming_the_rule():
+    options = StrategyOptions(max_client_share=0.5)
+    options.check_share_cap("TERM", reweighted=True)
+    with pytest.raises(ValueError, match=re.escape("FedMGDA+ is not one, got 0.5")):
+        options.check_share_cap("FedMGDA+", reweighted=False)
+
+
+def test_sampling_keywords_pick_the_phase():
+    options = StrategyOptions(fraction_train=0.25, fraction_evaluate=0.75, min_train_nodes=3)
+    assert options.sampling_keywords(train=True)["fraction"] == 0.25
+    assert options.sampling_keywords(train=True)["min_nodes"] == 3
+    assert options.sampling_keywords(train=False)["fraction"] == 0.75
+    assert options.sampling_keywords(train=False)["min_nodes"] == 2
+
+
+def test_evaluation_metrics_weigh_by_test_samples():
+    results = [
+        EvaluateReply(node_id=7, num_examples=1, eval_loss=2.0, eval_acc=0.5),
+        EvaluateReply(node_id=3, num_examples=3, eval_loss=1.0, eval_acc=1.0),
+    ]
+    metrics = evaluation_metrics(results, dropped=2)
+    assert metrics[keys.EVAL_LOSS] == pytest.approx((1 * 2.0 + 3 * 1.0) / 4)  # 1.25
+    assert metrics[keys.EVAL_ACC] == pytest.approx((1 * 0.5 + 3 * 1.0) / 4)  # 0.875
+    assert metrics["dropped-replies"] == 2
+    assert metrics["acc-mean"] == pytest.approx(0.75)  # unweighted across clients
+    assert not any(name.startswith("personal-") for name in metrics)
+
+
+def test_evaluation_metrics_of_personal_models_only_over_results_that_carry_them():
+    results = [
+        EvaluateReply(1, 1, 2.0, 0.5, personal_eval_loss=0.5, personal_eval_acc=0.9),
+        EvaluateReply(2, 3, 1.0, 1.0),
+    ]
+    metrics = evaluation_metrics(results, dropped=0)
+    assert metrics[keys.PERSONAL_EVAL_LOSS] == pytest.approx(0.5)
+    assert metrics[keys.PERSONAL_EVAL_ACC] == pytest.approx(0.9)
+    assert metrics["personal-acc-mean"] == pytest.approx(0.9)
+
+
+def test_evaluation_results_leave_out_drops_in_client_key_order():
+    kept = {
+        5: EvaluateReply(5, 1, 1.0, 1.0, partition_id=2),
+        6: EvaluateReply(6, 1, 1.0, 1.0, partition_id=0),
+        9: EvaluateReply(9, 1, 1.0, 1.0, partition_id=1),
+    }
+    results = ordered_results(kept, {9: "eval_acc is NaN"})
+    assert [r.node_id for r in results] == [6, 5]  # partitions 0, 2
+
+
+def test_weight_diagnostics_by_hand():
+    weights = np.array([0.5, 0.25, 0.25])
+    diagnostics = weight_diagnostics(weights, capped_clients=None)
+    assert diagnostics["lambda-max"] == 0.5
+    assert diagnostics["lambda-min"] == 0.25
+    assert diagnostics["lambda-sum"] == 1.0
+    # -(0.5 ln 0.5 + 2 · 0.25 ln 0.25) = 1.5 ln 2
+    assert diagnostics["lambda-entropy"] == pytest.approx(1.5 * math.log(2))
+    assert "capped-clients" not in diagnostics
+    negative = weight_diagnostics(np.array([1.0, -0.5]), capped_clients=1)
+    assert "lambda-entropy" not in negative  # no entropy of negative weights
+    assert negative["capped-clients"] == 1
+
+
+def test_a_skipped_round_is_recorded_with_its_reason():
+    record = TrainRoundRecord.of([reply(4, 10, partition=1), reply(2, 5)], {8: "bad"}, [9])
+    assert record.accepted == [4, 2]
+    assert record.partition_ids == {4: 1}
+    assert (record.dropped, record.unanswered) == ({8: "bad"}, [9])
+    record.skip(3, "is not finite (NaN in 'w')")
+    assert record.skipped == "the new global model is not finite (NaN in 'w')"
+    assert record.diagnostics == {"skipped-aggregate": 1}
+
+
+def test_the_size_sampler_weighs_drawn_replies_as_one_each_and_keeps_its_counts():
+    sampler = SizeSampler()
+    replies = [reply(1, 10), reply(2, 30)]
+    census = sampler.weigh(replies, lambda r: str(r.node_id))
+    assert [r.num_examples for r in census] == [10, 30]  # census round: as they are
+    sampler.drawn = True
+    drawn = sampler.weigh(replies, lambda r: str(r.node_id))
+    assert [r.num_examples for r in drawn] == [1, 1]
+    assert sampler.state() == {"size-counts": {"1": 10, "2": 30}}
+    resumed = SizeSampler()
+    resumed.load_state({"size-counts": {"1": "10", 2: 30}})
+    assert resumed.counts == {"1": 10, "2": 30}
+
+
+def test_rejected_replies_are_dropped_and_the_rest_aggregated_again():
+    replies = [reply(1, 1, partition=0), reply(2, 1, partition=1), reply(3, 1)]
+    record = TrainRoundRecord.of(replies, {}, [])
+    record.diagnostics["loss-clip"] = 1
+    calls: list[list[int]] = []
+    restored: list[int] = []
+
+    def aggregate(accepted: list[TrainReply]) -> str:
+        calls.append([r.node_id for r in accepted])
+        record.diagnostics[f"pass-{len(calls)}"] = 1
+        if any(r.node_id == 2 for r in accepted):
+            raise RejectedRepliesError([ReplyError(2, "arrays['w']", "has NaN")])
+        return "aggregated"
+
+    accepted, result = intake.aggregate_without_rejected(
+        aggregate, replies, record, lambda: restored.append(1)
+    )
+    assert result == "aggregated"
+    assert calls == [[1, 2, 3], [1, 3]]
+    assert [r.node_id for r in accepted] == [1, 3]
+    assert record.accepted == [1, 3] and record.partition_ids == {1: 0}
+    assert record.dropped == {2: "arrays['w'] has NaN"}
+    assert restored == [1]
+    # The aborted pass's diagnostics went; the second pass wrote its own.
+    assert record.diagnostics == {"loss-clip": 1, "pass-2": 1}
