@@ -1,4 +1,4 @@
-"""Ditto: fairness through personalisation, with FedAvg as the global rule.
+"""Ditto: fairness through personalisation, with FedAvg (or TERM) as the global rule.
 
 Li, Hu, Beirami and Smith, *Ditto: Fair and Robust Federated Learning Through
 Personalization*, ICML 2021, https://arxiv.org/abs/2012.04221 (docs/specs/spec-ditto.md).
@@ -9,8 +9,9 @@ minimises the personal objective
 
 by the step of Algorithm 1, line 6 (:func:`personal_step`). The server is FedAvg
 (Algorithm 1, line 9 with the paper's default global rule): the personal models never
-leave the clients, and the global model is the same as FedAvg's for every λ. The client
-side is :mod:`fairfl.client.ditto`.
+leave the clients, and the global model is the same as FedAvg's for every λ.
+:class:`DittoTERM` pairs the personal step with TERM as the global rule (spec §5). The
+client side is :mod:`fairfl.client.ditto`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fairfl.contract import keys
 from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.fedavg import FedAvg
 from fairfl.strategies.params import RuleParameters, integer, real
+from fairfl.strategies.term import TERM, TERMParameters
 
 
 @dataclass(frozen=True)
@@ -92,18 +94,73 @@ class Ditto(FedAvg):
 
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Send λ, the personal epochs and step-size scale, every round."""
-        return {
-            keys.DITTO_LAMBDA: self.params.lam,
-            keys.DITTO_PERSONAL_EPOCHS: self.params.personal_epochs,
-            keys.DITTO_PERSONAL_LR_SCALE: self.params.personal_lr_scale,
-        }
+        return personal_config(self.params)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Ask every client for its personal model's metrics too (the caller's config is kept)."""
-        with_personal = ConfigRecord({**dict(config), keys.DITTO_PERSONAL: True})
-        return super().configure_evaluate(server_round, arrays, with_personal, grid)
+        return super().configure_evaluate(server_round, arrays, with_personal(config), grid)
+
+
+@dataclass(frozen=True)
+class DittoTERMParameters(DittoParameters, TERMParameters):
+    """TERM's tilt α and Ditto's λ, personal epochs and step size (see :class:`DittoTERM`)."""
+
+
+class DittoTERM(TERM):
+    """Ditto with TERM as the global rule: tilted aggregation, personal models on the clients.
+
+    The server is :class:`fairfl.strategies.term.TERM` unchanged (Algorithm 1, line 9 with
+    TERM as the global rule), so the global model equals TERM's for every λ; each train
+    config also carries Ditto's keys, so every client takes the personal step (Algorithm 1,
+    line 6; paper Eq. 2), and each evaluate config asks for the personal model's metrics,
+    as in :class:`Ditto`.
+
+    Parameters
+    ----------
+    alpha : float (default: 0.5)
+        TERM's tilt α (``term-alpha``), as in :class:`~fairfl.strategies.term.TERM`.
+    lam, personal_epochs, personal_lr_scale
+        Ditto's ``ditto-lambda``, ``ditto-personal-epochs`` and
+        ``ditto-personal-lr-scale``, as in :class:`Ditto`.
+    **kwargs
+        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+
+    Raises
+    ------
+    ValueError
+        If a parameter is refused by TERM's or Ditto's checks.
+    """
+
+    rule_name = "Ditto+TERM"
+    registry_name = "ditto-term"
+    Parameters = DittoTERMParameters
+    params: DittoTERMParameters
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """TERM's keys (none) and Ditto's, every round."""
+        return {**super().train_config(server_round), **personal_config(self.params)}
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Ask every client for its personal model's metrics too (the caller's config is kept)."""
+        return super().configure_evaluate(server_round, arrays, with_personal(config), grid)
+
+
+def personal_config(params: DittoParameters) -> dict[str, ConfigValue]:
+    """The train-config keys that switch a client's personal step on (spec §3)."""
+    return {
+        keys.DITTO_LAMBDA: params.lam,
+        keys.DITTO_PERSONAL_EPOCHS: params.personal_epochs,
+        keys.DITTO_PERSONAL_LR_SCALE: params.personal_lr_scale,
+    }
+
+
+def with_personal(config: ConfigRecord) -> ConfigRecord:
+    """``config`` plus ``ditto-personal = true``: report the personal model's metrics too."""
+    return ConfigRecord({**dict(config), keys.DITTO_PERSONAL: True})
 
 
 def personal_step(
