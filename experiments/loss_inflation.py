@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flwr.app import Message
+from _liar import NUM_CLIENTS, base_config, metric_filter, outcome, run  # the script's folder
 
 from fairfl.contract import keys
-from fairfl.metrics import fairness_metrics, in_percent
-from fairfl.simulation import node_configs_for, run_inprocess
+from fairfl.simulation import node_configs_for
 
 RULES = ["afl", "term", "qffl", "gifair", "deltafl", "vred", "semivred", "rcfl"]
 #: Attack name -> the reported loss as a function of the true one.
@@ -43,48 +42,6 @@ ATTACKS: dict[str, Callable[[float], float]] = {
     "x100": lambda loss: 100.0 * loss,
     "const-1e5": lambda loss: 1e5,
 }
-NUM_CLIENTS = 10
-
-
-def liar_filter(liars: set[int], report: Callable[[float], float]):
-    """A reply filter: the given nodes' train replies report ``report(loss)``."""
-
-    def manipulate(instruction: Message, reply: Message) -> Message:
-        if instruction.metadata.dst_node_id not in liars or reply.has_error():
-            return reply
-        if instruction.metadata.message_type != "train":
-            return reply
-        metrics = reply.content["metrics"]
-        metrics[keys.LOSS_BEFORE_TRAINING] = report(float(metrics[keys.LOSS_BEFORE_TRAINING]))
-        if keys.QFFL_H in metrics:
-            del metrics[keys.QFFL_H]
-        return reply
-
-    return manipulate
-
-
-def liar_share(strategy: Any, liars: set[int]) -> float:
-    """Mean over the rounds of the liars' Σ λ_i / Σ λ (aggregation weights as applied)."""
-    shares = []
-    for record in strategy.train_records.values():
-        total = sum(record.weights.values())
-        if record.weights and total > 0:
-            shares.append(sum(w for n, w in record.weights.items() if n in liars) / total)
-    return float(np.mean(shares)) if shares else float("nan")
-
-
-def honest_accuracy(strategy: Any, liars: set[int]) -> tuple[float, float]:
-    """Mean and worst-10 % final test accuracy (%) of the clients that do not lie."""
-    last = max(strategy.evaluations)
-    honest = [r for r in strategy.evaluations[last] if r.node_id not in liars]
-    stats = in_percent(
-        fairness_metrics(
-            [r.eval_acc for r in honest],
-            [r.num_examples for r in honest],
-            [r.eval_loss for r in honest],
-        )
-    )
-    return stats["acc-mean"], stats["acc-worst-10"]
 
 
 def main() -> None:
@@ -101,17 +58,7 @@ def main() -> None:
     logging.disable(logging.INFO)
     nodes = node_configs_for(NUM_CLIENTS)
     first_node = min(nodes)
-    base: dict[str, Any] = {
-        "num-partitions": NUM_CLIENTS,
-        "num-server-rounds": args.rounds,
-        "dirichlet-alpha": 0.5,
-        "seed": args.seed,
-        # Only the final accuracies are reported: evaluate in the last round alone.
-        "evaluate-every": args.rounds,
-        "checkpoint": False,
-        # The work dir is scratch: a rerun replaces its runs (fairfl refuses otherwise).
-        "overwrite": True,
-    }
+    base = base_config(args.rounds, args.seed)
     defences: dict[str, dict[str, Any]] = {
         "none": {},
         f"loss-clip-mad={args.clip_k:g}": {"loss-clip-mad": args.clip_k},
@@ -124,27 +71,35 @@ def main() -> None:
             config = {**base, **overrides, "strategy": rule}
             slug = f"{rule}-{defence.split('=')[0]}"
             # One clean run serves as the baseline of both liar counts.
-            clean = run_inprocess({**config, "out-dir": str(args.work_dir / f"{slug}-clean")})
+            clean = run(config, args.work_dir / f"{slug}-clean")
             for count in (1, 2):
                 liars = {first_node + i for i in range(count)}
                 for attack in ["clean", *ATTACKS]:
                     if attack == "clean":
-                        strategy = clean.strategy
+                        strategy = clean
                     else:
-                        strategy = run_inprocess(
-                            {**config, "out-dir": str(args.work_dir / f"{slug}-{count}-{attack}")},
-                            reply_filter=liar_filter(liars, ATTACKS[attack]),
-                        ).strategy
-                    mean, worst = honest_accuracy(strategy, liars)
+                        lie = ATTACKS[attack]
+                        strategy = run(
+                            config,
+                            args.work_dir / f"{slug}-{count}-{attack}",
+                            metric_filter(
+                                liars,
+                                keys.LOSS_BEFORE_TRAINING,
+                                lambda loss, lie=lie: lie(float(loss)),
+                                drop=[keys.QFFL_H],
+                            ),
+                        )
+                    measured = outcome(strategy, liars)
                     results.append(
                         {
                             "rule": rule,
                             "defence": defence,
                             "liars": count,
                             "attack": attack,
-                            "liar_share": liar_share(strategy, liars),
-                            "honest_acc_mean": mean,
-                            "honest_acc_worst10": worst,
+                            # Mean over the rounds that aggregated anything.
+                            "liar_share": float(np.nanmean(measured["shares"])),
+                            "honest_acc_mean": measured["honest_acc_mean"],
+                            "honest_acc_worst10": measured["honest_acc_worst10"],
                         }
                     )
             print(f"{rule} / {defence}: done", file=sys.stderr, flush=True)

@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flwr.app import Message
-from loss_inflation import honest_accuracy  # experiments/ is the script's folder
+from _liar import NUM_CLIENTS, base_config, metric_filter, outcome, run  # the script's folder
 
 from fairfl.contract import keys
-from fairfl.simulation import node_configs_for, run_inprocess
+from fairfl.simulation import node_configs_for
 from fairfl.strategies.registry import STRATEGIES
 
 #: Attack name -> the reported count as a function of the true one.
@@ -43,34 +42,7 @@ ATTACKS: dict[str, Callable[[int], int]] = {
     "x10": lambda count: 10 * count,
     "2^64-1": lambda count: 2**64 - 1,
 }
-NUM_CLIENTS = 10
 HORIZONS = (5, 20, 50)
-
-
-def count_filter(liars: set[int], report: Callable[[int], int]):
-    """A reply filter: the given nodes' train replies report ``report(num-examples)``."""
-
-    def manipulate(instruction: Message, reply: Message) -> Message:
-        if instruction.metadata.dst_node_id not in liars or reply.has_error():
-            return reply
-        if instruction.metadata.message_type != "train":
-            return reply
-        metrics = reply.content["metrics"]
-        metrics[keys.NUM_EXAMPLES] = report(int(metrics[keys.NUM_EXAMPLES]))
-        return reply
-
-    return manipulate
-
-
-def shares_by_round(strategy: Any, liars: set[int]) -> list[float]:
-    """The liars' Σ λ_i / Σ λ in each round, in round order (NaN: nothing aggregated)."""
-    shares = []
-    for server_round in sorted(strategy.train_records):
-        weights = strategy.train_records[server_round].weights
-        total = sum(weights.values())
-        liar = sum(w for node, w in weights.items() if node in liars)
-        shares.append(liar / total if weights and total > 0 else float("nan"))
-    return shares
 
 
 def parse_defence(text: str) -> tuple[str, dict[str, Any]]:
@@ -99,17 +71,7 @@ def main() -> None:
     logging.disable(logging.INFO)
     nodes = node_configs_for(NUM_CLIENTS)
     liars = {min(nodes)}
-    base: dict[str, Any] = {
-        "num-partitions": NUM_CLIENTS,
-        "num-server-rounds": args.rounds,
-        "dirichlet-alpha": 0.5,
-        "seed": args.seed,
-        # Only the final accuracies are reported: evaluate in the last round alone.
-        "evaluate-every": args.rounds,
-        "checkpoint": False,
-        # The work dir is scratch: a rerun replaces its runs (fairfl refuses otherwise).
-        "overwrite": True,
-    }
+    base = base_config(args.rounds, args.seed)
     defences: dict[str, dict[str, Any]] = {
         "none": {},
         f"max-client-share={args.share:g}": {"max-client-share": args.share},
@@ -122,22 +84,16 @@ def main() -> None:
             config = {**base, **overrides, "strategy": rule}
             slug = f"{rule}-{defence.split('=')[0]}"
             for attack in ["clean", *ATTACKS]:
-                reply_filter = None if attack == "clean" else count_filter(liars, ATTACKS[attack])
+                reply_filter = None
+                if attack != "clean":
+                    lie = ATTACKS[attack]
+                    reply_filter = metric_filter(
+                        liars, keys.NUM_EXAMPLES, lambda count, lie=lie: lie(int(count))
+                    )
                 out_dir = args.work_dir / f"{slug}-{attack.replace('^', '')}"
-                strategy = run_inprocess(
-                    {**config, "out-dir": str(out_dir)}, reply_filter=reply_filter
-                ).strategy
-                shares = shares_by_round(strategy, liars)
-                mean, worst = honest_accuracy(strategy, liars)
+                strategy = run(config, out_dir, reply_filter)
                 results.append(
-                    {
-                        "rule": rule,
-                        "defence": defence,
-                        "attack": attack,
-                        "shares": shares,
-                        "honest_acc_mean": mean,
-                        "honest_acc_worst10": worst,
-                    }
+                    {"rule": rule, "defence": defence, "attack": attack} | outcome(strategy, liars)
                 )
             print(f"{rule} / {defence}: done", file=sys.stderr, flush=True)
     wall = time.perf_counter() - started
