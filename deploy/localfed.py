@@ -260,6 +260,9 @@ class LocalFederation:
         Flower's ``--max-retries`` of each SuperNode (connection attempts before it
         gives up; a refused key fails fast with 3); ``None``: Flower's default, retry
         without end, as a deployed device that must outlive a SuperLink restart.
+    ditto_state : bool
+        Give every SuperNode a node-config ``ditto-state-dir`` on its own host's disk
+        (:meth:`ditto_state_dir`), where Ditto keeps its personal models across restarts.
     """
 
     workdir: Path
@@ -269,6 +272,7 @@ class LocalFederation:
     device: str = "cpu"
     ready_timeout: float = 120.0
     supernode_max_retries: int | None = 3
+    ditto_state: bool = False
     mode: str = ""
     fallback_reason: str = ""
     procs: list[Proc] = field(default_factory=list)
@@ -739,6 +743,10 @@ class LocalFederation:
             parts.append(f"----- {log.name}\n{tail}")
         return "\n".join(parts)
 
+    def ditto_state_dir(self, index: int) -> Path:
+        """SuperNode ``index``'s ``ditto-state-dir``: a folder of its host's home."""
+        return self.workdir / "homes" / f"n{index + 1}" / "ditto"
+
     def out_dir(self, name: str = "run") -> Path:
         """Where run ``name`` writes its results (on the SuperLink host)."""
         return self.out_root / name
@@ -879,6 +887,8 @@ class LocalFederation:
             "--isolation",
             self.isolation,
         ]
+        if self.ditto_state:
+            args += ["--ditto-state-dir", str(self.ditto_state_dir(index))]
         if self.supernode_max_retries is not None:
             args += ["--", "--max-retries", str(self.supernode_max_retries)]
         proc = self._spawn(name, host, args)

@@ -18,7 +18,10 @@ devices do) serves the three tests in turn:
   lists it as dropped, and its late reply changes no later round (the model equals the
   in-process runner's with that node silent in round 2's training); SuperNode 3 is
   SIGKILLed just after receiving its round-3 evaluation message: round 3's metrics are
-  over the clients that answered and list the third as dropped, not as zero accuracy.
+  over the clients that answered and list the third as dropped, not as zero accuracy;
+- in a Ditto run, SuperNode 1 is switched off after round 1 and started again: its
+  personal model continues from the file in its ``ditto-state-dir``, not from the
+  global model.
 
 Every round's record must add up: sampled = answered + dropped, for training and
 evaluation (``num-clients`` 0 in a round where nobody evaluated in time). The waits
@@ -75,6 +78,7 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFederation]:
         supernodes=N_SUPERNODES,
         network=network,
         supernode_max_retries=None,
+        ditto_state=True,
     )
     with federation:
         if federation.mode != "netns":
@@ -365,3 +369,62 @@ def test_straggler_times_out_and_a_node_killed_during_evaluation(
     # same participation, the straggler silent in round 2's training (and the victim
     # silent in round 3's evaluation, which does not move the model).
     _same_as_uninterrupted(out_dir, config, tmp_path / "inprocess", whole_last_round=False)
+
+
+def test_supernode_restart_keeps_its_ditto_personal_model(fed: LocalFederation, pace: Pace) -> None:
+    """SuperNode 1 leaves after round 1 and comes back; its personal model is the saved one.
+
+    λ = 0 and a personal step size of 1e-6 lr keep every personal model at the model
+    it started from, the global model of round 1 w^1, to within ~1e-7 a round: all three
+    personal models stay equal and score alike round after round while the global model
+    moves. The restarted SuperNode's Context.state is empty, so only the file in its
+    ``ditto-state-dir`` can give it v_1 back. Without it, a restarted node asked to
+    evaluate reports the global model as its personal one, and one that trains starts
+    again from w^2, unlike the other two.
+    """
+    _all_running(fed)
+    config = _config(
+        pace,
+        strategy="ditto",
+        **{
+            "num-server-rounds": 2,
+            "seed": 12,
+            "ditto-lambda": 0.0,
+            "ditto-personal-lr-scale": 1e-6,
+            # Round 2 samples all three: SuperNode 1 is in it (its training, if sampled
+            # before it left, ends as an error reply; its evaluation comes after).
+            "min-available-nodes": N_SUPERNODES,
+        },
+    )
+    timeout = _run_timeout(pace, config)
+    out_dir = fed.out_dir("ditto-restart")
+    run = Submitted(fed, config, "ditto-restart", timeout)
+    _wait(lambda: len(read_rounds(out_dir)) >= 1, timeout, "round 1", fed)
+    saved = list(fed.ditto_state_dir(0).glob("run-*/client-0.npz"))
+    assert len(saved) == 1, saved  # written in round 1's training
+    log = fed.workdir / "logs" / "supernode-1.log"
+    before = len(log.read_text(errors="replace"))
+    fed.leave_supernode(0)
+    fed.restart_supernode(0)
+    completed = run.wait(fed)
+    assert completed.returncode == 0, fed.log_tails()
+    lines = read_rounds(out_dir)
+    assert [line["round"] for line in lines] == [1, 2]
+    after_restart = log.read_text(errors="replace")[before:]
+    assert f"ditto: client 0: personal model restored from {saved[0]}" in after_restart
+    # Its personal model scores in round 2 as in round 1; the global model does not.
+    first, last = (
+        next(c for c in line["clients"] if c["partition_id"] == 0) for line in (lines[0], lines[-1])
+    )
+    assert last["personal_eval_loss"] == pytest.approx(first["personal_eval_loss"], rel=1e-4)
+    assert last["eval_loss"] != pytest.approx(first["eval_loss"], rel=1e-4)
+    # On disk: all three personal models are still w^1, far from the final global model.
+    personal = {
+        index: dict(np.load(next(fed.ditto_state_dir(index).glob("run-*/client-*.npz"))))
+        for index in range(N_SUPERNODES)
+    }
+    final_global = dict(np.load(out_dir / "final_model.npz"))
+    for key, value in personal[0].items():
+        apart = max(float(np.max(np.abs(personal[other][key] - value))) for other in (1, 2))
+        moved = float(np.max(np.abs(final_global[key] - value)))
+        assert apart < 1e-4 < moved, (key, apart, moved)

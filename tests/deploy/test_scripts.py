@@ -204,6 +204,8 @@ def test_start_scripts_pass_tls_auth_and_node_config(tmp_path: Path) -> None:
             "cuda",
             "--data-root",
             "/data x",
+            "--ditto-state-dir",
+            "/var/lib/fairfl/ditto",
             "--key",
             str(pki / "supernodes" / "supernode-1"),
             env=env,
@@ -215,6 +217,7 @@ def test_start_scripts_pass_tls_auth_and_node_config(tmp_path: Path) -> None:
         "num-partitions": "3",
         "data-root": "/data x",
         "device": "cuda",
+        "ditto-state-dir": "/var/lib/fairfl/ditto",
     }
     assert node[node.index("--root-certificates") + 1] == str(pki / "ca.crt")
     assert node[node.index("--auth-supernode-private-key") + 1] == str(
