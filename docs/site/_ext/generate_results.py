@@ -4,7 +4,8 @@ Every Markdown report there (``<name>.md``, or ``<name>/report.md`` of a compari
 folder) becomes one page, with the command that made it when the report records one.
 The benchmark tables come from ``benchmarks/readme_tables.py`` (``docs/results/
 benchmarks.json``), the cross-device scale page from ``benchmarks/bench_engine_scale.py``
-(``docs/results/engine-scale.json``).
+(``docs/results/engine-scale.json``), the liar-share table of the lying-clients how-to
+from ``experiments/liar_share.py`` (``docs/results/liar-share.json``).
 """
 
 from __future__ import annotations
@@ -88,6 +89,22 @@ def engine_scale_page() -> str | None:
     )
 
 
+def liar_share_table() -> str:
+    """The liar-share table (Markdown), rendered by ``experiments/liar_share.py``.
+
+    From ``docs/results/liar-share.json``; the how-to *Defend against clients that lie*
+    includes it.
+    """
+    sys.path.insert(0, str(REPO / "experiments"))
+    try:
+        import liar_share
+    finally:
+        sys.path.remove(str(REPO / "experiments"))
+    results = json.loads((RESULTS / "liar-share.json").read_text(encoding="utf-8"))
+    text = liar_share.render(results).rstrip()
+    return f"{text}\n\n*Generated from the committed file `docs/results/liar-share.json`.*\n"
+
+
 def write_results_pages(out: Path) -> dict[str, str]:
     """Write ``out/<name>.md`` for every committed report; return name -> page text."""
     from fairfl_docs import write_if_changed
@@ -98,6 +115,7 @@ def write_results_pages(out: Path) -> dict[str, str]:
         pages["engine-scale"] = engine_scale
     tables = benchmark_tables()
     write_if_changed(out.parent / "benchmark-tables.md", tables)
+    write_if_changed(out.parent / "liar-share-table.md", liar_share_table())
     pages["benchmarks"] = (
         "# Benchmarks\n\nGenerated from `docs/results/benchmarks.json`, written by\n"
         "`nice .venv/bin/python benchmarks/run_all.py`; how they are measured:\n"
