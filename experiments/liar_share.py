@@ -6,7 +6,8 @@ One of 5 clients lies in every train reply: it reports its loss before training
 registry.STRATEGIES`) runs 50 rounds against each lie and against the same client
 honest (``clean``), under each defence alone:
 
-- ``none``: no defence, ``max-num-examples`` lifted to 2^64 − 1;
+- ``none``: no defence, ``max-num-examples`` lifted to 2^63 − 1 (the most a run may set:
+  counts are summed as int64, so 2^64 − 1 is still dropped there);
 - ``max-num-examples`` (the default, 10^9: always on in a run);
 - ``loss-clip-mad=3``, ``max-client-share=0.4`` (twice a fair 1/5) and
   ``num-examples-clip=3``, each on top
@@ -57,7 +58,7 @@ from fairfl.contract import keys, write_train_reply
 from fairfl.contract.clients import write_client_key_reply
 from fairfl.server.preflight import make_strategy
 from fairfl.settings import RunSettings
-from fairfl.strategies.identity import MAX_NUM_EXAMPLES
+from fairfl.strategies.identity import MAX_NUM_EXAMPLES, MAX_NUM_EXAMPLES_BOUND
 from fairfl.strategies.registry import STRATEGIES
 
 NUM_CLIENTS = 5
@@ -68,17 +69,18 @@ DIM = 10
 LOCAL_STEPS = 5
 LR = 0.1
 HORIZONS = (5, 20, 50)
-UNBOUNDED = 2**64 - 1
+ABSURD_COUNT = 2**64 - 1
 #: Lie name -> (the reply field it changes, the reported value from the true one).
 LIES: dict[str, tuple[str, Callable[[float], float]]] = {
     "clean": ("", lambda value: value),
     "loss x10": (keys.LOSS_BEFORE_TRAINING, lambda loss: 10.0 * loss),
     "num-examples x10": (keys.NUM_EXAMPLES, lambda count: 10 * count),
-    "num-examples 2^64-1": (keys.NUM_EXAMPLES, lambda count: UNBOUNDED),
+    "num-examples 2^64-1": (keys.NUM_EXAMPLES, lambda count: ABSURD_COUNT),
 }
 #: Defence name -> the run-config keys it sets.
 DEFENCES: dict[str, dict[str, Any]] = {
-    "none": {"max-num-examples": UNBOUNDED},
+    # The loosest bound a run may set: 2^64 - 1 is still dropped, ×10 is not.
+    "none": {"max-num-examples": MAX_NUM_EXAMPLES_BOUND},
     f"max-num-examples={MAX_NUM_EXAMPLES:.0e} (default)": {},
     "loss-clip-mad=3": {"loss-clip-mad": 3.0},
     "max-client-share=0.4": {"max-client-share": 0.4},

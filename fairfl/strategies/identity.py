@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 
 #: Default bound on a reply's ``num-examples`` (run-config ``max-num-examples``).
 MAX_NUM_EXAMPLES = 10**9
+#: The largest ``max-num-examples``: counts are summed as int64, and a larger bound let a
+#: count of 2^64 - 1 through to an OverflowError that ended the round under 10 rules.
+MAX_NUM_EXAMPLES_BOUND = 2**63 - 1
 
 
 class RegistrationError(ValueError):
@@ -294,10 +297,11 @@ class CountBounds:
         if (
             isinstance(self.max_num_examples, bool)
             or not isinstance(self.max_num_examples, int)
-            or self.max_num_examples < 1
+            or not 1 <= self.max_num_examples <= MAX_NUM_EXAMPLES_BOUND
         ):
             raise ValueError(
-                f"max-num-examples must be an integer >= 1, got {self.max_num_examples!r}"
+                "max-num-examples must be an integer from 1 to 2^63 - 1, got "
+                f"{self.max_num_examples!r}"
             )
         clip = self.num_examples_clip
         if not (math.isfinite(clip) and (clip == 0 or clip >= 1)):

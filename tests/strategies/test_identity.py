@@ -237,5 +237,9 @@ def test_fedavg_share_of_a_clipped_times_10_liar_is_120_of_340():
 def test_count_bounds_are_checked():
     with pytest.raises(ValueError, match="max-num-examples"):
         CountBounds(max_num_examples=0)
+    # Counts are summed as int64: a bound of 2^64 - 1 let 2^64 - 1 overflow the round.
+    assert CountBounds(max_num_examples=2**63 - 1).max_num_examples == 2**63 - 1
+    with pytest.raises(ValueError, match=r"max-num-examples must be an integer from 1 to 2\^63"):
+        CountBounds(max_num_examples=2**64 - 1)
     with pytest.raises(ValueError, match="num-examples-clip"):
         CountBounds(num_examples_clip=0.5)
