@@ -27,6 +27,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply, sorted_client_keys
 from fairfl.strategies._checks import check_real
+from fairfl.strategies._ops.gram import gram_matrix
+from fairfl.strategies._ops.passes import reweighted_sum
 from fairfl.strategies.base import FairStrategy
 from fairfl.strategies.params import RuleParameters, integer, real
 
@@ -69,8 +71,13 @@ class FedFV(FairStrategy):
     Notes
     -----
     * The averages are uniform (the code's ``_model_average``): n_k is not used.
-    * The server remembers each client's latest g_k and its round, by client key, for
-      the τ - 1 rounds the next correction can read; they are checkpointed.
+    * For τ >= 2 the server remembers each client's latest g_k (float64) and its round,
+      by client key, for the τ - 1 rounds the next correction can read; they are
+      checkpointed (format unchanged). For τ <= 1 nothing is remembered, and F1-F6 run
+      on the Gram of the replies (float32 blocks summed in float64 for float32 models)
+      with one weighted pass for w^{t+1}: no (m, d) float64 copy. The result equals the
+      float64 formulation within float32 rounding of the Gram (model within half a float32
+      ulp + 1e-9 in ``tests/strategies/test_fedfv.py``).
     * Arrays that are not floating point (counters) keep the global value.
     * Where the projections cancel g' entirely (the code divides by ‖g'‖ = 0) the round
       keeps w^t and reports ``fedfv-zero-direction`` = 1.
@@ -109,6 +116,47 @@ class FedFV(FairStrategy):
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
     ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """w^{t+1} = w^t - g^t with g^t of :func:`fedfv_direction` (spec-fedfv F1-F7)."""
+        if self.params.tau >= 2:
+            new_arrays, step = self._aggregate_with_history(server_round, global_arrays, replies)
+        else:
+            new_arrays, step = self._aggregate_in_span(global_arrays, replies)
+        if step.zero_direction:
+            logger.warning(
+                "aggregate_train: round %d: the projected gradients cancel (‖g'‖ = 0); "
+                "keeping the previous global model",
+                server_round,
+            )
+        return new_arrays, {
+            "fedfv-projections": step.projections,
+            "fedfv-external-projections": step.external_projections,
+            "fedfv-kept": step.kept,
+            "fedfv-zero-direction": int(step.zero_direction),
+        }
+
+    def _aggregate_in_span(
+        self, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], FedFVStep]:
+        """τ <= 1: F1-F6 from the Gram of the replies alone, without a (m, d) copy.
+
+        The window of τ = 1 is the round's own gradients, so every dot of F2 and F4-F5
+        is a product of coefficients with the Gram K = g gᵀ (:func:`gram_matrix`: float32
+        blocks summed in float64 for float32 models, float64 blocks otherwise), and
+        w^{t+1} = w^t - Σ_i c_i g_i is one weighted pass over the replies
+        (:func:`reweighted_sum`). Nothing is remembered (the next round reads no window).
+        """
+        local_arrays = [reply.arrays for reply in replies]
+        gram = gram_matrix(global_arrays, local_arrays)
+        windows = [np.arange(len(replies))] if self.params.tau == 1 else []
+        coefficients, step = _span_step(gram, self.losses_of(replies), self.params.alpha, windows)
+        self.history = {}
+        if step.zero_direction:
+            return [a.copy() for a in global_arrays], step
+        return reweighted_sum(global_arrays, local_arrays, coefficients, None), step
+
+    def _aggregate_with_history(
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> tuple[list[NDArray[Any]], FedFVStep]:
+        """τ >= 2: the window reads past rounds' g_k, remembered here in float64."""
         floating = [i for i, a in enumerate(global_arrays) if np.issubdtype(a.dtype, np.floating)]
         current = _flat([global_arrays[i] for i in floating])
         gradients = np.stack([current - _flat([r.arrays[i] for i in floating]) for r in replies])
@@ -126,12 +174,6 @@ class FedFV(FairStrategy):
         step = fedfv_direction(gradients, self.losses_of(replies), self.params.alpha, windows)
         # The next round reads rounds t - τ + 2 onwards: forget older gradients.
         self.history = {c: e for c, e in self.history.items() if e[0] >= server_round - tau + 2}
-        if step.zero_direction:
-            logger.warning(
-                "aggregate_train: round %d: the projected gradients cancel (‖g'‖ = 0); "
-                "keeping the previous global model",
-                server_round,
-            )
         new_arrays = [a if i in floating else a.copy() for i, a in enumerate(global_arrays)]
         offset = 0
         for i in floating:
@@ -141,12 +183,7 @@ class FedFV(FairStrategy):
                 global_arrays[i].dtype
             )
             offset += size
-        return new_arrays, {
-            "fedfv-projections": step.projections,
-            "fedfv-external-projections": step.external_projections,
-            "fedfv-kept": step.kept,
-            "fedfv-zero-direction": int(step.zero_direction),
-        }
+        return new_arrays, step
 
 
 @dataclass(frozen=True)
@@ -237,18 +274,7 @@ def fedfv_direction(
     # g_j · g_i^PC is C[i] · G[j] with the Gram G = g gᵀ. One BLAS product of m² d and
     # m³ scalar steps replace m² passes over d (50 x 200k float64: 3.9 s -> 0.08 s CPU).
     gram = grads @ grads.T
-    coefficients = np.eye(grads.shape[0])
-    projections = 0
-    for i in range(len(order)):
-        if i in kept:
-            continue
-        for j in order:  # F2, against the original g_j
-            if j == i:
-                continue
-            dot = float(coefficients[i] @ gram[j])
-            if dot < 0:
-                coefficients[i, j] -= dot / gram[j, j]
-                projections += 1
+    coefficients, projections = _project(gram, order, kept)
     direction = coefficients.mean(axis=0) @ grads  # F3
 
     external = 0
@@ -268,6 +294,76 @@ def fedfv_direction(
     share = np.full(grads.shape[0], 1.0 / grads.shape[0])
     target = float(np.sqrt(max(share @ gram @ share, 0.0)))  # F6: ‖mean g‖
     return FedFVStep(direction * (target / norm), projections, external, len(kept), False)
+
+
+def _project(
+    gram: NDArray[np.float64], order: Sequence[int], kept: set[int]
+) -> tuple[NDArray[np.float64], int]:
+    """F2 in the span of the originals: C with g_i^PC = Σ_k C[i, k] g_k, and the count.
+
+    Every dot g_j · g_i^PC is C[i] · K[j] with the Gram K = g gᵀ: m³ scalar steps
+    replace m² passes over d.
+    """
+    coefficients = np.eye(gram.shape[0])
+    projections = 0
+    for i in range(len(order)):
+        if i in kept:
+            continue
+        for j in order:  # F2, against the original g_j
+            if j == i:
+                continue
+            dot = float(coefficients[i] @ gram[j])
+            if dot < 0:
+                coefficients[i, j] -= dot / gram[j, j]
+                projections += 1
+    return coefficients, projections
+
+
+def _span_step(
+    gram: NDArray[np.float64],
+    losses: ArrayLike,
+    alpha: float,
+    windows: Sequence[NDArray[np.intp]],
+) -> tuple[NDArray[np.float64], FedFVStep]:
+    """F1-F6 in coefficients: g^t = Σ_i c_i g_i, from the Gram K = g gᵀ alone.
+
+    As :func:`fedfv_direction` where every window holds some of the round's own
+    gradients (``windows``: their indices, in client-key order): g' = c · g, its dot
+    with g_j is (K c)_j, g_con = Σ_{j ∈ S} g_j adds -dot / (1_S K 1_S) on S (F5), and
+    ‖g'‖² = c K c (F6). Returns c (zeros where g' vanished) and the step, whose
+    ``direction`` is empty (the caller sums Σ_i c_i g_i itself).
+    """
+    f = np.asarray(losses, dtype=np.float64)
+    if not (np.all(np.isfinite(gram)) and np.all(np.isfinite(f))):
+        raise ValueError("gradients and losses must be finite")
+    m = gram.shape[0]
+    order = [int(i) for i in np.argsort(f, kind="stable")]
+    kept = set(kept_clients(order, alpha))  # F1
+    coefficients, projections = _project(gram, order, kept)
+    c = coefficients.mean(axis=0)  # F3
+    external = 0
+    for window in windows:  # F4-F5
+        dots = gram[window] @ c
+        conflicting = window[dots < 0]
+        if conflicting.size == 0:
+            continue
+        dot = float(dots[dots < 0].sum())
+        if dot < 0:
+            c = c.copy()
+            c[conflicting] -= dot / float(gram[np.ix_(conflicting, conflicting)].sum())
+            external += 1
+    squared_norm = float(c @ gram @ c)
+    empty = np.zeros(0)
+    # ‖g'‖² = c K c cancels to rounding noise where the projections cancel g' (the
+    # reference's ‖g'‖ = 0): below 1e-12 of Σ |c_i K_ij c_j| it counts as zero.
+    magnitude = float(np.abs(c) @ np.abs(gram) @ np.abs(c))
+    if squared_norm <= 1e-12 * magnitude:
+        return np.zeros(m), FedFVStep(empty, projections, external, len(kept), True)
+    share = np.full(m, 1.0 / m)
+    target = float(np.sqrt(max(share @ gram @ share, 0.0)))  # F6: ‖mean g‖
+    return c * (target / math.sqrt(squared_norm)), FedFVStep(
+        empty, projections, external, len(kept), False
+    )
 
 
 def _flat(arrays: Sequence[NDArray[Any]]) -> NDArray[np.float64]:

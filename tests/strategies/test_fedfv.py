@@ -241,6 +241,41 @@ def test_strategy_matches_the_official_loop_over_rounds(alpha, tau):
     assert all(entry[0] >= 5 - tau + 2 for entry in strategy.history.values())
 
 
+@pytest.mark.parametrize("tau", [0, 1])
+def test_float32_replies_match_the_official_loop_in_float64(tau):
+    # τ <= 1 works from the Gram of the replies (float32 blocks summed in float64) and one
+    # weighted pass. The model equals the official loop's on float64 copies within half a
+    # float32 ulp (its rounding to float32) plus 1e-9 (the float32 Gram's error: steps
+    # here are ~0.05 per coordinate, so 1e-9 is ~2e-8 of them).
+    rng = np.random.default_rng(11)
+    clients, dim = 12, 5000
+    start = rng.normal(size=dim).astype(np.float32)
+    ws = [start + rng.normal(scale=0.05, size=dim).astype(np.float32) for _ in range(clients)]
+    ws[3] = start - (ws[0] - start)  # g_3 = -g_0: a conflict F2 must project
+    losses = rng.uniform(0.1, 3.0, size=clients).tolist()
+    reference = ReferenceFedFV(start.astype(np.float64), clients, 0.1, tau)
+    expected = reference.iterate(
+        1, list(range(clients)), [w.astype(np.float64) for w in ws], losses
+    )
+    replies = [fv_reply(c, [ws[c]], losses[c]) for c in range(clients)]
+    new, metrics = aggregate_round(FedFV(alpha=0.1, tau=tau), replies, 1, [start])
+    got = new["0"].numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=2**-24, atol=1e-9)
+    assert metrics["fedfv-projections"] > 0
+
+
+def test_strategy_keeps_the_model_where_the_projections_cancel():
+    # g_1 = (1, 2) and g_2 = -g_1, α = 0: F2 takes g_1 - g_2 (g_2 · g_1) / ‖g_2‖² = 0 and
+    # likewise g_2 -> 0, so g' = 0 and the round keeps w^t = (1, 1).
+    start = [np.ones(2)]
+    replies = [fv_reply(0, [np.array([0.0, -1.0])], 1.0), fv_reply(1, [np.array([2.0, 3.0])], 2.0)]
+    new, metrics = aggregate_round(FedFV(alpha=0.0, tau=1), replies, 1, start)
+    np.testing.assert_array_equal(new["0"].numpy(), [1.0, 1.0])
+    assert metrics["fedfv-zero-direction"] == 1
+    assert metrics["fedfv-projections"] == 2
+
+
 def test_strategy_by_hand_with_an_absent_client_and_a_counter():
     # The absent-client round of test_external_correction_with_an_absent_client_by_hand,
     # through the strategy: τ = 2, α = 0. w^t = 0, so g_k = -w_k. Round 1: partition 2
