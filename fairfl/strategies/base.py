@@ -35,7 +35,10 @@ from fairfl.strategies._checks import check_fraction, check_positive_int
 from fairfl.strategies.aggregation import reweighted_average_and_squared_norms
 from fairfl.strategies.client_keys import ClientKeys
 from fairfl.strategies.defences import LossClip, clip_reported_losses, share_capped
-from fairfl.strategies.errors import FAIR_TRAIN, MissingMetricError, RejectedRepliesError
+from fairfl.strategies.errors import FAIR_TRAIN, RejectedRepliesError
+
+# Importable from here as before the split; documented once, in fairfl.strategies.
+from fairfl.strategies.errors import MissingMetricError as MissingMetricError
 from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
 from fairfl.strategies.options import StrategyOptions, log_summary
 from fairfl.strategies.params import NoParameters, RuleParameters
@@ -66,7 +69,6 @@ __all__ = [
     "ConfigValue",
     "FairStrategy",
     "MetricValue",
-    "MissingMetricError",
     "RejectedRepliesError",
     "ReweightedStrategy",
     "StrategyOptions",
