@@ -40,7 +40,7 @@ from fairfl.strategies.errors import FAIR_TRAIN, RejectedRepliesError
 # Importable from here as before the split; documented once, in fairfl.strategies.
 from fairfl.strategies.errors import MissingMetricError as MissingMetricError
 from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
-from fairfl.strategies.options import StrategyOptions, log_summary
+from fairfl.strategies.options import StrategyOptions, log_summary, sampling_keywords
 from fairfl.strategies.params import NoParameters, RuleParameters
 from fairfl.strategies.records import (
     CLIENT_REPORT_KEYS,
@@ -232,7 +232,7 @@ class FairStrategy(FlowerFedAvg):
             config=config,
             timeout=self.sample_timeout,
             draw=draw,
-            **self.options.sampling_keywords(train),
+            **sampling_keywords(self, train),
         )
         self.sampled.setdefault(server_round, {})["train" if train else "evaluate"] = len(messages)
         self.in_flight = messages

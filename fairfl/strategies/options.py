@@ -191,25 +191,29 @@ min_available_nodes
                 f"w - Σ λ_i (w - w_i); {rule_name} is not one, got {self.max_client_share!r}"
             )
 
-    def sampling_keywords(self, train: bool) -> dict[str, Any]:
-        """The sampling keywords of :func:`~fairfl.strategies.sampling.sampled_messages`.
-
-        ``train``: the training phase's fraction and minimum, else evaluation's.
-        """
-        return {
-            "fraction": self.fraction_train if train else self.fraction_evaluate,
-            "min_nodes": self.min_train_nodes if train else self.min_evaluate_nodes,
-            "min_available_nodes": self.min_available_nodes,
-            "arrayrecord_key": self.arrayrecord_key,
-            "configrecord_key": self.configrecord_key,
-        }
-
     def flower_keywords(self) -> dict[str, Any]:
         """The keywords for FedAvg's constructor (the metric functions defaulted)."""
         flower = {name: getattr(self, name) for name in FLOWER_KEYWORDS}
         for name in ("train_metrics_aggr_fn", "evaluate_metrics_aggr_fn"):
             flower[name] = flower[name] or aggregate_app_metrics
         return flower
+
+
+def sampling_keywords(strategy: FairStrategy, train: bool) -> dict[str, Any]:
+    """The sampling keywords of :func:`~fairfl.strategies.sampling.sampled_messages`.
+
+    ``train``: the training phase's fraction and minimum, else evaluation's. Read from
+    the strategy when it samples, not from its :class:`StrategyOptions`: the ServerApp
+    sets ``min_available_nodes`` once it knows the federation's size (a simulation with
+    fewer SuperNodes than ``num-partitions``), after the strategy was built.
+    """
+    return {
+        "fraction": strategy.fraction_train if train else strategy.fraction_evaluate,
+        "min_nodes": strategy.min_train_nodes if train else strategy.min_evaluate_nodes,
+        "min_available_nodes": strategy.min_available_nodes,
+        "arrayrecord_key": strategy.arrayrecord_key,
+        "configrecord_key": strategy.configrecord_key,
+    }
 
 
 def log_summary(logger: logging.Logger, strategy: FairStrategy) -> None:

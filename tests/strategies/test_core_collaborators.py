@@ -65,12 +65,21 @@ def test_a_share_cap_is_refused_for_a_rule_without_weights_naming_the_rule():
         options.check_share_cap("FedMGDA+", reweighted=False)
 
 
-def test_sampling_keywords_pick_the_phase():
-    options = StrategyOptions(fraction_train=0.25, fraction_evaluate=0.75, min_train_nodes=3)
-    assert options.sampling_keywords(train=True)["fraction"] == 0.25
-    assert options.sampling_keywords(train=True)["min_nodes"] == 3
-    assert options.sampling_keywords(train=False)["fraction"] == 0.75
-    assert options.sampling_keywords(train=False)["min_nodes"] == 2
+def test_sampling_keywords_pick_the_phase_and_follow_the_server():
+    from fairfl.strategies.fedavg import FedAvg
+    from fairfl.strategies.options import sampling_keywords
+
+    strategy = FedAvg(fraction_train=0.25, fraction_evaluate=0.75, min_train_nodes=3)
+    assert sampling_keywords(strategy, train=True)["fraction"] == 0.25
+    assert sampling_keywords(strategy, train=True)["min_nodes"] == 3
+    assert sampling_keywords(strategy, train=False)["fraction"] == 0.75
+    assert sampling_keywords(strategy, train=False)["min_nodes"] == 2
+    # The ServerApp lowers min_available_nodes to a simulation's SuperNodes after the
+    # strategy was built: sampling must wait for those, not num-partitions (a run with
+    # 2 simulated SuperNodes waited for 20 until round-timeout).
+    assert strategy.options.min_available_nodes == 2
+    strategy.min_available_nodes = 7
+    assert sampling_keywords(strategy, train=True)["min_available_nodes"] == 7
 
 
 def test_evaluation_metrics_weigh_by_test_samples():
