@@ -7,53 +7,33 @@ ClientApp under the simulation engine keeps Ditto's personal models in its
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from fairfl.contract.sensitive import GROUP_METRICS, group_fairness, sum_counts
 
-ROOT = Path(__file__).resolve().parents[2]
-
 pytestmark = pytest.mark.integration
 
 
-def _flwr_run(tmp_path: Path, config: dict) -> list[dict]:
+def _flwr_run(tmp_path: Path, flwr_sim, config: dict) -> list[dict]:
     """Run ``config`` through scripts/flwr_sim.py with 3 SuperNodes; rounds.jsonl's lines."""
     out_dir = tmp_path / "out"
     overrides = " ".join(
         f"{k}='{v}'" if isinstance(v, str) else f"{k}={v}"
         for k, v in {**config, "num-partitions": 3, "out-dir": str(out_dir)}.items()
     )
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "flwr_sim.py"),
-            "--supernodes",
-            "3",
-            "--flwr-home",
-            str(tmp_path / "flwr-home"),
-            "-c",
-            overrides,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    flwr_sim(overrides, supernodes=3, timeout=600)
     return [json.loads(x) for x in (out_dir / "rounds.jsonl").read_text().splitlines()]
 
 
-def test_ditto_personal_metrics_reach_rounds_jsonl(tmp_path):
+def test_ditto_personal_metrics_reach_rounds_jsonl(tmp_path, flwr_sim):
     # λ = 0 and a personal step of 1e-6 lr keep each personal model at the model it
     # started from, the global model of round 1 w^1, to within ~1e-7 a round. Kept in
     # Context.state, it scores in round 2 as in round 1; a client that lost it would
     # start again from w^2 and score as the global model of round 1's evaluation.
     config = {"ditto-lambda": 0.0, "ditto-personal-lr-scale": 1e-6, "lr": 0.1}
-    lines = _flwr_run(tmp_path, {"strategy": "ditto", "num-server-rounds": 2, **config})
+    lines = _flwr_run(tmp_path, flwr_sim, {"strategy": "ditto", "num-server-rounds": 2, **config})
     assert [line["round"] for line in lines] == [1, 2]
     for line in lines:
         clients = line["clients"]
@@ -74,9 +54,10 @@ def test_ditto_personal_metrics_reach_rounds_jsonl(tmp_path):
         assert second[k]["personal_eval_loss"] != pytest.approx(first[k]["eval_loss"], rel=1e-3)
 
 
-def test_fairfed_group_metrics_reach_rounds_jsonl(tmp_path):
+def test_fairfed_group_metrics_reach_rounds_jsonl(tmp_path, flwr_sim):
     lines = _flwr_run(
         tmp_path,
+        flwr_sim,
         {
             "strategy": "fairfed",
             "dataset": "adult-synthetic",

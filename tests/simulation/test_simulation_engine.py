@@ -24,26 +24,9 @@ def _toml_overrides(config: dict) -> str:
 
 
 @pytest.mark.integration
-def test_flwr_run_matches_inprocess_runner(tmp_path):
+def test_flwr_run_matches_inprocess_runner(tmp_path, flwr_sim):
     sim_dir = tmp_path / "sim"
-    overrides = _toml_overrides({**CONFIG, "out-dir": str(sim_dir)})
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "flwr_sim.py"),
-            "--supernodes",
-            "4",
-            "--flwr-home",
-            str(tmp_path / "flwr-home"),
-            "-c",
-            overrides,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    flwr_sim(_toml_overrides({**CONFIG, "out-dir": str(sim_dir)}), 4, 900)
     lines = [json.loads(x) for x in (sim_dir / "rounds.jsonl").read_text().splitlines()]
     assert [line["round"] for line in lines] == [1, 2]
     summary = json.loads((sim_dir / "summary.json").read_text())
