@@ -192,12 +192,25 @@ def fair_train(
     run_on = _load(model, sent, device)
     if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: no local training
         gradient, loss, count = loader_gradient(model, trainloader, loss_fn, run_on, batch_keys)
-        return write_gradient_reply(
+        reply = write_gradient_reply(
             ArrayRecord({key: gradient[key] for key in sent}),
             num_examples=count,
             loss_before_training=loss,
             partition_id=partition_id,
         )
+        _personal_step(
+            model,
+            trainloader,
+            loss_fn,
+            config,
+            sent,
+            sent,
+            context,
+            partition_id,
+            run_on,
+            batch_keys,
+        )
+        return reply
     acc_before = None
     if bool(config.get(keys.WANT_ACCURACY, False)):  # FedFa: the accuracy of the same pass
         loss_before, acc_before, num_examples = loader_evaluate(
@@ -253,23 +266,56 @@ def fair_train(
         objective_ignored=ignored,
         group_counts=counts_before,
     )
-    ditto = ditto_settings(config)
-    if ditto is not None:  # after the reply copied w_k: the step reuses ``model``
-        if context is None or partition_id is None:
-            _warn(
-                "fair_train: a Ditto round (%s) needs context= and partition_id= to keep "
-                "the personal model; the personal step was skipped",
-                keys.DITTO_LAMBDA,
-            )
-        else:
-            personal = load_personal(context, partition_id, sent)
-            model.load_state_dict(personal.to_torch_state_dict(), strict=True)
-            anchor = anchor_of(model, sent, run_on)
-            personal_batches_step(model, trainloader, loss_fn, anchor, ditto, run_on, batch_keys)
-            save_personal(context, partition_id, state_record(model, sent.keys()))
-            trained = cast(ArrayRecord, reply[keys.ARRAYS])
-            model.load_state_dict(trained.to_torch_state_dict(), strict=True)
+    trained = cast(ArrayRecord, reply[keys.ARRAYS])
+    _personal_step(
+        model,
+        trainloader,
+        loss_fn,
+        config,
+        sent,
+        trained,
+        context,
+        partition_id,
+        run_on,
+        batch_keys,
+    )
     return reply
+
+
+def _personal_step(
+    model: nn.Module,
+    trainloader: Iterable[Any],
+    loss_fn: LossFn,
+    config: ConfigRecord,
+    sent: ArrayRecord,
+    restore: ArrayRecord,
+    context: Context | None,
+    partition_id: int | None,
+    run_on: torch.device,
+    batch_keys: BatchKeys | None,
+) -> None:
+    """In a Ditto round, the personal step on v_k (Algorithm 1, line 6); else nothing.
+
+    Called once the reply is copied out of ``model``, whatever the global rule asked
+    (trained weights, or q-FedSGD's gradient); ``model`` then holds ``restore`` again
+    (what fair_train's caller expects to find in it).
+    """
+    ditto = ditto_settings(config)
+    if ditto is None:
+        return
+    if context is None or partition_id is None:
+        _warn(
+            "fair_train: a Ditto round (%s) needs context= and partition_id= to keep "
+            "the personal model; the personal step was skipped",
+            keys.DITTO_LAMBDA,
+        )
+        return
+    personal = load_personal(context, partition_id, sent)
+    model.load_state_dict(personal.to_torch_state_dict(), strict=True)
+    anchor = anchor_of(model, sent, run_on)
+    personal_batches_step(model, trainloader, loss_fn, anchor, ditto, run_on, batch_keys)
+    save_personal(context, partition_id, state_record(model, sent.keys()))
+    model.load_state_dict(restore.to_torch_state_dict(), strict=True)
 
 
 def _train_app(

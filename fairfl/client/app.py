@@ -140,8 +140,11 @@ def train(message: Message, context: Context) -> Message:
     # The server's train and evaluate messages carry a ConfigRecord under config.
     config = cast(ConfigRecord, message.content[keys.CONFIG])
     model = load_global_model(message, settings, device)
+    sent = cast(ArrayRecord, message.content[keys.ARRAYS])
     if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: gradient, no training
-        return Message(content=_gradient_reply(model, data, device, node), reply_to=message)
+        content = _gradient_reply(model, data, device, node)
+        _personal_step(model, data, config, context, sent, settings, node, device)
+        return Message(content=content, reply_to=message)
     acc_before = None
     if bool(config.get(keys.WANT_ACCURACY, False)):  # FedFa: the accuracy of the same pass
         loss_before, acc_before = evaluate(model, data.x_train, data.y_train, device)
@@ -188,7 +191,6 @@ def train(message: Message, context: Context) -> Message:
             proximal_mu=objective.proximal_mu,
         )
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    sent = cast(ArrayRecord, message.content[keys.ARRAYS])
     h = qffl_h_for_config(config, loss_before, sent, state)
     content = write_train_reply(
         ArrayRecord(state),
@@ -202,24 +204,45 @@ def train(message: Message, context: Context) -> Message:
         rcfl_eta=rcfl_eta,
         group_counts=counts_before,
     )
-    ditto = ditto_settings(config)
-    if ditto is not None:  # Ditto: the personal step on v_k, after the reply is copied
-        personal = load_personal(context, node.partition_id, sent)
-        model.load_state_dict(personal.to_torch_state_dict(), strict=True)
-        train_local(
-            model,
-            data.x_train,
-            data.y_train,
-            epochs=ditto.epochs,
-            batch_size=get_config_value(config, keys.BATCH_SIZE, int),
-            lr=ditto.lr,
-            device=device,
-            seed=training_seed(settings.seed, server_round, node.partition_id),
-            proximal_mu=ditto.lam,
-            anchor=anchor_of(model, sent, device),
-        )
-        save_personal(context, node.partition_id, state_record(model, sent.keys()))
+    _personal_step(model, data, config, context, sent, settings, node, device)
     return Message(content=content, reply_to=message)
+
+
+def _personal_step(
+    model: FairModel,
+    data: ClientData,
+    config: ConfigRecord,
+    context: Context,
+    sent: ArrayRecord,
+    settings: RunSettings,
+    node: NodeSettings,
+    device: torch.device,
+) -> None:
+    """In a Ditto round, the personal step on v_k (Algorithm 1, line 6); else nothing.
+
+    Called once the reply is copied out of ``model``, whatever the global rule asked
+    (trained weights, or q-FedSGD's gradient): ``model`` is then overwritten with v_k.
+    """
+    ditto = ditto_settings(config)
+    if ditto is None:
+        return
+    personal = load_personal(context, node.partition_id, sent)
+    model.load_state_dict(personal.to_torch_state_dict(), strict=True)
+    train_local(
+        model,
+        data.x_train,
+        data.y_train,
+        epochs=ditto.epochs,
+        batch_size=get_config_value(config, keys.BATCH_SIZE, int),
+        lr=ditto.lr,
+        device=device,
+        seed=training_seed(
+            settings.seed, get_config_value(config, keys.SERVER_ROUND, int), node.partition_id
+        ),
+        proximal_mu=ditto.lam,
+        anchor=anchor_of(model, sent, device),
+    )
+    save_personal(context, node.partition_id, state_record(model, sent.keys()))
 
 
 def _gradient_reply(

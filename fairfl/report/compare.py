@@ -580,6 +580,7 @@ def execute(
     if (engine == "ray") != (ray is not None):
         raise ValueError("engine 'ray' needs a RaySweep (ray=...), and only it takes one")
     from fairfl.report.ray_sweep import settle
+
     statuses: dict[str, RunStatus] = {}
     todo = []
     for run in plan:

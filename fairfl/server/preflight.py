@@ -376,7 +376,11 @@ def check_run(
     from fairfl.server.checkpoint import check_out_dir
     from fairfl.strategies.registry import STRATEGIES
 
-    check_run_config_keys(run_config, {name: spec.parameters for name, spec in STRATEGIES.items()})
+    rule_keys = {name: spec.parameters for name, spec in STRATEGIES.items()}
+    chosen = run_config.get("strategy")
+    if isinstance(chosen, str) and chosen not in rule_keys and chosen in STRATEGIES:
+        rule_keys[chosen] = STRATEGIES[chosen].parameters  # a pairing (ditto+qffl): built on use
+    check_run_config_keys(run_config, rule_keys)
     settings = RunSettings.from_run_config(run_config)
     strategy = make_strategy(settings, run_config)
     check_rule_not_inert(settings, run_config)

@@ -243,13 +243,14 @@ class RoundLog:
         if metrics["num-clients"]:
             logger.info(
                 "round %d: accuracy (%%) mean %.2f | worst-10%% %.2f | std %.2f | %d of %s "
-                "clients answered",
+                "clients answered%s",
                 server_round,
                 PERCENT * metrics["acc-mean"],
                 PERCENT * metrics["acc-worst-10"],
                 PERCENT * metrics["acc-std"],
                 len(entry["clients"]),
                 entry["sampled"].get("evaluate", "?"),
+                personal_progress(entry.get("personal_metrics")),
             )
         return None
 
@@ -309,3 +310,12 @@ class RoundLog:
         self.stream.close()
         (self.out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
         return summary
+
+
+def personal_progress(personal: Mapping[str, Any] | None) -> str:
+    """`` | personal models: mean .. | worst-10% ..`` for a Ditto round's log line, else ""."""
+    if not personal or not personal.get("num-clients"):
+        return ""
+    return " | personal models: mean {:.2f} | worst-10% {:.2f}".format(
+        PERCENT * personal["acc-mean"], PERCENT * personal["acc-worst-10"]
+    )

@@ -34,7 +34,7 @@ from fairfl.server.preflight import (
     partitions_checkable,
     required_nodes,
 )
-from fairfl.server.results import COMPLETED, FAILED, SUMMARY_FILE, RoundLog
+from fairfl.server.results import COMPLETED, FAILED, SUMMARY_FILE, RoundLog, personal_progress
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy
 from fairfl.strategies.identity import grid_fingerprints
@@ -435,11 +435,12 @@ def run_federation(
     final = summary["final_metrics"]
     if final.get("num-clients"):  # 0: no client evaluated in the last round
         logger.info(
-            "final: accuracy (%%) mean %.2f | worst-10%% %.2f | std %.2f over %d clients -> %s",
+            "final: accuracy (%%) mean %.2f | worst-10%% %.2f | std %.2f over %d clients%s -> %s",
             PERCENT * final["acc-mean"],
             PERCENT * final["acc-worst-10"],
             PERCENT * final["acc-std"],
             int(final["num-clients"]),
+            personal_progress(summary.get("final_personal_metrics")),
             settings.out_dir,
         )
     return RunOutcome(arrays=final_arrays, summary=summary, strategy=strategy)

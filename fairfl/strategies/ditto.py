@@ -1,4 +1,4 @@
-"""Ditto: fairness through personalisation, with FedAvg (or TERM) as the global rule.
+"""Ditto: fairness through personalisation, with FedAvg or any other rule as the global rule.
 
 Li, Hu, Beirami and Smith, *Ditto: Fair and Robust Federated Learning Through
 Personalization*, ICML 2021, https://arxiv.org/abs/2012.04221 (docs/specs/spec-ditto.md).
@@ -7,17 +7,18 @@ minimises the personal objective
 
     h_k(v; w) = F_k(v) + (λ/2) ‖v − w‖²                      (paper Eq. 2; spec D1)
 
-by the step of Algorithm 1, line 6 (:func:`personal_step`). The server is FedAvg
-(Algorithm 1, line 9 with the paper's default global rule): the personal models never
-leave the clients, and the global model is the same as FedAvg's for every λ.
-:class:`DittoTERM` pairs the personal step with TERM as the global rule (spec §5). The
-client side is :mod:`fairfl.client.ditto`.
+by the step of Algorithm 1, line 6 (:func:`personal_step`). The personal models never
+leave the clients, so the server is the global rule's alone (Algorithm 1, line 9):
+:class:`Ditto` is FedAvg, the paper's default, and :func:`with_ditto` pairs Ditto with
+any other rule (``strategy = "ditto+qffl"``; spec §5). The client side is
+:mod:`fairfl.client.ditto`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import cast
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message
@@ -25,10 +26,12 @@ from flwr.serverapp import Grid
 from numpy.typing import NDArray
 
 from fairfl.contract import keys
-from fairfl.strategies.base import ConfigValue
+from fairfl.strategies.base import ConfigValue, FairStrategy
 from fairfl.strategies.fedavg import FedAvg
 from fairfl.strategies.params import RuleParameters, integer, real
-from fairfl.strategies.term import TERM, TERMParameters
+
+#: Prefix of a pairing's registry name: ``ditto+<rule>`` is Ditto with <rule> as its global rule.
+PAIRING_PREFIX = "ditto+"
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,30 @@ class DittoParameters(RuleParameters):
     personal_lr_scale: float = real(1.0, key="ditto-personal-lr-scale", lower=0.0, lower_open=True)
 
 
-class Ditto(FedAvg):
+class DittoPersonalisation(FairStrategy):
+    """Ditto's server half, mixed in before a global rule: its keys out, personal metrics in.
+
+    Every train config carries the global rule's keys and Ditto's (``ditto-lambda``,
+    ``ditto-personal-epochs``, ``ditto-personal-lr-scale``), which switch the client's
+    personal step on; every evaluate config carries ``ditto-personal = true``, asking for
+    the personal model's metrics too. Nothing else of the global rule changes. The
+    class's :attr:`Parameters` must derive from :class:`DittoParameters` (:func:`with_ditto`
+    builds such classes).
+    """
+
+    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
+        """The global rule's keys and Ditto's, every round."""
+        ditto = cast(DittoParameters, self.params)  # Parameters derives from it (class doc)
+        return {**super().train_config(server_round), **personal_config(ditto)}
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Ask every client for its personal model's metrics too (the caller's config is kept)."""
+        return super().configure_evaluate(server_round, arrays, with_personal(config), grid)
+
+
+class Ditto(DittoPersonalisation, FedAvg):
     """FedAvg on the server; every client also trains its personal model v_k.
 
     The rule's settings travel in every train config under ``ditto-lambda`` (float),
@@ -82,9 +108,8 @@ class Ditto(FedAvg):
     restarted SuperNode keeps its personal model for the rest of the run. A client that
     never trained starts from (and reports) the global model.
 
-    Paper: the global update may be any rule's. Here: FedAvg, the paper's default; the
-    personal step is switched on by the train-config keys alone, so the other rules'
-    servers are unchanged.
+    Paper: the global update may be any rule's. Here: FedAvg, the paper's default;
+    ``strategy = "ditto+<rule>"`` (:func:`with_ditto`) takes any other registered rule's.
     """
 
     rule_name = "Ditto"
@@ -92,61 +117,81 @@ class Ditto(FedAvg):
     Parameters = DittoParameters
     params: DittoParameters
 
-    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
-        """Send λ, the personal epochs and step-size scale, every round."""
-        return personal_config(self.params)
 
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Ask every client for its personal model's metrics too (the caller's config is kept)."""
-        return super().configure_evaluate(server_round, arrays, with_personal(config), grid)
+#: Pairings made so far, by (global rule, registry name): one class each, built once.
+_PAIRINGS: dict[tuple[type[FairStrategy], str], type[FairStrategy]] = {}
 
 
-@dataclass(frozen=True)
-class DittoTERMParameters(DittoParameters, TERMParameters):
-    """TERM's tilt α and Ditto's λ, personal epochs and step size (see :class:`DittoTERM`)."""
+def with_ditto(rule: type[FairStrategy], name: str) -> type[FairStrategy]:
+    """Ditto with ``rule`` as its global rule (Algorithm 1, line 9 by any rule; spec §5).
 
-
-class DittoTERM(TERM):
-    """Ditto with TERM as the global rule: tilted aggregation, personal models on the clients.
-
-    The server is :class:`fairfl.strategies.term.TERM` unchanged (Algorithm 1, line 9 with
-    TERM as the global rule), so the global model equals TERM's for every λ; each train
-    config also carries Ditto's keys, so every client takes the personal step (Algorithm 1,
-    line 6; paper Eq. 2), and each evaluate config asks for the personal model's metrics,
-    as in :class:`Ditto`.
+    The class returned is ``rule`` with :class:`DittoPersonalisation` mixed in: its
+    parameters are the rule's and Ditto's (both sets of run-config keys, each with its
+    default and check), its ``rule_name`` is ``"Ditto+" + rule.rule_name``, and its
+    server step is the rule's, unchanged, so the global model equals the rule's alone for
+    every λ. The registry builds it for the name ``ditto+<rule>``; one class per pairing.
 
     Parameters
     ----------
-    alpha : float (default: 0.5)
-        TERM's tilt α (``term-alpha``), as in :class:`~fairfl.strategies.term.TERM`.
-    lam, personal_epochs, personal_lr_scale
-        Ditto's ``ditto-lambda``, ``ditto-personal-epochs`` and
-        ``ditto-personal-lr-scale``, as in :class:`Ditto`.
-    **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+    rule : type[FairStrategy]
+        The global rule (built-in or another distribution's).
+    name : str
+        The pairing's registry name (``"ditto+qffl"``).
+
+    Returns
+    -------
+    type[FairStrategy]
+        The paired rule (:class:`Ditto` itself for FedAvg).
 
     Raises
     ------
     ValueError
-        If a parameter is refused by TERM's or Ditto's checks.
+        If ``rule`` already trains personal models (Ditto, a pairing) or declares a
+        hyperparameter or run-config key of Ditto's.
     """
-
-    rule_name = "Ditto+TERM"
-    registry_name = "ditto-term"
-    Parameters = DittoTERMParameters
-    params: DittoTERMParameters
-
-    def train_config(self, server_round: int) -> dict[str, ConfigValue]:
-        """TERM's keys (none) and Ditto's, every round."""
-        return {**super().train_config(server_round), **personal_config(self.params)}
-
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Ask every client for its personal model's metrics too (the caller's config is kept)."""
-        return super().configure_evaluate(server_round, arrays, with_personal(config), grid)
+    if issubclass(rule, DittoPersonalisation):
+        raise ValueError(
+            f"{name}: {rule.__qualname__} already trains personal models; "
+            f"pair Ditto with a rule that does not ({PAIRING_PREFIX}<rule>)"
+        )
+    if rule is FedAvg:
+        return Ditto
+    if (rule, name) in _PAIRINGS:
+        return _PAIRINGS[(rule, name)]
+    ours = {item.name for item in fields(DittoParameters)}
+    our_keys = set(DittoParameters.run_config_keys())
+    clash = sorted(
+        (ours & {item.name for item in fields(rule.Parameters)})
+        | (our_keys & set(rule.Parameters.run_config_keys()))
+    )
+    if clash:
+        raise ValueError(f"{name}: {rule.__qualname__} declares Ditto's {clash} itself")
+    parameters: type[RuleParameters] = dataclass(frozen=True)(
+        type(
+            f"Ditto{rule.__name__}Parameters",
+            (DittoParameters, rule.Parameters),
+            {
+                "__module__": __name__,
+                "__doc__": f"{rule.__qualname__}'s hyperparameters and Ditto's (``{name}``).",
+            },
+        )
+    )
+    paired = type(
+        f"Ditto{rule.__name__}",
+        (DittoPersonalisation, rule),
+        {
+            "__module__": __name__,
+            "__doc__": (
+                f"Ditto with {rule.__qualname__} as the global rule (``strategy = {name!r}``): "
+                f"{rule.__qualname__}'s server step, personal models on the clients."
+            ),
+            "rule_name": f"Ditto+{rule.rule_name}",
+            "registry_name": name,
+            "Parameters": parameters,
+        },
+    )
+    _PAIRINGS[(rule, name)] = paired
+    return paired
 
 
 def personal_config(params: DittoParameters) -> dict[str, ConfigValue]:

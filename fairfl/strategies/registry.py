@@ -7,7 +7,10 @@ The registry is read from the rules' own declarations, not written by hand:
   body is a built-in rule (listed FedAvg first, then by module and definition order);
 - every entry point of the group ``fairfl.rules`` that another installed distribution
   declares (``myrule = mypkg.rules:MyRule``) is a rule too, under the entry point's name.
-  A name that clashes with a built-in is refused (:class:`RuleRegistryError`).
+  A name that clashes with a built-in is refused (:class:`RuleRegistryError`);
+- ``ditto+<rule>`` is Ditto with any of those rules as its global rule
+  (:func:`fairfl.strategies.ditto.with_ditto`): built on first use, not listed when the
+  registry is iterated (the rules are).
 
 A rule's run-config keys, their defaults and their validation come from its parameters
 dataclass (:mod:`fairfl.strategies.params`). The run config (``[tool.flwr.app.config]``
@@ -84,7 +87,13 @@ class Rules(Mapping[str, RuleSpec]):
         return self._rules
 
     def __getitem__(self, name: str) -> RuleSpec:
-        return self._loaded()[name]
+        rules = self._loaded()
+        if name in rules:
+            return rules[name]
+        paired = pairing(name, rules)
+        if paired is None:
+            raise KeyError(name)
+        return paired
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._loaded())
@@ -161,6 +170,22 @@ def external_rule(entry: EntryPoint, builtins: Mapping[str, RuleSpec]) -> RuleSp
     return RuleSpec(entry.name, strategy, source)
 
 
+def pairing(name: str, rules: Mapping[str, RuleSpec]) -> RuleSpec | None:
+    """The spec of ``ditto+<rule>`` for a rule of ``rules`` that trains no personal model.
+
+    ``None`` for any other name (not a pairing, an unknown rule, or a rule such as
+    ``ditto`` that already keeps personal models).
+    """
+    from fairfl.strategies.ditto import PAIRING_PREFIX, DittoPersonalisation, with_ditto
+
+    if not isinstance(name, str) or not name.startswith(PAIRING_PREFIX):
+        return None
+    rule = rules.get(name.removeprefix(PAIRING_PREFIX))
+    if rule is None or issubclass(rule.strategy, DittoPersonalisation):
+        return None
+    return RuleSpec(name, with_ditto(rule.strategy, name), rule.source)
+
+
 #: Every rule, built-in and installed, by name.
 STRATEGIES: Rules = Rules()
 
@@ -188,7 +213,8 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
     """
     if name not in STRATEGIES:
         raise ValueError(
-            f"run config strategy must be one of {tuple(sorted(STRATEGIES))}, got {name!r}"
+            f"run config strategy must be one of {tuple(sorted(STRATEGIES))} or ditto+<rule> "
+            f"for one of them that trains no personal model (ditto+qffl), got {name!r}"
         )
     spec = STRATEGIES[name]
     kwargs = spec.strategy.Parameters.keywords(run_config)

@@ -197,3 +197,31 @@ def test_fair_train_and_fair_evaluate_run_ditto_on_a_users_model_and_loader(tmp_
     assert metrics[keys.PERSONAL_EVAL_LOSS] != metrics[keys.EVAL_LOSS]
     plain = fair_evaluate(asked, model, loader, loss_fn, partition_id=1)[keys.METRICS]
     assert keys.PERSONAL_EVAL_ACC not in plain
+
+
+def test_fair_train_takes_the_personal_step_beside_qfedsgds_gradient(sgd_train_fn):
+    # ditto+qfedsgd: the reply is ∇F_k(w^t), no global step; v_k still moves, and the
+    # model holds w^t again afterwards.
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    before = [v.detach().clone().numpy() for v in model.state_dict().values()]
+    data = torch.utils.data.TensorDataset(torch.randn(12, 4), torch.randint(0, 3, (12,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    context = _context()
+    sent = _message("train", model, {**DITTO, keys.FULL_GRADIENT: True})
+    reply = fair_train(
+        sent,
+        model,
+        loader,
+        torch.nn.CrossEntropyLoss(),
+        sgd_train_fn,
+        partition_id=1,
+        context=context,
+    )
+    assert keys.GRADIENT in reply and keys.ARRAYS not in reply
+    after = [v.numpy() for v in model.state_dict().values()]
+    for a, b in zip(before, after, strict=True):
+        np.testing.assert_array_equal(a, b)
+    personal = context.state[STATE_RECORD].to_numpy_ndarrays()
+    assert all(p.shape == b.shape for p, b in zip(personal, before, strict=True))
+    assert any(not np.array_equal(p, b) for p, b in zip(personal, before, strict=True))

@@ -213,7 +213,6 @@ def test_the_loss_rules_are_the_papers_loss_aware_ones():
     assert LOSS_RULES == [
         "afl",
         "deltafl",
-        "ditto-term",
         "fedfv",
         "gifair",
         "qfedsgd",

@@ -189,6 +189,19 @@ def rule_page(name: str, spec: Any, results: dict[str, str]) -> str:
         "## Committed results",
         "",
     ]
+    if name == "ditto":
+        lines[-2:-2] = [
+            'With another global rule: `strategy = "ditto+<rule>"` for any rule '
+            "({py:func}`~fairfl.strategies.ditto.with_ditto`), built here with q-FFL:",
+            "",
+            "```{fairfl-exec}",
+            "from fairfl.strategies import build_strategy",
+            "",
+            "strategy = build_strategy('ditto+qffl', {'qffl-q': 1.0, 'ditto-lambda': 0.1})",
+            "print(strategy.rule_name, strategy.train_config(1))",
+            "```",
+            "",
+        ]
     notes = NOTES.get(strategy.__module__.rsplit(".", 1)[-1])
     if notes is not None:
         lines[-2:-2] = [

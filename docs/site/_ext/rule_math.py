@@ -65,15 +65,6 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
             r" \qquad w^{t+1} = \sum_i p_i\, w_i^{t+1}",
         ),
     ),
-    "DittoTERM": (
-        "Ditto (Li, Hu, Beirami & Smith, ICML 2021), Eq. (2) and Algorithm 1, with TERM"
-        " (Li, Beirami, Sanjabi & Smith, ICLR 2021) as line 9's global rule",
-        (
-            r"v_k \leftarrow v_k - \eta \left(\nabla F_k(v_k) + \lambda (v_k - w^t)\right)",
-            r"\omega_i = \frac{p_i\, e^{\alpha f_i(w^t)}}{\sum_j p_j\, e^{\alpha f_j(w^t)}},"
-            r" \qquad w^{t+1} = \sum_i \omega_i\, w_i^{t+1}",
-        ),
-    ),
     "EquitableFL": (
         "Upadhyay & Hashemi, arXiv:2410.19207 (paper 003), Algorithm 1, eqs. (4), (6), (7)",
         (

@@ -1,11 +1,13 @@
-"""Ditto with TERM as the global rule, through the in-process runner (spec-ditto §5).
+"""Ditto with another global rule, through the in-process runner (spec-ditto §5).
 
 Algorithm 1 leaves the server to the global rule: with TERM there, the global model and
 TERM's weights are those of TERM alone for every λ, while every client also reports its
-personal model.
+personal model. With q-FedSGD there, the clients send a gradient and train no global
+step, and still take the personal one.
 """
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -32,7 +34,7 @@ def _run(tmp_path, name, **config):
 
 def test_ditto_term_aggregates_as_term_and_reports_personal_models(tmp_path):
     paired, lines, summary = _run(
-        tmp_path, "ditto-term", strategy="ditto-term", **{"ditto-lambda": 0.1}
+        tmp_path, "ditto-term", strategy="ditto+term", **{"ditto-lambda": 0.1}
     )
     alone, term_lines, _ = _run(tmp_path, "term", strategy="term")
     assert summary["strategy"] == "Ditto+TERM"
@@ -60,3 +62,22 @@ def test_ditto_term_aggregates_as_term_and_reports_personal_models(tmp_path):
         c["eval_loss"] for c in lines[-1]["clients"]
     ]
     assert all("personal_eval_acc" not in c for line in term_lines for c in line["clients"])
+
+
+def test_ditto_qfedsgd_takes_the_personal_step_beside_the_gradient(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    paired, lines, summary = _run(
+        tmp_path, "ditto-qfedsgd", strategy="ditto+qfedsgd", **{"ditto-lambda": 0.1}
+    )
+    alone, alone_lines, _ = _run(tmp_path, "qfedsgd", strategy="qfedsgd")
+    assert summary["strategy"] == "Ditto+q-FedSGD"
+    for key, array in alone.arrays.items():  # the server step is q-FedSGD's
+        np.testing.assert_array_equal(paired.arrays[key].numpy(), array.numpy())
+    clients = lines[-1]["clients"]
+    assert [c["eval_loss"] for c in clients] == [c["eval_loss"] for c in alone_lines[-1]["clients"]]
+    # The personal models trained (a local epoch from w^t), so they are not w^{t+1}.
+    assert all(c["personal_eval_loss"] != c["eval_loss"] for c in clients)
+    # The progress lines show both models.
+    mean = 100 * lines[-1]["personal_metrics"]["acc-mean"]
+    assert f"clients answered | personal models: mean {mean:.2f}" in caplog.text
+    assert f"over 3 clients | personal models: mean {mean:.2f}" in caplog.text
