@@ -171,7 +171,7 @@ class Assignment:
     values: tuple[Any, ...]
 
 
-_ITEM = re.compile(r"^(?:(?P<rule>[A-Za-z0-9_-]+):)?(?P<key>[A-Za-z0-9_-]+)=(?P<value>.*)$")
+_ITEM = re.compile(r"^(?:(?P<rule>[A-Za-z0-9_+-]+):)?(?P<key>[A-Za-z0-9_-]+)=(?P<value>.*)$")
 
 
 def parse_assignment(item: str, *, multi: bool) -> Assignment:

@@ -71,7 +71,9 @@ for server_round, replies in seen.items():
     expected = power_weights([replies[n][0] for n in nodes], [replies[n][1] for n in nodes], 1.0)
     got = out.strategy.train_records[server_round].weights
     weights[server_round] = max(abs(got[n] - e) for n, e in zip(nodes, expected))
+paired = STRATEGIES["ditto+myrule"]  # Ditto with the plugin as its global rule
 print(json.dumps({
+    "paired": [paired.source, issubclass(paired.strategy, spec.strategy), paired.defaults()],
     "source": spec.source, "class": spec.strategy.__module__, "defaults": spec.defaults(),
     "rule": out.summary["config"]["strategy"], "rounds": sorted(seen), "weights-error": weights,
 }))
@@ -143,6 +145,16 @@ def test_the_plugin_rule_runs_in_process(plugin_venv, tmp_path):
     assert result["source"] == "fairfl-rule-plugin"
     assert result["class"] == "fairfl_rule_plugin.rules"
     assert result["defaults"] == {"myrule-power": 1.0}
+    assert result["paired"] == [
+        "fairfl-rule-plugin",
+        True,
+        {
+            "myrule-power": 1.0,
+            "ditto-lambda": 1.0,
+            "ditto-personal-epochs": 0,
+            "ditto-personal-lr-scale": 1.0,
+        },
+    ]
     assert result["rule"] == "myrule"
     assert result["rounds"] == [1, 2]
     # The server weighed the replies by the plugin's own equation (1).

@@ -33,6 +33,10 @@ def test_parse_assignment_forms_and_errors():
         None, "semivred-beta", (0.1, 0.5)
     )
     assert parse_assignment("qffl:lr=0.05", multi=False) == Assignment("qffl", "lr", (0.05,))
+    # A Ditto pairing is a rule name too (ditto+<rule>).
+    assert parse_assignment("ditto+qffl:ditto-lambda=0.1", multi=False) == Assignment(
+        "ditto+qffl", "ditto-lambda", (0.1,)
+    )
     with pytest.raises(ValueError, match="expected \\[rule:\\]key=value, got 'beta'"):
         parse_assignment("beta", multi=True)
     with pytest.raises(ValueError, match="unknown run-config key 'semivred-betta'"):
