@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from unittest.mock import Mock
 
 import numpy as np
@@ -23,6 +24,20 @@ if "FAIRFL_CACHE_DIR" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="fairfl-test-cache-")
     os.environ["FAIRFL_CACHE_DIR"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+
+
+#: Loggers whose level a command run in-process sets for its process (fairfl's CLI:
+#: ``fairfl`` at WARNING without ``-v``); restored after each test, so that no test's
+#: caplog depends on which tests ran before it.
+_LEVELLED_LOGGERS = ("fairfl", "fairfl.server", "flwr")
+
+
+@pytest.fixture(autouse=True)
+def _restore_logger_levels() -> Iterator[None]:
+    levels = {name: logging.getLogger(name).level for name in _LEVELLED_LOGGERS}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def arrays_of(values: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> ArrayRecord:

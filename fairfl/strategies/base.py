@@ -40,7 +40,12 @@ from fairfl.strategies.errors import FAIR_TRAIN, RejectedRepliesError
 # Importable from here as before the split; documented once, in fairfl.strategies.
 from fairfl.strategies.errors import MissingMetricError as MissingMetricError
 from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
-from fairfl.strategies.options import StrategyOptions, log_summary, sampling_keywords
+from fairfl.strategies.options import (
+    StrategyOptions,
+    current_options,
+    log_summary,
+    sampling_keywords,
+)
 from fairfl.strategies.params import NoParameters, RuleParameters
 from fairfl.strategies.records import (
     CLIENT_REPORT_KEYS,
@@ -302,10 +307,10 @@ class FairStrategy(FlowerFedAvg):
             If every answering reply lacks a metric the rule needs (:attr:`required_metrics`).
         """
         needs = (self.required_metrics, not self.checks_array_values, self.reply_arrays_key)
-        read = intake.train_reader(self.options, layout, *needs)
+        read = intake.train_reader(current_options(self), layout, *needs)
         read_round = intake.read_replies("aggregate_train", replies, self.in_flight, read)
         intake.check_missing_metrics(
-            "aggregate_train", server_round, read_round, self.rule_name, self.options
+            "aggregate_train", server_round, read_round, self.rule_name, current_options(self)
         )
         ordered = self.client_keys.order(read_round.accepted, read_round.dropped)
         sent = [k for k in intake.OBJECTIVE_KEYS if k in self.train_config(server_round)]
@@ -409,7 +414,7 @@ class FairStrategy(FlowerFedAvg):
         read = partial(read_evaluate_reply, weight_key=self.weighted_by_key)
         read_round = intake.read_replies("aggregate_evaluate", messages, self.in_flight, read)
         intake.check_missing_metrics(
-            "aggregate_evaluate", server_round, read_round, self.rule_name, self.options
+            "aggregate_evaluate", server_round, read_round, self.rule_name, current_options(self)
         )
         results = ordered_results(read_round.accepted, read_round.dropped)
         self.evaluations[server_round] = results

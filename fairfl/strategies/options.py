@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from fairfl.contract import keys
@@ -214,6 +214,22 @@ def sampling_keywords(strategy: FairStrategy, train: bool) -> dict[str, Any]:
         "arrayrecord_key": strategy.arrayrecord_key,
         "configrecord_key": strategy.configrecord_key,
     }
+
+
+def current_options(strategy: FairStrategy) -> StrategyOptions:
+    """The strategy's options as its attributes hold them now, checked again if changed.
+
+    Every option is also an attribute (``strategy.max_loss``), as in Flower's FedAvg, and
+    code that holds a strategy may set one after building it (the ServerApp sets
+    ``min_available_nodes``; a Flower user may set ``max_loss``). Reply intake reads this,
+    so such a change is used from the next round on, and a bad value is refused naming
+    its field, as the constructor would (``max_loss must be > 0, got -1.0``).
+    """
+    options = strategy.options
+    live = {f.name: getattr(strategy, f.name) for f in fields(options) if hasattr(strategy, f.name)}
+    if any(value != getattr(options, name) for name, value in live.items()):
+        options = strategy.options = replace(options, **live)
+    return options
 
 
 def log_summary(logger: logging.Logger, strategy: FairStrategy) -> None:
