@@ -99,9 +99,10 @@ def fair_train(
     personal step (Algorithm 1, line 6: plain SGD on ``loss_fn`` plus (λ/2)‖v − w^t‖²)
     on the client's personal model v_k, kept in ``context.state`` and, with the node
     config's ``ditto-state-dir``, on disk (:mod:`fairfl.client.ditto`); ``model`` holds
-    the trained global weights again afterwards. It needs ``context`` and
-    ``partition_id`` (the client's stable key); without them the personal step is
-    skipped with a WARNING and the round is plain FedAvg.
+    the trained global weights again afterwards (in a q-FedSGD round, the received
+    ones). It needs ``context`` and ``partition_id`` (the client's stable key); without
+    them the personal step is skipped with a WARNING and the round is the global rule's
+    alone.
 
     In a q-FFL round (config key ``qffl-q``) the server's L = 1/lr holds for plain SGD at
     the config's ``lr`` only: an optimizer that ``train_fn`` steps on ``model`` with
