@@ -60,6 +60,7 @@ from fairfl.report.compare import (
     write_manifest,
 )
 from fairfl.report.results import group_by_label, load_runs, read_manifest
+from fairfl.strategies.ditto import PAIRING_PREFIX, DittoParameters
 from fairfl.strategies.registry import STRATEGIES
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,9 @@ def paper_grid(rule: str, num_server_rounds: int) -> tuple[str, ...]:
     period (otherwise no decay ever applies), decay ∈ {none, 1/40, 1/30, 1/20, 1/10,
     1/3, 1/2} as β = decay^(100/T); FedAvg-n and MGDA-Prox: η_g (and decay). AFL's
     γ_λ = 0.1 is fixed in paper 000 (only its learning rate is tuned there), and
-    FedAvg, FedMGDA (plain), Equitable FL and RC-FL have no paper-000 grid.
+    FedAvg, FedMGDA (plain), Equitable FL and RC-FL have no paper-000 grid. Ditto and
+    ``ditto+<rule>``: the global rule's grid and Ditto's λ ∈ {0.05, 0.1, 0.2, 1, 2}
+    (Ditto's Appendix C; scored on the personal models, :class:`Candidate`).
     Paper 000 also tunes the local learning rate per method (Table 4); pass ``lr=...``
     in ``tune_grid`` for that.
     """
@@ -113,6 +116,12 @@ def paper_grid(rule: str, num_server_rounds: int) -> tuple[str, ...]:
         "fedavg-n": (f"fedavg-n:fedmgda-global-lr={lrs}",),
         "mgda-prox": (f"mgda-prox:fedmgda-global-lr={lrs}",),
     }
+    if rule == "ditto" or rule.startswith(PAIRING_PREFIX):
+        # Ditto's λ (its Appendix C grid), beside the global rule's own grid.
+        lams = ",".join(f"{lam:g}" for lam in DittoParameters.specs()["lam"].grid)
+        paired = rule.removeprefix(PAIRING_PREFIX) if rule != "ditto" else "fedavg"
+        own = [f"{rule}:{item.split(':', 1)[1]}" for item in paper_grid(paired, num_server_rounds)]
+        return (*own, f"{rule}:ditto-lambda={lams}")
     items = grids.get(rule, ())
     if rule in ("fedmgda", "fedavg-n", "mgda-prox") and num_server_rounds > _FEDMGDA_DECAY_PERIOD:
         betas_t = ",".join(
@@ -141,6 +150,10 @@ class Candidate:
         Validation worst-10 % mean accuracy, mean over tuning seeds (NaN as ``mean``).
     order : int
         Position in the grid (ties go to the lower).
+    models : {"global", "personal"} (default: "global")
+        Which models the statistics are of: ``"personal"`` for a rule whose clients
+        report personal models (Ditto), whose λ leaves the global model unchanged; the
+        paper picks λ by the personal models' validation accuracy (its Appendix C).
     """
 
     label: str
@@ -149,6 +162,7 @@ class Candidate:
     mean: float
     worst10: float
     order: int
+    models: Literal["global", "personal"] = "global"
 
     @property
     def finite(self) -> bool:
@@ -223,8 +237,9 @@ def candidates_from_folder(folder: Path) -> list[Candidate]:
     """Every variant of a tuning folder with its validation statistics, in grid order.
 
     Reads the final evaluated round of each run (:mod:`fairfl.report.results`) and
-    averages ``acc-mean`` and ``acc-worst-10`` over the variant's seeds; a failed or
-    non-finite run makes the variant's statistics NaN.
+    averages ``acc-mean`` and ``acc-worst-10`` over the variant's seeds (those of the
+    personal models, ``personal-acc-mean`` ..., where every run reports them: Ditto); a
+    failed or non-finite run makes the variant's statistics NaN.
 
     Raises
     ------
@@ -242,8 +257,10 @@ def candidates_from_folder(folder: Path) -> list[Candidate]:
     for order, variant in enumerate(manifest["variants"]):
         runs = groups.get(variant["label"], [])
         finals = [run.final_metrics() if run.ok else {} for run in runs]
-        means = [f.get("acc-mean", math.nan) for f in finals] or [math.nan]
-        worsts = [f.get("acc-worst-10", math.nan) for f in finals] or [math.nan]
+        personal = bool(finals) and all("personal-acc-mean" in f for f in finals if f)
+        prefix = "personal-" if personal else ""
+        means = [f.get(f"{prefix}acc-mean", math.nan) for f in finals] or [math.nan]
+        worsts = [f.get(f"{prefix}acc-worst-10", math.nan) for f in finals] or [math.nan]
         candidates.append(
             Candidate(
                 label=variant["label"],
@@ -252,6 +269,7 @@ def candidates_from_folder(folder: Path) -> list[Candidate]:
                 mean=float(np.mean(means)),
                 worst10=float(np.mean(worsts)),
                 order=order,
+                models="personal" if personal else "global",
             )
         )
     return candidates
@@ -460,9 +478,14 @@ def _tuning_markdown(summary: Mapping[str, Any]) -> str:
             "more values.",
             "",
         ]
+    lines += []
+    # "Models" only where a rule was scored on its personal models (Ditto).
+    models = any(c.get("models", "global") != "global" for c in summary["candidates"])
     lines += [
-        "| Setting | Validation mean (%) | Validation worst 10% (%) | Chosen |",
-        "| --- | --- | --- | --- |",
+        "| Setting | Validation mean (%) | Validation worst 10% (%) | "
+        + ("Models | " if models else "")
+        + "Chosen |",
+        "| --- | --- | --- | " + ("--- | " if models else "") + "--- |",
     ]
     chosen = {c["label"]: rule for rule, c in summary["chosen"].items()}
     for c in summary["candidates"]:
@@ -471,7 +494,9 @@ def _tuning_markdown(summary: Mapping[str, Any]) -> str:
             at_edge = [edge.short for edge in edges if edge.rule == chosen[c["label"]]]
             mark = "yes" + (f", {', '.join(at_edge)} (grid edge)" if at_edge else "")
         lines.append(
-            f"| {c['label']} | {100 * c['mean']:.2f} | {100 * c['worst10']:.2f} | {mark} |"
+            f"| {c['label']} | {100 * c['mean']:.2f} | {100 * c['worst10']:.2f} | "
+            + (f"{c.get('models', 'global')} | " if models else "")
+            + f"{mark} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -94,6 +94,12 @@ def test_paper_grids_and_fedmgda_decay_only_past_the_decay_period():
     assert paper_grid("semivred", 30) == ("semivred:semivred-beta=0.01,0.05,0.1,0.2,0.5,1",)
     assert paper_grid("qffl", 30) == ("qffl:qffl-q=0.01,0.1,1",)
     assert paper_grid("fedavg", 30) == ()
+    # Ditto: λ from its Appendix C, beside the global rule's own grid.
+    assert paper_grid("ditto", 30) == ("ditto:ditto-lambda=0.05,0.1,0.2,1,2",)
+    assert paper_grid("ditto+qffl", 30) == (
+        "ditto+qffl:qffl-q=0.01,0.1,1",
+        "ditto+qffl:ditto-lambda=0.05,0.1,0.2,1,2",
+    )
     assert len(paper_grid("fedmgda", 100)) == 2  # 100 rounds: the step never decays
     decay = paper_grid("fedmgda", 200)[2]
     values = [float(v) for v in decay.split("=")[1].split(",")]
@@ -389,3 +395,34 @@ def test_report_command_rewrites_tuning_md_from_tuning_json(tmp_path, capsys):
 def test_write_tuning_markdown_needs_tuning_json(tmp_path):
     with pytest.raises(ValueError, match=r"tuning\.json: no such file"):
         write_tuning_markdown(tmp_path)
+
+
+def test_ditto_is_tuned_on_its_personal_models(tmp_path):
+    # λ leaves the global model unchanged (every λ ties there): the personal models'
+    # validation accuracy chooses it, as in the paper's Appendix C.
+    out = tmp_path / "tuned"
+    command = ["compare", "--tune", "--rules", "fedavg", "ditto", "--seeds", "0"]
+    command += ["--tune-seeds", "7", "--tune-grid", "ditto-lambda=0,5", "--tune-criterion"]
+    command += ["mean", "--set", *SMALL, "--out", str(out), "--no-progress"]
+    assert main(command) == 0
+    summary = json.loads((out / "tuning.json").read_text())
+    fedavg, *dittos = summary["candidates"]
+    assert fedavg["models"] == "global"
+    assert [c["label"] for c in dittos] == ["ditto[lambda=0]", "ditto[lambda=5]"]
+    assert [c["models"] for c in dittos] == ["personal", "personal"]
+    tuning = out / "tuning"
+    run_dirs = {
+        r["label"]: r["dir"] for r in json.loads((tuning / "manifest.json").read_text())["runs"]
+    }
+    finals = [
+        json.loads((tuning / run_dirs[c["label"]] / "rounds.jsonl").read_text().splitlines()[-1])
+        for c in dittos
+    ]
+    # The same global model under both λ; the personal models differ, and are scored.
+    assert finals[0]["metrics"]["acc-mean"] == finals[1]["metrics"]["acc-mean"]
+    for candidate, final in zip(dittos, finals, strict=True):
+        assert candidate["mean"] == pytest.approx(final["personal_metrics"]["acc-mean"])
+    assert dittos[0]["mean"] != dittos[1]["mean"]
+    best = max(dittos, key=lambda c: (c["mean"], c["worst10"], -c["order"]))
+    assert summary["chosen"]["ditto"]["label"] == best["label"]
+    assert "| personal |" in (out / "tuning.md").read_text()
