@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -191,6 +192,19 @@ def fair_train(
     config = cast(ConfigRecord, message.content[keys.CONFIG])
     sent = cast(ArrayRecord, message.content[keys.ARRAYS])
     run_on = _load(model, sent, device)
+    # Ditto's personal step, once the reply is copied out of model (nothing in other rounds).
+    personal_step = partial(
+        _personal_step,
+        model,
+        trainloader,
+        loss_fn,
+        config,
+        sent,
+        context,
+        partition_id,
+        run_on,
+        batch_keys=batch_keys,
+    )
     if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: no local training
         gradient, loss, count = loader_gradient(model, trainloader, loss_fn, run_on, batch_keys)
         reply = write_gradient_reply(
@@ -199,18 +213,7 @@ def fair_train(
             loss_before_training=loss,
             partition_id=partition_id,
         )
-        _personal_step(
-            model,
-            trainloader,
-            loss_fn,
-            config,
-            sent,
-            sent,
-            context,
-            partition_id,
-            run_on,
-            batch_keys,
-        )
+        personal_step(restore=sent)
         return reply
     acc_before = None
     if bool(config.get(keys.WANT_ACCURACY, False)):  # FedFa: the accuracy of the same pass
@@ -268,18 +271,7 @@ def fair_train(
         group_counts=counts_before,
     )
     trained = cast(ArrayRecord, reply[keys.ARRAYS])
-    _personal_step(
-        model,
-        trainloader,
-        loss_fn,
-        config,
-        sent,
-        trained,
-        context,
-        partition_id,
-        run_on,
-        batch_keys,
-    )
+    personal_step(restore=trained)
     return reply
 
 
@@ -289,10 +281,11 @@ def _personal_step(
     loss_fn: LossFn,
     config: ConfigRecord,
     sent: ArrayRecord,
-    restore: ArrayRecord,
     context: Context | None,
     partition_id: int | None,
     run_on: torch.device,
+    *,
+    restore: ArrayRecord,
     batch_keys: BatchKeys | None,
 ) -> None:
     """In a Ditto round, the personal step on v_k (Algorithm 1, line 6); else nothing.

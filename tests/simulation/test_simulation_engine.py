@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -47,28 +46,12 @@ def test_flwr_run_matches_inprocess_runner(tmp_path, flwr_sim):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("rule", ["qffl", "fedmgda", "equitable", "rcfl"])
-def test_rule_runs_through_flwr_run(tmp_path, rule):
+def test_rule_runs_through_flwr_run(tmp_path, rule, flwr_sim):
     out_dir = tmp_path / "out"
     overrides = _toml_overrides(
         {"strategy": rule, "num-partitions": 3, "num-server-rounds": 2, "out-dir": str(out_dir)}
     )
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "flwr_sim.py"),
-            "--supernodes",
-            "3",
-            "--flwr-home",
-            str(tmp_path / "flwr-home"),
-            "-c",
-            overrides,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    flwr_sim(overrides, supernodes=3, timeout=900)  # fails the test on a non-zero exit
     lines = [json.loads(x) for x in (out_dir / "rounds.jsonl").read_text().splitlines()]
     assert [line["round"] for line in lines] == [1, 2]
     for line in lines:
