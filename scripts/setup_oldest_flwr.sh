@@ -8,11 +8,11 @@ cd "$(dirname "$0")/.."
 FLWR_OLDEST="${FLWR_OLDEST:-1.33.0}"
 OLD=.venv-flwr-oldest
 PYTHON="${PYTHON:-python3}"
-if ! "$OLD/bin/python" -c "import flwr, sys; sys.exit(flwr.__version__ != '$FLWR_OLDEST')" 2>/dev/null; then
+if ! "$OLD/bin/python" -c "import flwr, xdist, sys; sys.exit(flwr.__version__ != '$FLWR_OLDEST')" 2>/dev/null; then
   rm -rf "$OLD"
   "$PYTHON" -m venv "$OLD"
   "$OLD/bin/python" -m pip install --quiet --upgrade pip
-  "$OLD/bin/python" -m pip install --quiet "flwr==$FLWR_OLDEST" pytest hypothesis packaging
+  "$OLD/bin/python" -m pip install --quiet "flwr==$FLWR_OLDEST" pytest pytest-xdist hypothesis packaging
 fi
 main_site=$(.venv/bin/python -c 'import site; print(site.getsitepackages()[0])')
 old_site=$("$OLD/bin/python" -c 'import site; print(site.getsitepackages()[0])')

@@ -27,8 +27,16 @@ fi
 # Built Docker base images are cached outside the checkout, so a fresh clone reuses them.
 export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"
 bash scripts/setup.sh
+# The oldest-flwr environment installs in the background (mostly downloads) while the
+# first phases run; its phase waits for it.
+oldest_log="$(mktemp)"
+bash scripts/setup_oldest_flwr.sh >"$oldest_log" 2>&1 &
+oldest_setup_pid=$!
 export FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 export FLWR_HOME="$PWD/.flwr-home"
+# Test processes per phase: pytest-xdist workers for the unit, integration and
+# oldest-flwr phases (the deployment tests beside them mostly wait on polls).
+WORKERS="${FAIRFL_TEST_WORKERS:-2}"
 # FedMGDA+'s compiled Gram kernel must build here: its tests fail instead of falling
 # back to numpy (tests that pin the fallback set the variable themselves).
 export FAIRFL_GRAM_KERNEL=compiled
@@ -81,7 +89,7 @@ echo "=== docs site ==="
 start=$SECONDS
 bash scripts/docs.sh
 echo "=== docs site: $((SECONDS - start)) s ==="
-run_phase "unit and property tests" -q -m "not integration and not deployment"
+run_phase "unit and property tests" -q -n "$WORKERS" -m "not integration and not deployment"
 # The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers where
 # the compiled Gram kernel cannot be built: the Gram's float32 precision tests again under
 # them, on both paths (x86 only: OpenBLAS's kernel names).
@@ -89,12 +97,17 @@ if [ "$(uname -m)" = x86_64 ]; then
   OPENBLAS_CORETYPE=Haswell run_phase "FedMGDA+ on OpenBLAS's Haswell kernels" -q \
     -p no:cacheprovider tests/strategies/test_fedmgda.py tests/strategies/test_fedmgda_float32.py
 fi
-run_phase "integration tests" -q -m "integration and not deployment" --durations=12
+# One file per worker: a module's federation fixture runs once.
+run_phase "integration tests" -q -n "$WORKERS" --dist loadfile \
+  -m "integration and not deployment" --durations=12
 echo "=== oldest supported flwr (Fleet API over gRPC) ==="
 start=$SECONDS
-bash scripts/setup_oldest_flwr.sh
 set +e
-.venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs \
+wait "$oldest_setup_pid"
+code=$?
+cat "$oldest_log"
+[ "$code" -eq 0 ] || exit "$code"
+.venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs -n "$WORKERS" \
   tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat
 code=$?
 set -e
