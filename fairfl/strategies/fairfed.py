@@ -18,19 +18,21 @@ differs::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import ReplyError, TrainReply, keys, sorted_client_keys
+from fairfl.contract import ModelLayout, ReplyError, TrainReply, keys, sorted_client_keys
 from fairfl.contract.sensitive import accuracy_of_counts, as_count_table, sum_counts
+from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
-from fairfl.strategies.base import ConfigValue, ReweightedStrategy
-from fairfl.strategies.errors import RejectedRepliesError
+from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.params import RuleParameters, choice, real
+from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 
 Metric = Literal["spd", "eod"]
 #: The paper's two group-fairness metrics (§3): statistical parity and equal opportunity.
@@ -45,7 +47,7 @@ class FairFedParameters(RuleParameters):
     metric: Metric = choice("spd", METRICS, key="fairfed-metric")
 
 
-class FairFed(ReweightedStrategy):
+class FairFed(LossRule):
     """FairFed (Ezzeldin et al., AAAI 2023): weights track the local-global fairness gap.
 
     Every round each client reports the ``group-counts`` of the *received* model on its
@@ -84,6 +86,7 @@ class FairFed(ReweightedStrategy):
 
     rule_name = "FairFed"
     registry_name = "fairfed"
+    needs_loss = False
     required_train_metrics = (keys.GROUP_COUNTS,)
     Parameters = FairFedParameters
     params: FairFedParameters
@@ -92,8 +95,6 @@ class FairFed(ReweightedStrategy):
         super().__init__(**kwargs)
         #: ω_k^{t-1} by client key (FF6), normalised over the last round's participants.
         self.fair_weights: dict[str, float] = {}
-        #: This round's F_global and mean Δ, for :meth:`aggregate`'s diagnostics.
-        self._diagnostics: dict[str, float] = {}
 
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Ask every client for ``group-counts`` of the received model on its training split."""
@@ -107,49 +108,41 @@ class FairFed(ReweightedStrategy):
         """Restore :meth:`state_dict` output; ``{}`` is the state before round 1."""
         self.fair_weights = {str(k): float(v) for k, v in state.get("weights", {}).items()}
 
-    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
-        """ω_k^t of :func:`fairfed_weights` for this round's participants."""
-        counts = []
-        errors = []
-        for reply in replies:
-            value = reply.metrics[keys.GROUP_COUNTS]
-            if not isinstance(value, list) or len(value) != 8:
-                # A reply, not the run, is wrong: drop it like any bad reply (the base
-                # restores this rule's state and aggregates the others).
-                errors.append(
-                    ReplyError(
-                        reply.node_id,
-                        f"metrics[{keys.GROUP_COUNTS!r}]",
-                        "FairFed needs a binary sensitive attribute: 8 counts "
-                        f"(2 attribute values x label x prediction), got {value!r}",
-                    )
-                )
-                continue
-            counts.append([int(c) for c in value])
-        if errors:
-            raise RejectedRepliesError(errors)
+    def read_train_replies(
+        self, server_round: int, replies: Iterable[Message], layout: ModelLayout
+    ) -> tuple[list[TrainReply], dict[int, str]]:
+        """Validate as every rule does, and drop a reply whose attribute is not binary."""
+        accepted, dropped = super().read_train_replies(server_round, replies, layout)
+        return intake.drop_failing("aggregate_train", accepted, dropped, counts_error), dropped
+
+    def weights(self, round: TrainRound) -> Weights:
+        """ω_k^t of :func:`fairfed_weights` for this round's participants (FF4-FF6)."""
+        counts = [[int(c) for c in r.metrics[keys.GROUP_COUNTS]] for r in round.replies]  # type: ignore[union-attr]
         gaps, global_metric = fairfed_gaps(counts, self.params.metric)
-        sizes = np.array([r.num_examples for r in replies], dtype=np.float64)
-        fresh = sizes / sizes.sum()  # FF5
-        client_keys = [self.client_key(r) for r in replies]
+        client_keys = [self.client_key(r) for r in round.replies]
         previous = np.array(
-            [self.fair_weights.get(k, f) for k, f in zip(client_keys, fresh, strict=True)]
-        )
+            [self.fair_weights.get(k, f) for k, f in zip(client_keys, round.shares, strict=True)]
+        )  # FF5 for a client first seen
         weights = fairfed_weights(previous / previous.sum(), gaps, self.params.beta)
         self.fair_weights.update(zip(client_keys, weights.tolist(), strict=True))
-        self._diagnostics = {
+        diagnostics = {
             "fairfed-global-metric": global_metric,
             "fairfed-delta-mean": float(np.mean(gaps)),
         }
-        return weights
+        return weights, diagnostics
 
-    def aggregate(
-        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
-        """The ω-weighted average (FF7), with FairFed's diagnostics."""
-        new_arrays, diagnostics = super().aggregate(server_round, global_arrays, replies)
-        diagnostics.update(self._diagnostics)
-        return new_arrays, diagnostics
+
+def counts_error(reply: TrainReply) -> ReplyError | None:
+    """Why a reply's ``group-counts`` are not a binary attribute's 8 counts, or ``None``."""
+    value = reply.metrics[keys.GROUP_COUNTS]
+    if isinstance(value, list) and len(value) == 8:
+        return None
+    return ReplyError(
+        reply.node_id,
+        f"metrics[{keys.GROUP_COUNTS!r}]",
+        "FairFed needs a binary sensitive attribute: 8 counts "
+        f"(2 attribute values x label x prediction), got {value!r}",
+    )
 
 
 def signed_metric(counts: ArrayLike, metric: str) -> float:

@@ -184,6 +184,27 @@ def drop(hook: str, dropped: dict[int, str], error: ReplyError, node_id: int) ->
     dropped[node_id] = f"{error.field} {error.reason}"
 
 
+def drop_failing(
+    hook: str,
+    accepted: list[TrainReply],
+    dropped: dict[int, str],
+    error_of: Callable[[TrainReply], ReplyError | None],
+) -> list[TrainReply]:
+    """The replies a rule's own check passes; each other one is logged and dropped.
+
+    For a check only the rule knows (RC-FL's η reach, FairFed's binary attribute): it
+    runs at intake, so a dropped reply is decided before the rule reads the round.
+    """
+    kept = []
+    for reply in accepted:
+        error = error_of(reply)
+        if error is None:
+            kept.append(reply)
+        else:
+            drop(hook, dropped, error, reply.node_id)
+    return kept
+
+
 def value_errors(
     replies: Sequence[TrainReply],
     squared_norms: NDArray[np.float64],

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -33,11 +34,13 @@ from numpy.typing import NDArray
 
 from fairfl.contract import (
     ModelLayout,
+    ReplyError,
     TrainReply,
     client_key_order,
     keys,
     sorted_client_keys,
 )
+from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import ConfigValue, ReweightedStrategy
@@ -181,8 +184,6 @@ class RCFL(ReweightedStrategy):
         self.alpha, self.mu, self.eta_init = params.alpha, params.mu, params.eta_init
         self.eta_lr_scale = params.eta_lr_scale
         self.check_eta_reach = params.check_eta_reach
-        #: β_η sent this round (None: the config had no lr, the clients use their own).
-        self._lr_eta: float | None = None
         self.eta_probe = params.eta_probe
         self.local_steps = params.local_steps
         self.batch_size = params.batch_size
@@ -196,8 +197,8 @@ class RCFL(ReweightedStrategy):
         self.client_counts: dict[str, int] = {}
         self.probe_done = not params.eta_probe
         self._rng = np.random.default_rng(params.seed)
-        self._sent_alphas: dict[int, float] = {}
-        #: The round's draws with replacement, by client key (None: no draws).
+        #: The round's draws with replacement by client key (None: no draws), for W_j.
+        #: What each node was sent (α_i, β_η) is read from its message (:meth:`_sent`).
         self._draws: dict[str, int] | None = None
 
     def settings(self) -> dict[str, Any]:
@@ -279,7 +280,7 @@ class RCFL(ReweightedStrategy):
         """
         server_round += self.round_offset
         self.current_arrays = arrays
-        self._draws, self._sent_alphas = None, {}
+        self._draws = None
         self.in_flight = []
         if self.fraction_train == 0.0:
             self.sampled.setdefault(server_round, {})["train"] = 0
@@ -289,9 +290,8 @@ class RCFL(ReweightedStrategy):
         base[keys.SERVER_ROUND] = server_round
         base.update(self.train_config(server_round))
         lr = base.get(keys.LR)
-        self._lr_eta = None
         if isinstance(lr, int | float) and not isinstance(lr, bool):
-            base[keys.RCFL_LR_ETA] = self._lr_eta = self.eta_lr_scale * float(lr)
+            base[keys.RCFL_LR_ETA] = self.eta_lr_scale * float(lr)
         alphas = self._alphas_for(node_ids, self._keys_of(grid, node_ids))
         messages = []
         for node_id in node_ids:
@@ -300,7 +300,6 @@ class RCFL(ReweightedStrategy):
             messages.append(
                 Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node_id)
             )
-        self._sent_alphas = alphas
         self.sampled.setdefault(server_round, {})["train"] = len(messages)
         self.in_flight = messages
         logger.debug("configure_train: round %d alphas %s", server_round, alphas)
@@ -380,24 +379,36 @@ class RCFL(ReweightedStrategy):
     ) -> tuple[list[TrainReply], dict[int, str]]:
         """Validate as every rule does; with ``check_eta_reach``, also η_j's reach."""
         accepted, dropped = super().read_train_replies(server_round, replies, layout)
-        if not self.check_eta_reach or self._lr_eta is None:
+        lr_eta = next(iter(self._sent(keys.RCFL_LR_ETA).values()), None)
+        if not self.check_eta_reach or lr_eta is None:
             return accepted, dropped
-        kept = []
-        for reply in accepted:
-            alpha = self._sent_alphas.get(reply.node_id, self.alpha)
-            low, high = eta_reach(self.eta, self._lr_eta, self.local_steps, alpha)
-            eta = float(reply.metrics[keys.RCFL_ETA])  # type: ignore[arg-type]
-            if low <= eta <= high:
-                kept.append(reply)
-                continue
-            reason = (
-                f"metrics['{keys.RCFL_ETA}'] is {eta:.6g}, outside [{low:.6g}, {high:.6g}] "
-                f"that {self.local_steps} SGD steps of size {self._lr_eta:g} from eta "
-                f"{self.eta:.6g} reach (alpha {alpha:g})"
-            )
-            logger.warning("aggregate_train: dropped reply from node %d: %s", reply.node_id, reason)
-            dropped[reply.node_id] = reason
-        return kept, dropped
+        error_of = partial(self._eta_error, lr_eta, self._sent(keys.RCFL_ALPHA))
+        return intake.drop_failing("aggregate_train", accepted, dropped, error_of), dropped
+
+    def _sent(self, key: str) -> dict[int, float]:
+        """``key`` of the train config each node was sent this round (the messages in flight)."""
+        configs = [m.content.config_records[self.configrecord_key] for m in self.in_flight]
+        return {
+            m.metadata.dst_node_id: float(cast(float, config[key]))
+            for m, config in zip(self.in_flight, configs, strict=True)
+            if key in config
+        }
+
+    def _eta_error(
+        self, lr_eta: float, alphas: Mapping[int, float], reply: TrainReply
+    ) -> ReplyError | None:
+        """Why the reply's η_j is out of the reach of its local steps, or ``None``."""
+        alpha = alphas.get(reply.node_id, self.alpha)
+        low, high = eta_reach(self.eta, lr_eta, self.local_steps, alpha)
+        eta = float(reply.metrics[keys.RCFL_ETA])  # type: ignore[arg-type]
+        if low <= eta <= high:
+            return None
+        return ReplyError(
+            reply.node_id,
+            f"metrics['{keys.RCFL_ETA}']",
+            f"is {eta:.6g}, outside [{low:.6g}, {high:.6g}] that {self.local_steps} SGD "
+            f"steps of size {lr_eta:g} from eta {self.eta:.6g} reach (alpha {alpha:g})",
+        )
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """W_j: ``n_j / Σ n`` over the replies, or ``count_j / K`` renormalised."""
@@ -435,9 +446,8 @@ class RCFL(ReweightedStrategy):
             [float(cast(float, r.metrics[keys.RCFL_ETA])) for r in replies], dtype=np.float64
         )
         new_eta = aggregate_eta(etas, weights)
-        alphas = np.array(
-            [self._sent_alphas.get(r.node_id, self.alpha) for r in replies], dtype=np.float64
-        )
+        sent = self._sent(keys.RCFL_ALPHA)
+        alphas = np.array([sent.get(r.node_id, self.alpha) for r in replies], dtype=np.float64)
         diagnostics["rcfl-eta-sent"] = self.eta
         if all(self.has_loss(r) for r in replies):
             losses = self.losses_of(replies)

@@ -4,11 +4,18 @@ from fractions import Fraction as Fr
 
 import numpy as np
 import pytest
+from flwr.app import Array, ArrayRecord
 
 from fairfl.contract import TrainReply, keys
-from fairfl.strategies.errors import RejectedRepliesError
 from fairfl.strategies.fairfed import FairFed, fairfed_gaps, fairfed_weights, signed_metric
 from fairfl.strategies.registry import STRATEGIES, build_strategy
+from tests.conftest import make_reply
+from tests.strategies.test_bad_replies_all_rules import (
+    honest_arrays,
+    honest_metrics,
+    honest_replies,
+    run_round,
+)
 
 # Three clients' group counts, cell 4a + 2y + ŷ ((y, ŷ) = 00, 01, 10, 11 per group a).
 # Client 1: A=0 (3, 1, 1, 1): 6 samples, 2 selected; A=1 (1, 1, 0, 2): 4 samples, 3 selected.
@@ -95,12 +102,18 @@ def test_strategy_keeps_weights_across_rounds_and_asks_for_counts():
     restored = FairFed()
     restored.load_state_dict(strategy.state_dict())
     assert restored.fair_weights == strategy.fair_weights
-    # A reply with a non-binary attribute is dropped (not the run), naming node and key,
-    # and leaves the weights as they were.
-    before = dict(strategy.fair_weights)
-    with pytest.raises(RejectedRepliesError) as rejected:
-        strategy.lambdas(3, [TrainReply(10, 4, [], {keys.GROUP_COUNTS: [1] * 12})])
-    (error,) = rejected.value.errors
-    assert error.node_id == 10 and error.field == "metrics['group-counts']"
-    assert "8 counts" in str(error)
-    assert strategy.fair_weights == before
+
+
+def test_a_reply_without_a_binary_attribute_is_dropped_at_intake():
+    """Dropped (not the run) before the weights are read: the round is the one without it."""
+    rng = np.random.default_rng(0)
+    metrics = {**honest_metrics(rng, 99), keys.GROUP_COUNTS: [1] * 12}
+    bad = make_reply(99, ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()}), metrics)
+    attacked, got = run_round("fairfed", [*honest_replies(np.random.default_rng(5)), bad])
+    clean, want = run_round("fairfed", honest_replies(np.random.default_rng(5)))
+    reason = attacked.train_records[1].dropped[99]
+    assert reason.startswith("metrics['group-counts'] FairFed needs a binary sensitive attribute")
+    assert "8 counts" in reason and "got [1, 1," in reason
+    assert attacked.state_dict() == clean.state_dict()
+    for key in want:
+        np.testing.assert_array_equal(got[key].numpy(), want[key].numpy())
