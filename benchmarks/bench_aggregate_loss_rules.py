@@ -3,7 +3,9 @@
 50 replies of a 2M-parameter float32 model (by default), built once and given to each
 rule in turn; each timing is the best of ``--repeats`` runs, measured in this one process,
 and printed as a ratio to Flower's ``FedAvg.aggregate_train`` on the same replies.
-Absolute times depend on the machine; only the ratios mean anything.
+Absolute times depend on the machine; only the ratios mean anything. Beside them, the
+reader's value check of every reply alone: what checking the values before the rule
+reads the round would add to the rule's own pass, which checks them as it reads them.
 
     nice .venv/bin/python benchmarks/bench_aggregate_loss_rules.py
     nice .venv/bin/python benchmarks/bench_aggregate_loss_rules.py --rules qffl vred semivred
@@ -50,7 +52,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _report import load_1min, machine, write_json  # noqa: E402 (after sys.path)
 
 from fairfl._compat import server_task_identity  # noqa: E402
-from fairfl.contract import keys  # noqa: E402 (after sys.path)
+from fairfl.contract import check_array_values, keys  # noqa: E402 (after sys.path)
+from fairfl.contract.replies import array_view  # noqa: E402 (after sys.path)
 from fairfl.strategies._ops.gram_kernel import gram_kernel_description  # noqa: E402
 from fairfl.strategies.registry import STRATEGIES, build_strategy  # noqa: E402
 
@@ -115,6 +118,25 @@ def fresh_rule(name: str, global_record: ArrayRecord, num_replies: int):
     with server_task_identity(1):
         list(strategy.configure_train(1, global_record, ConfigRecord({"lr": 0.1}), grid))
     return strategy
+
+
+def timed_value_check(replies: list[Reply]) -> float:
+    """CPU seconds of the reader's value check (NaN/Inf, ``max-abs-weight``) of every reply.
+
+    What deciding value drops before a rule reads the round would add to the rule's own
+    pass over the replies, which checks the values as it reads them.
+    """
+    views = [
+        (reply.metadata.src_node_id, key, array_view(array))
+        for reply in replies
+        for key, array in reply.content[keys.ARRAYS].items()
+    ]
+    bound = float(RUN_CONFIG["max-abs-weight"])
+    gc.collect()
+    cpu = time.process_time()
+    for node, key, value in views:
+        check_array_values(node, key, value, bound)
+    return time.process_time() - cpu
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -185,7 +207,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # Interleave the calls, so that load drifting on a shared machine hits all alike.
     best: dict[str, tuple[float, float]] = {name: (np.inf, np.inf) for name in makers}
     errors: dict[str, str] = {}
+    check_cpu = np.inf
     for _ in range(args.repeats):
+        check_cpu = min(check_cpu, timed_value_check(replies))
         for name, make in makers.items():
             if name in errors:
                 continue
@@ -223,6 +247,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{wall / base_wall:6.2f}{flag}"
         )
     print(f"worst CPU-time ratio {worst:.2f}x (target {args.target}x)")
+    print(
+        f"the reader's value check alone: {check_cpu * 1e3:.1f} ms CPU, "
+        f"{check_cpu / base_cpu:.2f}x Flower's FedAvg"
+    )
     print(f"load average after: {os.getloadavg()}")
     result: dict[str, Any] = {
         "benchmark": "aggregate_loss_rules",
@@ -241,6 +269,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "target": args.target,
         "errors": errors,
         "gram_path": gram_kernel_description(with_path=False),
+        "value_check": {"cpu_ms": check_cpu * 1e3, "ratio": check_cpu / base_cpu},
     }
     if args.json:
         write_json(args.json, result)

@@ -20,16 +20,17 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply, sorted_client_keys
+from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
-from fairfl.strategies._ops.gram import gram_matrix
+from fairfl.strategies._ops.gram import float_mask, gram_matrix
 from fairfl.strategies._ops.passes import reweighted_sum
-from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.base import FairStrategy, RejectedRepliesError
 from fairfl.strategies.params import RuleParameters, integer, real
 
 logger = logging.getLogger(__name__)
@@ -81,11 +82,17 @@ class FedFV(FairStrategy):
     * Arrays that are not floating point (counters) keep the global value.
     * Where the projections cancel g' entirely (the code divides by ‖g'‖ = 0) the round
       keeps w^t and reports ``fedfv-zero-direction`` = 1.
+    * A reply's values (NaN/Inf, ``max_abs_weight``) are checked from ‖g_k‖², the
+      Gram's diagonal or the gradient's norm, not by a pass of the reader's
+      (:func:`~fairfl.strategies.intake.update_value_errors`); a bad reply is dropped
+      and the round aggregated without it.
     * Diagnostics: ``fedfv-projections`` (F2), ``fedfv-external-projections`` (F5),
       ``fedfv-kept`` (``|K|``).
     """
 
     needs_loss = True
+    #: The Gram (τ <= 1) or the gradients (τ >= 2) read every value: they check them.
+    checks_array_values: ClassVar[bool] = True
     rule_name = "FedFV"
     registry_name = "fedfv"
     Parameters = FedFVParameters
@@ -133,6 +140,29 @@ class FedFV(FairStrategy):
             "fedfv-zero-direction": int(step.zero_direction),
         }
 
+    def _check_values(
+        self,
+        replies: list[TrainReply],
+        global_arrays: list[NDArray[Any]],
+        squared_norms: NDArray[np.float64],
+    ) -> None:
+        """Raise :class:`RejectedRepliesError` for the replies with a bad value.
+
+        ``squared_norms`` are ‖g_k‖² over the floating arrays
+        (:func:`~fairfl.strategies.intake.update_value_errors`).
+        """
+        assert self.current_arrays is not None  # set by configure_train
+        errors = intake.update_value_errors(
+            replies,
+            list(self.current_arrays.keys()),
+            global_arrays,
+            float_mask(global_arrays, None),
+            squared_norms,
+            self.max_abs_weight,
+        )
+        if errors:
+            raise RejectedRepliesError(errors)
+
     def _aggregate_in_span(
         self, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
     ) -> tuple[list[NDArray[Any]], FedFVStep]:
@@ -146,6 +176,7 @@ class FedFV(FairStrategy):
         """
         local_arrays = [reply.arrays for reply in replies]
         gram = gram_matrix(global_arrays, local_arrays)
+        self._check_values(replies, global_arrays, np.diag(gram))
         windows = [np.arange(len(replies))] if self.params.tau == 1 else []
         coefficients, step = _span_step(gram, self.losses_of(replies), self.params.alpha, windows)
         self.history = {}
@@ -160,6 +191,7 @@ class FedFV(FairStrategy):
         floating = [i for i, a in enumerate(global_arrays) if np.issubdtype(a.dtype, np.floating)]
         current = _flat([global_arrays[i] for i in floating])
         gradients = np.stack([current - _flat([r.arrays[i] for i in floating]) for r in replies])
+        self._check_values(replies, global_arrays, np.einsum("ij,ij->i", gradients, gradients))
         for reply, gradient in zip(replies, gradients, strict=True):
             self.history[self.client_key(reply)] = (server_round, gradient)
         tau = self.params.tau

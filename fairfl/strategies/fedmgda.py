@@ -29,20 +29,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fairfl.contract import (
-    ReplyError,
     TrainReply,
-    check_array_values,
     keys,
 )
+from fairfl.strategies import intake
 from fairfl.strategies._ops.blas import openblas_kernel_advice
 from fairfl.strategies._ops.gram import (
-    GRAM_RTOL,
     diagonal,
     gram_matrix,
     squared_update_norms,
 )
 from fairfl.strategies._ops.gram_kernel import gram_kernel, gram_kernel_description
-from fairfl.strategies._ops.passes import max_abs
 from fairfl.strategies.aggregation import weight_entropy
 from fairfl.strategies.base import ConfigValue, FairStrategy, RejectedRepliesError
 from fairfl.strategies.fedmgda_qp import (
@@ -300,47 +297,6 @@ class FedMGDAPlus(FairStrategy):
             return squared_update_norms(global_arrays, local_arrays, trainable=trainable)
         return gram_matrix(global_arrays, local_arrays, trainable=trainable)
 
-    def _value_errors(
-        self,
-        replies: Sequence[TrainReply],
-        global_arrays: Sequence[NDArray[Any]],
-        trainable: Sequence[bool],
-        squared_norms: NDArray[np.float64],
-    ) -> list[ReplyError]:
-        """The reader's error for each reply whose values are bad, from the Gram pass.
-
-        The reader skips its own pass over the values (:attr:`checks_array_values`):
-        the Gram's diagonal ‖g_i‖² is NaN/Inf when a value is, and bounds every value by
-        ``max|w_t| + ‖g_i‖``. Only a reply that fails this bound goes through
-        :func:`fairfl.contract.check_array_values`, which names the reason exactly as
-        the reader would. Buffers, outside the Gram, are checked directly.
-        """
-        assert self.current_arrays is not None  # set by configure_train
-        array_keys = list(self.current_arrays.keys())
-        peak = max(
-            (max_abs(g) for g, m in zip(global_arrays, trainable, strict=True) if m), default=0
-        )
-        errors: list[ReplyError] = []
-        for reply, squared_norm in zip(replies, squared_norms, strict=True):
-            bounded = math.isfinite(squared_norm) and (
-                self.max_abs_weight is None
-                or (peak + math.sqrt(squared_norm)) * (1 + GRAM_RTOL) <= self.max_abs_weight
-            )
-            try:
-                for key, value, in_gram in zip(array_keys, reply.arrays, trainable, strict=True):
-                    if not (in_gram and bounded):
-                        check_array_values(reply.node_id, key, value, self.max_abs_weight)
-            except ReplyError as error:
-                errors.append(error)
-                continue
-            if not math.isfinite(squared_norm):  # finite values whose squares overflow
-                errors.append(
-                    ReplyError(
-                        reply.node_id, "arrays:", "the update's squared norm overflows float64"
-                    )
-                )
-        return errors
-
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
     ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
@@ -350,14 +306,23 @@ class FedMGDAPlus(FairStrategy):
         ------
         RejectedRepliesError
             If a reply has a NaN/Inf or a ``|value| > max_abs_weight``
-            (:meth:`_value_errors`): ``aggregate_train`` drops it and aggregates the
-            rest again, so the Gram is always that of the replies aggregated.
+            (:func:`~fairfl.strategies.intake.update_value_errors`): ``aggregate_train``
+            drops it and aggregates the rest again, so the Gram is always that of the
+            replies aggregated.
         """
         assert self.current_arrays is not None  # set by configure_train
         trainable = trainable_mask(list(self.current_arrays.keys()), global_arrays)
         local_arrays = [r.arrays for r in replies]
         products = self._update_products(global_arrays, local_arrays, trainable)
-        errors = self._value_errors(replies, global_arrays, trainable, diagonal(products))
+        assert self.current_arrays is not None  # set by configure_train
+        errors = intake.update_value_errors(
+            replies,
+            list(self.current_arrays.keys()),
+            global_arrays,
+            trainable,
+            diagonal(products),
+            self.max_abs_weight,
+        )
         if errors:
             raise RejectedRepliesError(errors)
         prior_all = prior_weights([r.num_examples for r in replies], self.prior)

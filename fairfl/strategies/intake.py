@@ -14,10 +14,11 @@ and the rest aggregated again (:func:`aggregate_without_rejected`).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 from flwr.app import Message
@@ -33,6 +34,8 @@ from fairfl.contract import (
     read_train_reply,
 )
 from fairfl.contract.objective import objective_dropped, objective_dropped_message
+from fairfl.strategies._ops.gram import GRAM_RTOL
+from fairfl.strategies._ops.passes import max_abs
 from fairfl.strategies.errors import (
     MissingMetricError,
     RejectedRepliesError,
@@ -251,6 +254,44 @@ def value_errors(
             except ReplyError as error:
                 errors.append(error)
                 break
+    return errors
+
+
+def update_value_errors(
+    replies: Sequence[TrainReply],
+    array_keys: Sequence[str],
+    global_arrays: Sequence[NDArray[Any]],
+    trainable: Sequence[bool],
+    squared_norms: NDArray[np.float64],
+    max_abs_weight: float | None,
+) -> list[ReplyError]:
+    """The reader's error for each reply whose values are bad, from its update's norm.
+
+    For a rule that takes ``‖g_i‖² = ‖w^t - w_i‖²`` over the ``trainable`` arrays in a
+    pass of its own (a Gram's diagonal) and lets the reader skip its value check: the
+    norm is NaN/Inf when a value is, and bounds every value by ``max|w^t| + ‖g_i‖``
+    (with the Gram's relative error :data:`GRAM_RTOL`). Only a reply that fails this
+    bound goes through :func:`fairfl.contract.check_array_values`, which names the
+    reason exactly as the reader would; arrays outside the norm are checked directly.
+    """
+    peak = max((max_abs(g) for g, m in zip(global_arrays, trainable, strict=True) if m), default=0)
+    errors: list[ReplyError] = []
+    for reply, squared_norm in zip(replies, squared_norms, strict=True):
+        bounded = math.isfinite(squared_norm) and (
+            max_abs_weight is None
+            or (peak + math.sqrt(squared_norm)) * (1 + GRAM_RTOL) <= max_abs_weight
+        )
+        try:
+            for key, value, in_norm in zip(array_keys, reply.arrays, trainable, strict=True):
+                if not (in_norm and bounded):
+                    check_array_values(reply.node_id, key, value, max_abs_weight)
+        except ReplyError as error:
+            errors.append(error)
+            continue
+        if not math.isfinite(squared_norm):  # finite values whose squares overflow
+            errors.append(
+                ReplyError(reply.node_id, "arrays:", "the update's squared norm overflows float64")
+            )
     return errors
 
 

@@ -298,6 +298,39 @@ def test_strategy_by_hand_with_an_absent_client_and_a_counter():
     assert metrics["fedfv-projections"] == 2
 
 
+@pytest.mark.parametrize("tau", [1, 2])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [(np.nan, "contains nan"), (-np.inf, "contains inf"), (1e30, "has |value| 1e+30 > 1e+06")],
+)
+def test_a_bad_value_found_in_the_rules_pass_drops_only_that_reply(tau, value, reason):
+    # FedFV checks the values from ‖g_k‖² (the Gram's diagonal, or the float64 gradients'
+    # norms at τ >= 2), not by a reader pass: the round with the bad reply is the round
+    # without it, bit for bit, history included, and the drop names the array.
+    rng = np.random.default_rng(8)
+    start = [rng.normal(size=(2, 3)).astype(np.float32), np.zeros(3, np.float32)]
+    honest = [
+        (c, [a + rng.normal(size=a.shape).astype(np.float32) for a in start]) for c in (0, 1, 2)
+    ]
+    bad = [a.copy() for a in start]
+    bad[1][2] = value
+    losses = {0: 1.0, 1: 2.0, 2: 0.5, 3: 3.0}
+
+    def round_of(with_bad: bool):
+        strategy = FedFV(tau=tau, max_abs_weight=1e6)
+        chosen = [*honest, (3, bad)] if with_bad else honest
+        replies = [fv_reply(c, arrays, losses[c]) for c, arrays in chosen]
+        new, _ = aggregate_round(strategy, replies, tau, start)
+        return strategy, new
+
+    attacked, got = round_of(True)
+    clean, want = round_of(False)
+    assert attacked.train_records[tau].dropped == {4: f"arrays['1'] {reason}"}
+    assert attacked.state_dict() == clean.state_dict()
+    for key in want:
+        np.testing.assert_array_equal(got[key].numpy(), want[key].numpy())
+
+
 def test_state_survives_a_checkpoint():
     rng = np.random.default_rng(2)
     start = [np.zeros((2, 3)), np.zeros(3)]
