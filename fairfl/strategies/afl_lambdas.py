@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -31,7 +31,8 @@ class ClientLambdas:
     """λ^t and λ^A by client key, for every client seen so far (a mixin of the AFL rule).
 
     The rule sets :attr:`variant`; this class keeps the state, its checkpoint form
-    (:meth:`state_dict`, :meth:`load_state_dict`) and the round's step (:meth:`step`).
+    (:meth:`state_dict`, :meth:`load_state_dict`) and the round's step (:meth:`step`), which
+    changes no state but returns the update that does.
     """
 
     #: ``"mohri"`` (λ^0 uniform, weights λ^A) or ``"propfair-code"`` (λ^0 = p, last λ).
@@ -78,34 +79,37 @@ class ClientLambdas:
 
     def step(
         self, clients: Sequence[str], counts: Iterable[int], losses: ArrayLike, lambda_lr: float
-    ) -> tuple[dict[str, float], int]:
+    ) -> tuple[dict[str, float], int, Callable[[], None]]:
         """Admit new clients, take the λ step with the round's losses (eq. of the module).
 
-        Returns the weights to use by client key (λ^A for ``"mohri"``, else the new λ)
-        and how many clients are known.
+        Changes no state. Returns the weights to use by client key (λ^A for ``"mohri"``,
+        else the new λ), how many clients are known, and the update that makes the step
+        the state (the rule defers it until its round is accepted).
         """
+        lambdas, average = dict(self.client_lambdas), dict(self.client_average)
+        known_counts = dict(self.client_counts)
         for client, count in zip(clients, counts, strict=True):
-            if client not in self.client_counts:
-                self._admit(client, int(count))
-        known = sorted_client_keys(self.client_lambdas)
+            if client not in known_counts:
+                self._admit(lambdas, average, known_counts, client, int(count))
+        known = sorted_client_keys(lambdas)
         position = {client: index for index, client in enumerate(known)}
-        current = np.array([self.client_lambdas[client] for client in known], dtype=np.float64)
+        current = np.array([lambdas[client] for client in known], dtype=np.float64)
         full = np.zeros(len(known), dtype=np.float64)
         for client, loss in zip(clients, np.asarray(losses, dtype=np.float64), strict=True):
             full[position[client]] = loss
         updated = afl_lambda_update(current, full, lambda_lr)
-        self.client_lambdas = {
-            client: float(value) for client, value in zip(known, updated, strict=True)
-        }
-        self.steps += 1
-        if self.variant != "mohri":
-            return self.client_lambdas, len(known)
-        before = np.array([self.client_average[client] for client in known], np.float64)
-        average = running_average(before, updated, self.steps)
-        self.client_average = {
-            client: float(value) for client, value in zip(known, average, strict=True)
-        }
-        return self.client_average, len(known)
+        lambdas = {client: float(value) for client, value in zip(known, updated, strict=True)}
+        steps = self.steps + 1
+        if self.variant == "mohri":
+            before = np.array([average[client] for client in known], np.float64)
+            averaged = running_average(before, updated, steps)
+            average = {client: float(value) for client, value in zip(known, averaged, strict=True)}
+
+        def update() -> None:
+            self.client_lambdas, self.client_average = lambdas, average
+            self.client_counts, self.steps = known_counts, steps
+
+        return (average if self.variant == "mohri" else lambdas), len(known), update
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able server state: λ, λ^A, the step count and first-seen n by client key."""
@@ -168,23 +172,25 @@ class ClientLambdas:
         self.client_lambdas, self.client_counts = lambdas, counts
         self.client_average, self.steps = average, steps
 
-    def _admit(self, client: str, num_examples: int) -> None:
-        known = sorted_client_keys(self.client_lambdas)
+    def _admit(
+        self,
+        lambdas: dict[str, float],
+        average: dict[str, float],
+        counts: dict[str, int],
+        client: str,
+        num_examples: int,
+    ) -> None:
+        """Add ``client`` to these λ, λ^A and n_k at its start value (``admit_clients``)."""
+        known = sorted_client_keys(lambdas)
         # λ^0 = 1/n (Mohri et al.) counts every client once; λ^0 = p counts its n_k.
-        sizes = (
-            [1] * len(known) if self.variant == "mohri" else [self.client_counts[n] for n in known]
-        )
+        sizes = [1] * len(known) if self.variant == "mohri" else [counts[n] for n in known]
         size = 1 if self.variant == "mohri" else num_examples
-        lambdas = admit_clients([self.client_lambdas[n] for n in known], sizes, [size])
-        self.client_lambdas = {
-            key: float(value) for key, value in zip([*known, client], lambdas, strict=True)
-        }
+        admitted = admit_clients([lambdas[n] for n in known], sizes, [size])
+        lambdas.update(zip([*known, client], admitted.tolist(), strict=True))
         if self.variant == "mohri":
-            average = admit_clients([self.client_average[n] for n in known], sizes, [size])
-            self.client_average = {
-                key: float(value) for key, value in zip([*known, client], average, strict=True)
-            }
-        self.client_counts[client] = int(num_examples)
+            averaged = admit_clients([average[n] for n in known], sizes, [size])
+            average.update(zip([*known, client], averaged.tolist(), strict=True))
+        counts[client] = num_examples
 
 
 def _weights_from_state(name: str, values: Mapping[str, Any]) -> dict[str, float]:

@@ -35,7 +35,7 @@ from fairfl.strategies._checks import check_fraction, check_positive_int
 from fairfl.strategies.aggregation import reweighted_average_and_squared_norms
 from fairfl.strategies.client_keys import ClientKeys
 from fairfl.strategies.defences import LossClip, clip_reported_losses, share_capped
-from fairfl.strategies.errors import FAIR_TRAIN, RejectedRepliesError
+from fairfl.strategies.errors import FAIR_TRAIN, RejectedReplies
 
 # Importable from here as before the split; documented once, in fairfl.strategies.
 from fairfl.strategies.errors import MissingMetricError as MissingMetricError
@@ -59,6 +59,7 @@ from fairfl.strategies.records import (
     round_metrics,
     weight_diagnostics,
 )
+from fairfl.strategies.rounds import DeferredUpdates
 from fairfl.strategies.sampling import Sampling, SizeSampler, sampled_messages
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ConfigValue = int | float | str | bool
+#: A rule's aggregate of a round: the new arrays (in ``w^t``'s order) and diagnostics.
+Aggregate = tuple[list[NDArray[Any]], dict[str, Any]]
 
 __all__ = [
     "CLIENT_REPORT_KEYS",
@@ -74,7 +77,7 @@ __all__ = [
     "ConfigValue",
     "FairStrategy",
     "MetricValue",
-    "RejectedRepliesError",
+    "RejectedReplies",
     "ReweightedStrategy",
     "StrategyOptions",
     "TrainRoundRecord",
@@ -140,6 +143,7 @@ class FairStrategy(FlowerFedAvg):
         self.sampled: dict[int, dict[str, int]] = {}  # messages sent by round and kind
         self.in_flight: list[Message] = []  # the phase's messages: whom an error is about
         self.round_offset = 0  # rounds done before start() (resume): every hook adds it
+        self.state_updates = DeferredUpdates()  # the rule's, made once a round is accepted
         self.client_keys = ClientKeys(self.rule_name)  # stable key of each node heard from
         self.objective_warned: set[str] = set()  # clients told they ignored the objective
         self.client_key_timeout: float = 600.0  # learn_client_keys' wait (round-timeout)
@@ -341,17 +345,13 @@ class FairStrategy(FlowerFedAvg):
         self.train_records[server_round] = record
         if self.loss_clip is not None:
             record.diagnostics.update(self.loss_clip.diagnostics())
-        aggregated = None
+        aggregated, deferred = None, self.state_updates
+        deferred.discard()
         if accepted:
-            # Read-only views of w^t, no copy; the rule's state, restored if the round is
-            # skipped, so that it changes neither the model nor the state (AFL's λ, ...).
             global_arrays = [array_view(array) for array in self.current_arrays.values()]
-            state = self.state_dict()
+            aggregate = partial(self.aggregate, server_round, global_arrays)
             accepted, aggregated = intake.aggregate_without_rejected(
-                partial(self.aggregate, server_round, global_arrays),
-                accepted,
-                record,
-                partial(self.load_state_dict, state),
+                aggregate, accepted, record, deferred
             )
         if aggregated is None:
             log_no_usable_reply(server_round, len(dropped))
@@ -363,8 +363,9 @@ class FairStrategy(FlowerFedAvg):
             "aggregate_train", self.train_metrics_aggr_fn, messages, nodes, self.weighted_by_key
         )
         arrays, problem = global_model(layout, new_arrays, self.max_abs_weight)
-        if problem is not None:
-            self.load_state_dict(state)
+        if problem is None:
+            deferred.apply()  # the round is accepted
+        else:
             record.skip(server_round, problem)
         metrics.update(round_metrics(len(accepted), record))
         return arrays, MetricRecord(metrics)
@@ -385,10 +386,12 @@ class FairStrategy(FlowerFedAvg):
     @abstractmethod
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+    ) -> Aggregate | RejectedReplies:
         """Compute w^{t+1} from w^t and the validated replies (sorted by node id).
 
-        Returns the new arrays (same order as ``global_arrays``) and diagnostics.
+        Returns the new arrays (same order as ``global_arrays``) and diagnostics, or the
+        replies with bad values found in the rule's own pass (``checks_array_values``).
+        It changes the rule's state only through ``self.state_updates.defer``.
         """
 
     # ---------------------------------------------------------------- evaluation
@@ -445,7 +448,8 @@ class ReweightedStrategy(FairStrategy):
     reports them (:func:`~fairfl.strategies.records.weight_diagnostics`). The reply values
     are checked in that same pass: a reply with a NaN/Inf or a ``|value| > max_abs_weight``
     is dropped with the reader's reason, and the round aggregated again without it
-    (:func:`fairfl.strategies.intake.aggregate_without_rejected`).
+    (:func:`fairfl.strategies.intake.aggregate_without_rejected`). :meth:`lambdas` may
+    run twice in a round then: it defers its state changes (``self.state_updates``).
     """
 
     #: The weighted average reads every reply value; it checks them (``apply_lambdas``).
@@ -457,7 +461,7 @@ class ReweightedStrategy(FairStrategy):
 
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+    ) -> Aggregate | RejectedReplies:
         """Apply the rule's λ, capped at ``max_client_share`` of their sum, to the replies."""
         weights = np.asarray(self.lambdas(server_round, replies), dtype=np.float64)
         capped, capped_clients = share_capped(weights, self.max_client_share), None
@@ -467,6 +471,8 @@ class ReweightedStrategy(FairStrategy):
             # A rule's own apply_lambdas may reuse sums of its uncapped λ (q-FFL's pass).
             new_arrays = ReweightedStrategy.apply_lambdas(self, global_arrays, replies, capped)
             weights, capped_clients = capped, int(np.count_nonzero(capped < weights))
+        if isinstance(new_arrays, RejectedReplies):
+            return new_arrays
         record = self.train_records[server_round]
         record.weights = {r.node_id: float(w) for r, w in zip(replies, weights, strict=True)}
         logger.debug("aggregate_train: round %d weights %s", server_round, record.weights)
@@ -477,23 +483,17 @@ class ReweightedStrategy(FairStrategy):
         global_arrays: list[NDArray[Any]],
         replies: list[TrainReply],
         weights: NDArray[np.float64],
-    ) -> list[NDArray[Any]]:
+    ) -> list[NDArray[Any]] | RejectedReplies:
         """``w^t - Σ_i λ_i (w^t - w_i)``, checking every reply value in the same pass.
 
         :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms` gives
-        the update and each reply array's ``‖w‖²``. A rule that read every reply in a pass
-        of its own may override this to reuse it (q-FFL does); the result must equal this
-        one up to float64 rounding.
-
-        Raises
-        ------
-        RejectedRepliesError
-            If a reply has a NaN/Inf or a ``|value| > max_abs_weight`` (:meth:`value_errors`).
+        the update and each reply array's ``‖w‖²``; the replies with a NaN/Inf or a
+        ``|value| > max_abs_weight`` (:meth:`value_errors`) are returned instead. A rule
+        that read every reply in a pass of its own may override this to reuse it (q-FFL
+        does); the result must equal this one up to float64 rounding.
         """
         new_arrays, squared_norms = reweighted_average_and_squared_norms(
             global_arrays, [r.arrays for r in replies], weights
         )
         errors = self.value_errors(replies, squared_norms)
-        if errors:
-            raise RejectedRepliesError(errors)
-        return new_arrays
+        return RejectedReplies(errors) if errors else new_arrays

@@ -20,6 +20,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -263,12 +264,11 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
             c: np.asarray(r.metrics[keys.ACTIVATION], np.float64)
             for c, r in zip(clients, replies, strict=True)
         }
+        source = vectors
         if self.scope == "registry":
-            self.registry.update(vectors)
-            clustered = sorted_client_keys(self.registry)
-        else:
-            clustered = clients
-        source = self.registry if self.scope == "registry" else vectors
+            source = {**self.registry, **vectors}
+            self.state_updates.defer(partial(setattr, self, "registry", source))
+        clustered = sorted_client_keys(source) if self.scope == "registry" else clients
         matrix = np.stack([source[n] for n in clustered])
         k = min(self.num_clusters, len(clustered))
         labels, degenerate = cluster_activations(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from flwr.serverapp.exception import AggregationError
 
 from fairfl.contract import ReplyError, keys
@@ -10,28 +12,28 @@ from fairfl.contract import ReplyError, keys
 FAIR_TRAIN = "fairfl.client.fair_train(message, model, trainloader, loss_fn, train_fn)"
 
 
-class RejectedRepliesError(Exception):
-    """Replies whose array values a rule's aggregation pass found bad (internal signal).
+@dataclass(frozen=True)
+class RejectedReplies:
+    """Replies whose array values a rule's aggregation pass found bad.
 
     A rule that checks the reply values in its own pass over them instead of the reader
-    (``checks_array_values``) raises it from ``aggregate``; ``aggregate_train`` catches
-    it, drops these replies with the reader's reasons, restores the rule's state and
-    aggregates the rest again. The rule's state is then exactly that of the round without
-    the bad replies; the new model equals that round's to within 4 float32 ε times the
-    array's largest entry, not always bit for bit: the second pass may sum along another
-    path than a round without them (q-FFL's fused step does, for one), which rounds
-    differently (``tests/strategies/test_rejected_reply_rounding.py``). It never leaves
-    ``aggregate_train``.
+    (``checks_array_values``) returns it from ``aggregate`` instead of a model;
+    ``aggregate_train`` drops these replies with the reader's reasons and aggregates the
+    rest again (:func:`fairfl.strategies.intake.aggregate_without_rejected`). Nothing is
+    rolled back: a rule changes its state only once a round is accepted
+    (``FairStrategy.state_updates``), so its state is exactly that of the round
+    without the bad replies. The new model equals that round's to within 4 float32 ε
+    times the array's largest entry, not always bit for bit: the second pass may sum
+    along another path than a round without them (q-FFL's fused step does, for one),
+    which rounds differently (``tests/strategies/test_rejected_reply_rounding.py``).
 
     Parameters
     ----------
     errors : list[ReplyError]
-        One error per rejected reply, as the reader would have raised it.
+        One error per rejected reply, as the reader would have raised it (not empty).
     """
 
-    def __init__(self, errors: list[ReplyError]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(str(error) for error in errors))
+    errors: list[ReplyError]
 
 
 class MissingMetricError(AggregationError):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -124,7 +125,8 @@ class FairFed(LossRule):
             [self.fair_weights.get(k, f) for k, f in zip(client_keys, round.shares, strict=True)]
         )  # FF5 for a client first seen
         weights = fairfed_weights(previous / previous.sum(), gaps, self.params.beta)
-        self.fair_weights.update(zip(client_keys, weights.tolist(), strict=True))
+        new = dict(zip(client_keys, weights.tolist(), strict=True))
+        self.state_updates.defer(partial(self.fair_weights.update, new))
         diagnostics = {
             "fairfed-global-metric": global_metric,
             "fairfed-delta-mean": float(np.mean(gaps)),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply, keys, sorted_client_keys
 from fairfl.strategies._checks import check_real
-from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies, ReweightedStrategy
 from fairfl.strategies.params import RuleParameters, real
 
 #: The reference's ε inside the accuracy logarithm (F2): keeps a 0 share finite.
@@ -117,23 +118,29 @@ class FedFa(ReweightedStrategy):
 
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """p_k of :func:`fedfa_weights`, counting this round's participation first."""
+        participation = dict(self.participation)
         for reply in replies:
             key = self.client_key(reply)
-            self.participation[key] = self.participation.get(key, 0) + 1
+            participation[key] = participation.get(key, 0) + 1
+        self.state_updates.defer(partial(setattr, self, "participation", participation))
         accuracies = [float(r.metrics[keys.ACC_BEFORE_TRAINING]) for r in replies]  # type: ignore[arg-type]
-        counts = [self.participation[self.client_key(r)] for r in replies]
+        counts = [participation[self.client_key(r)] for r in replies]
         return fedfa_weights(accuracies, counts, self.params.beta)
 
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+    ) -> Aggregate | RejectedReplies:
         """w̄ with the λ of :meth:`lambdas` (F6), then the server momentum (F7-F8)."""
-        average, diagnostics = super().aggregate(server_round, global_arrays, replies)
-        new_arrays, self.momentum = fedfa_momentum_step(
+        averaged = super().aggregate(server_round, global_arrays, replies)
+        if isinstance(averaged, RejectedReplies):
+            return averaged
+        average, diagnostics = averaged
+        new_arrays, momentum = fedfa_momentum_step(
             global_arrays, average, self.momentum, self.params.gamma, self.params.eta
         )
+        self.state_updates.defer(partial(setattr, self, "momentum", momentum))
         diagnostics["fedfa-momentum-norm"] = float(
-            np.sqrt(sum(float(np.vdot(m, m)) for m in self.momentum))
+            np.sqrt(sum(float(np.vdot(m, m)) for m in momentum))
         )
         return new_arrays, diagnostics
 

@@ -20,6 +20,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,7 +31,7 @@ from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies._ops.gram import float_mask, gram_matrix
 from fairfl.strategies._ops.passes import reweighted_sum
-from fairfl.strategies.base import FairStrategy, RejectedRepliesError
+from fairfl.strategies.base import Aggregate, FairStrategy, RejectedReplies
 from fairfl.strategies.params import RuleParameters, integer, real
 
 logger = logging.getLogger(__name__)
@@ -121,12 +122,15 @@ class FedFV(FairStrategy):
 
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+    ) -> Aggregate | RejectedReplies:
         """w^{t+1} = w^t - g^t with g^t of :func:`fedfv_direction` (spec-fedfv F1-F7)."""
         if self.params.tau >= 2:
-            new_arrays, step = self._aggregate_with_history(server_round, global_arrays, replies)
+            stepped = self._aggregate_with_history(server_round, global_arrays, replies)
         else:
-            new_arrays, step = self._aggregate_in_span(global_arrays, replies)
+            stepped = self._aggregate_in_span(global_arrays, replies)
+        if isinstance(stepped, RejectedReplies):
+            return stepped
+        new_arrays, step = stepped
         if step.zero_direction:
             logger.warning(
                 "aggregate_train: round %d: the projected gradients cancel (‖g'‖ = 0); "
@@ -145,8 +149,8 @@ class FedFV(FairStrategy):
         replies: list[TrainReply],
         global_arrays: list[NDArray[Any]],
         squared_norms: NDArray[np.float64],
-    ) -> None:
-        """Raise :class:`RejectedRepliesError` for the replies with a bad value.
+    ) -> RejectedReplies | None:
+        """The replies with a bad value, if any.
 
         ``squared_norms`` are ‖g_k‖² over the floating arrays
         (:func:`~fairfl.strategies.intake.update_value_errors`).
@@ -160,12 +164,11 @@ class FedFV(FairStrategy):
             squared_norms,
             self.max_abs_weight,
         )
-        if errors:
-            raise RejectedRepliesError(errors)
+        return RejectedReplies(errors) if errors else None
 
     def _aggregate_in_span(
         self, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], FedFVStep]:
+    ) -> tuple[list[NDArray[Any]], FedFVStep] | RejectedReplies:
         """τ <= 1: F1-F6 from the Gram of the replies alone, without a (m, d) copy.
 
         The window of τ = 1 is the round's own gradients, so every dot of F2 and F4-F5
@@ -176,36 +179,41 @@ class FedFV(FairStrategy):
         """
         local_arrays = [reply.arrays for reply in replies]
         gram = gram_matrix(global_arrays, local_arrays)
-        self._check_values(replies, global_arrays, np.diag(gram))
+        rejected = self._check_values(replies, global_arrays, np.diag(gram))
+        if rejected is not None:
+            return rejected
         windows = [np.arange(len(replies))] if self.params.tau == 1 else []
         coefficients, step = _span_step(gram, self.losses_of(replies), self.params.alpha, windows)
-        self.history = {}
+        self.state_updates.defer(partial(setattr, self, "history", {}))
         if step.zero_direction:
             return [a.copy() for a in global_arrays], step
         return reweighted_sum(global_arrays, local_arrays, coefficients, None), step
 
     def _aggregate_with_history(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], FedFVStep]:
+    ) -> tuple[list[NDArray[Any]], FedFVStep] | RejectedReplies:
         """τ >= 2: the window reads past rounds' g_k, remembered here in float64."""
         floating = [i for i, a in enumerate(global_arrays) if np.issubdtype(a.dtype, np.floating)]
         current = _flat([global_arrays[i] for i in floating])
         gradients = np.stack([current - _flat([r.arrays[i] for i in floating]) for r in replies])
-        self._check_values(replies, global_arrays, np.einsum("ij,ij->i", gradients, gradients))
+        squared_norms = np.einsum("ij,ij->i", gradients, gradients)
+        rejected = self._check_values(replies, global_arrays, squared_norms)
+        if rejected is not None:
+            return rejected
+        history = dict(self.history)
         for reply, gradient in zip(replies, gradients, strict=True):
-            self.history[self.client_key(reply)] = (server_round, gradient)
+            history[self.client_key(reply)] = (server_round, gradient)
         tau = self.params.tau
         windows = []
         if server_round >= tau:  # F4: rounds t - τ + 1, ..., t, oldest first
-            ordered = sorted_client_keys(self.history)
+            ordered = sorted_client_keys(history)
             for k in range(tau - 1, -1, -1):
-                seen = [
-                    self.history[c][1] for c in ordered if self.history[c][0] == server_round - k
-                ]
+                seen = [history[c][1] for c in ordered if history[c][0] == server_round - k]
                 windows.append(np.reshape(seen, (len(seen), current.size)))
         step = fedfv_direction(gradients, self.losses_of(replies), self.params.alpha, windows)
         # The next round reads rounds t - τ + 2 onwards: forget older gradients.
-        self.history = {c: e for c, e in self.history.items() if e[0] >= server_round - tau + 2}
+        kept = {c: e for c, e in history.items() if e[0] >= server_round - tau + 2}
+        self.state_updates.defer(partial(setattr, self, "history", kept))
         new_arrays = [a if i in floating else a.copy() for i, a in enumerate(global_arrays)]
         offset = 0
         for i in floating:

@@ -41,7 +41,7 @@ from fairfl.strategies._ops.gram import (
 )
 from fairfl.strategies._ops.gram_kernel import gram_kernel, gram_kernel_description
 from fairfl.strategies.aggregation import weight_entropy
-from fairfl.strategies.base import ConfigValue, FairStrategy, RejectedRepliesError
+from fairfl.strategies.base import Aggregate, ConfigValue, FairStrategy, RejectedReplies
 from fairfl.strategies.fedmgda_qp import (
     NORM_FLOOR,
     PAPER_DECAY_FACTOR,
@@ -299,16 +299,13 @@ class FedMGDAPlus(FairStrategy):
 
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+    ) -> Aggregate | RejectedReplies:
         """Check the values in the Gram pass, solve the min-norm QP, step ``w_t − η_t d_t``.
 
-        Raises
-        ------
-        RejectedRepliesError
-            If a reply has a NaN/Inf or a ``|value| > max_abs_weight``
-            (:func:`~fairfl.strategies.intake.update_value_errors`): ``aggregate_train``
-            drops it and aggregates the rest again, so the Gram is always that of the
-            replies aggregated.
+        The replies with a NaN/Inf or a ``|value| > max_abs_weight``
+        (:func:`~fairfl.strategies.intake.update_value_errors`) are returned instead:
+        ``aggregate_train`` drops them and aggregates the rest again, so the Gram is
+        always that of the replies aggregated.
         """
         assert self.current_arrays is not None  # set by configure_train
         trainable = trainable_mask(list(self.current_arrays.keys()), global_arrays)
@@ -324,7 +321,7 @@ class FedMGDAPlus(FairStrategy):
             self.max_abs_weight,
         )
         if errors:
-            raise RejectedRepliesError(errors)
+            return RejectedReplies(errors)
         prior_all = prior_weights([r.num_examples for r in replies], self.prior)
         step = step_size(server_round, self.global_lr, self.global_lr_decay, self.decay_every)
         # At ε = 0 only the diagonal is known: λ = λ0 needs no more (min_norm_weights

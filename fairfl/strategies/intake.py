@@ -38,11 +38,12 @@ from fairfl.strategies._ops.gram import GRAM_RTOL
 from fairfl.strategies._ops.passes import max_abs
 from fairfl.strategies.errors import (
     MissingMetricError,
-    RejectedRepliesError,
+    RejectedReplies,
     missing_metric_help,
     missing_metric_message,
 )
 from fairfl.strategies.records import TrainRoundRecord
+from fairfl.strategies.rounds import DeferredUpdates
 
 if TYPE_CHECKING:
     from fairfl.strategies.options import StrategyOptions
@@ -370,18 +371,18 @@ def train_reader(
 
 
 def aggregate_without_rejected(
-    aggregate: Callable[[list[TrainReply]], AggregateT],
+    aggregate: Callable[[list[TrainReply]], AggregateT | RejectedReplies],
     accepted: list[TrainReply],
     record: TrainRoundRecord,
-    restore: Callable[[], None],
+    deferred: DeferredUpdates,
 ) -> tuple[list[TrainReply], AggregateT | None]:
     """``aggregate(accepted)``, dropping the replies it rejects and aggregating the rest again.
 
-    A rule that checks the array values in its own pass raises
-    :class:`~fairfl.strategies.errors.RejectedRepliesError`; each rejected reply is then
-    logged and recorded in ``record`` as the reader would have dropped it, ``restore``
-    puts the rule's state back (the aborted pass may have changed it: AFL's λ), and the
-    rest is aggregated.
+    A rule that checks the array values in its own pass returns
+    :class:`~fairfl.strategies.errors.RejectedReplies` instead of a model; each rejected
+    reply is then logged and recorded in ``record`` as the reader would have dropped it,
+    and the rest is aggregated. ``aggregate`` leaves the rule's state alone and defers its
+    changes (``deferred``): those of a rejected pass are discarded, nothing is restored.
 
     Returns
     -------
@@ -391,11 +392,11 @@ def aggregate_without_rejected(
     """
     diagnostics = dict(record.diagnostics)
     while accepted:
-        try:
-            return accepted, aggregate(accepted)
-        except RejectedRepliesError as rejected:
-            errors = {error.node_id: error for error in rejected.errors}
-            assert errors.keys() & {r.node_id for r in accepted}, "rejected no reply"
+        result = aggregate(accepted)
+        if not isinstance(result, RejectedReplies):
+            return accepted, result
+        errors = {error.node_id: error for error in result.errors}
+        assert errors.keys() & {r.node_id for r in accepted}, "rejected no reply"
         for node, error in errors.items():
             drop("aggregate_train", record.dropped, error, node)
             record.partition_ids.pop(node, None)
@@ -403,5 +404,5 @@ def aggregate_without_rejected(
         record.accepted = [r.node_id for r in accepted]
         record.weights = {}
         record.diagnostics = dict(diagnostics)
-        restore()
+        deferred.discard()
     return accepted, None

@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from fairfl.contract import ModelLayout, TrainReply, keys
 from fairfl.strategies._ops.passes import direction_sums_and_squared_norms
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
-from fairfl.strategies.base import ConfigValue, FairStrategy, RejectedRepliesError
+from fairfl.strategies.base import Aggregate, ConfigValue, FairStrategy, RejectedReplies
 from fairfl.strategies.errors import MissingMetricError
 from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.qffl_step import (
@@ -213,21 +213,16 @@ class QFedSGD(FairStrategy):
 
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+    ) -> Aggregate | RejectedReplies:
         """``w^{t+1} = w^t - Σ_k c_k ∇F_k(w^t)`` (Algorithm 1, line 7), reading each reply once.
 
         Δ_k's factors ``u_k = s_k (F_k + ε)^q`` do not depend on ‖∇F_k‖²: one pass
         (:func:`~fairfl.strategies._ops.passes.direction_sums_and_squared_norms`) sums
         ``u_k ∇F_k`` while it takes each norm, which also checks the values (the reader
         skips its pass, :attr:`checks_array_values`); the sum is divided by Σ_k h_k
-        once it is known.
-
-        Raises
-        ------
-        RejectedRepliesError
-            For replies with a NaN/Inf or a value beyond ``max_abs_weight``
-            (:meth:`value_errors`); :meth:`aggregate_train` drops them and aggregates
-            the rest.
+        once it is known. The replies with a NaN/Inf or a value beyond
+        ``max_abs_weight`` (:meth:`value_errors`) are returned instead:
+        :meth:`aggregate_train` drops them and aggregates the rest.
         """
         gradients = [reply.arrays for reply in replies]
         weights = (
@@ -244,7 +239,7 @@ class QFedSGD(FairStrategy):
         )
         errors = self.value_errors(replies, parts)
         if errors:
-            raise RejectedRepliesError(errors)
+            return RejectedReplies(errors)
         norms = parts.sum(axis=1)
         lipschitz = self.lipschitz
         coefficients, h = qffl_coefficients(

@@ -44,7 +44,7 @@ from fairfl.contract import (
 from fairfl.contract.qffl import h_term
 from fairfl.strategies._ops.passes import delta_sums_and_squared_distances, max_abs
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
-from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+from fairfl.strategies.base import ConfigValue, RejectedReplies, ReweightedStrategy
 from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.qffl_step import (
     WEIGHTINGS,
@@ -349,7 +349,7 @@ class QFFL(ReweightedStrategy):
         global_arrays: list[NDArray[Any]],
         replies: list[TrainReply],
         weights: NDArray[np.float64],
-    ) -> list[NDArray[Any]]:
+    ) -> list[NDArray[Any]] | RejectedReplies:
         """``w^t - Σ_k Δ_k / Σ_j s_j h_j`` from the distance pass's sums (Algorithm 2, l. 8).
 
         The same step as :func:`~fairfl.strategies.aggregation.reweighted_average` with

@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any, cast
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 from numpy.typing import NDArray
 
@@ -43,7 +43,7 @@ from fairfl.contract import (
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies, ReweightedStrategy
 from fairfl.strategies.params import RuleParameters, choice, flag, integer, real
 from fairfl.strategies.rcfl_dual import (
     ALPHA_RULES,
@@ -413,8 +413,9 @@ class RCFL(ReweightedStrategy):
     def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
         """W_j: ``n_j / Σ n`` over the replies, or ``count_j / K`` renormalised."""
         clients = [self.client_key(reply) for reply in replies]
-        for client, reply in zip(clients, replies, strict=True):
-            self.client_counts[client] = reply.num_examples
+        sizes = dict(zip(clients, [reply.num_examples for reply in replies], strict=True))
+        counts_known = {**self.client_counts, **sizes}
+        self.state_updates.defer(partial(setattr, self, "client_counts", counts_known))
         if self._draws is None:
             return sample_weights([r.num_examples for r in replies])
         counts = np.array([self._draws.get(client, 0) for client in clients], dtype=np.float64)
@@ -436,9 +437,16 @@ class RCFL(ReweightedStrategy):
 
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
-        """Average ω with W (unified form) and η with the same W; report q_i and η."""
-        new_arrays, diagnostics = super().aggregate(server_round, global_arrays, replies)
+    ) -> Aggregate | RejectedReplies:
+        """Average ω with W (unified form) and η with the same W; report q_i and η.
+
+        η^{t+1} becomes the state with the new ω (never one without the other), and the
+        η probe is spent by the first round that updates the model.
+        """
+        averaged = super().aggregate(server_round, global_arrays, replies)
+        if isinstance(averaged, RejectedReplies):
+            return averaged
+        new_arrays, diagnostics = averaged
         record = self.train_records[server_round]
         weights = np.array([record.weights[r.node_id] for r in replies], dtype=np.float64)
         # The reply reader validated rcfl-eta as a finite number.
@@ -481,20 +489,8 @@ class RCFL(ReweightedStrategy):
                 self.train_loss_key,
             )
         diagnostics["rcfl-eta"] = new_eta
+        self.state_updates.defer(partial(self._step_eta, new_eta))
         return new_arrays, diagnostics
 
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Aggregate; η^{t+1} is kept only when the new ω is (never one without the other).
-
-        η^{t+1} is read from the round's record (``rcfl-eta``, written by
-        :meth:`aggregate` with the ω it belongs to). The η probe is spent by the first
-        round that updates the model.
-        """
-        arrays, metrics = super().aggregate_train(server_round, replies)
-        if arrays is not None:
-            record = self.train_records[server_round + self.round_offset]
-            self.eta = float(record.diagnostics["rcfl-eta"])
-            self.probe_done = True
-        return arrays, metrics
+    def _step_eta(self, eta: float) -> None:
+        self.eta, self.probe_done = eta, True

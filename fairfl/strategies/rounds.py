@@ -3,12 +3,13 @@
 Built once per round from the replies that passed intake (validated, sorted by client
 key), so a rule's weights function reads arrays of the round instead of the replies:
 ``round.shares`` (p_i), ``round.losses`` (F_i(w^t)), ``round.client_keys``. Its arrays
-are read-only: a rule cannot change what another part of the round reads.
+are read-only: a rule cannot change what another part of the round reads. The changes a
+rule makes to its own state wait for the round's acceptance (:class:`DeferredUpdates`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,3 +71,30 @@ class TrainRound:
         """:attr:`losses`, for a rule that declared it reads them (``needs_loss``)."""
         assert self.losses is not None, "the rule reads losses but does not declare needs_loss"
         return self.losses
+
+
+class DeferredUpdates:
+    """The changes to a rule's state that one aggregation pass defers until acceptance.
+
+    A rule's ``aggregate`` must not change the rule's state (AFL's λ, FedFV's history):
+    the pass runs again without a reply it finds bad, and a round whose model is unusable
+    is skipped. It hands each change to :meth:`defer` instead; ``aggregate_train``
+    applies them once the round is accepted, and discards those of a pass it repeats.
+    """
+
+    def __init__(self) -> None:
+        self._updates: list[Callable[[], None]] = []
+
+    def defer(self, update: Callable[[], None]) -> None:
+        """Call ``update`` once the round is accepted."""
+        self._updates.append(update)
+
+    def discard(self) -> None:
+        """Forget the deferred updates (their pass was rejected, or its round skipped)."""
+        self._updates = []
+
+    def apply(self) -> None:
+        """Make the deferred updates, in the order they were deferred, and forget them."""
+        updates, self._updates = self._updates, []
+        for update in updates:
+            update()

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 
 import numpy as np
 import pytest
 
 from fairfl.contract import EvaluateReply, ReplyError, TrainReply, keys
 from fairfl.strategies import intake
-from fairfl.strategies.errors import RejectedRepliesError
+from fairfl.strategies.errors import RejectedReplies
 from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
 from fairfl.strategies.options import StrategyOptions
 from fairfl.strategies.records import TrainRoundRecord, aggregate_app_metrics, weight_diagnostics
+from fairfl.strategies.rounds import DeferredUpdates
 from fairfl.strategies.sampling import SizeSampler
 
 
@@ -159,23 +161,45 @@ def test_rejected_replies_are_dropped_and_the_rest_aggregated_again():
     record = TrainRoundRecord.of(replies, {}, [])
     record.diagnostics["loss-clip"] = 1
     calls: list[list[int]] = []
-    restored: list[int] = []
+    state: list[str] = []
+    deferred = DeferredUpdates()
 
-    def aggregate(accepted: list[TrainReply]) -> str:
+    def aggregate(accepted: list[TrainReply]) -> str | RejectedReplies:
         calls.append([r.node_id for r in accepted])
         record.diagnostics[f"pass-{len(calls)}"] = 1
+        deferred.defer(partial(state.append, f"pass-{len(calls)}"))
         if any(r.node_id == 2 for r in accepted):
-            raise RejectedRepliesError([ReplyError(2, "arrays['w']", "has NaN")])
+            return RejectedReplies([ReplyError(2, "arrays['w']", "has NaN")])
         return "aggregated"
 
-    accepted, result = intake.aggregate_without_rejected(
-        aggregate, replies, record, lambda: restored.append(1)
-    )
+    accepted, result = intake.aggregate_without_rejected(aggregate, replies, record, deferred)
     assert result == "aggregated"
     assert calls == [[1, 2, 3], [1, 3]]
     assert [r.node_id for r in accepted] == [1, 3]
     assert record.accepted == [1, 3] and record.partition_ids == {1: 0}
     assert record.dropped == {2: "arrays['w'] has NaN"}
-    assert restored == [1]
-    # The aborted pass's diagnostics went; the second pass wrote its own.
+    # The aborted pass's diagnostics and state update went; the second pass's remain,
+    # and no state changed before the round is accepted.
     assert record.diagnostics == {"loss-clip": 1, "pass-2": 1}
+    assert state == []
+    deferred.apply()
+    assert state == ["pass-2"]
+    deferred.apply()
+    assert state == ["pass-2"]  # applied once
+
+
+def test_a_round_whose_every_reply_is_rejected_aggregates_nothing_and_defers_nothing():
+    replies = [reply(1, 1), reply(2, 1)]
+    record = TrainRoundRecord.of(replies, {}, [])
+    deferred = DeferredUpdates()
+    state: list[int] = []
+
+    def aggregate(accepted: list[TrainReply]) -> RejectedReplies:
+        deferred.defer(partial(state.append, len(accepted)))
+        return RejectedReplies([ReplyError(accepted[0].node_id, "arrays['w']", "has Inf")])
+
+    accepted, result = intake.aggregate_without_rejected(aggregate, replies, record, deferred)
+    assert (accepted, result) == ([], None)
+    assert record.dropped == {1: "arrays['w'] has Inf", 2: "arrays['w'] has Inf"}
+    deferred.apply()
+    assert state == []

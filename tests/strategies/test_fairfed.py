@@ -94,6 +94,12 @@ def test_strategy_keeps_weights_across_rounds_and_asks_for_counts():
     mean = sum(GAPS) / 3
     expected = [Fr(n, 22) - Fr(1, 2) * (g - mean) for n, g in zip(SIZES, GAPS, strict=True)]
     np.testing.assert_allclose(first, [float(w) for w in expected], atol=1e-15)
+    # The weights change no state until the round is accepted (aggregate_train).
+    assert strategy.fair_weights == {}
+    np.testing.assert_array_equal(strategy.lambdas(1, replies), first)
+    strategy.state_updates.discard()
+    strategy.lambdas(1, replies)
+    strategy.state_updates.apply()
     # Round 2, same counts: one more step of β (Δ - mean Δ) from ω^1.
     second = strategy.lambdas(2, replies)
     np.testing.assert_allclose(

@@ -1,17 +1,26 @@
 """A reply a rule rejects in its own pass leaves the round as the round without it.
 
-What ``RejectedRepliesError``'s docstring guarantees (issue 35 item 5): the rule's state
+What ``RejectedReplies``' docstring guarantees (issue 35 item 5): the rule's state
 is that of the round without the bad reply, and each model entry is within 4 float32 ε
 of the array's largest entry of it (q-FFL's fused step differs once a reply was rejected).
 """
 
+from unittest.mock import Mock
+
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord
+from flwr.serverapp import Grid
 
-from fairfl.strategies.registry import STRATEGIES
+from fairfl._compat import server_task_identity
+from fairfl.contract import keys
+from fairfl.strategies import base
+from fairfl.strategies.registry import STRATEGIES, build_strategy
 from tests.conftest import make_reply
 from tests.strategies.test_bad_replies_all_rules import (
+    HONEST_NODES,
+    RUN_CONFIG,
+    SHAPES,
     honest_arrays,
     honest_metrics,
     honest_replies,
@@ -37,3 +46,48 @@ def test_a_rejected_reply_changes_the_model_by_float32_rounding_at_most(rule, se
         # |Δ| <= 4 float32 ε of the array's largest entry (the rounding of a sum of it).
         bound = 4 * np.finfo(np.float32).eps * float(np.max(np.abs(b.numpy())))
         assert float(np.max(np.abs(a.numpy() - b.numpy()))) <= bound
+
+
+def configured(rule):
+    strategy = build_strategy(rule, RUN_CONFIG, min_available_nodes=1, min_train_nodes=1)
+    grid = Mock(spec=Grid)
+    grid.get_node_ids.return_value = list(HONEST_NODES)
+    global_record = ArrayRecord({k: Array(np.zeros(s, np.float32)) for k, s in SHAPES.items()})
+    with server_task_identity(1):
+        list(strategy.configure_train(1, global_record, ConfigRecord({"lr": 0.1}), grid))
+    return strategy
+
+
+def train_round(strategy, seed):
+    replies = honest_replies(np.random.default_rng(seed))
+    if strategy.reply_arrays_key != keys.ARRAYS:  # q-FedSGD: the arrays are its gradient
+        for reply in replies:
+            reply.content[strategy.reply_arrays_key] = reply.content.pop(keys.ARRAYS)
+    with server_task_identity(1):
+        return strategy.aggregate_train(1, replies)
+
+
+@pytest.mark.parametrize("rule", sorted(STRATEGIES))
+def test_a_skipped_round_changes_no_state_of_the_rule(rule, monkeypatch):
+    # A rule's state changes only once its round is accepted (DeferredUpdates): a round
+    # whose new model is unusable leaves it as configure_train left it.
+    skipped = configured(rule)
+    before = skipped.state_dict()
+    monkeypatch.setattr(base, "global_model", lambda *_: (None, "is forced unusable"))
+    arrays, _ = train_round(skipped, seed=4)
+    assert arrays is None
+    assert skipped.train_records[1].skipped == "the new global model is forced unusable"
+    assert skipped.state_dict() == before
+
+
+def test_an_accepted_round_changes_the_state_of_the_stateful_rules():
+    # The control of the test above: these rules' state does move in an accepted round.
+    moved = set()
+    for rule in sorted(STRATEGIES):
+        strategy = configured(rule)
+        before = strategy.state_dict()
+        arrays, _ = train_round(strategy, seed=4)
+        assert arrays is not None
+        if strategy.state_dict() != before:
+            moved.add(rule)
+    assert {"afl", "fairfed", "fedfa", "rcfl"} <= moved
