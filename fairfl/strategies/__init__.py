@@ -1,7 +1,7 @@
 """Fair aggregation rules as Flower Message-API strategies, one module per rule."""
 
 from fairfl.strategies.afl import AFL
-from fairfl.strategies.base import FairStrategy, ReweightedStrategy
+from fairfl.strategies.base import FairStrategy
 from fairfl.strategies.deltafl import DeltaFL
 from fairfl.strategies.ditto import Ditto
 from fairfl.strategies.equitable import EquitableFL
@@ -17,6 +17,7 @@ from fairfl.strategies.qfedsgd import QFedSGD
 from fairfl.strategies.qffl import QFFL
 from fairfl.strategies.rcfl import RCFL
 from fairfl.strategies.registry import STRATEGIES, build_strategy
+from fairfl.strategies.reweighted import ReweightedStrategy
 from fairfl.strategies.semivred import SemiVRed
 from fairfl.strategies.term import TERM
 from fairfl.strategies.vred import VRed

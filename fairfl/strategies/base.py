@@ -1,8 +1,8 @@
-"""The orchestrator of a round: :class:`FairStrategy`, and :class:`ReweightedStrategy`.
+"""The orchestrator of a round: :class:`FairStrategy`.
 
 A rule subclasses :class:`FairStrategy` (implementing ``aggregate``) or
-:class:`ReweightedStrategy` (``lambdas``; loss-reweighting rules use
-:class:`~fairfl.strategies.reweighted.LossRule`). The classes only orchestrate; each
+:class:`~fairfl.strategies.reweighted.ReweightedStrategy` (``lambdas``; loss-reweighting
+rules use :class:`~fairfl.strategies.reweighted.LossRule`). The classes only orchestrate; each
 collaborator is a module of its own (the docs site's rule-kit page lists them).
 """
 
@@ -32,9 +32,8 @@ from fairfl.contract import (
 from fairfl.logs import attach_flower_console
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_fraction, check_positive_int
-from fairfl.strategies.aggregation import reweighted_average_and_squared_norms
 from fairfl.strategies.client_keys import ClientKeys
-from fairfl.strategies.defences import LossClip, clip_reported_losses, share_capped
+from fairfl.strategies.defences import LossClip, clip_reported_losses
 from fairfl.strategies.errors import FAIR_TRAIN, RejectedReplies
 
 # Importable from here as before the split; documented once, in fairfl.strategies.
@@ -57,7 +56,6 @@ from fairfl.strategies.records import (
     global_model_problem,
     log_no_usable_reply,
     round_metrics,
-    weight_diagnostics,
 )
 from fairfl.strategies.rounds import DeferredUpdates
 from fairfl.strategies.sampling import Sampling, SizeSampler, sampled_messages
@@ -78,7 +76,6 @@ __all__ = [
     "FairStrategy",
     "MetricValue",
     "RejectedReplies",
-    "ReweightedStrategy",
     "StrategyOptions",
     "TrainRoundRecord",
     "aggregate_app_metrics",
@@ -94,10 +91,9 @@ class FairStrategy(FlowerFedAvg):
     It keeps Flower's FedAvg sampling and message construction; each train reply is
     validated alone (:mod:`~fairfl.strategies.intake`), a bad one logged and dropped, and
     the rest aggregated by the rule in client-key order. A round with no usable reply, or
-    whose aggregate is not finite, keeps the previous model. Every rule takes the
-    keywords of :class:`~fairfl.strategies.options.StrategyOptions` (all of FedAvg's and
-    fairfl's own) and its :attr:`Parameters`; the docs site's rule-kit page
-    (``explanation/rule-kit``) shows each collaborator's job.
+    whose aggregate is not finite, keeps the previous model. Every rule takes the keywords
+    of :class:`~fairfl.strategies.options.StrategyOptions` and its :attr:`Parameters`; the
+    docs site's rule-kit page (``explanation/rule-kit``) shows each collaborator's job.
     """
 
     #: Metric keys the rule needs in every train reply besides ``weighted_by_key``.
@@ -106,6 +102,8 @@ class FairStrategy(FlowerFedAvg):
     needs_loss: ClassVar[bool] = False
     #: True for a rule that checks every reply value in a pass of its own, not the reader.
     checks_array_values: ClassVar[bool] = False
+    #: True for a rule of the form ``w - Σ λ_i (w - w_i)``, whose λ ``max_client_share`` caps.
+    caps_client_share: ClassVar[bool] = False
     #: Short name used in logs and ``summary()`` (``"TERM"``).
     rule_name: ClassVar[str] = "fair-strategy"
     #: The name in the run config (``strategy = "term"``); set in a class body: registered.
@@ -122,7 +120,7 @@ class FairStrategy(FlowerFedAvg):
             if not hasattr(type(self), name):  # a property of the rule (QFedSGD's L) wins
                 setattr(self, name, value)
         self.options = options = StrategyOptions(**ours)  # the settings every rule takes
-        options.check_share_cap(self.rule_name, isinstance(self, ReweightedStrategy))
+        options.check_share_cap(self.rule_name, self.caps_client_share)
         attach_flower_console(level=None)
         super().__init__(**options.flower_keywords())
         self.train_loss_key = options.train_loss_key
@@ -345,18 +343,16 @@ class FairStrategy(FlowerFedAvg):
         self.train_records[server_round] = record
         if self.loss_clip is not None:
             record.diagnostics.update(self.loss_clip.diagnostics())
-        aggregated, deferred = None, self.state_updates
+        result, deferred = None, self.state_updates
         deferred.discard()
         if accepted:
             global_arrays = [array_view(array) for array in self.current_arrays.values()]
-            aggregate = partial(self.aggregate, server_round, global_arrays)
-            accepted, aggregated = intake.aggregate_without_rejected(
-                aggregate, accepted, record, deferred
-            )
-        if aggregated is None:
+            rule = partial(self.aggregate, server_round, global_arrays)
+            accepted, result = intake.aggregate_without_rejected(rule, accepted, record, deferred)
+        if result is None:
             log_no_usable_reply(server_round, len(dropped))
             return None, None
-        new_arrays, diagnostics = aggregated
+        new_arrays, diagnostics = result
         record.diagnostics.update(diagnostics)
         nodes = [r.node_id for r in accepted]
         metrics = app_metrics(
@@ -438,62 +434,3 @@ class FairStrategy(FlowerFedAvg):
         )
         metrics.update(evaluation_metrics(results, len(read_round.dropped)))
         return MetricRecord(metrics)
-
-
-class ReweightedStrategy(FairStrategy):
-    """A rule of the unified form ``w^{t+1} = w^t - Σ_i λ_i (w^t - w_i)``.
-
-    Subclasses implement :meth:`lambdas`; this class applies them with
-    :func:`fairfl.strategies.aggregation.reweighted_average_and_squared_norms` and
-    reports them (:func:`~fairfl.strategies.records.weight_diagnostics`). The reply values
-    are checked in that same pass: a reply with a NaN/Inf or a ``|value| > max_abs_weight``
-    is dropped with the reader's reason, and the round aggregated again without it
-    (:func:`fairfl.strategies.intake.aggregate_without_rejected`). :meth:`lambdas` may
-    run twice in a round then: it defers its state changes (``self.state_updates``).
-    """
-
-    #: The weighted average reads every reply value; it checks them (``apply_lambdas``).
-    checks_array_values: ClassVar[bool] = True
-
-    @abstractmethod
-    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
-        """One aggregation weight per reply (replies sorted by node id)."""
-
-    def aggregate(
-        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> Aggregate | RejectedReplies:
-        """Apply the rule's λ, capped at ``max_client_share`` of their sum, to the replies."""
-        weights = np.asarray(self.lambdas(server_round, replies), dtype=np.float64)
-        capped, capped_clients = share_capped(weights, self.max_client_share), None
-        if capped is None:
-            new_arrays = self.apply_lambdas(global_arrays, replies, weights)
-        else:
-            # A rule's own apply_lambdas may reuse sums of its uncapped λ (q-FFL's pass).
-            new_arrays = ReweightedStrategy.apply_lambdas(self, global_arrays, replies, capped)
-            weights, capped_clients = capped, int(np.count_nonzero(capped < weights))
-        if isinstance(new_arrays, RejectedReplies):
-            return new_arrays
-        record = self.train_records[server_round]
-        record.weights = {r.node_id: float(w) for r, w in zip(replies, weights, strict=True)}
-        logger.debug("aggregate_train: round %d weights %s", server_round, record.weights)
-        return new_arrays, weight_diagnostics(weights, capped_clients)
-
-    def apply_lambdas(
-        self,
-        global_arrays: list[NDArray[Any]],
-        replies: list[TrainReply],
-        weights: NDArray[np.float64],
-    ) -> list[NDArray[Any]] | RejectedReplies:
-        """``w^t - Σ_i λ_i (w^t - w_i)``, checking every reply value in the same pass.
-
-        :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms` gives
-        the update and each reply array's ``‖w‖²``; the replies with a NaN/Inf or a
-        ``|value| > max_abs_weight`` (:meth:`value_errors`) are returned instead. A rule
-        that read every reply in a pass of its own may override this to reuse it (q-FFL
-        does); the result must equal this one up to float64 rounding.
-        """
-        new_arrays, squared_norms = reweighted_average_and_squared_norms(
-            global_arrays, [r.arrays for r in replies], weights
-        )
-        errors = self.value_errors(replies, squared_norms)
-        return RejectedReplies(errors) if errors else new_arrays

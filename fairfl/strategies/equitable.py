@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, client_key_order, keys, sorted_client_keys
 from fairfl.contract.activation import ACTIVATION_SOURCES, ActivationOptions
-from fairfl.strategies.base import ConfigValue, ReweightedStrategy
+from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.defences import cap_weights
 from fairfl.strategies.equitable_clusters import (
     AFFINITIES,
@@ -43,6 +43,7 @@ from fairfl.strategies.equitable_clusters import (
     round_seed,
 )
 from fairfl.strategies.params import RuleParameters, choice, integer, real
+from fairfl.strategies.reweighted import ReweightedStrategy
 
 logger = logging.getLogger(__name__)
 

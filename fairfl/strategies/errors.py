@@ -14,18 +14,16 @@ FAIR_TRAIN = "fairfl.client.fair_train(message, model, trainloader, loss_fn, tra
 
 @dataclass(frozen=True)
 class RejectedReplies:
-    """Replies whose array values a rule's aggregation pass found bad.
+    """Replies a rule's aggregation pass found bad: their array values (q-FFL: or ``qffl-h``).
 
     A rule that checks the reply values in its own pass over them instead of the reader
     (``checks_array_values``) returns it from ``aggregate`` instead of a model;
     ``aggregate_train`` drops these replies with the reader's reasons and aggregates the
     rest again (:func:`fairfl.strategies.intake.aggregate_without_rejected`). Nothing is
     rolled back: a rule changes its state only once a round is accepted
-    (``FairStrategy.state_updates``), so its state is exactly that of the round
-    without the bad replies. The new model equals that round's to within 4 float32 ε
-    times the array's largest entry, not always bit for bit: the second pass may sum
-    along another path than a round without them (q-FFL's fused step does, for one),
-    which rounds differently (``tests/strategies/test_rejected_reply_rounding.py``).
+    (``FairStrategy.state_updates``). The state and the new model are then those of the
+    round without the bad replies, bit for bit: the pass runs again over the other
+    replies as that round's would (``tests/strategies/test_rejected_reply_rounding.py``).
 
     Parameters
     ----------

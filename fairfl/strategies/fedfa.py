@@ -25,8 +25,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply, keys, sorted_client_keys
 from fairfl.strategies._checks import check_real
-from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies, ReweightedStrategy
+from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
 from fairfl.strategies.params import RuleParameters, real
+from fairfl.strategies.reweighted import ReweightedStrategy
 
 #: The reference's ε inside the accuracy logarithm (F2): keeps a 0 share finite.
 ACCURACY_EPSILON = 1e-6

@@ -220,7 +220,7 @@ class FedMGDAPlus(FairStrategy):
     * The reply reader's pass over every value is skipped: the Gram pass finds NaN/Inf
       and bounds the magnitudes (:meth:`aggregate`), so a bad reply is still dropped
       with the reader's reason, at no extra pass (the round is then aggregated again
-      without it, as for the rules of :class:`~fairfl.strategies.base.ReweightedStrategy`).
+      without it, as for the rules of :class:`~fairfl.strategies.reweighted.ReweightedStrategy`).
     * Arrays whose name ends in ``running_mean``, ``running_var`` or
       ``num_batches_tracked`` are buffers: out of the norm and the QP, averaged with λ0
       (integer ones keep the global value). fairfl's model zoo has none.

@@ -111,7 +111,7 @@ min_available_nodes
         Not in any paper; the other defence of :mod:`fairfl.strategies.defences`. Below
         1, no reply's aggregation weight λ_i may exceed this share of the round's
         ``Σ_j λ_j``; the excess goes to the others. Only for
-        :class:`~fairfl.strategies.base.ReweightedStrategy` rules. In (0, 1].
+        :class:`~fairfl.strategies.reweighted.ReweightedStrategy` rules. In (0, 1].
 
     Raises
     ------

@@ -26,6 +26,7 @@ import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -34,7 +35,6 @@ from flwr.serverapp import Grid
 from numpy.typing import NDArray
 
 from fairfl.contract import (
-    ModelLayout,
     ReplyError,
     TrainReply,
     array_view,
@@ -44,7 +44,7 @@ from fairfl.contract import (
 from fairfl.contract.qffl import h_term
 from fairfl.strategies._ops.passes import delta_sums_and_squared_distances, max_abs
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
-from fairfl.strategies.base import ConfigValue, RejectedReplies, ReweightedStrategy
+from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
 from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.qffl_step import (
     WEIGHTINGS,
@@ -54,6 +54,7 @@ from fairfl.strategies.qffl_step import (
     qffl_numerators,
     round_learning_rate,
 )
+from fairfl.strategies.reweighted import ReweightedStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -156,18 +157,6 @@ class QFFL(ReweightedStrategy):
         self.q = self.params.q
         self.weighting: Weighting = self.params.weighting
         self.h_rtol = self.params.h_rtol
-        # Server-side squared distances ‖w^t - w̄_k‖² and the h_k to use, by node id,
-        # for the round being aggregated (filled while the replies are read).
-        self._distances: dict[int, float] = {}
-        self._client_h: dict[int, float] = {}
-        # Σ_k u_k w̄_k of the distance pass, with the node ids it summed, and Σ_j s_j h_j
-        # of lambdas(): apply_lambdas() finishes the update from them (one pass in all).
-        # (node ids, the s_k summed with, Σ_k (u_k / top) (w^t - w̄_k) per array,
-        # top = max u) of the last pass.
-        self._summed_steps: (
-            tuple[list[int], NDArray[np.float64] | None, list[NDArray[Any] | None], float] | None
-        ) = None
-        self._divisor: float | None = None
 
     @property
     def lipschitz(self) -> float:
@@ -218,79 +207,85 @@ class QFFL(ReweightedStrategy):
             )
         return super().configure_train(server_round, arrays, config, grid)
 
-    def read_train_replies(
-        self, server_round: int, replies: Iterable[Message], layout: ModelLayout
-    ) -> tuple[list[TrainReply], dict[int, str]]:
-        """Validate, check array values in the distance pass, then check ``qffl-h``.
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> Aggregate | RejectedReplies:
+        """``w^t - Σ_k Δ_k / Σ_j s_j h_j`` (Algorithm 2, l. 8), reading each reply once.
 
-        The reader skips its value pass (:attr:`checks_array_values`): the pass over
-        every reply that computes ``‖w^t - w̄_k‖²`` finds NaN/Inf (a non-finite sum) and
-        bounds ``max|w̄_k| <= max|w^t| + ‖w^t - w̄_k‖``; only an array that fails this
-        goes through :func:`fairfl.contract.check_array_values`, which names the reason
-        exactly as the reader would.
+        The distance pass (:meth:`distance_pass`) checks the values and ``qffl-h`` and
+        sums the Δ_k; the step divides the sums by Σ_j s_j h_j once it is known. Capped
+        λ (``max_client_share``) are applied by a second pass.
         """
-        accepted, dropped = super().read_train_replies(server_round, replies, layout)
-        self._distances = {}
-        self._client_h = {}
-        self._summed_steps = None
-        self._divisor = None
-        if not accepted:
-            return accepted, dropped
-        assert self.current_arrays is not None  # set by configure_train; checked by caller
+        found = self.distance_pass(global_arrays, replies)
+        if isinstance(found, RejectedReplies):
+            return found
+        lam, divisor = self.step_weights(server_round, replies, found)
+        apply = partial(self._summed_step, found, divisor)
+        return self.weighted_step(server_round, global_arrays, replies, lam, apply)
+
+    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
+        """λ_k = s_k L (F_k + ε)^q / Σ_j s_j h_j of the replies against the model sent.
+
+        Raises
+        ------
+        ValueError
+            If a reply has a bad value or a ``qffl-h`` the server disagrees with.
+        """
+        assert self.current_arrays is not None  # set by configure_train
         global_arrays = [array_view(a) for a in self.current_arrays.values()]
+        found = self.distance_pass(global_arrays, replies, summed=False)
+        if isinstance(found, RejectedReplies):
+            raise ValueError("; ".join(str(error) for error in found.errors))
+        return self.step_weights(server_round, replies, found)[0]
+
+    def distance_pass(
+        self, global_arrays: list[NDArray[Any]], replies: list[TrainReply], summed: bool = True
+    ) -> DistancePass | RejectedReplies:
+        """One pass over the replies: ‖w^t - w̄_k‖², their values' check and Σ_k Δ_k.
+
+        The reader skips its value pass (:attr:`checks_array_values`): the squared
+        distances find NaN/Inf (a non-finite sum) and bound ``max|w̄_k| <= max|w^t| +
+        ‖w^t - w̄_k‖``; only an array that fails this goes through
+        :func:`fairfl.contract.check_array_values`, which names the reason exactly as the
+        reader would. A client's ``qffl-h`` is checked against the server's h_k. The
+        replies that fail either check are returned instead.
+        """
+        assert self.current_arrays is not None  # set by configure_train
         # λ_k's numerators u_k = L s_k (F_k + ε)^q do not depend on the distances: sum
         # u_k (w^t - w̄_k) in the same pass, and divide by Σ_j s_j h_j once it is known
-        # (apply_lambdas). Scaled by 1 / max u, so that float32 sums neither overflow nor
+        # (_summed_step). Scaled by 1 / max u, so that float32 sums neither overflow nor
         # lose a small u_k.
-        weights = self._sample_weights(accepted)
-        with np.errstate(all="ignore"):  # a bad loss fails in lambdas(), with its name
+        with np.errstate(all="ignore"):  # a bad loss fails in step_weights, with its name
             numerators = self.lipschitz * qffl_numerators(
-                self.losses_of(accepted), q=self.q, weights=weights
+                self.losses_of(replies), q=self.q, weights=self._sample_weights(replies)
             )
             top = float(numerators.max())
-        usable = bool(np.all(np.isfinite(numerators))) and 0 < top < math.inf
+        usable = summed and bool(np.all(np.isfinite(numerators))) and 0 < top < math.inf
         sums, parts = delta_sums_and_squared_distances(
-            global_arrays,
-            [reply.arrays for reply in accepted],
-            numerators / top if usable else None,
+            global_arrays, [reply.arrays for reply in replies], numerators / top if usable else None
         )
         peaks = [max_abs(g) for g in global_arrays]
-        kept: list[TrainReply] = []
-        for reply, reply_parts in zip(accepted, parts, strict=True):
-            reason = self._value_problem(reply, layout.keys, reply_parts, peaks)
-            distance = float(reply_parts.sum())
-            sent = reply.metrics.get(keys.QFFL_H)
-            if reason is None and sent is not None:
-                own = h_term(self.loss_of(reply), distance, q=self.q, lipschitz=self.lipschitz)
-                if not math.isclose(float(sent), own, rel_tol=self.h_rtol):  # type: ignore[arg-type]
-                    reason = (
-                        f"metrics['{keys.QFFL_H}'] is {float(sent):.6g} but the server "  # type: ignore[arg-type]
-                        f"computes {own:.6g} (q {self.q:g}, L {self.lipschitz:g}, "
-                        f"rtol {self.h_rtol:g})"
-                    )
-            if reason is not None:
-                logger.info(
-                    "aggregate_train: dropped reply from node %d: %s", reply.node_id, reason
-                )
-                dropped[reply.node_id] = reason
-                continue
-            if sent is not None:
-                self._client_h[reply.node_id] = float(sent)  # type: ignore[arg-type]
-            self._distances[reply.node_id] = distance
-            kept.append(reply)
-        if sums is not None and len(kept) == len(accepted):
-            # Any reply dropped here is in the sums: then apply_lambdas sums again.
-            self._summed_steps = ([reply.node_id for reply in kept], weights, sums, top)
-        return kept, dropped
+        names = list(self.current_arrays.keys())
+        distances = [float(reply_parts.sum()) for reply_parts in parts]
+        errors = [
+            error
+            for reply, reply_parts, distance in zip(replies, parts, distances, strict=True)
+            if (error := self._reply_error(reply, names, reply_parts, peaks, distance))
+        ]
+        if errors:
+            return RejectedReplies(errors)
+        client_h = [float(r.metrics.get(keys.QFFL_H, math.nan)) for r in replies]  # type: ignore[arg-type]
+        return DistancePass(np.array(distances), np.array(client_h), sums, top)
 
-    def _value_problem(
+    def _reply_error(
         self,
         reply: TrainReply,
         array_keys: Sequence[str],
         parts: NDArray[np.float64],
         peaks: list[float],
-    ) -> str | None:
-        """The reader's reason to reject the reply's values, or None (see above)."""
+        distance: float,
+    ) -> ReplyError | None:
+        """The reader's error for the reply's values, or its ``qffl-h``'s, or None (above)."""
         for key, value, part, peak in zip(array_keys, reply.arrays, parts, peaks, strict=True):
             bounded = math.isfinite(part) and (
                 self.max_abs_weight is None
@@ -300,41 +295,48 @@ class QFFL(ReweightedStrategy):
                 try:
                     check_array_values(reply.node_id, key, value, self.max_abs_weight)
                 except ReplyError as error:
-                    return f"{error.field} {error.reason}"
-        return None
-
-    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
-        """λ_k = s_k L (F_k + ε)^q / Σ_j s_j h_j (s = 1, or p with ``weighting="p"``)."""
-        losses = self.losses_of(replies)
-        distances = np.array([self._distances[r.node_id] for r in replies], dtype=np.float64)
-        client_h = np.array(
-            [self._client_h.get(r.node_id, np.nan) for r in replies], dtype=np.float64
+                    return error
+        sent = reply.metrics.get(keys.QFFL_H)
+        if sent is None:
+            return None
+        own = h_term(self.loss_of(reply), distance, q=self.q, lipschitz=self.lipschitz)
+        if math.isclose(float(sent), own, rel_tol=self.h_rtol):  # type: ignore[arg-type]
+            return None
+        return ReplyError(
+            reply.node_id,
+            f"metrics['{keys.QFFL_H}']",
+            f"is {float(sent):.6g} but the server computes {own:.6g} "  # type: ignore[arg-type]
+            f"(q {self.q:g}, L {self.lipschitz:g}, rtol {self.h_rtol:g})",
         )
+
+    def step_weights(
+        self, server_round: int, replies: list[TrainReply], found: DistancePass
+    ) -> tuple[NDArray[np.float64], float | None]:
+        """λ_k = s_k L (F_k + ε)^q / Σ_j s_j h_j (s = 1, or p with ``weighting="p"``).
+
+        Returns λ and Σ_j s_j h_j, the divisor of the pass's sums (``None`` beyond float64:
+        the step is then summed again with λ).
+        """
+        losses = self.losses_of(replies)
         weights = self._sample_weights(replies)
         lipschitz = self.lipschitz
         coefficients, h = qffl_coefficients(
             losses,
-            qfedavg_squared_norms(distances, lipschitz),
+            qfedavg_squared_norms(found.distances, lipschitz),
             q=self.q,
             lipschitz=lipschitz,
             weights=weights,
-            client_h=client_h,
+            client_h=found.client_h,
             norms_name="squared_distances",
         )
         lam = lipschitz * coefficients  # Δw_k = L (w^t - w̄_k)
-        # Σ_j s_j h_j, as qffl_coefficients divides by it (λ_k = u_k / this); beyond
-        # float64 the fused sums cannot be divided by it: apply_lambdas sums again. So
-        # too when the pass summed the Δ_k with other s_k: in a round drawn ∝ n_k the
-        # replies reach this method with n_k = 1 (FairStrategy.sampled_replies, after
-        # the pass), and Algorithm 2 sums the drawn devices uniformly, Δ_k and h_k alike.
+        # Σ_j s_j h_j, as qffl_coefficients divides by it (λ_k = u_k / this). In a round
+        # drawn ∝ n_k the replies come with n_k = 1 (FairStrategy.sampled_replies), so
+        # the sums and h_k are uniform, as Algorithm 2 sums the drawn devices.
         divisor = float(np.dot(np.ones_like(h) if weights is None else weights, h))
-        fused = self._summed_steps
-        if fused is not None and not _same_weights(fused[1], weights):
-            self._summed_steps = None
-        self._divisor = divisor if math.isfinite(divisor) and divisor > 0 else None
         diagnostics = self.train_records[server_round].diagnostics
         diagnostics["qffl-h-sum"] = float(h.sum())
-        diagnostics["qffl-client-h"] = int(np.count_nonzero(np.isfinite(client_h)))
+        diagnostics["qffl-client-h"] = int(np.count_nonzero(np.isfinite(found.client_h)))
         logger.info(
             "aggregate_train: round %d q-FFL step scale Σλ %.4g, Σh %.4g (%d client h)",
             server_round,
@@ -342,28 +344,26 @@ class QFFL(ReweightedStrategy):
             float(h.sum()),
             diagnostics["qffl-client-h"],
         )
-        return lam
+        return lam, (divisor if math.isfinite(divisor) and divisor > 0 else None)
 
-    def apply_lambdas(
+    def _summed_step(
         self,
+        found: DistancePass,
+        divisor: float | None,
         global_arrays: list[NDArray[Any]],
         replies: list[TrainReply],
         weights: NDArray[np.float64],
     ) -> list[NDArray[Any]] | RejectedReplies:
-        """``w^t - Σ_k Δ_k / Σ_j s_j h_j`` from the distance pass's sums (Algorithm 2, l. 8).
+        """``w^t - Σ_k Δ_k / Σ_j s_j h_j`` from the pass's sums (Algorithm 2, l. 8).
 
         The same step as :func:`~fairfl.strategies.aggregation.reweighted_average` with
         these λ, its rounding bounded as in :func:`delta_sums_and_squared_distances`,
-        without a second pass over the replies. Falls back to it when the pass summed
-        other replies (one was dropped after it) or other s_k (``weighting="p"`` in a
-        round drawn ∝ n_k, see :meth:`lambdas`), or kept no sums.
+        without a second pass over the replies. Falls back to it when the pass kept no
+        sums or Σ_j s_j h_j is beyond float64.
         """
-        fused, self._summed_steps = self._summed_steps, None
-        divisor, self._divisor = self._divisor, None
-        if fused is None or divisor is None or fused[0] != [r.node_id for r in replies]:
-            return super().apply_lambdas(global_arrays, replies, weights)
-        _, _, sums, top = fused
-        return apply_summed_step(global_arrays, sums, divisor / top)
+        if found.sums is None or divisor is None:
+            return self.apply_lambdas(global_arrays, replies, weights)
+        return apply_summed_step(global_arrays, found.sums, divisor / found.top)
 
     def _sample_weights(self, replies: list[TrainReply]) -> NDArray[np.float64] | None:
         """s_k: None (unweighted sums) or ``p_k = n_k / Σ n_j`` with ``weighting="p"``."""
@@ -372,8 +372,23 @@ class QFFL(ReweightedStrategy):
         return sample_weights([r.num_examples for r in replies])
 
 
-def _same_weights(summed: NDArray[np.float64] | None, used: NDArray[np.float64] | None) -> bool:
-    """Whether the distance pass summed with the s_k that λ uses (``None``: s = 1)."""
-    if summed is None or used is None:
-        return summed is None and used is None
-    return bool(np.array_equal(summed, used))
+@dataclass(frozen=True)
+class DistancePass:
+    """What q-FFL's one pass over a round's replies found (:meth:`QFFL.distance_pass`).
+
+    Attributes
+    ----------
+    distances : NDArray[np.float64]
+        ‖w^t - w̄_k‖² of each reply, in order.
+    client_h : NDArray[np.float64]
+        The ``qffl-h`` each client sent (checked), NaN where it sent none.
+    sums : list[NDArray[Any] | None] | None
+        Σ_k (u_k / top) (w^t - w̄_k) per array (``None``: not summed, e.g. u not finite).
+    top : float
+        max_k u_k, the sums' scale.
+    """
+
+    distances: NDArray[np.float64]
+    client_h: NDArray[np.float64]
+    sums: list[NDArray[Any] | None] | None
+    top: float

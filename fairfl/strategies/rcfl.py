@@ -43,7 +43,7 @@ from fairfl.contract import (
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies, ReweightedStrategy
+from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
 from fairfl.strategies.params import RuleParameters, choice, flag, integer, real
 from fairfl.strategies.rcfl_dual import (
     ALPHA_RULES,
@@ -56,6 +56,7 @@ from fairfl.strategies.rcfl_dual import (
     robust_loss,
     smoothed_optimal_eta,
 )
+from fairfl.strategies.reweighted import ReweightedStrategy
 from fairfl.strategies.sampling import RCFL_SAMPLINGS, RCFLSampling, sample_nodes
 
 logger = logging.getLogger(__name__)

@@ -1,32 +1,112 @@
-"""The loss-reweighting base: a rule is its weights function plus its parameters.
+"""The bases of the unified form ``w^{t+1} = w^t - Σ_i λ_i (w^t - w_i)``.
 
-TERM, GiFair, Δ-FL, AFL, VRed, Semi-VRed, PropFair and FedAvg all aggregate as
-``w^{t+1} = w^t - Σ_i λ_i (w^t - w_i)`` with λ computed from the round's data shares and
-losses. A rule of this form subclasses :class:`LossRule`, declares its hyperparameters
-(:mod:`fairfl.strategies.params`) and implements :meth:`LossRule.weights`, which reads the
-immutable :class:`~fairfl.strategies.rounds.TrainRound` and *returns* the weights with
-the round's diagnostics; the base records the diagnostics, applies the weights and
-checks every reply value in the same pass (:class:`~fairfl.strategies.base.ReweightedStrategy`).
+:class:`ReweightedStrategy` applies a rule's λ (capped at ``max_client_share``), checking
+every reply value in the same pass. TERM, GiFair, Δ-FL, AFL, VRed, Semi-VRed, PropFair and
+FedAvg compute λ from the round's data shares and losses: such a rule subclasses
+:class:`LossRule`, declares its hyperparameters (:mod:`fairfl.strategies.params`) and
+implements :meth:`LossRule.weights`, which reads the immutable
+:class:`~fairfl.strategies.rounds.TrainRound` and *returns* the weights with the round's
+diagnostics; the base records the diagnostics and applies the weights.
 """
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
-from collections.abc import Mapping
-from typing import ClassVar, TypeAlias
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fairfl.contract import TrainReply
-from fairfl.strategies.base import ReweightedStrategy, TrainRoundRecord
+from fairfl.strategies.aggregation import reweighted_average_and_squared_norms
+from fairfl.strategies.base import Aggregate, FairStrategy, TrainRoundRecord
+from fairfl.strategies.defences import share_capped
+from fairfl.strategies.errors import RejectedReplies
+from fairfl.strategies.records import weight_diagnostics
 from fairfl.strategies.rounds import TrainRound
 
-__all__ = ["LossRule", "TrainRound", "Weights"]
+__all__ = ["LossRule", "ReweightedStrategy", "TrainRound", "Weights"]
+
+logger = logging.getLogger(__name__)
 
 #: A weights function's result: one λ_i per reply, and the round's diagnostics
 #: (scalars by metric name, e.g. ``{"term-tilted-loss": 1.3}``).
 Weights: TypeAlias = tuple[NDArray[np.float64], Mapping[str, float | int]]
+
+
+class ReweightedStrategy(FairStrategy):
+    """A rule of the unified form ``w^{t+1} = w^t - Σ_i λ_i (w^t - w_i)``.
+
+    Subclasses implement :meth:`lambdas`; this class applies them with
+    :func:`fairfl.strategies.aggregation.reweighted_average_and_squared_norms` and
+    reports them (:func:`~fairfl.strategies.records.weight_diagnostics`). The reply values
+    are checked in that same pass: a reply with a NaN/Inf or a ``|value| > max_abs_weight``
+    is dropped with the reader's reason, and the round aggregated again without it
+    (:func:`fairfl.strategies.intake.aggregate_without_rejected`). :meth:`lambdas` may
+    run twice in a round then: it defers its state changes (``self.state_updates``).
+    """
+
+    #: The weighted average reads every reply value; it checks them (``apply_lambdas``).
+    checks_array_values: ClassVar[bool] = True
+    caps_client_share: ClassVar[bool] = True
+
+    @abstractmethod
+    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
+        """One aggregation weight per reply (replies sorted by node id)."""
+
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> Aggregate | RejectedReplies:
+        """Apply the rule's λ, capped at ``max_client_share`` of their sum, to the replies."""
+        weights = np.asarray(self.lambdas(server_round, replies), dtype=np.float64)
+        return self.weighted_step(server_round, global_arrays, replies, weights, self.apply_lambdas)
+
+    def weighted_step(
+        self,
+        server_round: int,
+        global_arrays: list[NDArray[Any]],
+        replies: list[TrainReply],
+        weights: NDArray[np.float64],
+        apply: Callable[..., list[NDArray[Any]] | RejectedReplies],
+    ) -> Aggregate | RejectedReplies:
+        """``apply(global_arrays, replies, weights)``, or :meth:`apply_lambdas` of the capped λ.
+
+        ``apply`` may reuse sums of the uncapped λ (q-FFL's pass); the λ used are recorded.
+        """
+        capped, capped_clients = share_capped(weights, self.max_client_share), None
+        if capped is None:
+            new_arrays = apply(global_arrays, replies, weights)
+        else:
+            new_arrays = self.apply_lambdas(global_arrays, replies, capped)
+            weights, capped_clients = capped, int(np.count_nonzero(capped < weights))
+        if isinstance(new_arrays, RejectedReplies):
+            return new_arrays
+        record = self.train_records[server_round]
+        record.weights = {r.node_id: float(w) for r, w in zip(replies, weights, strict=True)}
+        logger.debug("aggregate_train: round %d weights %s", server_round, record.weights)
+        return new_arrays, weight_diagnostics(weights, capped_clients)
+
+    def apply_lambdas(
+        self,
+        global_arrays: list[NDArray[Any]],
+        replies: list[TrainReply],
+        weights: NDArray[np.float64],
+    ) -> list[NDArray[Any]] | RejectedReplies:
+        """``w^t - Σ_i λ_i (w^t - w_i)``, checking every reply value in the same pass.
+
+        :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms` gives
+        the update and each reply array's ``‖w‖²``; the replies with a NaN/Inf or a
+        ``|value| > max_abs_weight`` (:meth:`value_errors`) are returned instead. A rule
+        that read every reply in a pass of its own may reuse it instead (q-FFL does,
+        :meth:`weighted_step`); the result must equal this one up to float64 rounding.
+        """
+        new_arrays, squared_norms = reweighted_average_and_squared_norms(
+            global_arrays, [r.arrays for r in replies], weights
+        )
+        errors = self.value_errors(replies, squared_norms)
+        return RejectedReplies(errors) if errors else new_arrays
 
 
 class LossRule(ReweightedStrategy):

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
-from fairfl.strategies import QFFL, base
+from fairfl.strategies import QFFL, reweighted
 from fairfl.strategies._ops import passes
 from fairfl.strategies._ops.passes import delta_sums_and_squared_distances
 from fairfl.strategies.aggregation import apply_summed_step
-from fairfl.strategies.base import ReweightedStrategy
+from fairfl.strategies.reweighted import ReweightedStrategy
 from tests.conftest import arrays_of, make_reply
 from tests.strategies.reference import squared_distance_parts
 
@@ -159,13 +159,15 @@ def test_strategy_one_pass_equals_two_pass(weighting, q, monkeypatch):
     counts = rng.integers(5, 50, size=6)
     with monkeypatch.context() as patched:  # the one-pass path never calls it
         patched.setattr(
-            base, "reweighted_average_and_squared_norms", Mock(side_effect=AssertionError)
+            reweighted, "reweighted_average_and_squared_norms", Mock(side_effect=AssertionError)
         )
         one, one_metrics = _aggregate(
             QFFL(client_learning_rate=0.1, q=q, weighting=weighting), g, locals_, losses, counts
         )
     two_pass = QFFL(client_learning_rate=0.1, q=q, weighting=weighting)
-    two_pass.apply_lambdas = lambda ga, r, w: ReweightedStrategy.apply_lambdas(two_pass, ga, r, w)
+    two_pass._summed_step = lambda _found, _divisor, ga, r, w: ReweightedStrategy.apply_lambdas(
+        two_pass, ga, r, w
+    )
     two, two_metrics = _aggregate(two_pass, g, locals_, losses, counts)
     assert dict(one_metrics) == dict(two_metrics)
     lambdas = [two_pass.train_records[1].weights[node] for node in range(1, 7)]
@@ -178,13 +180,17 @@ def test_strategy_one_pass_equals_two_pass(weighting, q, monkeypatch):
             assert np.all(error <= bound + np.spacing(np.abs(got)))
 
 
-def test_reply_dropped_after_the_pass_falls_back_to_two_passes(caplog):
+def test_a_reply_dropped_by_the_pass_is_summed_again_without_it(caplog, monkeypatch):
     # Client 2 sends a qffl-h the server disagrees with: it is in the pass's sums, so
-    # the update must be summed again without it (λ over client 1 alone).
+    # the round is summed again without it (λ over client 1 alone), in one more fused
+    # pass: the model is the round without client 2's, bit for bit.
     g = [np.zeros(2, np.float32)]
     locals_ = [[np.array([-1.0, 0.0], np.float32)], [np.array([0.0, -2.0], np.float32)]]
     strategy = QFFL(client_learning_rate=0.5, q=1.0)
-    with caplog.at_level(logging.INFO, logger="fairfl"):
+    with caplog.at_level(logging.INFO, logger="fairfl"), monkeypatch.context() as patched:
+        patched.setattr(  # the second pass is fused too
+            reweighted, "reweighted_average_and_squared_norms", Mock(side_effect=AssertionError)
+        )
         arrays, metrics = _aggregate(
             strategy, g, locals_, [1.0, 3.0], [10, 10], extra={2: {keys.QFFL_H: 99.0}}
         )
@@ -192,7 +198,9 @@ def test_reply_dropped_after_the_pass_falls_back_to_two_passes(caplog):
     # Alone: h_1 = 6, λ_1 = L F_1 / h_1 = 2/6 -> w^{t+1} = (1/3) w̄_1 = [-1/3, 0]
     np.testing.assert_allclose(arrays["0"].numpy(), [-1 / 3, 0.0], rtol=1e-6)
     assert metrics["lambda-sum"] == pytest.approx(1 / 3)
-    assert strategy._summed_steps is None and strategy._divisor is None
+    one_node = QFFL(client_learning_rate=0.5, q=1.0, min_available_nodes=1, min_train_nodes=1)
+    alone, _ = _aggregate(one_node, g, locals_[:1], [1.0], [10])
+    np.testing.assert_array_equal(arrays["0"].numpy(), alone["0"].numpy())
 
 
 def _aggregate(strategy, global_arrays, locals_, losses, counts, extra=None):
