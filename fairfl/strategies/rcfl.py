@@ -198,9 +198,9 @@ class RCFL(ReweightedStrategy):
         self.client_counts: dict[str, int] = {}
         self.probe_done = not params.eta_probe
         self._rng = np.random.default_rng(params.seed)
-        #: The round's draws with replacement by client key (None: no draws), for W_j.
-        #: What each node was sent (α_i, β_η) is read from its message (:meth:`_sent`).
-        self._draws: dict[str, int] | None = None
+        #: Each drawn round's draws with replacement by client key, for its W_j: a record
+        #: of what the round sent, as α_i and β_η are read from its messages (:meth:`_sent`).
+        self.draws: dict[int, dict[str, int]] = {}
 
     def settings(self) -> dict[str, Any]:
         """α, μ, η₀, κ and the sampling scheme."""
@@ -281,12 +281,11 @@ class RCFL(ReweightedStrategy):
         """
         server_round += self.round_offset
         self.current_arrays = arrays
-        self._draws = None
         self.in_flight = []
         if self.fraction_train == 0.0:
             self.sampled.setdefault(server_round, {})["train"] = 0
             return []
-        node_ids = self._sample(grid)
+        node_ids = self._sample(grid, server_round)
         base = dict(config)
         base[keys.SERVER_ROUND] = server_round
         base.update(self.train_config(server_round))
@@ -306,7 +305,7 @@ class RCFL(ReweightedStrategy):
         logger.debug("configure_train: round %d alphas %s", server_round, alphas)
         return messages
 
-    def _sample(self, grid: Grid) -> list[int]:
+    def _sample(self, grid: Grid, server_round: int) -> list[int]:
         num_nodes = int(len(list(grid.get_node_ids())) * self.fraction_train)
         sample_size = max(num_nodes, self.min_train_nodes)
         if self.sampling == "flower":
@@ -344,14 +343,14 @@ class RCFL(ReweightedStrategy):
             )
         shares = sample_weights([self.client_counts[k] for k in known])
         drawn = draw_with_replacement(self._rng, list(range(len(known))), shares, sample_size)
-        self._draws = {known[index]: count for index, count in drawn.items()}
+        draws = self.draws[server_round] = {known[i]: count for i, count in drawn.items()}
         logger.info(
             "configure_train: %d draws with replacement ∝ p_i: %d distinct nodes (out of %d)",
             sample_size,
-            len(self._draws),
+            len(draws),
             len(all_nodes),
         )
-        return sorted(node_of[k] for k in self._draws)
+        return sorted(node_of[k] for k in draws)
 
     def _keys_of(self, grid: Grid, node_ids: Iterable[int]) -> dict[int, str]:
         """Client keys of ``node_ids``; none needed (empty) while no n_i is known."""
@@ -417,21 +416,22 @@ class RCFL(ReweightedStrategy):
         sizes = dict(zip(clients, [reply.num_examples for reply in replies], strict=True))
         counts_known = {**self.client_counts, **sizes}
         self.state_updates.defer(partial(setattr, self, "client_counts", counts_known))
-        if self._draws is None:
+        draws = self.draws.get(server_round)
+        if draws is None:
             return sample_weights([r.num_examples for r in replies])
-        counts = np.array([self._draws.get(client, 0) for client in clients], dtype=np.float64)
+        counts = np.array([draws.get(client, 0) for client in clients], dtype=np.float64)
         if counts.sum() <= 0:
             logger.warning(
                 "aggregate_train: round %d: no reply from a drawn node; using n_i weights",
                 server_round,
             )
             return sample_weights([r.num_examples for r in replies])
-        if counts.sum() < sum(self._draws.values()):
+        if counts.sum() < sum(draws.values()):
             logger.info(
                 "aggregate_train: round %d: %d of %d draws replied; weights renormalised",
                 server_round,
                 int(counts.sum()),
-                sum(self._draws.values()),
+                sum(draws.values()),
             )
         weights: NDArray[np.float64] = counts / counts.sum()
         return weights

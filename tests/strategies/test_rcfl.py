@@ -387,7 +387,7 @@ class TestWithReplacementSampling:
     def test_later_rounds_draw_k_with_replacement_and_weight_count_over_k(self):
         strategy = self.first_round()
         messages = configure(strategy, list(WR_NODES), server_round=2)
-        draws = by_node(strategy._draws)
+        draws = by_node(strategy.draws[2])
         assert sum(draws.values()) == 5  # K = 0.5 × 10 draws
         assert sorted(draws) == [m.metadata.dst_node_id for m in messages]
         replies = [reply(n, WR_COUNTS[n], float(n), value=float(n)) for n in sorted(draws)]
@@ -401,7 +401,7 @@ class TestWithReplacementSampling:
     def test_a_missing_drawn_reply_renormalises_the_rest(self, caplog):
         strategy = self.first_round()
         configure(strategy, list(WR_NODES), server_round=2)
-        draws = by_node(strategy._draws)
+        draws = by_node(strategy.draws[2])
         assert len(draws) > 1  # seed 3: the 5 draws hit several nodes
         first = min(draws)
         kept = [reply(n, WR_COUNTS[n], 1.0) for n in sorted(draws) if n != first]
@@ -421,7 +421,7 @@ class TestWithReplacementSampling:
         assert restored.eta == strategy.eta and restored.client_counts == strategy.client_counts
         configure(strategy, list(WR_NODES), server_round=2)
         configure(restored, list(WR_NODES), server_round=2)
-        assert restored._draws == strategy._draws
+        assert restored.draws[2] == strategy.draws[2]
 
 
 def test_state_dict_is_json_and_round_trips_eta():
