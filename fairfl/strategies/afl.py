@@ -126,7 +126,7 @@ class AFL(ClientLambdas, LossRule):
         """Take the λ step with the round's losses; the participants' share of λ^A or λ."""
         clients = [self.client_key(reply) for reply in round.replies]
         lr = self.params.lambda_lr
-        used, known, update = self.step(clients, round.num_examples, round.loss_values, lr)
-        self.state_updates.defer(update)
+        used, known, state = self.step(clients, round.num_examples, round.loss_values, lr)
+        self.state_updates.set(self, **state)
         weights, mass = self.participant_share(round, [used[client] for client in clients])
         return weights, {"afl-known-clients": known, "afl-participant-mass": mass}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -32,7 +32,7 @@ class ClientLambdas:
 
     The rule sets :attr:`variant`; this class keeps the state, its checkpoint form
     (:meth:`state_dict`, :meth:`load_state_dict`) and the round's step (:meth:`step`), which
-    changes no state but returns the update that does.
+    changes no state but returns the state after the step.
     """
 
     #: ``"mohri"`` (λ^0 uniform, weights λ^A) or ``"propfair-code"`` (λ^0 = p, last λ).
@@ -79,12 +79,12 @@ class ClientLambdas:
 
     def step(
         self, clients: Sequence[str], counts: Iterable[int], losses: ArrayLike, lambda_lr: float
-    ) -> tuple[dict[str, float], int, Callable[[], None]]:
+    ) -> tuple[dict[str, float], int, dict[str, Any]]:
         """Admit new clients, take the λ step with the round's losses (eq. of the module).
 
         Changes no state. Returns the weights to use by client key (λ^A for ``"mohri"``,
-        else the new λ), how many clients are known, and the update that makes the step
-        the state (the rule defers it until its round is accepted).
+        else the new λ), how many clients are known, and the state after the step by
+        attribute name (the rule sets it once its round is accepted).
         """
         lambdas, average = dict(self.client_lambdas), dict(self.client_average)
         known_counts = dict(self.client_counts)
@@ -104,12 +104,13 @@ class ClientLambdas:
             before = np.array([average[client] for client in known], np.float64)
             averaged = running_average(before, updated, steps)
             average = {client: float(value) for client, value in zip(known, averaged, strict=True)}
-
-        def update() -> None:
-            self.client_lambdas, self.client_average = lambdas, average
-            self.client_counts, self.steps = known_counts, steps
-
-        return (average if self.variant == "mohri" else lambdas), len(known), update
+        state = {
+            "client_lambdas": lambdas,
+            "client_average": average,
+            "client_counts": known_counts,
+            "steps": steps,
+        }
+        return (average if self.variant == "mohri" else lambdas), len(known), state
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able server state: λ, λ^A, the step count and first-seen n by client key."""

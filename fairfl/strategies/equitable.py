@@ -20,7 +20,6 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -268,7 +267,7 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         source = vectors
         if self.scope == "registry":
             source = {**self.registry, **vectors}
-            self.state_updates.defer(partial(setattr, self, "registry", source))
+            self.state_updates.set(self, registry=source)
         clustered = sorted_client_keys(source) if self.scope == "registry" else clients
         matrix = np.stack([source[n] for n in clustered])
         k = min(self.num_clusters, len(clustered))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -126,7 +125,7 @@ class FairFed(LossRule):
         )  # FF5 for a client first seen
         weights = fairfed_weights(previous / previous.sum(), gaps, self.params.beta)
         new = dict(zip(client_keys, weights.tolist(), strict=True))
-        self.state_updates.defer(partial(self.fair_weights.update, new))
+        self.state_updates.set(self, fair_weights={**self.fair_weights, **new})
         diagnostics = {
             "fairfed-global-metric": global_metric,
             "fairfed-delta-mean": float(np.mean(gaps)),

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -123,7 +122,7 @@ class FedFa(ReweightedStrategy):
         for reply in replies:
             key = self.client_key(reply)
             participation[key] = participation.get(key, 0) + 1
-        self.state_updates.defer(partial(setattr, self, "participation", participation))
+        self.state_updates.set(self, participation=participation)
         accuracies = [float(r.metrics[keys.ACC_BEFORE_TRAINING]) for r in replies]  # type: ignore[arg-type]
         counts = [participation[self.client_key(r)] for r in replies]
         return fedfa_weights(accuracies, counts, self.params.beta)
@@ -139,7 +138,7 @@ class FedFa(ReweightedStrategy):
         new_arrays, momentum = fedfa_momentum_step(
             global_arrays, average, self.momentum, self.params.gamma, self.params.eta
         )
-        self.state_updates.defer(partial(setattr, self, "momentum", momentum))
+        self.state_updates.set(self, momentum=momentum)
         diagnostics["fedfa-momentum-norm"] = float(
             np.sqrt(sum(float(np.vdot(m, m)) for m in momentum))
         )

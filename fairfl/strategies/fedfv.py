@@ -20,7 +20,6 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -184,7 +183,7 @@ class FedFV(FairStrategy):
             return rejected
         windows = [np.arange(len(replies))] if self.params.tau == 1 else []
         coefficients, step = _span_step(gram, self.losses_of(replies), self.params.alpha, windows)
-        self.state_updates.defer(partial(setattr, self, "history", {}))
+        self.state_updates.set(self, history={})
         if step.zero_direction:
             return [a.copy() for a in global_arrays], step
         return reweighted_sum(global_arrays, local_arrays, coefficients, None), step
@@ -213,7 +212,7 @@ class FedFV(FairStrategy):
         step = fedfv_direction(gradients, self.losses_of(replies), self.params.alpha, windows)
         # The next round reads rounds t - τ + 2 onwards: forget older gradients.
         kept = {c: e for c, e in history.items() if e[0] >= server_round - tau + 2}
-        self.state_updates.defer(partial(setattr, self, "history", kept))
+        self.state_updates.set(self, history=kept)
         new_arrays = [a if i in floating else a.copy() for i, a in enumerate(global_arrays)]
         offset = 0
         for i in floating:

@@ -415,7 +415,7 @@ class RCFL(ReweightedStrategy):
         clients = [self.client_key(reply) for reply in replies]
         sizes = dict(zip(clients, [reply.num_examples for reply in replies], strict=True))
         counts_known = {**self.client_counts, **sizes}
-        self.state_updates.defer(partial(setattr, self, "client_counts", counts_known))
+        self.state_updates.set(self, client_counts=counts_known)
         draws = self.draws.get(server_round)
         if draws is None:
             return sample_weights([r.num_examples for r in replies])
@@ -490,8 +490,5 @@ class RCFL(ReweightedStrategy):
                 self.train_loss_key,
             )
         diagnostics["rcfl-eta"] = new_eta
-        self.state_updates.defer(partial(self._step_eta, new_eta))
+        self.state_updates.set(self, eta=new_eta, probe_done=True)
         return new_arrays, diagnostics
-
-    def _step_eta(self, eta: float) -> None:
-        self.eta, self.probe_done = eta, True

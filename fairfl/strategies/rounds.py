@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -89,6 +91,10 @@ class DeferredUpdates:
         """Call ``update`` once the round is accepted."""
         self._updates.append(update)
 
+    def set(self, target: object, **values: Any) -> None:
+        """Set these attributes of ``target`` (the rule) once the round is accepted."""
+        self.defer(partial(_set_attributes, target, values))
+
     def discard(self) -> None:
         """Forget the deferred updates (their pass was rejected, or its round skipped)."""
         self._updates = []
@@ -98,3 +104,8 @@ class DeferredUpdates:
         updates, self._updates = self._updates, []
         for update in updates:
             update()
+
+
+def _set_attributes(target: object, values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        setattr(target, name, value)
