@@ -161,9 +161,10 @@ def _download(file: DataFile, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     descriptor, partial = tempfile.mkstemp(dir=folder, prefix=f".{file.name}.", suffix=".part")
     try:
-        with os.fdopen(descriptor, "wb") as out, urllib.request.urlopen(
-            file.url, timeout=DOWNLOAD_TIMEOUT_S
-        ) as response:
+        with (
+            os.fdopen(descriptor, "wb") as out,
+            urllib.request.urlopen(file.url, timeout=DOWNLOAD_TIMEOUT_S) as response,
+        ):
             out.write(response.read(MAX_FILE_BYTES + 1))
         _verified_bytes(Path(partial), file)
         os.replace(partial, folder / file.name)
