@@ -227,6 +227,53 @@ def test_a_cache_folder_others_may_write_is_refused(tmp_path):
     assert list(folder.iterdir()) == []
 
 
+@pytest.mark.parametrize("mode", [0o777, 0o775])
+def test_a_cache_under_a_folder_others_may_swap_is_refused_naming_it(tmp_path, mode):
+    # Issue 47: with only the cache folder checked, whoever may write its parent could
+    # swap the folder between the check and the build and have their code loaded.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)  # group or others may rename what is in it: not sticky
+    folder = shared / "user" / "cache"
+    folder.mkdir(parents=True, mode=0o700)
+    (shared / "user").chmod(0o700)
+    kernel, reason = build_and_load(folder)
+    assert kernel is None
+    assert f"under {shared} " in reason and "FAIRFL_CACHE_DIR" in reason
+    assert list(folder.iterdir()) == []  # nothing built in it
+
+
+def test_a_cache_under_a_sticky_shared_folder_is_used(tmp_path):
+    shared = tmp_path / "sticky"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: only an entry's owner may rename it
+    kernel, reason = build_and_load(shared / "cache")
+    assert kernel is not None, reason
+
+
+def test_an_error_in_the_middle_of_a_build_falls_back_with_one_warning(
+    tmp_path, monkeypatch, caplog
+):
+    # Issue 47: a FileNotFoundError escaped the build and ended FedMGDA+'s aggregation.
+    def vanished(*args):
+        raise FileNotFoundError(2, "No such file or directory", "gram_kernel.c")
+
+    monkeypatch.setattr(gram_kernel_module, "_compile_in", vanished)
+    monkeypatch.setenv("FAIRFL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAIRFL_GRAM_KERNEL", "auto")
+    with caplog.at_level(logging.INFO, logger="fairfl"):
+        assert gram_kernel() is None
+        assert gram_kernel() is None  # once per process: no second build, no second line
+        centre, rows = float32_updates(3, 100)  # numpy's path still aggregates
+        gram = gram_matrix([centre], [[r] for r in rows])
+    assert np.allclose(gram, float64_gram(centre, rows))
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "FileNotFoundError" in warnings[0].getMessage()
+    monkeypatch.setenv("FAIRFL_GRAM_KERNEL", "compiled")
+    with pytest.raises(GramKernelUnavailableError, match="FileNotFoundError"):
+        gram_kernel()
+
+
 def test_with_the_cache_off_each_process_builds_its_own(monkeypatch):
     monkeypatch.setenv("FAIRFL_CACHE_DIR", "off")
     monkeypatch.setenv("FAIRFL_GRAM_KERNEL", "compiled")

@@ -19,14 +19,19 @@ the source, the flags and the compiler, and later processes load that file.
 ``FAIRFL_GRAM_KERNEL`` chooses:
 
 - ``auto`` (default): the kernel where it builds and the CPU has AVX2 and FMA, else
-  numpy's path (one log line says why);
+  numpy's path (one warning per process says why; an error of the build or the load is
+  such a reason, never an exception);
 - ``numpy``: never the kernel;
 - ``compiled``: the kernel or an error (CI uses it, so its tests cannot fall back).
 
 The library is kept in fairfl's cache folder (:func:`fairfl._cache.cache_dir`:
 ``FAIRFL_CACHE_DIR``, else ``$XDG_CACHE_HOME/fairfl``, else ``~/.cache/fairfl``), which
 must belong to the user and not be writable by others: a library loaded from it runs in
-the server process. The library itself is loaded only when it is a regular file (not a
+the server process. Every folder above it must belong to root or the user and be
+writable by no one else unless sticky (OpenSSH's ``StrictModes``), so that no one can
+swap a folder on the way between the checks and the use; the folder is then walked
+and used through descriptors. The library is compiled in a ``mkdtemp`` folder inside it
+and moved into place. The library itself is loaded only when it is a regular file (not a
 symlink) of this user that group and others may not write, with the SHA-256 recorded
 when it was built; anything else at its name is compiled again (:func:`build_and_load`).
 Folders and files are created 0700 (the hash file 0600) whatever the umask. With
@@ -55,7 +60,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fairfl._cache import CACHE_ENV, PRIVATE_FILE_MODE, cache_dir, is_private, make_private_dir
+from fairfl._cache import CACHE_ENV, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, cache_dir, is_private
 
 logger = logging.getLogger(__name__)
 
@@ -261,26 +266,42 @@ def _load_once() -> tuple[GramKernel | None, str]:
                 atexit.register(shutil.rmtree, folder, ignore_errors=True)
             _loaded[configured] = build_and_load(folder)
             kernel, reason = _loaded[configured]
-            if kernel is None:
-                logger.info("FedMGDA+'s Gram runs in numpy: %s", reason)
+            if kernel is None and gram_kernel_mode() == "auto":
+                logger.warning("FedMGDA+'s Gram runs in numpy: %s", reason)
         return _loaded[configured]
 
 
 def build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
     """Load the kernel from ``folder``, compiling it there first if needed.
 
-    A library found in ``folder`` is loaded only when it is ours: a regular file (not a
+    ``folder`` is used only when no one but this user (or root) can swap it or any
+    folder above it (:func:`_open_private_folder`, the check of OpenSSH's
+    ``StrictModes``); it is then reached through a descriptor, never by its path again.
+    A library found in it is loaded only when it is ours: a regular file (not a
     symlink), owned by this user, not writable by group or others, and with the SHA-256
     recorded next to it when it was built (a sidecar file that passes the same checks).
     Otherwise (missing, planted, damaged, or from an older build) it is compiled again
-    in a private scratch folder and moved into place, and that file is loaded after the
-    same checks against the hash of what this process built.
+    in a private ``mkdtemp`` scratch folder and moved into place, and that file is
+    loaded after the same checks against the hash of what this process built.
 
     Returns
     -------
     tuple[GramKernel | None, str]
-        The kernel and ``""``, or ``None`` and the reason it cannot be used.
+        The kernel and ``""``, or ``None`` and the reason it cannot be used: every error
+        of the build or the load is a reason (the caller falls back to numpy or, with
+        ``FAIRFL_GRAM_KERNEL=compiled``, raises it), never an exception.
     """
+    try:
+        return _build_and_load(folder)
+    except Exception as error:  # a kernel that fails must not end aggregation
+        return None, (
+            f"building or loading it in {folder} failed "
+            f"({type(error).__name__}: {error}); set {CACHE_ENV} to a private folder"
+        )
+
+
+def _build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
+    """:func:`build_and_load`, whose errors its caller turns into a reason."""
     machine = platform.machine()
     if machine.lower() not in ("x86_64", "amd64") or not sys.platform.startswith(
         ("linux", "darwin")
@@ -297,20 +318,23 @@ def build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
         ).stdout
     except (OSError, subprocess.SubprocessError) as error:
         return None, f"the C compiler {compiler} does not run ({error})"
-    problem = _private_folder(folder)
-    if problem:
+    folder_fd, problem = _open_private_folder(folder)
+    if folder_fd is None:
         return None, problem
-    digest = hashlib.sha256("\0".join([SOURCE, *FLAGS, compiler, version]).encode()).hexdigest()
-    library = folder / f"gram-kernel-{digest[:24]}.so"
-    recorded = _read_private(_sidecar(library))
-    handle, _ = _load_checked(library, recorded.decode("ascii", "replace").strip())
-    if handle is None:  # missing, not ours, or not what was built: built afresh
-        problem, built = _compile(compiler, library)
-        if problem:
-            return None, problem
-        handle, problem = _load_checked(library, built)
-        if handle is None:
-            return None, f"{problem}; set {CACHE_ENV} to a private folder"
+    try:
+        digest = hashlib.sha256("\0".join([SOURCE, *FLAGS, compiler, version]).encode())
+        library = folder / f"gram-kernel-{digest.hexdigest()[:24]}.so"
+        recorded = _read_private(folder_fd, _sidecar(library).name)
+        handle, _ = _load_checked(folder_fd, library, recorded.decode("ascii", "replace").strip())
+        if handle is None:  # missing, not ours, or not what was built: built afresh
+            problem, built = _compile(compiler, folder_fd, library)
+            if problem:
+                return None, problem
+            handle, problem = _load_checked(folder_fd, library, built)
+            if handle is None:
+                return None, f"{problem}; set {CACHE_ENV} to a private folder"
+    finally:
+        os.close(folder_fd)
     handle.gram_kernel_usable.restype = ctypes.c_int
     if not handle.gram_kernel_usable():
         return None, "this CPU lacks AVX2 or FMA"
@@ -325,19 +349,70 @@ def build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
     return GramKernel(handle, library), ""
 
 
-def _private_folder(folder: Path) -> str:
-    """Create ``folder`` (mode 0700) if needed; a reason not to use it, or ``""``."""
+#: Flags opening a folder on the way to the cache: never through a symlink.
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _unsafe_ancestor(status: os.stat_result) -> bool:
+    """Whether a folder above the cache lets someone other than this user or root swap it.
+
+    OpenSSH's ``StrictModes`` rule: the folder must belong to root or this user, and
+    neither group nor others may write to it unless it is sticky (like ``/tmp``, where
+    only an entry's owner may rename or remove it).
+    """
+    foreign = status.st_uid not in (0, os.getuid())
+    shared = status.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not status.st_mode & stat.S_ISVTX
+    return bool(foreign or shared)
+
+
+def _open_private_folder(folder: Path) -> tuple[int | None, str]:
+    """A descriptor of ``folder``, created 0700 where missing, if no one else can swap it.
+
+    The folder's real path is walked from ``/`` one name at a time through descriptors
+    (``O_NOFOLLOW``: a name swapped for a symlink during the walk is refused). Every
+    folder above it must pass :func:`_unsafe_ancestor`, and ``folder`` itself must belong
+    to this user and be writable by no one else. Returns the descriptor and ``""``, or
+    ``None`` and the reason, naming the folder that failed.
+    """
+    target = Path(os.path.realpath(folder))
+    fd = os.open("/", _FOLDER_FLAGS)
+    current, opened = Path("/"), False
     try:
-        make_private_dir(folder)
-        status = folder.stat()
+        for name in target.parts[1:]:
+            status = os.fstat(fd)
+            if _unsafe_ancestor(status):
+                return None, (
+                    f"the cache folder {folder} is under {current} (owner uid {status.st_uid}, "
+                    f"mode {stat.filemode(status.st_mode)}), which someone other than this "
+                    f"user or root may swap; set {CACHE_ENV} to a private folder"
+                )
+            current = current / name
+            created = False
+            try:
+                os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=fd)
+                created = True
+            except FileExistsError:
+                pass  # it exists, or another process made it first: checked as opened
+            child = os.open(name, _FOLDER_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            if created:  # mkdir's mode is masked by the umask
+                os.fchmod(fd, PRIVATE_DIR_MODE)
+        if not is_private(os.fstat(fd)):
+            return None, (
+                f"the cache folder {folder} belongs to another user or others may write to "
+                f"it; set {CACHE_ENV} to a private folder"
+            )
+        opened = True
+        return fd, ""
     except OSError as error:
-        return f"the cache folder {folder} cannot be created ({error}); set {CACHE_ENV}"
-    if not is_private(status):
-        return (
-            f"the cache folder {folder} belongs to another user or others may write to it; "
+        return None, (
+            f"the cache folder {folder} cannot be created or opened at {current} ({error}); "
             f"set {CACHE_ENV} to a private folder"
         )
-    return ""
+    finally:
+        if not opened:
+            os.close(fd)
 
 
 def _sidecar(library: Path) -> Path:
@@ -345,49 +420,51 @@ def _sidecar(library: Path) -> Path:
     return library.with_suffix(".sha256")
 
 
-def _open_private(path: Path) -> tuple[int | None, str]:
-    """A read-only descriptor of ``path`` if it is a private regular file of ours.
+def _open_private(folder_fd: int, name: str) -> tuple[int | None, str]:
+    """A read-only descriptor of ``name`` in ``folder_fd`` if it is a private regular file of ours.
 
-    ``O_NOFOLLOW`` refuses a symlink at ``path`` and ``O_NONBLOCK`` keeps a planted FIFO
+    ``O_NOFOLLOW`` refuses a symlink at ``name`` and ``O_NONBLOCK`` keeps a planted FIFO
     from blocking the open; the checks are made on the opened file (``fstat``), so
     nothing can be swapped in between. Returns the descriptor and ``""``, or ``None`` and
     why the file is not trusted.
     """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(name, flags, dir_fd=folder_fd)
     except FileNotFoundError:
-        return None, f"{path} does not exist"
+        return None, f"{name} does not exist"
     except OSError as error:  # ELOOP: a symlink
-        return None, f"{path} is a symlink or cannot be opened ({error})"
+        return None, f"{name} is a symlink or cannot be opened ({error})"
     status = os.fstat(fd)
     if not stat.S_ISREG(status.st_mode) or not is_private(status):
         os.close(fd)
         return None, (
-            f"{path} is not a regular file of this user that only it may write "
+            f"{name} is not a regular file of this user that only it may write "
             f"(owner uid {status.st_uid}, mode {stat.filemode(status.st_mode)})"
         )
     return fd, ""
 
 
-def _read_private(path: Path) -> bytes:
-    """The content of ``path`` if it is a private regular file of ours (else ``b""``)."""
-    fd, _ = _open_private(path)
+def _read_private(folder_fd: int, name: str) -> bytes:
+    """The content of ``name`` in ``folder_fd`` if it is a private regular file of ours."""
+    fd, _ = _open_private(folder_fd, name)
     if fd is None:
         return b""
     with os.fdopen(fd, "rb") as file:
         return file.read(4096)
 
 
-def _load_checked(library: Path, digest: str) -> tuple[ctypes.CDLL | None, str]:
+def _load_checked(folder_fd: int, library: Path, digest: str) -> tuple[ctypes.CDLL | None, str]:
     """Load ``library`` if it is a private regular file of ours whose SHA-256 is ``digest``.
 
-    On Linux the library is loaded through the descriptor that was checked
-    (``/proc/self/fd``), elsewhere by its path, in a folder only this user may write.
-    Returns the handle and ``""``, or ``None`` and the reason it was not loaded.
+    The file is opened in the checked folder's descriptor; on Linux it is loaded through
+    the descriptor that was checked (``/proc/self/fd``), elsewhere by its path, in
+    folders only this user or root may change. Returns the handle and ``""``, or
+    ``None`` and the reason it was not loaded.
     """
-    fd, problem = _open_private(library)
+    fd, problem = _open_private(folder_fd, library.name)
     if fd is None:
-        return None, problem
+        return None, f"{library.parent}/{problem}"
     try:
         content = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
@@ -404,43 +481,79 @@ def _load_checked(library: Path, digest: str) -> tuple[ctypes.CDLL | None, str]:
         os.close(fd)
 
 
-def _compile(compiler: str, library: Path) -> tuple[str, str]:
+def _compile(compiler: str, folder_fd: int, library: Path) -> tuple[str, str]:
     """Compile :data:`SOURCE` to ``library`` atomically, its hash recorded next to it.
+
+    The compiler runs in a ``mkdtemp`` folder (0700) inside the checked cache folder;
+    its output is opened there without following links and checked like a cached
+    library, and is moved into place by descriptor (``rename`` within one folder, so
+    atomic).
 
     Returns
     -------
     tuple[str, str]
         A reason it failed and ``""``, or ``""`` and the library's SHA-256.
     """
-    with tempfile.TemporaryDirectory(dir=library.parent, prefix=".build-") as scratch:
-        # mkdtemp's folder is 0700; the compiler's output gets 0777 & ~umask, set below.
-        (Path(scratch) / "gram_kernel.c").write_text(SOURCE, encoding="utf-8")
-        built = Path(scratch) / library.name
-        # Relative names (cwd=scratch): no scratch path ends up in the library, so the
-        # processes that build it at once build the same bytes.
-        argv = [compiler, *FLAGS, "-o", library.name, "gram_kernel.c"]
+    scratch = Path(tempfile.mkdtemp(dir=library.parent, prefix=".build-"))
+    try:
+        scratch_fd = os.open(scratch, _FOLDER_FLAGS)
         try:
-            done = subprocess.run(
-                argv, cwd=scratch, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S
-            )
-        except (OSError, subprocess.SubprocessError) as error:
-            return f"compiling it failed ({error})", ""
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            return f"compiling it with {compiler} failed: {' | '.join(tail)}", ""
-        try:
-            os.chmod(built, LIBRARY_MODE)
-            digest = hashlib.sha256(built.read_bytes()).hexdigest()
-            recorded = Path(scratch) / _sidecar(library).name
-            fd = os.open(recorded, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-            with os.fdopen(fd, "w", encoding="ascii") as file:
-                os.fchmod(file.fileno(), PRIVATE_FILE_MODE)
-                file.write(digest + "\n")
-            # Another process may have finished first: replacing its files is harmless.
-            # The hash first: a reader between the two moves sees a mismatch and rebuilds.
-            os.replace(recorded, _sidecar(library))
-            os.replace(built, library)
-        except OSError as error:
-            return f"the kernel cannot be stored as {library} ({error}); set {CACHE_ENV}", ""
+            return _compile_in(compiler, folder_fd, scratch, scratch_fd, library)
+        finally:
+            os.close(scratch_fd)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _compile_in(
+    compiler: str, folder_fd: int, scratch: Path, scratch_fd: int, library: Path
+) -> tuple[str, str]:
+    """:func:`_compile`'s work in the open scratch folder ``scratch_fd``."""
+    if not is_private(os.fstat(scratch_fd)):
+        return f"the scratch folder {scratch} is not private to this user", ""
+    source = os.open(
+        "gram_kernel.c",
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+        0o600,
+        dir_fd=scratch_fd,
+    )
+    with os.fdopen(source, "w", encoding="utf-8") as file:
+        file.write(SOURCE)
+    # Relative names (cwd=scratch): no scratch path ends up in the library, so the
+    # processes that build it at once build the same bytes.
+    argv = [compiler, *FLAGS, "-o", library.name, "gram_kernel.c"]
+    try:
+        done = subprocess.run(
+            argv, cwd=scratch, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"compiling it failed ({error})", ""
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return f"compiling it with {compiler} failed: {' | '.join(tail)}", ""
+    try:
+        fd = os.open(library.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch_fd)
+        with os.fdopen(fd, "rb") as built:
+            # The compiler's output gets 0777 & ~umask: set to this user's only.
+            os.fchmod(built.fileno(), LIBRARY_MODE)
+            if not stat.S_ISREG(os.fstat(built.fileno()).st_mode):
+                return f"the compiler's output {library.name} is not a regular file", ""
+            digest = hashlib.sha256(built.read()).hexdigest()
+        recorded = _sidecar(library).name
+        fd = os.open(
+            recorded,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+            PRIVATE_FILE_MODE,
+            dir_fd=scratch_fd,
+        )
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            os.fchmod(file.fileno(), PRIVATE_FILE_MODE)
+            file.write(digest + "\n")
+        # Another process may have finished first: replacing its files is harmless.
+        # The hash first: a reader between the two moves sees a mismatch and rebuilds.
+        for name in (recorded, library.name):
+            os.replace(name, name, src_dir_fd=scratch_fd, dst_dir_fd=folder_fd)
+    except OSError as error:
+        return f"the kernel cannot be stored as {library} ({error}); set {CACHE_ENV}", ""
     logger.info("Compiled FedMGDA+'s Gram kernel: %s", library)
     return "", digest
