@@ -18,7 +18,7 @@ from fairfl.contract.config import (
     get_config_value,
 )
 from fairfl.data import PARTITIONERS
-from fairfl.data.sources import check_dataset
+from fairfl.data.sources import NATURAL_FEDERATIONS, check_dataset
 from fairfl.models import MODELS
 from fairfl.telemetry.config import TelemetrySettings
 
@@ -195,8 +195,18 @@ class RunSettings:
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
-        """Parse the keys this dataclass knows; others (rule hyperparameters) are ignored."""
-        return cls(**dataclass_fields_from_config(cls, run_config))
+        """Parse the keys this dataclass knows; others (rule hyperparameters) are ignored.
+
+        A natural federation (`fairfl.data.sources.NATURAL_FEDERATIONS`, e.g. FLamby's
+        four hospitals) takes its own ``num-partitions`` and ``partitioner = "natural"``
+        where the run config leaves them out; a value it sets is checked as given.
+        """
+        values = dataclass_fields_from_config(cls, run_config)
+        silos = NATURAL_FEDERATIONS.get(values.get("dataset", cls.dataset))
+        if silos is not None:
+            values.setdefault("num_partitions", silos)
+            values.setdefault("partitioner", "natural")
+        return cls(**values)
 
     def data_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`fairfl.data.load_client_data` except the partition."""

@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from unittest.mock import Mock
 
 import numpy as np
@@ -75,3 +76,12 @@ def make_reply(
 @pytest.fixture
 def reply_builder():
     return make_reply
+
+
+@pytest.fixture(scope="session")
+def shared_data_root() -> Path:
+    """The published data files beside the repository (``../shared/data``), not the network."""
+    root = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    if not root.is_dir():
+        pytest.fail(f"the shared data folder {root} is missing: tests of real data read it")
+    return root

@@ -19,7 +19,7 @@ from typing import Required, TypedDict, Unpack
 
 import numpy as np
 
-from fairfl.data import sensitive, synthetic
+from fairfl.data import heart, sensitive, synthetic
 from fairfl.data.cache import cached_partition
 from fairfl.data.groups import GroupLayout, group_layout
 from fairfl.data.partition import (
@@ -31,6 +31,7 @@ from fairfl.data.partition import (
     validation_split,
 )
 from fairfl.data.sources import (
+    NATURAL_FEDERATIONS,
     check_dataset,
     dataset_info,
     load_pool,
@@ -127,12 +128,15 @@ def load_client_data(*, partition_id: int, **arguments: Unpack[FederationArgumen
         ``"shards"`` (label-sorted shards, ``shards_per_partition`` each),
         ``"groups"`` (planted label-disjoint groups, ``group_*``) for the
         pooled data sets; ``"natural"`` (device k is partition k) for synthetic
-        data sets, and only for them.
+        data sets and the natural federations (``"fed-heart-disease"``: hospital k
+        is partition k), and only for them.
     partition_id : int
         This client's partition, in ``[0, num_partitions)``; Flower's
         ``node_config["partition-id"]``.
     num_partitions : int
-        Number of partitions (for synthetic data: of devices), >= 1.
+        Number of partitions (for synthetic data: of devices), >= 1; for a natural
+        federation its number of silos (`NATURAL_FEDERATIONS`: 4 for
+        ``"fed-heart-disease"``).
     seed : int (default: 0)
         Seed of the partition and of the train/test split, >= 0. For synthetic
         data it also seeds the devices' data.
@@ -141,7 +145,9 @@ def load_client_data(*, partition_id: int, **arguments: Unpack[FederationArgumen
     shards_per_partition : int (default: 2)
         Shards per client of ``"shards"``, >= 1.
     test_fraction : float (default: 0.3)
-        Fraction of each client's samples held out as its test split, in (0, 1).
+        Fraction of each client's samples held out as its test split, in (0, 1). A
+        natural federation keeps its publisher's split (`fairfl.data.heart`: FLamby's
+        66/34) and refuses any other value.
     data_root : str (default: "")
         Directory of torchvision's files for ``mnist``, ``fashionmnist`` and
         ``cifar10`` (layout: `fairfl.data.vision`); empty means
@@ -182,6 +188,8 @@ def load_client_data(*, partition_id: int, **arguments: Unpack[FederationArgumen
         )
     partition_id = int(partition_id)
     dataset, data_root = federation.dataset, resolve_data_root(federation.data_root)
+    if dataset == heart.DATASET:
+        return _centre_data(federation, partition_id, data_root)
     spec = synthetic.parse_name(dataset)
     if spec is not None:
         alpha, beta, size_sigma = spec
@@ -214,6 +222,22 @@ def load_client_data(*, partition_id: int, **arguments: Unpack[FederationArgumen
     )
 
 
+def _centre_data(federation: _Federation, partition_id: int, data_root: str) -> ClientData:
+    """Hospital ``partition_id``'s FLamby split, validation carved from its training part."""
+    centre = heart.load_centres(data_root, federation.download)[partition_id]
+    kept, validation = validation_split(
+        centre.y_train, float(federation.validation_fraction), int(federation.seed), partition_id
+    )
+    return ClientData(
+        x_train=centre.x_train[kept],
+        y_train=centre.y_train[kept],
+        x_test=centre.x_test.copy(),
+        y_test=centre.y_test.copy(),
+        x_val=centre.x_train[validation],
+        y_val=centre.y_train[validation],
+    )
+
+
 def partition_sizes(**arguments: Unpack[FederationArguments]) -> list[int]:
     """Return the train-split size of every partition, for reports.
 
@@ -239,6 +263,12 @@ def partition_sizes(**arguments: Unpack[FederationArguments]) -> list[int]:
     """
     federation = _Federation(**arguments)
     spec = synthetic.parse_name(federation.dataset)
+    if federation.dataset == heart.DATASET:
+        centres = heart.load_centres(resolve_data_root(federation.data_root), federation.download)
+        return [
+            len(c.y_train) - num_validation_samples(len(c.y_train), federation.validation_fraction)
+            for c in centres
+        ]
     if spec is not None:
         seed = int(federation.seed)
         sizes = [
@@ -265,6 +295,9 @@ def check_federation(**arguments: Unpack[FederationArguments]) -> None:
     _Federation(**arguments)
 
 
+_DEFAULT_TEST_FRACTION = 0.3
+
+
 @dataclass(frozen=True)
 class _Federation:
     """`FederationArguments` with their defaults, checked on construction.
@@ -279,7 +312,7 @@ class _Federation:
     seed: int = 0
     dirichlet_alpha: float = 0.3
     shards_per_partition: int = 2
-    test_fraction: float = 0.3
+    test_fraction: float = _DEFAULT_TEST_FRACTION
     data_root: str = ""
     download: bool = False
     group_sizes: str = "4,6"
@@ -304,6 +337,9 @@ class _Federation:
         if self.partitioner not in PARTITIONERS:
             raise ValueError(f"partitioner must be one of {PARTITIONERS}, got {self.partitioner!r}")
         is_synthetic = synthetic.parse_name(self.dataset) is not None
+        if self.dataset in NATURAL_FEDERATIONS:
+            self._check_natural_federation()
+            return
         if is_synthetic and self.partitioner != "natural":
             raise ValueError(
                 f"partitioner must be 'natural' for synthetic dataset {self.dataset!r} "
@@ -343,6 +379,38 @@ class _Federation:
         _check(isinstance(self.data_root, str), "data_root", "a str", self.data_root)
         _check(isinstance(self.download, bool), "download", "a bool", self.download)
         self.groups()  # checks the group-* keys of partitioner "groups"
+        _check(
+            _is_real(self.validation_fraction) and 0 <= self.validation_fraction < 1,
+            "validation_fraction",
+            "a number in [0, 1)",
+            self.validation_fraction,
+        )
+
+
+    def _check_natural_federation(self) -> None:
+        """A natural federation's fixed clients and split (`NATURAL_FEDERATIONS`)."""
+        silos = NATURAL_FEDERATIONS[self.dataset]
+        if self.partitioner != "natural":
+            raise ValueError(
+                f"partitioner must be 'natural' for dataset {self.dataset!r} (its {silos} "
+                f"hospitals are its clients), got {self.partitioner!r}"
+            )
+        _check(
+            _is_int(self.num_partitions) and self.num_partitions == silos,
+            "num_partitions",
+            f"{silos} for dataset {self.dataset!r} (one client per hospital)",
+            self.num_partitions,
+        )
+        _check(
+            _is_real(self.test_fraction) and self.test_fraction == _DEFAULT_TEST_FRACTION,
+            "test_fraction",
+            f"left at its default {_DEFAULT_TEST_FRACTION} for dataset {self.dataset!r}, "
+            "whose test split is FLamby's fixed 66/34 split of each hospital",
+            self.test_fraction,
+        )
+        _check(_is_int(self.seed) and self.seed >= 0, "seed", "an int >= 0", self.seed)
+        _check(isinstance(self.data_root, str), "data_root", "a str", self.data_root)
+        _check(isinstance(self.download, bool), "download", "a bool", self.download)
         _check(
             _is_real(self.validation_fraction) and 0 <= self.validation_fraction < 1,
             "validation_fraction",

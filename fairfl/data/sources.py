@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fairfl.data import sensitive, synthetic
+from fairfl.data import heart, sensitive, synthetic
 
 DATASETS: tuple[str, ...] = (
     "digits",
@@ -28,8 +28,13 @@ DATASETS: tuple[str, ...] = (
     "fashionmnist",
     "cifar10",
     *sensitive.SENSITIVE_DATASETS,
+    heart.DATASET,
 )
 """Data set names. Synthetic(α, β) is also available as ``"synthetic-<α>-<β>"``."""
+
+NATURAL_FEDERATIONS: dict[str, int] = {heart.DATASET: heart.NUM_CLIENTS}
+"""Data sets whose clients are their own silos (FLamby's hospitals), with their number:
+partitioner ``"natural"`` only, ``num-partitions`` fixed, the publisher's train/test split."""
 
 DEFAULT_DATA_ROOT = "~/.cache/fairfl/data"
 """Where torchvision data sets are looked for when ``data_root`` is empty."""
@@ -42,6 +47,7 @@ _SHAPES: dict[str, tuple[tuple[int, ...], int]] = {
     "cifar10": ((3, 32, 32), 10),
     "adult": ((sensitive.ADULT_NUM_FEATURES,), 2),
     "adult-synthetic": ((sensitive.SYNTHETIC_FEATURES,), 2),
+    heart.DATASET: ((heart.NUM_FEATURES,), heart.NUM_CLASSES),
 }
 
 
@@ -156,7 +162,7 @@ def load_pool(name: str, data_root: str, download: bool) -> tuple[np.ndarray, np
     if name == "digits":
         x, y = load_digits_file(digits_file())
     elif name in sensitive.SENSITIVE_DATASETS:  # the attribute: load_client_data
-        x, y, _ = sensitive.load_sensitive_pool(name, data_root)
+        x, y, _ = sensitive.load_sensitive_pool(name, data_root, download)
         return x, y
     else:
         # Imported here: torchvision's import takes seconds that digits and

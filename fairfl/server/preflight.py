@@ -220,7 +220,7 @@ def check_partitions(settings: RunSettings) -> None:
     from fairfl.data import partition_sizes, synthetic
     from fairfl.data.client_data import check_federation
     from fairfl.data.partition import MIN_PARTITION_SIZE
-    from fairfl.data.sources import load_pool, resolve_data_root
+    from fairfl.data.sources import NATURAL_FEDERATIONS, load_pool, resolve_data_root
 
     if synthetic.parse_name(settings.dataset) is not None:
         assert synthetic.MIN_DEVICE_SIZE >= MIN_PARTITION_SIZE  # no device can be too small
@@ -231,7 +231,7 @@ def check_partitions(settings: RunSettings) -> None:
                 f"run config num-partitions={settings.num_partitions}: {error}"
             ) from error
         return
-    if not settings.dataset.startswith("synthetic"):
+    if settings.dataset not in NATURAL_FEDERATIONS and not settings.dataset.startswith("synthetic"):
         _, labels = load_pool(
             settings.dataset, resolve_data_root(settings.data_root), settings.download
         )
