@@ -1,9 +1,10 @@
-"""Multinomial logistic regression and a one-hidden-layer MLP on flattened inputs."""
+"""Logistic regression (multinomial, and binary as FLamby trains it) and a one-hidden-layer MLP."""
 
 from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 
 from fairfl.models.base import FairModel, check_int
@@ -90,3 +91,50 @@ class MLP(FairModel):
     def classifier(self, h: Tensor) -> Tensor:
         """Return the output layer's logits. See `FairModel.classifier`."""
         return self.fc(h)
+
+
+class BinaryLogisticRegression(FairModel):
+    """Binary logistic regression ``sigmoid(w·x + b)`` with one weight row, as two logits.
+
+    FLamby's Fed-Heart-Disease model (Ogier du Terrail et al., NeurIPS 2022 Datasets and
+    Benchmarks): ``Linear(d, 1)``, a sigmoid and the binary cross-entropy. fairfl's
+    clients train on the softmax cross-entropy of integer labels, so the score
+    ``z = w·x + b`` is returned as the logits ``[0, z]``: then
+    ``softmax([0, z])_1 = 1 / (1 + e^{-z}) = sigmoid(z)``, the cross-entropy of label y is
+    ``BCE(sigmoid(z), y)``, and the argmax is class 1 exactly when ``sigmoid(z) > 0.5``
+    (a tie, z = 0, is class 0 in both). The parameters are FLamby's: ``fc.weight`` of shape
+    ``(1, d)`` and ``fc.bias`` of shape ``(1,)``.
+
+    Parameters
+    ----------
+    input_shape : tuple[int, ...]
+        Shape of one example without the batch dimension, e.g. ``(13,)``.
+    num_classes : int
+        Must be 2.
+
+    Raises
+    ------
+    ValueError
+        If ``num_classes`` is not 2; otherwise see `FairModel`.
+
+    """
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int) -> None:
+        super().__init__(input_shape, num_classes)
+        if self.num_classes != 2:
+            raise ValueError(
+                f"BinaryLogisticRegression is a two-class model, got num_classes={num_classes}"
+            )
+        self.feature_dim = math.prod(self.input_shape)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(self.feature_dim, 1)
+
+    def features(self, x: Tensor) -> Tensor:
+        """Return the flattened input, as `LogisticRegression` does."""
+        self.check_input(x)
+        return self.flatten(x)
+
+    def classifier(self, h: Tensor) -> Tensor:
+        """Return the logits ``[0, z]`` of the score ``z = h @ w + b``, shape ``(batch, 2)``."""
+        score = self.fc(h)
+        return torch.cat([torch.zeros_like(score), score], dim=1)

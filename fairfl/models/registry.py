@@ -8,11 +8,12 @@ import torch
 
 from fairfl.models.base import FairModel, check_int
 from fairfl.models.cnn import CNN
-from fairfl.models.linear import MLP, LogisticRegression
+from fairfl.models.linear import MLP, BinaryLogisticRegression, LogisticRegression
 from fairfl.models.resnet import ResNet18GN
 
 _BUILDERS: dict[str, Callable[[tuple[int, ...], int], FairModel]] = {
     "logreg": LogisticRegression,
+    "binary-logreg": BinaryLogisticRegression,
     "mlp": MLP,
     "cnn": CNN,
     "resnet18gn": ResNet18GN,
@@ -35,7 +36,8 @@ def build_model(
     Parameters
     ----------
     name : str
-        One of `MODELS`: ``"logreg"`` (`LogisticRegression`), ``"mlp"`` (`MLP`),
+        One of `MODELS`: ``"logreg"`` (`LogisticRegression`), ``"binary-logreg"``
+        (`BinaryLogisticRegression`, two classes only), ``"mlp"`` (`MLP`),
         ``"cnn"`` (`CNN`) or ``"resnet18gn"`` (`ResNet18GN`).
     input_shape : tuple[int, ...]
         Shape of one example without the batch dimension; ``(channels, height,

@@ -6,21 +6,28 @@ import torch
 
 from fairfl.models import MODELS, build_model, model_to_arrays
 
-SHAPES = {"logreg": (60,), "mlp": (60,), "cnn": (1, 8, 8), "resnet18gn": (3, 32, 32)}
+SHAPES = {
+    "logreg": (60,),
+    "binary-logreg": (13,),
+    "mlp": (60,),
+    "cnn": (1, 8, 8),
+    "resnet18gn": (3, 32, 32),
+}
+CLASSES = {"binary-logreg": 2}  # the others: 10
 
 
-def test_models_lists_the_four_architectures():
-    assert MODELS == ("logreg", "mlp", "cnn", "resnet18gn")
+def test_models_lists_the_five_architectures():
+    assert MODELS == ("logreg", "binary-logreg", "mlp", "cnn", "resnet18gn")
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_same_seed_gives_bit_identical_weights(name):
     # Prepare: disturb the global RNG between the two builds
-    first = model_to_arrays(build_model(name, SHAPES[name], 10, seed=3))
+    first = model_to_arrays(build_model(name, SHAPES[name], CLASSES.get(name, 10), seed=3))
     torch.manual_seed(12345)
     torch.rand(7)
     # Execute
-    second = model_to_arrays(build_model(name, SHAPES[name], 10, seed=3))
+    second = model_to_arrays(build_model(name, SHAPES[name], CLASSES.get(name, 10), seed=3))
     # Assert
     assert first.keys() == second.keys()
     for key in first:
@@ -29,8 +36,8 @@ def test_same_seed_gives_bit_identical_weights(name):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_different_seeds_give_different_weights(name):
-    a = model_to_arrays(build_model(name, SHAPES[name], 10, seed=0))
-    b = model_to_arrays(build_model(name, SHAPES[name], 10, seed=1))
+    a = model_to_arrays(build_model(name, SHAPES[name], CLASSES.get(name, 10), seed=0))
+    b = model_to_arrays(build_model(name, SHAPES[name], CLASSES.get(name, 10), seed=1))
     assert not all(np.array_equal(a[k], b[k]) for k in a)
 
 
@@ -55,7 +62,7 @@ def test_model_is_on_cpu_in_training_mode():
 
 def test_unknown_name_lists_valid_choices():
     with pytest.raises(
-        ValueError, match=r"unknown model 'resnet50'; valid choices: logreg, mlp, cnn, resnet18gn"
+        ValueError, match=r"unknown model 'resnet50'; valid choices: logreg, binary-logreg, mlp, cnn, resnet18gn"
     ):
         build_model("resnet50", (3, 32, 32), 10)
 

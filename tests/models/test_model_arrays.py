@@ -9,14 +9,21 @@ from torch import nn
 
 from fairfl.models import MODELS, arrays_to_model, build_model, model_to_arrays
 
-SHAPES = {"logreg": (60,), "mlp": (60,), "cnn": (1, 8, 8), "resnet18gn": (3, 32, 32)}
+SHAPES = {
+    "logreg": (60,),
+    "binary-logreg": (13,),
+    "mlp": (60,),
+    "cnn": (1, 8, 8),
+    "resnet18gn": (3, 32, 32),
+}
+CLASSES = {"binary-logreg": 2}  # the others: 10
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_round_trip_into_a_differently_seeded_model(name):
     # Prepare
-    source = build_model(name, SHAPES[name], 10, seed=1)
-    target = build_model(name, SHAPES[name], 10, seed=2)
+    source = build_model(name, SHAPES[name], CLASSES.get(name, 10), seed=1)
+    target = build_model(name, SHAPES[name], CLASSES.get(name, 10), seed=2)
     x = torch.randn(3, *SHAPES[name])
     # Execute
     arrays = model_to_arrays(source)
