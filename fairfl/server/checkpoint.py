@@ -4,7 +4,11 @@ A checkpoint is one ``.npz`` file (no pickle): the global arrays under ``arrays/
 and a JSON document under ``__meta__`` with the finished round, the strategy's state
 (:meth:`FairStrategy.state_dict`), Python's and NumPy's global random states (Flower's
 node sampling uses :mod:`random`), the results lines written so far and the run's
-*fingerprint*. It is written to a temporary file and renamed over the old one, so a
+*fingerprint*. A run whose clients live in this process (:mod:`fairfl.simulation.inprocess`)
+also keeps each client's ``Context.state`` (Ditto's personal model v_k, any state a
+rule's client keeps) under ``client-state/<client key>``, as the bytes of Flower's
+protobuf of the record dict, so a resumed run continues from the clients' state at the
+checkpointed round. It is written to a temporary file and renamed over the old one, so a
 crash mid-write leaves the previous checkpoint intact.
 
 The fingerprint (:func:`run_fingerprint`) is the plain dict of the run-config entries
@@ -33,7 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto
+from google.protobuf.message import DecodeError
 
 from fairfl.settings import RunSettings
 from fairfl.strategies.registry import STRATEGIES
@@ -44,6 +51,7 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_FILE = "checkpoint.npz"
 _META = "__meta__"
 _PREFIX = "arrays/"
+_CLIENT_PREFIX = "client-state/"
 
 #: Run-config keys that do not change what a run computes: left out of its fingerprint
 #: (a resume may extend num-server-rounds, move the out-dir, wait longer or change
@@ -97,6 +105,9 @@ class Checkpoint:
     #: Which node holds which client key (``Claims.state_dict`` of
     #: :mod:`fairfl.strategies.identity`): {} in older checkpoints.
     client_claims: dict[str, Any] = field(default_factory=dict)
+    #: Client key -> that client's ``Context.state`` after ``server_round``, for the
+    #: clients that live in the server's process ({} otherwise and in older checkpoints).
+    client_state: dict[int, RecordDict] = field(default_factory=dict)
 
 
 def _plain(value: Any) -> Any:
@@ -261,6 +272,9 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
         "client_claims": checkpoint.client_claims,
     }
     payload = {f"{_PREFIX}{key}": array.numpy() for key, array in checkpoint.arrays.items()}
+    for key, state in checkpoint.client_state.items():
+        encoded = recorddict_to_proto(state).SerializeToString()
+        payload[f"{_CLIENT_PREFIX}{key}"] = np.frombuffer(encoded, dtype=np.uint8)
     payload[_META] = np.array(json.dumps(meta))
     temporary = path.with_name(path.name + ".tmp")
     with temporary.open("wb") as handle:
@@ -298,6 +312,13 @@ def load_checkpoint(path: Path) -> Checkpoint:
                     if name.startswith(_PREFIX)
                 }
             )
+            client_state = {
+                int(name[len(_CLIENT_PREFIX) :]): recorddict_from_proto(
+                    RecordDictProto.FromString(data[name].tobytes())
+                )
+                for name in data.files
+                if name.startswith(_CLIENT_PREFIX)
+            }
         return Checkpoint(
             server_round=int(meta["server_round"]),
             arrays=arrays,
@@ -308,14 +329,34 @@ def load_checkpoint(path: Path) -> Checkpoint:
             fingerprint=meta.get("fingerprint") or {},
             sampling_state=meta.get("sampling_state") or {},
             client_claims=meta.get("client_claims") or {},
+            client_state=client_state,
         )
     except CheckpointError:
         raise
     # What a truncated or corrupt .npz raises: not a zip (or a cut-off member), a member
     # whose bytes end early, JSON cut mid-way, a field missing or of the wrong type.
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, TypeError) as error:
+    except (
+        zipfile.BadZipFile,
+        EOFError,
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        DecodeError,
+    ) as error:
         raise CheckpointError(
             f"run config resume-from: {path} cannot be read as a fairfl checkpoint "
             f"({type(error).__name__}: {error}); it may be truncated or corrupt: resume "
             "from an intact copy, or start a new run (empty resume-from)"
         ) from error
+
+
+def client_states_of(grid: Any) -> dict[int, RecordDict]:
+    """The ``Context.state`` of each client that lives in this process, by client key.
+
+    A Grid whose clients run in the server's process (the in-process runner's) says so
+    with a ``client_states()`` method; Flower's Grids do not (their clients keep their
+    state in their own processes), and give ``{}``.
+    """
+    states = getattr(grid, "client_states", None)
+    return dict(states()) if callable(states) else {}

@@ -35,6 +35,7 @@ from fairfl.server.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,
     capture_random_state,
+    client_states_of,
     save_checkpoint,
 )
 from fairfl.server.group_fairness import add_group_fairness
@@ -125,8 +126,9 @@ class RoundLog:
     run_config : Mapping[str, Any]
         Stored in ``summary.json``; its ``telemetry*`` keys choose the sinks.
     grid : Any
-        The run's Grid, for the SuperNodes' public-key fingerprints (``node_key``);
-        ``None`` records none.
+        The run's Grid, for the SuperNodes' public-key fingerprints (``node_key``) and,
+        when its clients run in this process, their state in each checkpoint;
+        ``None`` records neither.
     """
 
     def __init__(
@@ -148,6 +150,7 @@ class RoundLog:
         self.strategy = strategy
         self.run_config = dict(run_config)
         self.checkpoint = checkpoint
+        self.grid = grid
         self.rounds: list[dict[str, Any]] = list(previous_rounds or [])
         self.started = time.perf_counter()
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -237,6 +240,7 @@ class RoundLog:
                     fingerprint=self.fingerprint,
                     sampling_state=self.strategy.sampling_state(),
                     client_claims=self.strategy.client_keys.claims.state_dict(),
+                    client_state=client_states_of(self.grid),
                 ),
             )
         metrics = entry["metrics"]

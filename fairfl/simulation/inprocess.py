@@ -3,7 +3,9 @@
 No Ray, no network: each message is copied through Flower's protobuf serialisation and
 handed to the ClientApp in the same process, so strategies see exactly what they would
 see from SuperNodes. Used by tests and fast sweeps; the same seed gives the same final
-model as Flower's simulation engine with full participation.
+model as Flower's simulation engine with full participation. The nodes' ``Context.state``
+(Ditto's personal models) goes into each checkpoint and comes back on a resume, so a
+resumed run equals one that never stopped, personal models included.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import itertools
 import traceback
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from flwr.app import Context, Message, RecordDict
@@ -20,6 +23,7 @@ from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 
 from fairfl._compat import server_task_identity, set_message_id, wire_copy
+from fairfl.server.checkpoint import load_checkpoint
 from fairfl.server.run import RunOutcome, run_federation
 
 #: A fault injector: given the instruction and the honest reply, return the reply the
@@ -69,6 +73,25 @@ class InMemoryGrid(Grid):
         self._ids = itertools.count(1)
         self._pending: dict[str, Message] = {}
         self._run: Any = None
+
+    def client_states(self) -> dict[int, RecordDict]:
+        """Each node's ``Context.state`` by client key (partition id, else node id).
+
+        Checkpoints keep them (:func:`fairfl.server.checkpoint.client_states_of`), so a
+        resumed run's clients continue from their state at the checkpointed round
+        (Ditto's personal models), whatever node ids the resumed run gives them.
+        """
+        return {
+            _client_key(node_id, context): context.state
+            for node_id, context in self.contexts.items()
+        }
+
+    def load_client_states(self, states: Mapping[int, RecordDict]) -> None:
+        """Give each node the checkpointed state of its client key (:meth:`client_states`)."""
+        for node_id, context in self.contexts.items():
+            state = states.get(_client_key(node_id, context))
+            if state is not None:
+                context.state = wire_copy(state)
 
     def set_run(self, run: Any) -> None:
         """Store the run (unused in process)."""
@@ -150,6 +173,11 @@ class InMemoryGrid(Grid):
         return reply
 
 
+def _client_key(node_id: int, context: Context) -> int:
+    """A node's client key: its ``partition-id``, else its node id."""
+    return int(context.node_config.get("partition-id", node_id))
+
+
 def node_configs_for(num_partitions: int, first_node_id: int = 1001) -> dict[int, dict[str, Any]]:
     """One node per partition, as the simulation engine assigns them."""
     return {
@@ -196,5 +224,9 @@ def run_inprocess(
         client_app = fairfl_client_app
     nodes = node_configs or node_configs_for(checked.settings.num_partitions)
     grid = InMemoryGrid(client_app, nodes, run_config, reply_filter=reply_filter)
+    if checked.settings.resume_from:
+        # The clients' state at the checkpointed round (Ditto's personal models); the
+        # server's part is restored, and the checkpoint checked, by run_federation.
+        grid.load_client_states(load_checkpoint(Path(checked.settings.resume_from)).client_state)
     with server_task_identity(grid.run_id):
         return run_federation(grid, run_config, checked=checked)

@@ -326,3 +326,28 @@ def test_runner_force_adds_resume_force(monkeypatch, tmp_path):
     with pytest.raises(SystemExit):
         engine.main(["-c", f"out-dir='{tmp_path}'", "--force"])
     assert seen == [f"out-dir='{tmp_path}' resume-force=true"]
+
+
+@pytest.mark.parametrize("rule", ["ditto", "ditto+qffl"])
+def test_a_resumed_ditto_run_keeps_the_personal_models(tmp_path, rule):
+    # Issue 47: the personal models v_k live in each client's Context.state; a resume
+    # that did not bring them back started every client's v_k again from the global
+    # model, and every later round's personal metrics differed.
+    config = {**SMALL, "strategy": rule}
+    run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
+    crashed = tmp_path / "crashed"
+    with pytest.raises(ServerCrashError):
+        run_inprocess({**config, "out-dir": str(crashed)}, reply_filter=crash_in_round(3))
+    assert load_checkpoint(crashed / CHECKPOINT_FILE).server_round == 2
+    run_inprocess(
+        {**config, "out-dir": str(crashed), "resume-from": str(crashed / CHECKPOINT_FILE)},
+        node_configs=reversed_node_ids(4),  # kept by partition id, not node id
+    )
+    whole_rounds, resumed_rounds = rounds_of(tmp_path / "whole"), rounds_of(crashed)
+    assert [r["round"] for r in resumed_rounds] == [1, 2, 3, 4]
+    # The personal models differ from the global one, so the check can fail.
+    assert whole_rounds[3]["personal_metrics"] != whole_rounds[3]["metrics"]
+    assert [r["personal_metrics"] for r in resumed_rounds] == [
+        r["personal_metrics"] for r in whole_rounds
+    ]
+    assert [r["metrics"] for r in resumed_rounds] == [r["metrics"] for r in whole_rounds]
