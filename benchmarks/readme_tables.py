@@ -259,6 +259,29 @@ def cli_startup(entry: dict[str, Any]) -> list[str]:
     return lines
 
 
+def run_vs_compare(entry: dict[str, Any]) -> list[str]:
+    """``fairfl run``'s round time against the same run inside ``fairfl compare``."""
+    result = entry["result"]
+    settings = ", ".join(f"{key}={value}" for key, value in result["settings"].items())
+    lines = _header(
+        entry,
+        f"`fairfl run` per round against the same run in `fairfl compare` ({settings}; "
+        f"best of {result['repeats']}; goal: ≤ {result['goal']}×)",
+    )
+    best = result["best_round_seconds"]
+    lines += ["| Command | s per round | × compare |", "| --- | --- | --- |"]
+    rows = (
+        ("fairfl compare (one worker)", best["compare"], 1.0),
+        ("fairfl run (--torch-threads 1, the default)", best["run"],
+         result["ratio_run_to_compare"]),
+        ("fairfl run --torch-threads 0 (torch's default)", best["run_torch_default"],
+         result["ratio_run_torch_default_to_compare"]),
+    )  # fmt: skip
+    for command, seconds, ratio in rows:
+        lines.append(f"| `{command}` | {seconds:.3f} | {_ratio(ratio)} |")
+    return lines
+
+
 def client_start(entry: dict[str, Any]) -> list[str]:
     """A fresh ClientApp process from start to its train reply."""
     result = entry["result"]
@@ -418,6 +441,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "client_epoch": client_epoch,
     "import_time": import_time,
     "cli_startup": cli_startup,
+    "run_vs_compare": run_vs_compare,
     "client_start": client_start,
     "scale": scale,
     "telemetry": telemetry,

@@ -49,6 +49,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "client_epoch": ["benchmarks/bench_client_epoch.py"],
     "import_time": ["benchmarks/bench_import.py", "--repeats", "5"],
     "cli_startup": ["benchmarks/bench_cli_startup.py", "--repeats", "7"],
+    "run_vs_compare": ["benchmarks/bench_run_vs_compare.py", "--repeats", "3"],
     "client_start": ["benchmarks/bench_client_start.py", "--repeats", "5"],
     "scale": ["benchmarks/bench_scale.py", "--runtimes", "inprocess"],
     "telemetry": ["benchmarks/bench_telemetry.py"],

@@ -84,7 +84,15 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ENGINES = ("inprocess", "flwr", "ray")
 MAX_WORKERS = 2
 #: fairfl.report.recipes.RECIPES, fairfl.report.tables.COLUMN_SETS.
-RECIPE_NAMES = ("digits-table6", "qffl-synthetic", "qffl-synthetic-light")
+RECIPE_NAMES = (
+    "digits-table6",
+    "fairfed-adult",
+    "fairfed-adult-quick",
+    "qffl-adult",
+    "qffl-adult-quick",
+    "qffl-synthetic",
+    "qffl-synthetic-light",
+)
 COLUMN_SETS = ("group", "personal", "qffl", "table6")
 #: fairfl.report.tune's CRITERIA, DEFAULT_CRITERION, DEFAULT_TOLERANCE,
 #: DEFAULT_VALIDATION_FRACTION and TUNING_JSON.
@@ -347,6 +355,14 @@ def _add_run_parser(commands: Any) -> None:
         help=f"serve the live dashboard on 127.0.0.1:PORT (default {DASHBOARD_PORT}) while "
         "the run goes",
     )
+    run.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch threads of an in-process run (default 1, as fairfl compare's workers: "
+        "a small model trains faster on one thread than on several contending ones; 0 "
+        "keeps torch's default)",
+    )
     run.add_argument("--quiet", action="store_true", help="no per-round progress lines")
 
 
@@ -559,6 +575,8 @@ def _run_one(args: argparse.Namespace) -> int:
     from fairfl.settings import RunSettings
     from fairfl.simulation.engine import final_line
 
+    if args.torch_threads < 0:
+        raise ValueError(f"--torch-threads must be >= 0, got {args.torch_threads}")
     config = _run_config(args)
     config.setdefault("out-dir", str(Path(RunSettings.out_dir).absolute()))
     if args.engine == "flower":
@@ -577,7 +595,9 @@ def _run_one(args: argparse.Namespace) -> int:
         if args.engine == "flower":
             code, summary, message = _run_on_flower(config, checked.settings, args)
         else:
-            code, summary, message = _run_in_process(config, quiet=args.quiet)
+            code, summary, message = _run_in_process(
+                config, quiet=args.quiet, torch_threads=args.torch_threads
+            )
     finally:
         if live is not None:
             live.stop()
@@ -589,11 +609,17 @@ def _run_one(args: argparse.Namespace) -> int:
     return code
 
 
-def _run_in_process(config: dict[str, Any], *, quiet: bool) -> tuple[int, Any, str]:
+def _run_in_process(
+    config: dict[str, Any], *, quiet: bool, torch_threads: int
+) -> tuple[int, Any, str]:
     """Run in this process; each round's fairness line is the progress."""
+    import torch
+
     from fairfl.server.run import RunFailedError
     from fairfl.simulation import run_inprocess
 
+    if torch_threads > 0:
+        torch.set_num_threads(torch_threads)
     if not quiet:  # RoundLog logs one line per round at INFO
         logging.getLogger("fairfl.server").setLevel(logging.INFO)
     try:

@@ -73,6 +73,7 @@ def test_run_trains_in_process_and_prints_the_final_fairness_line(tmp_path, caps
         (["-c", "seed=-1"], "run config seed must be in [0, 4294967295]"),
         (["--strategy", "qffl", "-c", "qffl-q=1e308"], "run config qffl-q (rule qffl) must be"),
         (["-c", "lr"], "-c: expected key=value, got 'lr'"),
+        (["--torch-threads", "-1"], "--torch-threads must be >= 0, got -1"),
     ],
 )
 def test_run_refuses_bad_config_with_one_line_and_exit_2(tmp_path, capsys, argv, message):
@@ -80,6 +81,20 @@ def test_run_refuses_bad_config_with_one_line_and_exit_2(tmp_path, capsys, argv,
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "out" / "rounds.jsonl").exists()
+
+
+def test_run_trains_on_one_torch_thread_unless_told(tmp_path, monkeypatch):
+    # As fairfl compare's workers: torch's default (a thread per core) made fairfl run
+    # ~10-50x slower per round on a busy 2-core machine (benchmarks/bench_run_vs_compare.py).
+    import torch
+
+    chosen: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", chosen.append)
+    base = ["run", "-c", "num-server-rounds=1", *SMALL, "--quiet"]
+    assert main([*base, "--out", str(tmp_path / "default")]) == 0
+    assert main([*base, "--torch-threads", "3", "--out", str(tmp_path / "three")]) == 0
+    assert main([*base, "--torch-threads", "0", "--out", str(tmp_path / "torch")]) == 0
+    assert chosen == [1, 3]
 
 
 def test_verify_tells_missing_empty_and_other_folders_apart(tmp_path, capsys):
