@@ -49,6 +49,7 @@ class RunSettings:
     min_available_nodes: int = 0
     lr: float = 0.1
     local_epochs: int = 2
+    local_steps: int = 0
     batch_size: int = 32
     dataset: str = "digits"
     partitioner: str = "dirichlet"
@@ -77,6 +78,9 @@ class RunSettings:
     max_num_examples: int = 10**9
     num_examples_clip: float = 0.0
     client_registration: str = ""
+    max_keys_per_node: int = 1
+    count_flag_ratio: float = 100.0
+    node_auth: bool = False
     group_sizes: str = "4,6"
     group_labels: str = ""
     group_samples_per_class: int = 0
@@ -115,6 +119,7 @@ class RunSettings:
             "min-available-nodes": self.min_available_nodes >= 0,
             "lr": self.lr > 0,
             "local-epochs": self.local_epochs >= 1,
+            "local-steps": self.local_steps >= 0,
             "batch-size": self.batch_size >= 1,
             "num-partitions": self.num_partitions >= 1,
             "dirichlet-alpha": self.dirichlet_alpha > 0,
@@ -130,6 +135,8 @@ class RunSettings:
             "max-clients": self.max_clients >= 0,
             "max-num-examples": self.max_num_examples >= 1,
             "num-examples-clip": self.num_examples_clip == 0 or self.num_examples_clip >= 1,
+            "max-keys-per-node": self.max_keys_per_node >= 1,
+            "count-flag-ratio": self.count_flag_ratio == 0 or self.count_flag_ratio >= 1,
             "seed": 0 <= self.seed <= MAX_SEED,
             "out-dir": bool(self.out_dir.strip()),
         }
@@ -141,6 +148,7 @@ class RunSettings:
             "min-available-nodes": ">= 0",
             "lr": "> 0",
             "local-epochs": ">= 1",
+            "local-steps": ">= 0 (0: local-epochs; else minibatch steps per round)",
             "batch-size": ">= 1",
             "num-partitions": ">= 1",
             "dirichlet-alpha": "> 0",
@@ -156,6 +164,8 @@ class RunSettings:
             "max-clients": ">= 0 (0: num-partitions)",
             "max-num-examples": ">= 1",
             "num-examples-clip": "0 (off) or >= 1",
+            "max-keys-per-node": ">= 1",
+            "count-flag-ratio": "0 (off) or >= 1",
             "seed": f"in [0, {MAX_SEED}] (NumPy's seeds)",
             "out-dir": "a folder, not empty (results would land in the working directory)",
         }

@@ -49,7 +49,7 @@ from fairfl.contract import (
     write_evaluate_reply,
     write_train_reply,
 )
-from fairfl.contract.config import get_config_value
+from fairfl.contract.config import get_config_value, get_config_value_or
 from fairfl.contract.qffl import write_gradient_reply
 from fairfl.data import ClientData, dataset_info, load_client_data
 from fairfl.data.sensitive import NUM_GROUPS
@@ -189,6 +189,7 @@ def train(message: Message, context: Context) -> Message:
             seed=training_seed(settings.seed, server_round, node.partition_id),
             batch_objective=objective.batch_objective,
             proximal_mu=objective.proximal_mu,
+            steps=get_config_value_or(config, keys.LOCAL_STEPS, int, 0),
         )
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     h = qffl_h_for_config(config, loss_before, sent, state)
@@ -241,6 +242,12 @@ def _personal_step(
         ),
         proximal_mu=ditto.lam,
         anchor=anchor_of(model, sent, device),
+        # The global step's budget in steps, unless the rule set its own personal epochs.
+        steps=(
+            get_config_value_or(config, keys.LOCAL_STEPS, int, 0)
+            if get_config_value_or(config, keys.DITTO_PERSONAL_EPOCHS, int, 0) == 0
+            else 0
+        ),
     )
     save_personal(context, node.partition_id, state_record(model, sent.keys()))
 

@@ -125,8 +125,9 @@ def train_local(
     batch_objective: BatchObjective | None = None,
     proximal_mu: float = 0.0,
     anchor: list[Tensor] | None = None,
+    steps: int = 0,
 ) -> float:
-    """Run ``epochs`` of minibatch SGD on ``(x, y)``; return the mean batch loss.
+    """Run ``epochs`` of minibatch SGD on ``(x, y)``, or ``steps``; return the mean batch loss.
 
     Parameters
     ----------
@@ -148,11 +149,19 @@ def train_local(
         ``model.parameters()`` order; ``None``: the model's weights before training.
         Ditto's personal step (Algorithm 1, line 6) anchors v_k at the received global
         model while training v_k.
+    steps : int (default: 0)
+        When > 0, exactly this many minibatch steps instead of ``epochs`` passes: the
+        batches run through reshuffled passes over the data, a pass's last batch short as
+        in the epochs, and the count stops mid-pass (FLamby's ``num_updates``: a budget in
+        steps, the same for a client of 30 samples and one of 199).
     """
-    if epochs < 1 or batch_size < 1 or not lr > 0:
+    if epochs < 1 or batch_size < 1 or not lr > 0 or steps < 0:
         raise ValueError(
-            f"need epochs >= 1, batch_size >= 1, lr > 0; got {epochs}, {batch_size}, {lr}"
+            f"need epochs >= 1, batch_size >= 1, lr > 0, steps >= 0; got {epochs}, "
+            f"{batch_size}, {lr}, {steps}"
         )
+    if steps > 0 and len(x) == 0:
+        raise ValueError(f"cannot take {steps} local steps on an empty training split")
     model.train()
     parameters = list(model.parameters())
     generator = torch.Generator().manual_seed(seed)
@@ -168,13 +177,15 @@ def train_local(
     objective = proximal_objective(
         cross_entropy, model, proximal_mu, anchor=anchor, transform=batch_objective
     )
-    for _ in range(epochs):
+    remaining = steps if steps > 0 else epochs * len(_batches(x, batch_size))
+    while remaining > 0:
         order = torch.randperm(len(x), generator=generator).to(device)
-        for start in _batches(x, batch_size):
+        for start in _batches(x, batch_size)[:remaining]:
             index = order[start : start + batch_size]
             zero_grad(parameters)
             objective(model(inputs_all[index]), labels_all[index]).backward()
             sgd_step(parameters, lr)
+        remaining -= len(_batches(x, batch_size)[:remaining])
     return float(np.mean(losses))
 
 

@@ -79,6 +79,9 @@ SORTS: dict[str, str] = {
 }
 
 _PALETTE = qualitative.Plotly + qualitative.Dark24
+#: The train diagnostic naming a round weighed by unregistered sample counts far above the
+#: round's median (``fairfl.strategies.identity.CountBounds.flag``).
+COUNT_FLAG = "num-examples-flag"
 
 
 def empty_figure(message: str, height: int = 260) -> go.Figure:
@@ -607,7 +610,10 @@ def participation_figure(run: RunFollower) -> go.Figure:
 
 
 def drop_rows(run: RunFollower, limit: int = 50) -> list[tuple[int, str, str, str]]:
-    """The latest dropped replies, newest first: ``(round, phase, node, reason)``."""
+    """The latest dropped replies, skipped and count-flagged rounds, newest first.
+
+    Each row is ``(round, phase, node, reason)``.
+    """
     rows = [
         (entry.round, phase, node, reason)
         for entry in run.rounds
@@ -617,7 +623,12 @@ def drop_rows(run: RunFollower, limit: int = 50) -> list[tuple[int, str, str, st
     skipped = [
         (e.round, "aggregate", "-", f"round skipped: {e.skipped}") for e in run.rounds if e.skipped
     ]
-    return sorted(rows + skipped, key=lambda row: -row[0])[:limit]
+    flagged = [
+        (e.round, "train", "-", f"counts flagged: {e.scalars[COUNT_FLAG]}")
+        for e in run.rounds
+        if isinstance(e.scalars.get(COUNT_FLAG), str)
+    ]
+    return sorted(rows + skipped + flagged, key=lambda row: -row[0])[:limit]
 
 
 def run_facts(run: RunFollower, manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -129,7 +129,12 @@ def required_nodes(settings: RunSettings) -> int:
 def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairStrategy:
     """Build the configured rule, waiting for all ``num-partitions`` nodes by default."""
     from fairfl.strategies import build_strategy
-    from fairfl.strategies.identity import CountBounds, load_registration
+    from fairfl.strategies.identity import (
+        NO_REGISTRATION,
+        Claims,
+        CountBounds,
+        load_registration,
+    )
 
     strategy = build_strategy(
         settings.strategy,
@@ -148,8 +153,20 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
     )
     # Who a reply may speak for (fairfl.strategies.identity); the ServerApp sets the
     # bound on client keys once the federation's size is known, and the node lookup.
-    strategy.client_keys.counts = CountBounds(settings.max_num_examples, settings.num_examples_clip)
-    if settings.client_registration:
+    strategy.client_keys.counts = CountBounds(
+        settings.max_num_examples, settings.num_examples_clip, settings.count_flag_ratio
+    )
+    strategy.client_keys.claims = Claims(max_keys_per_node=settings.max_keys_per_node)
+    if settings.node_auth and not settings.client_registration:
+        # Flower does not tell a ServerApp whether its SuperLink authenticates SuperNodes
+        # (every node reports a key, authenticated or not), so the deploy scripts say so.
+        raise ValueError(
+            "run config node-auth is true (SuperNodes authenticate) but client-registration "
+            "is empty: any registered SuperNode could claim any partition and sample count. "
+            "Set client-registration to the file deploy/scripts/register-supernodes.sh "
+            f"wrote, or client-registration='{NO_REGISTRATION}' to run without one knowingly"
+        )
+    if settings.client_registration not in ("", NO_REGISTRATION):
         strategy.client_keys.claims.registration = load_registration(settings.client_registration)
     return strategy
 

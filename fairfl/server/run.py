@@ -37,7 +37,7 @@ from fairfl.server.preflight import (
 from fairfl.server.results import COMPLETED, FAILED, SUMMARY_FILE, RoundLog, personal_progress
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy
-from fairfl.strategies.identity import grid_fingerprints
+from fairfl.strategies.identity import NO_REGISTRATION, grid_fingerprints
 from fairfl.telemetry.environment import environment
 from fairfl.telemetry.ledger import json_safe, seal_summary
 
@@ -291,9 +291,11 @@ def await_federation(
 def bind_client_keys(strategy: FairStrategy, grid: Grid, settings: RunSettings) -> None:
     """Bound the client keys a run admits, and look registered nodes' keys up on ``grid``.
 
-    ``max-clients`` (0: ``num-partitions``) bounds the keys first claims may take; with
-    a ``client-registration``, each node's key fingerprint comes from the SuperLink's
-    node list (``Grid.get_nodes()``, :mod:`fairfl.strategies.identity`).
+    ``max-clients`` (0: ``num-partitions``) bounds the keys first claims may take and a
+    claimed partition id must be below ``num-partitions``; with a
+    ``client-registration``, each node's key fingerprint comes from the SuperLink's node
+    list (``Grid.get_nodes()``, :mod:`fairfl.strategies.identity`). Run without one
+    knowingly (``client-registration = "none"``), the run says once what that leaves open.
 
     Raises
     ------
@@ -302,6 +304,14 @@ def bind_client_keys(strategy: FairStrategy, grid: Grid, settings: RunSettings) 
     """
     claims = strategy.client_keys.claims
     claims.max_clients = settings.max_clients or settings.num_partitions
+    claims.num_partitions = settings.num_partitions
+    if settings.client_registration == NO_REGISTRATION:
+        logger.warning(
+            "run config client-registration='%s': no registration binds SuperNodes to "
+            "partitions, so a device can claim a free partition before its owner and weigh "
+            "itself by any count up to max-num-examples (docs: explanation/threat-model)",
+            NO_REGISTRATION,
+        )
     if claims.registration is None:
         return
     if not hasattr(grid, "get_nodes"):
@@ -410,6 +420,8 @@ def run_federation(
             keys.LR: settings.lr,
             keys.LOCAL_EPOCHS: settings.local_epochs,
             keys.BATCH_SIZE: settings.batch_size,
+            # local-steps replaces the epochs only when set: a stock client never sees it.
+            **({keys.LOCAL_STEPS: settings.local_steps} if settings.local_steps > 0 else {}),
         }
     )
     remaining = settings.num_server_rounds - strategy.round_offset

@@ -341,6 +341,7 @@ class FairStrategy(FlowerFedAvg):
         unanswered = intake.unanswered("aggregate_train", messages, self.in_flight)
         record = TrainRoundRecord.of(accepted, dropped, unanswered)
         self.train_records[server_round] = record
+        record.diagnostics.update(self.client_keys.diagnostics)  # claimed or flagged counts
         if self.loss_clip is not None:
             record.diagnostics.update(self.loss_clip.diagnostics())
         result, deferred = None, self.state_updates

@@ -90,6 +90,8 @@ def test_two_first_claims_in_one_round_are_both_dropped_and_neither_holds_the_ke
 def test_a_rotating_id_stops_at_max_clients():
     strategy = AFL()
     strategy.client_keys.claims.max_clients = 5
+    # A node configured to serve several partitions (one node holds one by default).
+    strategy.client_keys.claims.max_keys_per_node = 10
     for server_round in range(1, 11):
         # Node 9 claims a new partition every round, beside the three honest clients.
         rotating = reply(9, 100 + server_round, loss=1.0, value=9.0)
