@@ -13,18 +13,19 @@ Data sets (`DATASETS`):
   sets α and β, ``"synthetic-<α>-<β>-sigma<σ>"`` also the spread of the device sizes
   (``LogNormal(4, σ) + 50``; the reference σ = 2 by default). One device per
   partition (partitioner ``"natural"`` only).
-- ``"adult"`` (UCI Adult, from ``data_root/adult/``) and ``"adult-synthetic"`` (a
-  planted sensitive attribute and bias, numpy): binary tasks whose samples carry a
-  sensitive attribute (``ClientData.a_train``...), for group fairness
-  (`fairfl.data.sensitive`); ``"dirichlet"`` skews their attribute mix.
+- ``"adult"`` (UCI Adult, from ``data_root/uci-adult/``, each file's MD5 checked) and
+  ``"adult-synthetic"`` (a planted sensitive attribute and bias, numpy): binary tasks
+  whose samples carry a sensitive attribute (``ClientData.a_train``...), for group
+  fairness (`fairfl.data.sensitive`); ``"dirichlet"`` skews their attribute mix, and
+  ``"phd"`` splits Adult into AFL's two clients (PhD, non-PhD; adult.test tests).
 - ``"mnist"``, ``"fashionmnist"``, ``"cifar10"``: the official training sets,
   read by torchvision from ``data_root`` (downloaded only if ``download=True``),
   then partitioned and re-split per client.
 
 Partitioners (`PARTITIONERS`): ``"iid"``, ``"dirichlet"`` (label skew),
 ``"shards"`` (pathological label-sorted shards), ``"groups"`` (planted
-label-disjoint client groups of unequal size, `fairfl.data.groups`),
-``"natural"`` (synthetic devices).
+label-disjoint client groups of unequal size, `fairfl.data.groups`), ``"phd"``
+(Adult's PhD / non-PhD clients), ``"natural"`` (synthetic devices).
 
 Partition index lists are also cached on disk, in ``$FAIRFL_CACHE_DIR/partitions``
 (default ``~/.cache/fairfl/partitions``; ``FAIRFL_CACHE_DIR=off`` disables it), so a

@@ -198,7 +198,12 @@ def load_client_data(*, partition_id: int, **arguments: Unpack[FederationArgumen
     else:
         x, y = load_pool(dataset, data_root, federation.download)
         rows = _partition_lists(federation)[partition_id]
-    train, test = train_test_split(y[rows], float(federation.test_fraction), seed, partition_id)
+    if federation.partitioner == "phd":
+        # AFL's split: adult.data trains, adult.test tests (fairfl.data.sensitive).
+        in_test = sensitive.read_adult(data_root, federation.download).from_test_file[rows]
+        train, test = np.flatnonzero(~in_test), np.flatnonzero(in_test)
+    else:
+        train, test = train_test_split(y[rows], float(federation.test_fraction), seed, partition_id)
     kept, validation = validation_split(
         y[rows[train]], float(federation.validation_fraction), seed, partition_id
     )
@@ -276,6 +281,12 @@ def partition_sizes(**arguments: Unpack[FederationArguments]) -> list[int]:
         ]
     else:
         sizes = [len(rows) for rows in _partition_lists(federation)]
+    if federation.partitioner == "phd":
+        in_test = sensitive.read_adult(
+            resolve_data_root(federation.data_root), federation.download
+        ).from_test_file
+        train = [int((~in_test[rows]).sum()) for rows in _partition_lists(federation)]
+        return [n - num_validation_samples(n, federation.validation_fraction) for n in train]
     train = [size - num_test_samples(size, federation.test_fraction) for size in sizes]
     return [n - num_validation_samples(n, federation.validation_fraction) for n in train]
 
@@ -379,13 +390,32 @@ class _Federation:
         _check(isinstance(self.data_root, str), "data_root", "a str", self.data_root)
         _check(isinstance(self.download, bool), "download", "a bool", self.download)
         self.groups()  # checks the group-* keys of partitioner "groups"
+        if self.partitioner == "phd":
+            _check(
+                self.dataset == "adult",
+                "dataset",
+                "'adult' for partitioner 'phd' (AFL's PhD / non-PhD split of UCI Adult)",
+                self.dataset,
+            )
+            _check(
+                self.num_partitions == 2,
+                "num_partitions",
+                "2 for partitioner 'phd' (AFL's two clients: PhD, non-PhD)",
+                self.num_partitions,
+            )
+            _check(
+                self.test_fraction == _DEFAULT_TEST_FRACTION,
+                "test_fraction",
+                f"left at its default {_DEFAULT_TEST_FRACTION} for partitioner 'phd', whose "
+                "test split is AFL's: the rows of adult.test",
+                self.test_fraction,
+            )
         _check(
             _is_real(self.validation_fraction) and 0 <= self.validation_fraction < 1,
             "validation_fraction",
             "a number in [0, 1)",
             self.validation_fraction,
         )
-
 
     def _check_natural_federation(self) -> None:
         """A natural federation's fixed clients and split (`NATURAL_FEDERATIONS`)."""
@@ -424,7 +454,13 @@ def _partition_lists(federation: _Federation) -> tuple[np.ndarray, ...]:
     _, labels = load_pool(
         federation.dataset, resolve_data_root(federation.data_root), federation.download
     )
-    if federation.dataset in sensitive.SENSITIVE_DATASETS and federation.partitioner == "dirichlet":
+    if federation.partitioner == "phd":  # AFL's split: labels are the PhD indicator
+        labels = sensitive.adult_doctorate(
+            resolve_data_root(federation.data_root), federation.download
+        )
+    elif (
+        federation.dataset in sensitive.SENSITIVE_DATASETS and federation.partitioner == "dirichlet"
+    ):
         # FairFed's heterogeneity (fairfl.data.sensitive): skew the attribute mix.
         _, _, labels = sensitive.load_sensitive_pool(
             federation.dataset, resolve_data_root(federation.data_root)

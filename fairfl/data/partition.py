@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
 from fairfl.data.groups import GroupLayout, groups_partition
 
-PARTITIONERS: tuple[str, ...] = ("iid", "dirichlet", "shards", "groups", "natural")
+PARTITIONERS: tuple[str, ...] = ("iid", "dirichlet", "shards", "groups", "phd", "natural")
 """Names accepted as ``partitioner``. ``"natural"`` is for synthetic data only.
-``"groups"`` plants label-disjoint client groups (`fairfl.data.groups`)."""
+``"groups"`` plants label-disjoint client groups (`fairfl.data.groups`). ``"phd"`` is
+AFL's split of Adult only (`phd_partition`)."""
 
 MIN_PARTITION_SIZE = 3
 """Fewest samples of a partition: 2 train samples and 1 test sample."""
@@ -50,8 +51,9 @@ def partition_indices(
     labels : np.ndarray
         Label of every sample of the pool, shape ``(n,)``.
     partitioner : str
-        ``"iid"``, ``"dirichlet"``, ``"shards"`` or ``"groups"`` (see the functions
-        of the same name with a ``_partition`` suffix).
+        ``"iid"``, ``"dirichlet"``, ``"shards"``, ``"groups"`` or ``"phd"`` (see the
+        functions of the same name with a ``_partition`` suffix; ``"phd"`` reads
+        ``labels`` as the PhD indicator).
     num_partitions : int
         Number of partitions, >= 1.
     seed : int
@@ -78,6 +80,8 @@ def partition_indices(
     """
     if partitioner == "dirichlet":
         return dirichlet_partition(labels, num_partitions, dirichlet_alpha, seed)
+    if partitioner == "phd":
+        return phd_partition(labels, num_partitions)
     if partitioner == "groups":
         if groups is None:
             raise ValueError("partitioner 'groups' needs a GroupLayout (groups=...)")
@@ -128,6 +132,50 @@ def iid_partition(num_samples: int, num_partitions: int, seed: int) -> list[np.n
     partitioner = IidPartitioner(num_partitions=num_partitions)
     partitioner.dataset = Dataset.from_dict({"index": order})
     return [_indices_of(partitioner, pid) for pid in range(num_partitions)]
+
+
+def phd_partition(doctorate: np.ndarray, num_partitions: int) -> list[np.ndarray]:
+    """AFL's two clients of UCI Adult: the PhDs (partition 0) and everyone else (1).
+
+    Mohri, Sivek and Suresh (Agnostic Federated Learning, ICML 2019, §5) split Adult by
+    the education attribute into a "doctorate" domain and a "non-doctorate" one, and
+    the q-FFL paper (Li, Sanjabi, Beirami and Smith, ICLR 2020) compares with AFL on
+    that split; its code (``fair_flearn/data/adult/create_dataset.py``) lists the PhD
+    client first.
+
+    Parameters
+    ----------
+    doctorate : np.ndarray
+        1 where the sample's education is ``Doctorate``, 0 elsewhere, shape ``(n,)``.
+    num_partitions : int
+        Must be 2.
+
+    Returns
+    -------
+    list[np.ndarray]
+        The int64 indices of the PhD samples, then those of the others.
+
+    Raises
+    ------
+    ValueError
+        If ``num_partitions`` is not 2, or either client would get fewer than
+        `MIN_PARTITION_SIZE` samples.
+
+    """
+    if num_partitions != 2:
+        raise ValueError(
+            f"partitioner 'phd' makes AFL's two clients (PhD, non-PhD): num_partitions "
+            f"must be 2, got {num_partitions}"
+        )
+    is_phd = np.asarray(doctorate) == 1
+    parts = [np.flatnonzero(is_phd).astype(np.int64), np.flatnonzero(~is_phd).astype(np.int64)]
+    for pid, part in enumerate(parts):
+        if len(part) < MIN_PARTITION_SIZE:
+            raise ValueError(
+                f"partitioner 'phd' leaves partition {pid} with {len(part)} samples; "
+                f"every partition needs at least {MIN_PARTITION_SIZE} (2 train, 1 test)"
+            )
+    return parts
 
 
 def dirichlet_partition(

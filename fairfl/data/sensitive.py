@@ -3,29 +3,40 @@
 Two pools, each a binary classification with a sensitive attribute A per sample:
 
 - ``"adult"``: the UCI Adult census data (Becker and Kohavi, 1996,
-  https://archive.ics.uci.edu/dataset/2/adult), read from ``adult.data`` and
-  ``adult.test`` in ``<data_root>/adult/`` (nothing is downloaded). Label: income
-  ``>50K``. Sensitive attribute: ``sex`` (Female 0, Male 1; ``race`` is available to
-  :func:`load_adult` as White 1, other 0). Preprocessing, the usual one: rows with a
-  ``?`` dropped, the 8 categorical columns one-hot over the categories ``adult.names``
-  lists (:data:`ADULT_CATEGORIES`, 99 columns; every file gets the same width), the 6
-  numeric ones standardised over the pool: 105 features.
+  https://archive.ics.uci.edu/dataset/2/adult), ``adult.data`` then ``adult.test`` read
+  from ``<data_root>/uci-adult/`` as UCI serves them or gzip-compressed
+  (``adult.data.gz``), each checked against its published MD5
+  (:data:`ADULT_SOURCE`, :func:`fairfl.data.files.read_verified`; ``download=true``
+  fetches missing files from UCI). Files in the former location ``<data_root>/adult/``
+  are not read: move them to ``uci-adult/``. Label: income ``>50K``. Sensitive
+  attribute: ``sex`` (Female 0, Male 1; ``race`` is available to :func:`encode_adult`
+  as White 1, other 0). Preprocessing, the usual one: rows with a ``?`` dropped (30,162
+  of adult.data's 32,561 rows and 15,060 of adult.test's 16,281 are kept), the 8
+  categorical columns one-hot over the categories ``adult.names`` lists
+  (:data:`ADULT_CATEGORIES`, 99 columns; every file gets the same width), the 6 numeric
+  ones standardised over the pool: 105 features.
 - ``"adult-synthetic"``, the embedded default (pure numpy, no files):
   :func:`synthetic_pool`, a planted binary attribute and a chosen bias.
 
 Partitioner ``"dirichlet"`` skews these pools by the *attribute*, not the label: each
 client's share of every attribute value is drawn from Dir(α), the heterogeneity FairFed
 (Ezzeldin et al., AAAI 2023, §5) studies (α = 0.1 heterogeneous, α = 5000 near iid).
+Partitioner ``"phd"`` splits Adult into AFL's two clients (Mohri, Sivek and Suresh, ICML
+2019; q-FFL's comparison with AFL, Li et al., ICLR 2020): client 0 holds the rows whose
+education is ``Doctorate``, client 1 all others (:func:`adult_doctorate`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import numpy as np
+
+from fairfl.data.files import DataFile, DataSource, read_verified
 
 #: Pools with a sensitive attribute.
 SENSITIVE_DATASETS: Final = ("adult", "adult-synthetic")
@@ -96,6 +107,18 @@ ADULT_CATEGORIES: Final[dict[str, tuple[str, ...]]] = {
 ADULT_PRIVILEGED: Final = {"sex": "Male", "race": "White"}
 #: Features after encoding: 6 numeric + 99 one-hot.
 ADULT_NUM_FEATURES: Final = len(ADULT_NUMERIC) + sum(len(c) for c in ADULT_CATEGORIES.values())
+
+_UCI_ADULT: Final = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
+#: UCI Adult's two files as UCI serves them, with the MD5 of the published bytes.
+ADULT_SOURCE: Final = DataSource(
+    dataset="adult",
+    folder="uci-adult",
+    files=(
+        DataFile("adult.data", "5d7c39d7b8804f071cdd1f2a7c460872", _UCI_ADULT + "adult.data"),
+        DataFile("adult.test", "35238206dfdf7f1fe215bbb874adecdc", _UCI_ADULT + "adult.test"),
+    ),
+    page="https://archive.ics.uci.edu/dataset/2/adult",
+)
 
 #: ``adult-synthetic``: pool size, features (the last one is A itself), default bias.
 SYNTHETIC_SAMPLES: Final = 12_000
@@ -190,8 +213,76 @@ def encode_adult(rows: list[list[str]], sensitive: str = "sex") -> tuple[np.ndar
     return np.concatenate(blocks, axis=1).astype(np.float32), attribute
 
 
-def load_adult(directory: Path, sensitive: str = "sex") -> tuple[np.ndarray, ...]:
-    """Adult's pool: ``adult.data`` then ``adult.test`` from ``directory``, encoded.
+@dataclass(frozen=True)
+class AdultTable:
+    """Adult's kept rows, ``adult.data``'s first, then ``adult.test``'s.
+
+    Parameters
+    ----------
+    rows : tuple[tuple[str, ...], ...]
+        The 14 fields of every row without a ``?``.
+    labels : np.ndarray
+        int64, 1 for ``>50K``.
+    from_test_file : np.ndarray
+        bool, True for the rows of ``adult.test`` (AFL's test set).
+    """
+
+    rows: tuple[tuple[str, ...], ...]
+    labels: np.ndarray
+    from_test_file: np.ndarray
+
+
+def parse_adult(contents: dict[str, bytes]) -> AdultTable:
+    """Adult's rows from the bytes of ``adult.data`` and ``adult.test`` (:func:`read_adult_rows`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_adult_rows`, naming the file.
+    """
+    rows: list[list[str]] = []
+    labels: list[int] = []
+    from_test: list[bool] = []
+    for file in ADULT_SOURCE.files:
+        lines = contents[file.name].decode("utf-8").splitlines()
+        part_rows, part_labels = read_adult_rows(lines, file.name)
+        rows += part_rows
+        labels += part_labels
+        from_test += [file.name == "adult.test"] * len(part_rows)
+    return AdultTable(
+        rows=tuple(tuple(row) for row in rows),
+        labels=np.asarray(labels, dtype=np.int64),
+        from_test_file=np.asarray(from_test, dtype=bool),
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def read_adult(data_root: str, download: bool = False) -> AdultTable:
+    """Adult's rows from ``<data_root>/uci-adult/``, each file's MD5 checked first.
+
+    Cached per process (the arrays are read-only).
+
+    Raises
+    ------
+    FileNotFoundError
+        If a file is missing and ``download`` is false; the message names the folder,
+        UCI's address of each missing file and ``download=true``.
+    fairfl.data.files.DataFileError
+        If a file is not the published one (a wrong or truncated copy), naming it and
+        the expected MD5.
+    ValueError
+        As :func:`read_adult_rows`.
+    """
+    table = parse_adult(read_verified(ADULT_SOURCE, data_root, download=download))
+    table.labels.setflags(write=False)
+    table.from_test_file.setflags(write=False)
+    return table
+
+
+def load_adult(
+    data_root: str | Path, sensitive: str = "sex", *, download: bool = False
+) -> tuple[np.ndarray, ...]:
+    """Adult's pool from ``<data_root>/uci-adult/``, encoded (:func:`encode_adult`).
 
     Returns
     -------
@@ -200,26 +291,27 @@ def load_adult(directory: Path, sensitive: str = "sex") -> tuple[np.ndarray, ...
 
     Raises
     ------
-    FileNotFoundError
-        If a file is missing; the message says where it was looked for.
-    ValueError
-        As :func:`read_adult_rows`.
+    FileNotFoundError, fairfl.data.files.DataFileError, ValueError
+        As :func:`read_adult`.
     """
-    rows: list[list[str]] = []
-    labels: list[int] = []
-    for name in ("adult.data", "adult.test"):
-        path = directory / name
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"dataset 'adult' reads {name} from {directory} (data_root/adult/), which has "
-                "none: copy adult.data and adult.test of the UCI Adult data set there"
-            )
-        with path.open(encoding="utf-8") as handle:
-            part_rows, part_labels = read_adult_rows(handle, str(path))
-        rows += part_rows
-        labels += part_labels
-    x, a = encode_adult(rows, sensitive)
-    return x, np.asarray(labels, dtype=np.int64), a
+    table = read_adult(str(data_root), download)
+    x, a = encode_adult([list(row) for row in table.rows], sensitive)
+    return x, table.labels.copy(), a
+
+
+def adult_doctorate(data_root: str, download: bool = False) -> np.ndarray:
+    """Whether each row of Adult's pool has education ``Doctorate`` (AFL's PhD client).
+
+    Aligned with :func:`load_sensitive_pool`'s ``"adult"`` arrays; int64, 1 for a PhD.
+
+    Raises
+    ------
+    FileNotFoundError, fairfl.data.files.DataFileError, ValueError
+        As :func:`read_adult`.
+    """
+    education = ADULT_COLUMNS.index("education")
+    rows = read_adult(data_root, download).rows
+    return np.array([row[education] == "Doctorate" for row in rows], dtype=np.int64)
 
 
 def synthetic_pool(
@@ -267,14 +359,17 @@ def synthetic_pool(
 
 
 @functools.lru_cache(maxsize=4)
-def load_sensitive_pool(name: str, data_root: str) -> tuple[np.ndarray, ...]:
-    """``(x, y, a)`` of ``"adult"`` (from ``data_root/adult``) or ``"adult-synthetic"``.
+def load_sensitive_pool(
+    name: str, data_root: str, download: bool = False
+) -> tuple[np.ndarray, ...]:
+    """``(x, y, a)`` of ``"adult"`` (from ``data_root/uci-adult``) or ``"adult-synthetic"``.
 
     Cached per process; the arrays are read-only. Like Adult, the synthetic pool is one
     fixed data set (pool seed 0): a run's seed changes its partition, splits and model.
+    ``download`` fetches Adult's missing files from UCI (:func:`read_adult`).
     """
     if name == "adult":
-        arrays = load_adult(Path(data_root) / "adult")
+        arrays = load_adult(data_root, download=download)
     elif name == "adult-synthetic":
         arrays = synthetic_pool(0)
     else:
