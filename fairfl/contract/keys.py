@@ -26,9 +26,6 @@ LOCAL_EPOCHS: Final = "local-epochs"
 # Local minibatch steps per round in place of LOCAL_EPOCHS (FLamby's budget, run-config
 # local-steps); sent only when > 0, absent means epochs. Not part of the proto's TrainConfig.
 LOCAL_STEPS: Final = "local-steps"
-# Local minibatch steps per round in place of LOCAL_EPOCHS (FLamby's budget, run-config
-# local-steps); sent only when > 0, absent means epochs. Not part of the proto's TrainConfig.
-LOCAL_STEPS: Final = "local-steps"
 BATCH_SIZE: Final = "batch-size"
 WANT_ACTIVATION: Final = "want-activation"
 # Ask the client for ACC_BEFORE_TRAINING below (FedFa); absent means no.
