@@ -78,6 +78,48 @@ def reply_builder():
     return make_reply
 
 
+#: Hostile replies the registry-wide hostile tests sent (tests/strategies/
+#: test_hostile_payloads.py) and the rounds among them that raised: the session's last
+#: line says both, summed over pytest-xdist's workers, so CI's log shows the count.
+HOSTILE_REPLIES = pytest.StashKey[dict[str, int]]()
+
+
+def _hostile_counts(config: pytest.Config) -> dict[str, int]:
+    return config.stash.setdefault(HOSTILE_REPLIES, {"tried": 0, "crashes": 0})
+
+
+@pytest.fixture
+def hostile_count(request: pytest.FixtureRequest) -> dict[str, int]:
+    """The session's count of hostile replies tried and of rounds that raised on them."""
+    return _hostile_counts(request.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker: hand the worker's count to the controller."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None and HOSTILE_REPLIES in session.config.stash:
+        output["hostile-replies"] = dict(session.config.stash[HOSTILE_REPLIES])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """In the xdist controller: add up each finished worker's count."""
+    counts = getattr(node, "workeroutput", {}).get("hostile-replies")
+    if counts:
+        total = _hostile_counts(node.config)  # type: ignore[attr-defined]
+        for key in total:
+            total[key] += int(counts[key])
+
+
+def pytest_terminal_summary(terminalreporter: object, config: pytest.Config) -> None:
+    """``hostile replies: N tried, M crashes`` when the session sent any."""
+    counts = config.stash.get(HOSTILE_REPLIES, None)
+    if counts and counts["tried"]:
+        terminalreporter.write_line(  # type: ignore[attr-defined]
+            f"hostile replies: {counts['tried']} tried, {counts['crashes']} crashes"
+        )
+
+
 @pytest.fixture(scope="session")
 def shared_data_root() -> Path:
     """The published data files beside the repository (``../shared/data``), not the network."""

@@ -40,7 +40,7 @@ def test_one_group_only_is_undefined():
     assert all(math.isnan(v) for v in metrics.values())
 
 
-@pytest.mark.parametrize("bad", [[1, 2, 3], [0, 0, 0, -1], [0.5, 0, 0, 0], []])
+@pytest.mark.parametrize("bad", [[1, 2, 3], [0, 0, 0, -1], [0.5, 0, 0, 0], [True, 0, 0, 0], []])
 def test_bad_counts_refused(bad):
     with pytest.raises(ValueError, match="group-counts"):
         sensitive.as_count_table(bad)
@@ -130,3 +130,18 @@ def test_bad_group_counts_in_a_reply_are_named(counts, reason):
     with pytest.raises(ReplyError, match=reason) as error:
         read_evaluate_reply(make_reply(7, metrics=metrics))
     assert "group-counts" in str(error.value) and "7" in str(error.value)
+
+
+def test_sums_and_rates_never_wrap():
+    # Issue 47: int64 sums wrapped (8 x (2^63 - 1) turned negative; 4 x 2^62 turned 0).
+    # Python ints: the sum is exact and the rates are those of the exact counts.
+    big = [2**63 - 1] * 8
+    assert sum_counts([big, big]) == [2**64 - 2] * 8
+    # Each group: half selected, half positive, TPR 1/2, accuracy 1/2: every difference 0.
+    assert group_fairness([2**62] * 8) == {
+        DEMOGRAPHIC_PARITY: 0.0,
+        EQUALIZED_ODDS: 0.0,
+        EQUAL_OPPORTUNITY: 0.0,
+        ACCURACY_PARITY: 0.0,
+    }
+    assert accuracy_of_counts([2**62] * 8) == 0.5

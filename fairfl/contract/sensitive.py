@@ -87,8 +87,12 @@ def group_counts(
     return [int(c) for c in counts]
 
 
-def as_count_table(counts: ArrayLike) -> NDArray[np.int64]:
-    """The flat ``group-counts`` list as a (G, 2, 2) table indexed [a, y, ŷ].
+def as_count_table(counts: ArrayLike) -> NDArray[np.object_]:
+    """The flat ``group-counts`` list as a (G, 2, 2) table of Python ints indexed [a, y, ŷ].
+
+    The cells are Python ints, not int64: a sum over cells or clients never wraps
+    (eight counts of 2^63 - 1 would wrap an int64 sum to a negative number), and a
+    rate is the correctly rounded quotient of two exact integers.
 
     Raises
     ------
@@ -96,25 +100,31 @@ def as_count_table(counts: ArrayLike) -> NDArray[np.int64]:
         If the length is not a positive multiple of 4 or a count is negative or not
         an integer.
     """
-    flat = np.asarray(counts)
+    flat = np.asarray(counts, dtype=object)
     if (
         flat.ndim != 1
         or flat.size == 0
         or flat.size % CELLS_PER_GROUP
-        or not np.issubdtype(flat.dtype, np.integer)
+        or not all(_is_int(c) for c in flat)
     ):
+        kinds = sorted({type(c).__name__ for c in flat.ravel()})
         raise ValueError(
             f"group-counts must be a flat list of ints of length 4 G, got shape {flat.shape} "
-            f"and dtype {flat.dtype}"
+            f"of {', '.join(kinds) or 'nothing'}"
         )
-    if (flat < 0).any():
-        raise ValueError(f"group-counts must be >= 0, got {flat.tolist()}")
-    table: NDArray[np.int64] = flat.astype(np.int64).reshape(-1, 2, 2)
+    cells = [int(c) for c in flat]
+    if min(cells) < 0:
+        raise ValueError(f"group-counts must be >= 0, got {cells}")
+    table: NDArray[np.object_] = np.array(cells, dtype=object).reshape(-1, 2, 2)
     return table
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
 def sum_counts(lists: Sequence[ArrayLike]) -> list[int]:
-    """Sum clients' ``group-counts`` lists: the counts of the pooled predictions.
+    """Sum clients' ``group-counts`` lists exactly: the counts of the pooled predictions.
 
     Raises
     ------
@@ -129,7 +139,7 @@ def sum_counts(lists: Sequence[ArrayLike]) -> list[int]:
     return [int(c) for c in np.sum(tables, axis=0).ravel()]
 
 
-def _difference(numerators: NDArray[np.int64], denominators: NDArray[np.int64]) -> float:
+def _difference(numerators: NDArray[np.object_], denominators: NDArray[np.object_]) -> float:
     """The max minus the min of the rates whose denominator is > 0; NaN with fewer than two."""
     defined = denominators > 0
     if defined.sum() < 2:

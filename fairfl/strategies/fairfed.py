@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -79,8 +80,10 @@ class FairFed(LossRule):
       participants' weights are renormalised over them before the update. With every
       client in every round (the paper's setting) this is the paper's recursion; the
       paper does not say what sampling does.
-    * The attribute must be binary (4 counts per client); other widths are refused
-      naming the client.
+    * The attribute must be binary (8 counts per client), and the counts must count
+      between 1 and ``max-num-examples`` samples (the run's bound on a client's
+      ``num-examples``); any other reply is dropped at intake naming the client
+      (:func:`counts_error`), so no reply can end the round or give an undefined gap.
     * Diagnostics: ``fairfed-global-metric`` (F_global) and ``fairfed-delta-mean``.
     """
 
@@ -111,9 +114,10 @@ class FairFed(LossRule):
     def read_train_replies(
         self, server_round: int, replies: Iterable[Message], layout: ModelLayout
     ) -> tuple[list[TrainReply], dict[int, str]]:
-        """Validate as every rule does, and drop a reply whose attribute is not binary."""
+        """Validate as every rule does, and drop a reply whose counts FairFed cannot use."""
         accepted, dropped = super().read_train_replies(server_round, replies, layout)
-        return intake.drop_failing("aggregate_train", accepted, dropped, counts_error), dropped
+        check = partial(counts_error, max_count=self.client_keys.counts.max_num_examples)
+        return intake.drop_failing("aggregate_train", accepted, dropped, check), dropped
 
     def weights(self, round: TrainRound) -> Weights:
         """ω_k^t of :func:`fairfed_weights` for this round's participants (FF4-FF6)."""
@@ -133,17 +137,32 @@ class FairFed(LossRule):
         return weights, diagnostics
 
 
-def counts_error(reply: TrainReply) -> ReplyError | None:
-    """Why a reply's ``group-counts`` are not a binary attribute's 8 counts, or ``None``."""
+def counts_error(reply: TrainReply, max_count: int) -> ReplyError | None:
+    """Why FairFed cannot use a reply's ``group-counts``, or ``None``.
+
+    The reader has checked that they are ints >= 0. FairFed also needs a binary
+    attribute's 8 counts that count between 1 and ``max_count`` samples in all (the
+    run's ``max-num-examples``): a client that counts no sample has no accuracy, and a
+    bound on the total keeps every sum of the round exact and its gaps defined. The
+    total is summed in Python ints, so no count can wrap it.
+    """
     value = reply.metrics[keys.GROUP_COUNTS]
-    if isinstance(value, list) and len(value) == 8:
-        return None
-    return ReplyError(
-        reply.node_id,
-        f"metrics[{keys.GROUP_COUNTS!r}]",
-        "FairFed needs a binary sensitive attribute: 8 counts "
-        f"(2 attribute values x label x prediction), got {value!r}",
-    )
+    where = f"metrics[{keys.GROUP_COUNTS!r}]"
+    if not (isinstance(value, list) and len(value) == 8):
+        return ReplyError(
+            reply.node_id,
+            where,
+            "FairFed needs a binary sensitive attribute: 8 counts "
+            f"(2 attribute values x label x prediction), got {value!r}",
+        )
+    total = sum(int(count) for count in value)
+    if not 1 <= total <= max_count:
+        return ReplyError(
+            reply.node_id,
+            where,
+            f"must count from 1 to max-num-examples={max_count} samples, got {total}",
+        )
+    return None
 
 
 def signed_metric(counts: ArrayLike, metric: str) -> float:

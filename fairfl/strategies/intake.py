@@ -196,7 +196,7 @@ def drop_failing(
 ) -> list[TrainReply]:
     """The replies a rule's own check passes; each other one is logged and dropped.
 
-    For a check only the rule knows (RC-FL's η reach, FairFed's binary attribute): it
+    For a check only the rule knows (RC-FL's η reach, FairFed's counts): it
     runs at intake, so a dropped reply is decided before the rule reads the round.
     """
     kept = []

@@ -123,3 +123,29 @@ def test_a_reply_without_a_binary_attribute_is_dropped_at_intake():
     assert attacked.state_dict() == clean.state_dict()
     for key in want:
         np.testing.assert_array_equal(got[key].numpy(), want[key].numpy())
+
+
+@pytest.mark.parametrize("rule", ["fairfed", "ditto+fairfed"])
+@pytest.mark.parametrize(
+    ("counts", "total"),
+    [
+        ([2**63 - 1] * 8, 8 * (2**63 - 1)),  # wrapped the int64 sum: ValueError out of the round
+        ([2**62] * 8, 2**65),  # wrapped each group's total to 0: NaN gaps
+        ([0] * 8, 0),  # no sample: NaN accuracy gap
+        ([10**9, 0, 0, 0, 0, 0, 0, 1], 10**9 + 1),  # one above max-num-examples = 10^9
+    ],
+)
+def test_counts_that_overflow_or_count_nothing_are_dropped_at_intake(rule, counts, total):
+    """Issue 47, item 1: one device's counts ended a FairFed run; now only its reply goes."""
+    rng = np.random.default_rng(0)
+    metrics = {**honest_metrics(rng, 99), keys.GROUP_COUNTS: counts}
+    bad = make_reply(99, ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()}), metrics)
+    attacked, got = run_round(rule, [*honest_replies(np.random.default_rng(5)), bad])
+    clean, want = run_round(rule, honest_replies(np.random.default_rng(5)))
+    assert attacked.train_records[1].dropped[99] == (
+        f"metrics['group-counts'] must count from 1 to max-num-examples=1000000000 samples, "
+        f"got {total}"
+    )
+    assert attacked.state_dict() == clean.state_dict()
+    for key in want:
+        np.testing.assert_array_equal(got[key].numpy(), want[key].numpy())

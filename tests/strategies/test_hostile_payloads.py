@@ -11,6 +11,14 @@ serialisation types, and metrics of every type in the wrong place. For each roun
 - a pickled payload is never unpickled (its ``__reduce__`` would create a file).
 
 Each rule sees at least ``PAYLOADS_PER_RULE`` hostile payloads, counted in its own test.
+
+The extra reports the rules read (issue 47: ``group-counts``, ``activation``,
+``acc-before-training``, ``rcfl-eta``, ``qffl-h``, and the loss and count they weigh)
+get hostile values of every kind, in range and out of it (int64-wrapping and all-zero
+counts, bounds, subnormals, NaN/Inf, huge ints), under every rule and every
+``ditto+<rule>`` pairing: no exception leaves the round, honest replies are kept and
+the model stays finite. Every hostile reply sent is counted; the session's last line
+says how many were tried and how many rounds raised (``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fairfl.contract import keys
+from fairfl.strategies.ditto import DittoPersonalisation
 from fairfl.strategies.registry import STRATEGIES
 from tests.conftest import make_reply
 from tests.strategies.test_bad_replies_all_rules import (
@@ -179,7 +188,7 @@ def as_bytes(arrays):
 
 
 @pytest.mark.parametrize("rule", sorted(STRATEGIES))
-def test_hostile_payloads_are_dropped_and_change_nothing(rule):
+def test_hostile_payloads_are_dropped_and_change_nothing(rule, hostile_count):
     # The property runs inside the test that counts its payloads, so the count holds
     # whatever the order the tests run in (or the test alone).
     seen = 0
@@ -202,7 +211,12 @@ def test_hostile_payloads_are_dropped_and_change_nothing(rule):
         mixed = honest + [reply for _, reply in hostile.values()]
         order = rng.permutation(len(mixed))
 
-        strategy, arrays = run_round(rule, [mixed[i] for i in order], nodes)
+        hostile_count["tried"] += count
+        try:
+            strategy, arrays = run_round(rule, [mixed[i] for i in order], nodes)
+        except Exception:
+            hostile_count["crashes"] += 1
+            raise
 
         record = strategy.train_records[1]
         for node, (kind, _) in hostile.items():
@@ -217,6 +231,128 @@ def test_hostile_payloads_are_dropped_and_change_nothing(rule):
 
     hostile_payloads_are_dropped_and_change_nothing()
     assert seen >= PAYLOADS_PER_RULE, (rule, seen)
+
+
+#: Every rule and every ``ditto+<rule>`` pairing (the registry lists the rules only).
+RULES_AND_PAIRINGS = sorted(
+    [
+        *STRATEGIES,
+        *(
+            f"ditto+{name}"
+            for name, spec in STRATEGIES.items()
+            if not issubclass(spec.strategy, DittoPersonalisation)
+        ),
+    ]
+)
+INT64_MAX = 2**63 - 1
+#: Counts that wrapped FairFed's int64 sums or gave it NaN gaps, and the bounds.
+EDGE_COUNTS = [0, 1, 10**9, 10**9 + 1, 2**31, 2**62, INT64_MAX, 2**64, 10**30]
+EDGE_FLOATS = [
+    0.0,
+    -0.0,
+    5e-324,
+    1.0,
+    1.0 + 2**-52,
+    1e6,
+    1e6 * (1 + 2**-52),
+    1e300,
+    1.7976931348623157e308,
+]
+ANY_FLOAT = (
+    st.floats() | st.sampled_from(EDGE_FLOATS) | st.sampled_from(EDGE_FLOATS).map(lambda v: -v)
+)
+ANY_INT = st.integers(-(2**70), 2**70) | st.sampled_from(EDGE_COUNTS)
+#: Hostile values of each extra report a rule reads (MetricRecord's types only: what can
+#: arrive).
+HOSTILE_REPORTS = {
+    keys.GROUP_COUNTS: st.one_of(
+        st.lists(st.sampled_from(EDGE_COUNTS), min_size=8, max_size=8),
+        st.lists(ANY_INT, min_size=1, max_size=16),
+        st.lists(ANY_FLOAT, min_size=1, max_size=8),
+        ANY_INT,
+    ),
+    keys.ACTIVATION: st.one_of(
+        st.integers(1, 9).flatmap(lambda n: st.lists(ANY_FLOAT, min_size=n, max_size=n)),
+        st.lists(st.sampled_from([-1e6, 1e6, 5e-324]), min_size=5, max_size=5),
+        st.lists(ANY_INT, min_size=1, max_size=6),
+        ANY_FLOAT,
+    ),
+    keys.ACC_BEFORE_TRAINING: ANY_FLOAT | ANY_INT,
+    keys.RCFL_ETA: ANY_FLOAT | ANY_INT | st.sampled_from([-1e6, 1e6]),
+    keys.QFFL_H: ANY_FLOAT | ANY_INT | st.sampled_from([1e300, 5e-324, 1e-300]),
+    keys.LOSS_BEFORE_TRAINING: ANY_FLOAT | ANY_INT,
+    keys.NUM_EXAMPLES: ANY_INT,
+}
+REPORTS_PER_RULE = 100
+
+
+@st.composite
+def hostile_report(draw, node: int, rng_seed: int):
+    """An honest reply but for one extra report; returns (key, value, reply)."""
+    rng = np.random.default_rng(rng_seed)
+    metrics = honest_metrics(rng, node)
+    key = draw(st.sampled_from(sorted(HOSTILE_REPORTS)))
+    value = draw(HOSTILE_REPORTS[key])
+    metrics[key] = value
+    arrays = ArrayRecord({k: Array(v) for k, v in honest_arrays(rng).items()})
+    return key, value, make_reply(node, arrays, metrics)
+
+
+def must_drop(rule: str, key: str, value: object) -> bool:
+    """Whether a value is one no rule may use: not finite, or counts FairFed cannot sum."""
+    values = value if isinstance(value, list) else [value]
+    if not all(np.isfinite(float(v)) for v in values if isinstance(v, float)):
+        return True
+    if key == keys.GROUP_COUNTS and rule.removeprefix("ditto+") == "fairfed":
+        is_counts = isinstance(value, list) and len(value) == 8
+        is_counts = is_counts and all(isinstance(v, int) and v >= 0 for v in values)
+        return not (is_counts and 1 <= sum(values) <= 10**9)  # type: ignore[arg-type]
+    return False
+
+
+@pytest.mark.parametrize("rule", RULES_AND_PAIRINGS)
+def test_hostile_reports_never_end_a_round(rule, hostile_count):
+    seen = 0
+
+    @settings(
+        max_examples=REPORTS_PER_RULE // 6 + 3,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(data=st.data(), seed=st.integers(0, 2**32 - 1), count=st.integers(6, 9))
+    def hostile_reports_never_end_a_round(data, seed, count):
+        nonlocal seen
+        rng = np.random.default_rng(seed)
+        hostile = {}
+        for node in range(100, 100 + count):
+            try:
+                hostile[node] = data.draw(hostile_report(node, seed + node))
+            except TypeError:  # a value MetricRecord refuses cannot arrive
+                continue
+        replies = honest_replies(rng) + [reply for _, _, reply in hostile.values()]
+        order = rng.permutation(len(replies))
+        hostile_count["tried"] += len(hostile)
+        try:
+            strategy, arrays = run_round(
+                rule, [replies[i] for i in order], [*HONEST_NODES, *hostile]
+            )
+        except Exception:
+            hostile_count["crashes"] += 1
+            raise
+
+        record = strategy.train_records[1]
+        for node, (key, value, _) in hostile.items():
+            if node in record.dropped:
+                assert key in record.dropped[node], (key, value, record.dropped[node])
+            else:
+                assert not must_drop(rule, key, value), f"{rule}: {key}={value!r} was accepted"
+            seen += 1
+        assert set(HONEST_NODES) <= set(record.accepted), record.dropped
+        assert arrays is not None
+        assert all(np.isfinite(a.numpy()).all() for a in arrays.values())
+
+    hostile_reports_never_end_a_round()
+    assert seen >= REPORTS_PER_RULE, (rule, seen)
 
 
 def test_a_fortran_order_payload_is_read_as_the_same_values():
