@@ -88,12 +88,14 @@ RECIPE_NAMES = (
     "digits-table6",
     "fairfed-adult",
     "fairfed-adult-quick",
+    "flamby-heart",
+    "flamby-heart-quick",
     "qffl-adult",
     "qffl-adult-quick",
     "qffl-synthetic",
     "qffl-synthetic-light",
 )
-COLUMN_SETS = ("group", "personal", "qffl", "table6")
+COLUMN_SETS = ("flamby-heart", "group", "personal", "qffl", "table6")
 #: fairfl.report.tune's CRITERIA, DEFAULT_CRITERION, DEFAULT_TOLERANCE,
 #: DEFAULT_VALIDATION_FRACTION and TUNING_JSON.
 TUNE_CRITERIA = ("worst10-near-baseline", "worst10", "mean")

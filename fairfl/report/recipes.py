@@ -18,6 +18,10 @@
   (Ezzeldin et al., AAAI 2023); accuracy and the SPD / EOD gaps.
 - ``qffl-adult-quick``, ``fairfed-adult-quick``: the same recipes cut to one seed and a
   few rounds (one α), to check in CI that they run end to end.
+- ``flamby-heart``: FLamby's Fed-Heart-Disease (four hospitals, logistic regression,
+  batch 4, 100 local steps, 15 rounds, seeds 42-46) for FedAvg, FedProx, FedAdam, FedYogi,
+  the fair rules and Ditto, with FLamby's published per-hospital rows beside ours;
+  ``flamby-heart-quick`` the same cut to two rules, one seed and two short rounds (CI).
 - ``digits-table6``: every registered rule on scikit-learn's digits, 20 clients,
   Dirichlet α = 0.1, 3 seeds: the digits analogue of paper 000's Table 6 (and Table 2),
   with paper 000's CIFAR-10 and CIFAR-100 numbers as the reference pattern. Its rows
@@ -468,6 +472,142 @@ FAIRFED_ADULT_QUICK = dataclasses.replace(
     workers=1,
 )
 
+# FLamby's Fed-Heart-Disease rows (Ogier du Terrail et al., NeurIPS 2022 Datasets and
+# Benchmarks): the mean over its per-seed result files heart_seed42..46.csv (after the
+# per-centre normalisation), accuracy %; worst centre as mean ± sd over the seeds.
+_FLAMBY_HEART = [
+    ("Pooled training", None, ["78.3", "76.4", "75.0", "64.4", "64.4 ± 0.0", "79.5"]),
+    ("Local 0 (centre 0 only)", None, ["74.6", "76.0", "72.5", "65.8", "64.9 ± 2.1", "78.4"]),
+    ("FedAvg100", "fedavg", ["73.1", "71.9", "65.0", "64.0", "59.5 ± 5.8", "74.8"]),
+    ("FedProx100", "fedprox", ["73.1", "71.9", "65.0", "64.0", "59.5 ± 5.8", "74.8"]),
+    ("FedAdam100", "fedadam", ["75.2", "74.6", "73.8", "66.7", "66.7 ± 4.0", "77.9"]),
+    ("FedYogi100", "fedyogi", ["76.0", "75.3", "73.8", "67.6", "67.6 ± 3.6", "77.9"]),
+    ("Scaffold100", None, ["72.7", "71.9", "65.0", "64.0", "59.5 ± 5.8", "74.8"]),
+    ("Cyclic100", None, ["75.8", "76.2", "71.2", "64.0", "62.8 ± 3.6", "78.5"]),
+]
+
+FLAMBY_HEART = Recipe(
+    name="flamby-heart",
+    title="Fed-Heart-Disease: every rule against FLamby's published rows",
+    description=(
+        "FLamby's Fed-Heart-Disease (Ogier du Terrail et al., NeurIPS 2022 Datasets and "
+        "Benchmarks): UCI Heart Disease's four hospitals as four clients (Cleveland 0, "
+        "Hungary 1, Switzerland 2, Long Beach VA 3), FLamby's current preparation and "
+        "66/34 train/test split per hospital (199/104, 172/89, 30/16, 85/45 samples), "
+        "each hospital normalised by its own training statistics. FLamby's model and "
+        "budget: logistic regression (13 -> 1, sigmoid, binary cross-entropy; model "
+        "binary-logreg), batch 4, 100 local SGD steps per round (local-steps=100), 15 "
+        "rounds, full participation, accuracy at 0.5 per hospital, seeds 42-46 as "
+        "FLamby's result files (a seed draws the initial model and the batches; the "
+        "split is fixed). Learning rates are FLamby's: FedAvg, FedProx (mu 0.01) and "
+        "every fairfl rule SGD 1e-3; FedAdam client 1e-2, server 1e-2; FedYogi client "
+        "10^-2.5, server 1e-2 (both beta1 0.9, beta2 0.999, tau 1e-8 as FLamby's files "
+        "record). Every fairfl rule runs at its paper's default hyperparameters with "
+        "FedAvg's learning rate. 'Worst centre' is each run's lowest hospital accuracy, "
+        "'Pooled test' the accuracy over all 254 test samples together; mean ± sd over "
+        "the seeds (population sd). Departures from FLamby: FLamby draws its 100 steps "
+        "from a data loader that carries on across rounds, fairfl reshuffles at each "
+        "round's start (both sample batches of 4 without replacement within a pass); "
+        "the initial model is fairfl's seeded torch initialisation, not FLamby's; "
+        "Flower's FedAdam / FedYogi server updates, not FLamby's own."
+    ),
+    rules=(
+        "fedavg",
+        "fedprox",
+        "fedadam",
+        "fedyogi",
+        "afl",
+        "deltafl",
+        "fedfa",
+        "fedfv",
+        "fedmgda",
+        "fedavg-n",
+        "fedmgda-plain",
+        "mgda-prox",
+        "gifair",
+        "propfair",
+        "qffl",
+        "qfedsgd",
+        "rcfl",
+        "semivred",
+        "term",
+        "vred",
+        "equitable",
+        "ditto",
+        "ditto+qffl",
+        "ditto+afl",
+    ),
+    grid=(),
+    settings=(
+        "dataset=fed-heart-disease",
+        "partitioner=natural",
+        "num-partitions=4",
+        "data-root=../shared/data",
+        "model=binary-logreg",
+        "lr=0.001",
+        "batch-size=4",
+        "local-steps=100",
+        "num-server-rounds=15",
+        "evaluate-every=15",
+        "fedprox:fedprox-mu=0.01",
+        "fedadam:lr=0.01",
+        "fedadam:fedadam-eta=0.01",
+        "fedadam:fedadam-beta-2=0.999",
+        "fedadam:fedadam-tau=1e-8",
+        "fedyogi:lr=0.0031623",
+        "fedyogi:fedyogi-eta=0.01",
+        "fedyogi:fedyogi-beta-2=0.999",
+        "fedyogi:fedyogi-tau=1e-8",
+    ),
+    seeds=(42, 43, 44, 45, 46),
+    baseline="fedavg",
+    weights_label=None,
+    columns="flamby-heart",
+    reference=(
+        {
+            "title": (
+                "FLamby's Fed-Heart-Disease rows (mean over heart_seed42..46.csv), "
+                "ours on the line below each"
+            ),
+            "kind": "summary",
+            "columns": [
+                "Centre 0",
+                "Centre 1",
+                "Centre 2",
+                "Centre 3",
+                "Worst centre",
+                "Pooled test",
+            ],
+            "rows": [
+                {"name": name, "label": label, "values": values}
+                for name, label, values in _FLAMBY_HEART
+            ],
+            "note": (
+                "FLamby's pooled and local rows train one model on pooled or one "
+                "hospital's data (Adam, 50 epochs): no fairfl row matches them."
+            ),
+        },
+    ),
+    workers=2,
+)
+
+FLAMBY_HEART_QUICK = dataclasses.replace(
+    FLAMBY_HEART,
+    name="flamby-heart-quick",
+    title="flamby-heart, cut to FedAvg and q-FFL, 1 seed, 2 rounds of 10 steps (a CI check)",
+    rules=("fedavg", "qffl"),
+    settings=tuple(
+        {
+            "num-server-rounds=15": "num-server-rounds=2",
+            "local-steps=100": "local-steps=10",
+            "evaluate-every=15": "evaluate-every=1",
+        }.get(item, item)
+        for item in FLAMBY_HEART.settings
+    ),
+    seeds=(42,),
+    workers=1,
+)
+
 RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
@@ -478,5 +618,7 @@ RECIPES: dict[str, Recipe] = {
         QFFL_ADULT_QUICK,
         FAIRFED_ADULT,
         FAIRFED_ADULT_QUICK,
+        FLAMBY_HEART,
+        FLAMBY_HEART_QUICK,
     )
 }

@@ -149,6 +149,8 @@ def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
     losses = [math.nan if c.get("eval_loss") is None else c["eval_loss"] for c in clients]
     counts = [int(c.get("num_examples") or 1) for c in clients]
     metrics = fairness_metrics(accuracies, counts, losses)
+    # Each client's own accuracy, for tables by client (FLamby's per-hospital columns).
+    metrics.update({f"acc-client-{key}": value for key, value in client_accuracies(entry).items()})
     group_counts = [c["group_counts"] for c in clients if c.get("group_counts")]
     if group_counts:
         metrics.update(pooled_group_metrics(group_counts)[0])

@@ -109,10 +109,20 @@ PERSONAL_COLUMNS: tuple[Column, ...] = (
     Column("Personal variance", "personal-acc-variance", unit="%²"),
 )
 
+#: FLamby's Fed-Heart-Disease table (Ogier du Terrail et al., NeurIPS 2022 Datasets and
+#: Benchmarks): each hospital's test accuracy by client id, the worst hospital, and the
+#: accuracy over all test samples together (FLamby's "pooled test").
+FLAMBY_HEART_COLUMNS: tuple[Column, ...] = (
+    *(Column(f"Centre {centre}", f"acc-client-{centre}") for centre in range(4)),
+    Column("Worst centre", "acc-worst"),
+    Column("Pooled test", "acc-weighted-mean"),
+)
+
 #: Named column sets (``fairfl compare --columns``).
 COLUMN_SETS: dict[str, tuple[Column, ...]] = {
     "table6": TABLE6_COLUMNS,
     "qffl": QFFL_COLUMNS,
+    "flamby-heart": FLAMBY_HEART_COLUMNS,
     "group": GROUP_COLUMNS,
     "personal": PERSONAL_COLUMNS,
 }
