@@ -14,7 +14,8 @@ separate hosts, in the locked layout of deploy/README.md ("Security model"):
                        the operator's flwr CLI, which talks to 127.0.0.1:8000
     netns <tag>-n<i>   SuperNode i      10.203.0.(10+i)   (device i; Runtime API on
                        its own 127.0.0.1:9094, since each namespace has its own loopback)
-    netns <tag>-rogue  a device whose key is never registered, 10.203.0.99
+    netns <tag>-rogue  a device whose key is never registered, or (``start_impostor``)
+                       registered with the SuperLink but for no partition, 10.203.0.99
 
 Without namespaces everything runs on 127.0.0.1 with free ports instead (``mode`` then
 says "loopback" and ``fallback_reason`` why); SuperNodes still go through the proxy,
@@ -23,7 +24,8 @@ but nothing then keeps a local process from the SuperLink's own port.
 Used by ``tests/deploy/test_netns_federation.py``, ``tests/deploy/test_proxy_paths.py``,
 ``tests/deploy/test_deployment_faults.py`` (``pause_supernode``, ``kill_supernode``,
 ``serverapp_pids``, ``restart_superlink``), ``tests/deploy/test_churn_soak.py``
-(``leave_supernode``, ``kill_supernode``, ``restart_supernode``) and
+(``leave_supernode``, ``kill_supernode``, ``restart_supernode``),
+``tests/deploy/test_registration_default.py`` (``start_impostor``) and
 ``benchmarks/deployment_round_time.py``; also a command:
 
     sudo .venv/bin/python deploy/localfed.py --supernodes 3 --rounds 2 -c strategy=fedavg
@@ -241,7 +243,8 @@ class LocalFederation:
     TLS and SuperNode authentication are on; devices reach only the proxy
     (``fleet_addr``), the operator the SuperLink itself (``superlink_addr``). Once
     started, ``registration`` is the client registration the operator's
-    ``register-supernodes.sh --registration`` wrote (SuperNode i's key -> partition i).
+    ``register-supernodes.sh`` wrote where it does by default (SuperNode i's key ->
+    partition i), which ``submit-run.sh`` passes to every run by default.
 
     Parameters
     ----------
@@ -311,7 +314,8 @@ class LocalFederation:
         # (a) keys: CA, a certificate for the names the proxy and the SuperLink are
         # reached by, one key pair (and SuperExec secret) per SuperNode, and one for a
         # SuperNode that is never registered.
-        names = [f"supernode-{i + 1}" for i in range(self.supernodes)] + ["unregistered"]
+        names = [f"supernode-{i + 1}" for i in range(self.supernodes)]
+        names += ["unregistered", "impostor"]
         self._script(
             "gen-certs.sh",
             "--out",
@@ -378,14 +382,13 @@ class LocalFederation:
                 ],
             )
         # The same command writes the client registration (key fingerprint -> partition
-        # id) a run may use with -c client-registration=<self.registration>.
-        self.registration = self.workdir / "client-registration.toml"
+        # id) to its default place, $FAIRFL_PKI_DIR/clients.toml, where submit-run.sh
+        # finds it for every run.
+        self.registration = self.pki / "clients.toml"
         self._script(
             "register-supernodes.sh",
             "--connection",
             "tls",
-            "--registration",
-            str(self.registration),
             *(
                 f"{self.pki / 'supernodes' / f'supernode-{i + 1}.pub'}={i}"
                 for i in range(self.supernodes)
@@ -576,6 +579,26 @@ class LocalFederation:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.popen.wait(timeout=timeout)
         return proc.popen.poll(), proc.tail(60)
+
+    def start_impostor(self, partition: int) -> Proc:
+        """Start a SuperNode that claims ``partition`` with a key registered for none.
+
+        The operator registers its key ("impostor") with the SuperLink, so it connects,
+        but not in the client registration (``register-supernodes.sh
+        --no-registration``): a device admitted to the federation that copies another's
+        node config. It runs on the rogue host; this waits until it is online.
+        """
+        self._script(
+            "register-supernodes.sh",
+            "--connection",
+            "tls",
+            "--no-registration",
+            str(self.pki / "supernodes" / "impostor.pub"),
+            host=SERVER,
+        )
+        proc = self._start_supernode(partition, "impostor", host="rogue", name="impostor")
+        self._wait_online(self.supernodes + 1)
+        return proc
 
     def flwr_cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run ``flwr ARGS`` as the operator on the server host (profiles in its FLWR_HOME)."""

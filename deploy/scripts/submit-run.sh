@@ -12,11 +12,21 @@
 #                       quotes: -c "dataset='digits'")
 #   --app DIR           the Flower app to submit (default: the repository root)
 #   --no-stream         return once the run is submitted (prints the run id)
+#   --registration FILE run-config `client-registration`: the client registration as
+#                       the ServerApp's host sees it (default: $FAIRFL_PKI_DIR/clients.toml,
+#                       which register-supernodes.sh writes)
+#   --no-registration   run without one knowingly (client-registration='none'): any
+#                       registered SuperNode may then claim any free partition and count
+#
+# Except on the insecure `local` profile, the run is marked node-auth=true (SuperNodes
+# authenticate; Flower does not tell a ServerApp so) and bound to the client
+# registration: the ServerApp refuses to start with node-auth and no registration.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 fairfl_need flwr "install flwr, or set FAIRFL_VENV"
 
 CONN=tls; APP="$FAIRFL_REPO_ROOT"; STREAM=(--stream); CFG=(); EXTRA=()
+REGISTRATION="$FAIRFL_PKI_DIR/clients.toml"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --connection) CONN="$2"; shift 2 ;;
@@ -26,11 +36,19 @@ while [[ $# -gt 0 ]]; do
     -c|--run-config) CFG+=("$2"); shift 2 ;;
     --app) APP="$2"; shift 2 ;;
     --no-stream) STREAM=(--format json); shift ;;
+    --registration) REGISTRATION="$2"; shift 2 ;;
+    --no-registration) REGISTRATION=none; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) fairfl_die "unknown argument $1 (see --help)" ;;
   esac
 done
+if [[ "$CONN" != local ]]; then
+  # A key given with -c wins (Flower refuses a key given twice).
+  given=" ${CFG[*]:-}"
+  [[ "$given" == *" node-auth="* ]] || CFG+=("node-auth=true")
+  [[ "$given" == *" client-registration="* ]] || CFG+=("client-registration='$REGISTRATION'")
+fi
 ARGS=("$APP" "$CONN" "${STREAM[@]}")
 [[ ${#CFG[@]} -gt 0 ]] && ARGS+=(--run-config "${CFG[*]}")
 echo "+ flwr run ${ARGS[*]} ${EXTRA[*]}" >&2

@@ -254,8 +254,11 @@ def test_start_scripts_pass_tls_auth_and_node_config(tmp_path: Path) -> None:
     )
     assert run[:4] == ["flwr", "run", str(SCRIPTS.parents[1]), "tls"]
     assert "--stream" in run
+    # Registration by default (issue 47): the run is marked node-auth and bound to the
+    # client registration register-supernodes.sh writes.
     assert run[run.index("--run-config") + 1] == (
-        "strategy='semivred' num-server-rounds=5 out-dir='/srv/r1' seed=3"
+        "strategy='semivred' num-server-rounds=5 out-dir='/srv/r1' seed=3 node-auth=true "
+        f"client-registration='{pki / 'clients.toml'}'"
     )
 
 
