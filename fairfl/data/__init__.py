@@ -18,6 +18,10 @@ Data sets (`DATASETS`):
   whose samples carry a sensitive attribute (``ClientData.a_train``...), for group
   fairness (`fairfl.data.sensitive`); ``"dirichlet"`` skews their attribute mix, and
   ``"phd"`` splits Adult into AFL's two clients (PhD, non-PhD; adult.test tests).
+- ``"fed-heart-disease"``: FLamby's Fed-Heart-Disease, UCI Heart Disease's four
+  hospitals as four clients (partitioner ``"natural"``, ``num_partitions`` 4), read from
+  ``data_root/uci-heart-disease/`` with each file's MD5 checked and prepared exactly as
+  FLamby does, with its fixed train/test split (`fairfl.data.heart`).
 - ``"mnist"``, ``"fashionmnist"``, ``"cifar10"``: the official training sets,
   read by torchvision from ``data_root`` (downloaded only if ``download=True``),
   then partitioned and re-split per client.
@@ -25,7 +29,8 @@ Data sets (`DATASETS`):
 Partitioners (`PARTITIONERS`): ``"iid"``, ``"dirichlet"`` (label skew),
 ``"shards"`` (pathological label-sorted shards), ``"groups"`` (planted
 label-disjoint client groups of unequal size, `fairfl.data.groups`), ``"phd"``
-(Adult's PhD / non-PhD clients), ``"natural"`` (synthetic devices).
+(Adult's PhD / non-PhD clients), ``"natural"`` (synthetic devices, the hospitals of
+``"fed-heart-disease"``).
 
 Partition index lists are also cached on disk, in ``$FAIRFL_CACHE_DIR/partitions``
 (default ``~/.cache/fairfl/partitions``; ``FAIRFL_CACHE_DIR=off`` disables it), so a
