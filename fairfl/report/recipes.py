@@ -333,8 +333,8 @@ QFFL_ADULT = Recipe(
         "gradient step per round: q-FFL is fairfl's q-FedSGD (L = 1/lr) at q = 2 and q = 5 "
         "(q = 5 in the code's Adult command), and FedAvg and AFL train one local step on the "
         "client's whole training split (batch 32768, more than any client holds) with lr "
-        "0.1; AFL's λ step is 0.1 (the code's learning_rate_lambda). 300 rounds, evaluated "
-        "every 50; 5 seeds (the split is fixed: a seed draws the initial model). With two "
+        "0.1; AFL's λ step is 0.1 (the code's learning_rate_lambda). 150 rounds, evaluated "
+        "every 25; 5 seeds (the split is fixed: a seed draws the initial model). With two "
         "clients 'Worst' is the PhD client and 'Best 10%' the non-PhD one wherever the PhD "
         "client has the lower accuracy (check the per-run files); 'Pooled' is the accuracy "
         "over all test rows, the paper's 'Average'. Departures from the q-FFL code: rows "
@@ -343,7 +343,7 @@ QFFL_ADULT = Recipe(
         "and 181 / 16,100); 105 features, the 6 numeric columns standardised beside the 99 "
         "one-hot ones (the code uses the 99 one-hot columns only); no L2 penalty (the "
         "code's 0.001); a 1-output logistic regression; full-batch gradients where the "
-        "code draws batches of 10; 300 rounds where the code runs 600; AFL is "
+        "code draws batches of 10; 150 rounds where the code runs 600; AFL is "
         "Stochastic-AFL with averaged λ (fairfl's afl-variant mohri) aggregating the local "
         "models, where the code steps with the last λ and averages the model iterates. The "
         "q-FFL paper's own table (its comparison with AFL) could not be read in this "
@@ -360,8 +360,8 @@ QFFL_ADULT = Recipe(
         "lr=0.1",
         "local-epochs=1",
         "batch-size=32768",
-        "num-server-rounds=300",
-        "evaluate-every=50",
+        "num-server-rounds=150",
+        "evaluate-every=25",
     ),
     seeds=(0, 1, 2, 3, 4),
     baseline="fedavg",
@@ -401,8 +401,8 @@ QFFL_ADULT_QUICK = dataclasses.replace(
     title="qffl-adult, cut to 1 seed and 3 rounds (a CI check, not a result)",
     settings=tuple(
         {
-            "num-server-rounds=300": "num-server-rounds=3",
-            "evaluate-every=50": "evaluate-every=1",
+            "num-server-rounds=150": "num-server-rounds=3",
+            "evaluate-every=25": "evaluate-every=1",
         }.get(item, item)
         for item in QFFL_ADULT.settings
     ),
