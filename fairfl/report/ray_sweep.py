@@ -97,7 +97,8 @@ class RaySweep:
     ValueError
         If no address is given (neither ``address`` nor ``$RAY_ADDRESS``) or no cluster
         answers there (:func:`fairfl.simulation.engine.check_ray_address`), or
-        ``cpus_per_run`` is not positive or ``retries`` negative.
+        ``cpus_per_run`` is not positive, or more than any live node of the cluster has
+        (:func:`check_cpus_per_run`; nothing is submitted), or ``retries`` negative.
     ModuleNotFoundError
         If Ray is not installed (the ``[simulation]`` extra).
     """
@@ -130,6 +131,13 @@ class RaySweep:
         self.out_dir = out_dir.resolve()
         self._options = (torch_threads, log_level)
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        try:
+            # Ray would queue a task no node can hold forever, warning only at the
+            # logging level muted above: refused here from the cluster's own inventory.
+            check_cpus_per_run(cpus_per_run, self.cluster())
+        except ValueError:
+            ray.shutdown()
+            raise
         self._task = ray.remote(_run_task)
         self._resources = {
             "num_cpus": cpus_per_run,
@@ -179,6 +187,28 @@ class RaySweep:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_cpus_per_run(cpus_per_run: float, cluster: dict[str, Any]) -> None:
+    """Refuse ``cpus_per_run`` if no live node of ``cluster`` has that many CPUs.
+
+    ``cluster`` is :meth:`RaySweep.cluster`'s inventory. A task asks for its CPUs on one
+    node, so the largest node bounds it, not the cluster's total.
+
+    Raises
+    ------
+    ValueError
+        Naming ``--cpus-per-run``, the cluster's address and each node's CPUs.
+    """
+    nodes = cluster.get("nodes", [])
+    largest = max((float(node["cpus"]) for node in nodes), default=0.0)
+    if cpus_per_run > largest:
+        listed = ", ".join(f"{node['ip']}: {float(node['cpus']):g}" for node in nodes) or "none"
+        raise ValueError(
+            f"--cpus-per-run {cpus_per_run:g} is more than any node of the Ray cluster at "
+            f"{cluster.get('address')} has (CPUs per live node: {listed}), so no run could "
+            "ever start; nothing was submitted. Give at most the largest node's CPUs"
+        )
 
 
 def settle(run: dict[str, Any], future: futures.Future[RunStatus], wall_time: float) -> RunStatus:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fairfl.metrics import PERCENT
+from fairfl.telemetry.environment import RAY_CLUSTER_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -274,21 +275,37 @@ RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 #: Seconds a Ray cluster's GCS gets to accept a connection before it is called absent.
 RAY_CONNECT_TIMEOUT = 10.0
+#: Seconds a Ray cluster's GCS gets to answer one gRPC call once connected.
+RAY_HANDSHAKE_TIMEOUT = 5.0
+#: The call of the handshake: what ``ray.init`` itself asks a GCS first (Ray's
+#: ``NodeInfoGcsService``), with an empty request, valid for every field's default.
+GCS_HANDSHAKE_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
 
 
-def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
-    """Refuse a Ray cluster address whose GCS does not accept a TCP connection.
+def check_ray_address(
+    address: str,
+    timeout: float = RAY_CONNECT_TIMEOUT,
+    handshake_timeout: float = RAY_HANDSHAKE_TIMEOUT,
+) -> None:
+    """Refuse a Ray cluster address where no Ray GCS answers, within seconds.
 
     ``ray.init(address=...)`` on an address where nothing listens retries for minutes,
-    logging only "Failed to connect to GCS"; a typo should fail at once, by name.
-    ``auto`` and ``ray://`` (Ray Client) addresses are left to Ray.
+    logging only "Failed to connect to GCS"; where another service listens it hung past
+    300 s (a listener that never answers) or failed after ~35 s with Ray's raw
+    traceback. So the address must accept a TCP connection within ``timeout`` seconds
+    and then answer Ray's own first gRPC call (:data:`GCS_HANDSHAKE_METHOD`) within
+    ``handshake_timeout`` seconds; an HTTP server, a silent listener or another gRPC
+    service fails. A GCS that asks for Ray's token authentication is let through (Ray
+    says what it needs). ``auto`` and ``ray://`` (Ray Client) addresses are left to Ray.
 
     Raises
     ------
     ValueError
-        If ``address`` is not ``host:port``, or nothing accepts a connection there
-        within ``timeout`` seconds.
+        If ``address`` is not ``host:port``, or no Ray GCS answers there in time (the
+        message names the address and what was found there).
     """
+    import grpc
+
     if address == "auto" or "://" in address:
         return
     host, sep, port = address.rpartition(":")
@@ -296,15 +313,33 @@ def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> Non
         raise ValueError(
             f"Ray address {address!r} is not host:port (its GCS, as `ray start` prints)"
         )
+    refused = f"no Ray cluster answers at {address} (--ray-address or ${RAY_ADDRESS_ENV})"
+    advice = "start one with `ray start --head` or give its GCS address"
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
             pass
     except OSError as error:
-        raise ValueError(
-            f"no Ray cluster answers at {address} (--ray-address or ${RAY_ADDRESS_ENV}): "
-            f"{error}; start one with `ray start --head` or give its GCS address"
-        ) from error
+        raise ValueError(f"{refused}: {error}; {advice}") from error
+    with grpc.insecure_channel(address, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        call = channel.unary_unary(GCS_HANDSHAKE_METHOD)
+        try:
+            call(b"", timeout=handshake_timeout)
+        except grpc.RpcError as error:
+            code = error.code()
+            if code == grpc.StatusCode.UNAUTHENTICATED:
+                return
+            found = {
+                grpc.StatusCode.UNIMPLEMENTED: "a gRPC service that is not a Ray GCS",
+                grpc.StatusCode.DEADLINE_EXCEEDED: (
+                    f"something that accepts connections but gave no Ray answer within "
+                    f"{handshake_timeout:g} s"
+                ),
+            }.get(code, f"something that does not speak Ray's gRPC ({code.name})")
+            raise ValueError(f"{refused}: {found} listens there; {advice}") from None
 
+
+#: ``ray.init``'s address of a private Ray: started for the run, whatever else runs here.
+PRIVATE_RAY = "local"
 
 #: ``ray.init`` arguments Ray refuses when it connects to an existing cluster.
 CLUSTER_OWNED_INIT_ARGS = ("num_cpus", "num_gpus")
@@ -460,8 +495,11 @@ def simulate(
     it through ``RAY_ADDRESS`` in the SuperLink's environment (``flwr run`` has no option
     for it, and setting it for ``flwr run`` alone starts a private Ray), and the
     cluster's own resources are used, so ``num_cpus``/``num_gpus`` init args are refused
-    (Ray would fail the run with them). Without it, ``RAY_ADDRESS`` is removed from the
-    environment and a private Ray starts. Nothing of the cluster is stopped.
+    (Ray would fail the run with them). Without it, ``RAY_ADDRESS`` is ``local`` in the
+    SuperLink's environment and a private Ray starts (never a cluster found through
+    Ray's address file). Nothing of the cluster is stopped. The run's
+    ``summary.json`` names the cluster it ran on (``environment.ray_cluster``: the
+    address, or ``local``).
 
     ``flwr run --stream`` exits 0 also when the ServerApp failed, so the outcome is read
     from the ``summary.json`` the run wrote under its own run id. Whatever happens (also
@@ -527,9 +565,12 @@ def simulate(
         "insecure = true\n"
     )
     env = {**flower_env(flwr_home), RUN_ID_ENV: run_id}
-    env.pop(RAY_ADDRESS_ENV, None)
-    if ray_address is not None:
-        env[RAY_ADDRESS_ENV] = ray_address
+    # Flower's ray.init() takes no address (its init args have none), so Ray reads
+    # RAY_ADDRESS; unset, it would attach to any cluster found through Ray's address
+    # file (a `ray start` on this machine), while 'local' always starts a Ray of its own.
+    env[RAY_ADDRESS_ENV] = ray_address if ray_address is not None else PRIVATE_RAY
+    # The ServerApp records it in summary.json (fairfl.telemetry.environment).
+    env[RAY_CLUSTER_ENV] = env[RAY_ADDRESS_ENV]
     command = [
         str(bin_dir / "flwr"),
         "run",

@@ -9,12 +9,18 @@ from typing import Any
 
 #: The packages whose versions every run records.
 PACKAGES = ("fairfl", "flwr", "torch", "numpy")
+#: Environment variable through which fairfl's simulation launcher tells the ServerApp
+#: which Ray cluster the run's clients run on (its GCS address, or ``local``).
+RAY_CLUSTER_ENV = "FAIRFL_RAY_CLUSTER"
 
 
 def environment() -> dict[str, Any]:
     """The versions a run ran with (fairfl, flwr, torch, numpy, Python) and the machine.
 
     A package that is not installed (torch on an aggregation-only server) is ``None``.
+    A run of Flower's simulation engine started by fairfl's launcher also names its Ray
+    cluster (``ray_cluster``: the attached cluster's address, or ``local`` for the
+    private Ray started with the run).
     """
     versions: dict[str, str | None] = {}
     for package in PACKAGES:
@@ -23,7 +29,7 @@ def environment() -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
     versions["python"] = platform.python_version()
-    return {
+    found: dict[str, Any] = {
         "versions": versions,
         "machine": {
             "platform": platform.platform(),
@@ -32,6 +38,9 @@ def environment() -> dict[str, Any]:
             "cpu_count": os.cpu_count(),
         },
     }
+    if os.environ.get(RAY_CLUSTER_ENV):
+        found["ray_cluster"] = os.environ[RAY_CLUSTER_ENV]
+    return found
 
 
 def environment_params() -> dict[str, Any]:

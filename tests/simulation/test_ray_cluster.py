@@ -17,12 +17,15 @@ and each run's rounds and final model equal to ``--engine inprocess``'s byte for
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -100,16 +103,13 @@ def test_cluster_owned_init_args_fail_the_launcher_before_anything_starts(tmp_pa
 
 def test_an_address_where_no_cluster_answers_fails_at_once_naming_it(tmp_path, capsys):
     """``ray.init`` retried a dead address for minutes; a wrong address fails in seconds."""
-    import socket
 
     from fairfl.cli import main
     from fairfl.simulation.engine import check_ray_address
 
     with socket.socket() as listening:
         listening.bind((HEAD, 0))
-        listening.listen()
-        check_ray_address(f"{HEAD}:{listening.getsockname()[1]}")  # something answers
-        dead = f"{HEAD}:{listening.getsockname()[1]}"
+        dead = f"{HEAD}:{listening.getsockname()[1]}"  # bound, never listening: refused
     check_ray_address("auto")  # Ray's own lookups are left to Ray
     with pytest.raises(ValueError, match=rf"no Ray cluster answers at {dead} \(--ray-address"):
         check_ray_address(dead)
@@ -130,6 +130,78 @@ def test_an_address_where_no_cluster_answers_fails_at_once_naming_it(tmp_path, c
         check=False,
     )
     assert launched.returncode == 2 and f"no Ray cluster answers at {dead}" in launched.stderr
+    assert not (tmp_path / "flwr-home").exists()  # refused before anything started
+
+
+LAUNCHER = [sys.executable, str(ROOT / "scripts" / "flwr_sim.py")]
+SWEEP_ARGS = ["compare", "--rules", "fedavg", "qffl", "--seeds", "1", "--engine", "ray"]
+
+
+class _NeverAnswers:
+    """A TCP listener on loopback that accepts connections and never says a word."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind((HEAD, 0))
+        self.socket.listen()
+        self.address = f"{HEAD}:{self.socket.getsockname()[1]}"
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+class _AnswersHttp:
+    """An HTTP server on loopback (in a thread of this process)."""
+
+    def __init__(self) -> None:
+        self.server = http.server.HTTPServer((HEAD, 0), _QuietHandler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.address = f"{HEAD}:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+class _QuietHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("service", [_NeverAnswers, _AnswersHttp])
+def test_an_address_where_another_service_listens_is_refused_in_seconds(tmp_path, capsys, service):
+    # Issue 47: a TCP connect was the whole check, so ray.init then hung past 300 s on a
+    # silent listener, or failed after ~35 s with Ray's traceback on another service.
+    from fairfl.cli import main
+    from fairfl.simulation.engine import check_ray_address
+
+    listener = service()
+    home = tmp_path / "flwr-home"
+    try:
+        started = time.monotonic()
+        with pytest.raises(ValueError, match=rf"no Ray cluster answers at {listener.address} "):
+            check_ray_address(listener.address)
+        assert time.monotonic() - started < 10
+        code = main(
+            [*SWEEP_ARGS, "--ray-address", listener.address, "--out", str(tmp_path / "out")]
+        )
+        err = capsys.readouterr().err
+        assert code == 2 and f"no Ray cluster answers at {listener.address}" in err
+        launched = subprocess.run(
+            [*LAUNCHER, "--ray-address", listener.address, "--flwr-home", str(home)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        listener.close()
+    assert launched.returncode == 2
+    assert launched.stderr.strip().splitlines() == [
+        next(line for line in launched.stderr.splitlines() if listener.address in line)
+    ]
     assert not (tmp_path / "flwr-home").exists()  # refused before anything started
 
 

@@ -30,6 +30,7 @@ def test_flwr_run_matches_inprocess_runner(tmp_path, flwr_sim):
     assert [line["round"] for line in lines] == [1, 2]
     summary = json.loads((sim_dir / "summary.json").read_text())
     assert summary["rounds"] == 2
+    assert summary["environment"]["ray_cluster"] == "local"  # a Ray of its own, said so
 
     local = run_inprocess({**CONFIG, "out-dir": str(tmp_path / "local")})
     simulated = np.load(sim_dir / "final_model.npz")
@@ -58,3 +59,43 @@ def test_rule_runs_through_flwr_run(tmp_path, rule, flwr_sim):
         assert line["train"]["accepted"] == 3 and line["train"]["dropped"] == {}
         assert len(line["train"]["weights"]) == 3
         assert len(line["clients"]) == 3
+
+
+class _StartedError(Exception):
+    """Raised by the stand-in for the SuperLink's start, with its environment."""
+
+
+@pytest.mark.parametrize("ray_address", [None, "127.0.0.2:6379"])
+def test_a_run_starts_its_own_ray_unless_given_a_cluster_and_says_which(
+    tmp_path, monkeypatch, ray_address
+):
+    # Issue 47: with RAY_ADDRESS only removed, Flower's ray.init() attached to any
+    # `ray start` cluster found through Ray's address file, and nothing recorded it.
+    ray_services = pytest.importorskip("ray._private.services")
+    from fairfl.simulation import engine
+
+    def start(command, started, **options):
+        raise _StartedError(options["env"])
+
+    monkeypatch.setattr(engine, "_start", start)
+    with pytest.raises(_StartedError) as superlink:
+        engine.simulate(
+            "",
+            2,
+            tmp_path / "home",
+            app_dir=ROOT,
+            summary_path=tmp_path / "out" / "s.json",
+            ray_address=ray_address,
+        )
+    env = superlink.value.args[0]
+    expected = ray_address or "local"
+    assert env["RAY_ADDRESS"] == expected and env["FAIRFL_RAY_CLUSTER"] == expected
+    # What Ray's ray.init() (no address, as Flower calls it) does with that environment
+    # where a `ray start` cluster left its address file: starts its own (None) or
+    # attaches to the given cluster, never the file's.
+    ray_temp = tmp_path / "ray"
+    ray_temp.mkdir()
+    (ray_temp / "ray_current_cluster").write_text("127.0.0.9:6380")
+    monkeypatch.setenv("RAY_ADDRESS", env["RAY_ADDRESS"])
+    found = ray_services.canonicalize_bootstrap_address(None, str(ray_temp))
+    assert found == (ray_address and ray_services.canonicalize_bootstrap_address(ray_address))
