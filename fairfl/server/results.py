@@ -4,7 +4,10 @@
 id and partition id), the fairness metrics, and what training did (accepted and dropped
 replies, aggregation weights, rule diagnostics). ``summary.json`` holds the config, the
 final metrics, the per-client test-set sizes, the wall time and the run's outcome
-(``status``: ``completed`` or ``failed``, with the ``error``).
+(``status``: ``completed`` or ``failed``, with the ``error``). A client whose reply a
+round used at weight 0 (FairFed's weights clipped at 0, AFL's λ_i at 0) is listed in
+that round's ``train.silenced``, and one so silenced in every round it took part in is
+named in the summary's ``silenced_clients``: such a run never heard that client.
 
 Each line is the single record of its round: :class:`RoundLog` hands it to a
 :class:`~fairfl.telemetry.stream.RecordStream`, which chains it into the ledger (the
@@ -54,6 +57,36 @@ SUMMARY_FILE = "summary.json"
 COMPLETED = "completed"
 #: ``summary.json`` ``status`` of a run that raised or trained nothing.
 FAILED = "failed"
+
+
+def silenced(weights: list[dict[str, Any]]) -> list[int]:
+    """The clients a round's aggregation used at weight 0, by partition id (else node id).
+
+    ``weights`` is the round record's ``train.weights``: every used reply's weight.
+    """
+    return sorted(
+        w["node_id"] if w["partition_id"] is None else w["partition_id"]
+        for w in weights
+        if w["weight"] == 0.0
+    )
+
+
+def silenced_throughout(rounds: list[dict[str, Any]]) -> dict[str, int]:
+    """Clients at weight 0 in every round whose aggregation used them: key -> rounds.
+
+    A rule can hold a client at weight 0 for a whole run (FairFed's clip, AFL's λ at 0);
+    the run then never heard that client, which its results must say.
+    """
+    used: dict[int, int] = {}
+    muted: dict[int, int] = {}
+    for entry in rounds:
+        weights = entry.get("train", {}).get("weights", [])
+        for w in weights:
+            key = w["node_id"] if w["partition_id"] is None else w["partition_id"]
+            used[key] = used.get(key, 0) + 1
+        for key in silenced(weights):
+            muted[key] = muted.get(key, 0) + 1
+    return {str(key): count for key, count in sorted(muted.items()) if count == used[key]}
 
 
 def _drops(rejected: Mapping[int, str], unanswered: list[int]) -> dict[str, str]:
@@ -217,6 +250,7 @@ class RoundLog:
                 "diagnostics": dict(train.diagnostics),
                 "skipped": train.skipped,
             }
+            entry["train"]["silenced"] = silenced(entry["train"]["weights"])
         return json_safe(entry)
 
     def on_round_end(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
@@ -294,6 +328,7 @@ class RoundLog:
                     for r in self.rounds
                     if r.get("train", {}).get("skipped")
                 },
+                "silenced_clients": silenced_throughout(self.rounds),
                 "final_metrics": final.get("metrics", {}),
                 # Ditto: the personal models' statistics of the last round.
                 **(
