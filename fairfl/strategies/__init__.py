@@ -11,6 +11,8 @@ from fairfl.strategies.fedavg import FedAvg
 from fairfl.strategies.fedfa import FedFa
 from fairfl.strategies.fedfv import FedFV
 from fairfl.strategies.fedmgda import FedAvgN, FedMGDAPlain, FedMGDAPlus, MGDAProx
+from fairfl.strategies.fedopt import FedAdam, FedYogi
+from fairfl.strategies.fedprox import FedProx
 from fairfl.strategies.gifair import GiFair
 from fairfl.strategies.propfair import PropFair
 from fairfl.strategies.qfedsgd import QFedSGD
@@ -33,12 +35,15 @@ __all__ = [
     "EquitableFL",
     "FairFed",
     "FairStrategy",
+    "FedAdam",
     "FedAvg",
     "FedAvgN",
     "FedFV",
     "FedFa",
     "FedMGDAPlain",
     "FedMGDAPlus",
+    "FedProx",
+    "FedYogi",
     "GiFair",
     "MGDAProx",
     "MissingMetricError",

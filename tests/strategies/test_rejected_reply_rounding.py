@@ -89,4 +89,4 @@ def test_an_accepted_round_changes_the_state_of_the_stateful_rules():
         assert arrays is not None
         if strategy.state_dict() != before:
             moved.add(rule)
-    assert {"afl", "fairfed", "fedfa", "rcfl"} <= moved
+    assert {"afl", "fairfed", "fedadam", "fedfa", "fedyogi", "rcfl"} <= moved

@@ -186,4 +186,31 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
             r"w^{t+1} = \sum_k \omega_k^t\, w_k^{t+1} \qquad \text{(FF7)}",
         ),
     ),
+    "FedProx": (
+        "Li, Sahu, Zaheer, Sanjabi, Talwalkar & Smith, Federated Optimization in "
+        "Heterogeneous Networks, MLSys 2020; Algorithm 2",
+        (
+            r"\text{client } k:\ \min_w\; F_k(w) + \frac{\mu}{2} \lVert w - w^t \rVert^2",
+            r"w^{t+1} = \sum_k p_k\, w_k^{t+1}, \qquad p_k = \frac{n_k}{\sum_j n_j}",
+        ),
+    ),
+    "FedAdam": (
+        "Reddi et al., Adaptive Federated Optimization, ICLR 2021; Algorithm 2 (FedAdam), "
+        "with Flower's bias correction",
+        (
+            r"\Delta_t = \sum_i p_i\, w_i^{t+1} - w^t, \quad m_t = \beta_1 m_{t-1}"
+            r" + (1 - \beta_1) \Delta_t, \quad v_t = \beta_2 v_{t-1} + (1 - \beta_2) \Delta_t^2",
+            r"w^{t+1} = w^t + \eta\, \frac{\sqrt{1 - \beta_2^{t+1}}}{1 - \beta_1^{t+1}}\,"
+            r" \frac{m_t}{\sqrt{v_t} + \tau}",
+        ),
+    ),
+    "FedYogi": (
+        "Reddi et al., Adaptive Federated Optimization, ICLR 2021; Algorithm 2 (FedYogi)",
+        (
+            r"\Delta_t = \sum_i p_i\, w_i^{t+1} - w^t, \quad m_t = \beta_1 m_{t-1}"
+            r" + (1 - \beta_1) \Delta_t",
+            r"v_t = v_{t-1} - (1 - \beta_2)\, \Delta_t^2\, \operatorname{sign}(v_{t-1}"
+            r" - \Delta_t^2), \qquad w^{t+1} = w^t + \eta\, \frac{m_t}{\sqrt{v_t} + \tau}",
+        ),
+    ),
 }
