@@ -14,7 +14,8 @@
 #   --no-stream         return once the run is submitted (prints the run id)
 #   --registration FILE run-config `client-registration`: the client registration as
 #                       the ServerApp's host sees it (default: $FAIRFL_PKI_DIR/clients.toml,
-#                       which register-supernodes.sh writes)
+#                       which register-supernodes.sh writes; on the docker profile
+#                       /app/registration/clients.toml, where compose's one-shot writes it)
 #   --no-registration   run without one knowingly (client-registration='none'): any
 #                       registered SuperNode may then claim any free partition and count
 #
@@ -26,7 +27,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 fairfl_need flwr "install flwr, or set FAIRFL_VENV"
 
 CONN=tls; APP="$FAIRFL_REPO_ROOT"; STREAM=(--stream); CFG=(); EXTRA=()
-REGISTRATION="$FAIRFL_PKI_DIR/clients.toml"
+REGISTRATION=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --connection) CONN="$2"; shift 2 ;;
@@ -39,10 +40,14 @@ while [[ $# -gt 0 ]]; do
     --registration) REGISTRATION="$2"; shift 2 ;;
     --no-registration) REGISTRATION=none; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) fairfl_die "unknown argument $1 (see --help)" ;;
   esac
 done
+if [[ -z "$REGISTRATION" && "$CONN" == docker ]]; then
+  REGISTRATION=/app/registration/clients.toml
+fi
+REGISTRATION="${REGISTRATION:-$FAIRFL_PKI_DIR/clients.toml}"
 if [[ "$CONN" != local ]]; then
   # A key given with -c wins (Flower refuses a key given twice).
   given=" ${CFG[*]:-}"

@@ -88,6 +88,44 @@ def test_a_key_of_no_known_partition_or_outside_the_data_is_refused(tmp_path):
     assert not (tmp_path / "pki" / "clients.toml").exists()
 
 
+def _submitted_config(tmp_path: Path, *args: str) -> str:
+    """The --run-config submit-run.sh gives flwr (a stand-in flwr prints its arguments)."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "flwr").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (bin_dir / "flwr").chmod(0o755)
+    env = {**os.environ, "FAIRFL_VENV": str(bin_dir.parent), "FLWR_HOME": str(tmp_path)}
+    env["FAIRFL_PKI_DIR"] = str(tmp_path / "pki")
+    done = subprocess.run(
+        ["bash", ROOT / "deploy/scripts/submit-run.sh", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    argv = done.stdout.splitlines()
+    return argv[argv.index("--run-config") + 1] if "--run-config" in argv else ""
+
+
+def test_submit_run_binds_every_authenticated_run_to_the_registration(tmp_path):
+    pki = tmp_path / "pki"
+    assert _submitted_config(tmp_path, "-c", "seed=3") == (
+        f"seed=3 node-auth=true client-registration='{pki / 'clients.toml'}'"
+    )
+    # docker-compose's one-shot writes it where the ServerApp's container reads it.
+    assert _submitted_config(tmp_path, "--connection", "docker") == (
+        "node-auth=true client-registration='/app/registration/clients.toml'"
+    )
+    assert _submitted_config(tmp_path, "--registration", "/srv/c.toml").endswith(
+        "client-registration='/srv/c.toml'"
+    )
+    assert _submitted_config(tmp_path, "--no-registration").endswith("client-registration='none'")
+    # A key given with -c wins; the insecure local profile is not marked.
+    given = "client-registration='/x.toml'"
+    assert _submitted_config(tmp_path, "-c", given) == f"{given} node-auth=true"
+    assert _submitted_config(tmp_path, "--connection", "local") == ""
+
+
 N_SUPERNODES = 3
 VICTIM = 1
 
