@@ -70,6 +70,7 @@ class RunSettings:
     overwrite: bool = False
     round_timeout: float = 3600.0
     node_wait_timeout: float = 120.0
+    max_failed_rounds: int = 0
     max_abs_weight: float = 1e6
     max_loss: float = 1e6
     loss_clip_mad: float = 0.0
@@ -128,6 +129,7 @@ class RunSettings:
             "validation-fraction": 0.0 <= self.validation_fraction < 1.0,
             "round-timeout": self.round_timeout > 0,
             "node-wait-timeout": self.node_wait_timeout > 0,
+            "max-failed-rounds": self.max_failed_rounds >= 0,
             "max-abs-weight": self.max_abs_weight > 0,
             "max-loss": self.max_loss > 0,
             "loss-clip-mad": self.loss_clip_mad >= 0,
@@ -157,6 +159,7 @@ class RunSettings:
             "validation-fraction": "in [0, 1) (0: none)",
             "round-timeout": "> 0",
             "node-wait-timeout": "> 0",
+            "max-failed-rounds": ">= 0 (0: any round that uses no train reply fails the run)",
             "max-abs-weight": "> 0",
             "max-loss": "> 0",
             "loss-clip-mad": ">= 0 (0: off)",
@@ -186,17 +189,20 @@ class RunSettings:
                 f"so the run would wait for nodes that cannot exist; lower "
                 f"min-available-nodes or raise num-partitions"
             )
-        if self.partitioner == "groups":  # group-sizes must add up to num-partitions
-            from fairfl.data import dataset_info
-            from fairfl.data.groups import group_layout
+        from fairfl.data import dataset_info
+        from fairfl.data.groups import group_layout, parse_group_sizes
 
-            group_layout(
-                self.group_sizes,
-                self.group_labels,
-                self.group_samples_per_class,
-                num_partitions=self.num_partitions,
-                num_classes=dataset_info(self.dataset).num_classes,
-            )
+        # The "groups" partitioner's keys are checked whatever the partitioner (a
+        # malformed value is refused, not ignored); only with "groups" must group-sizes
+        # add up to num-partitions.
+        sizes = parse_group_sizes(self.group_sizes)
+        group_layout(
+            self.group_sizes,
+            self.group_labels,
+            self.group_samples_per_class,
+            num_partitions=self.num_partitions if self.partitioner == "groups" else sum(sizes),
+            num_classes=dataset_info(self.dataset).num_classes,
+        )
 
     @classmethod
     def run_config_keys(cls) -> tuple[str, ...]:

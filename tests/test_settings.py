@@ -42,11 +42,34 @@ def test_as_many_required_nodes_as_partitions_is_fine():
         ("lr", -0.1, "> 0"),
         ("fraction-train", 1.5, r"in \(0, 1\]"),
         ("round-timeout", 0.0, "> 0"),
+        ("max-failed-rounds", -1, r">= 0 \(0: any round that uses no train reply fails the run\)"),
     ],
 )
 def test_out_of_range_numbers_are_refused_naming_key_and_range(key, value, bound):
     with pytest.raises(ValueError, match=rf"run config {key} must be {bound}, got {value}"):
         RunSettings.from_run_config({key: value})
+
+
+@pytest.mark.parametrize("partitioner", ["iid", "dirichlet", "shards", "groups"])
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("group-sizes", "abc", "group-sizes must be comma-separated ints >= 1"),
+        ("group-labels", "0-2|x", "group-labels entries must be ints or ranges"),
+        ("group-samples-per-class", -1, "group-samples-per-class must be an int >= 0"),
+    ],
+)
+def test_group_keys_are_checked_whatever_the_partitioner(partitioner, key, value, message):
+    # Issue 47: group-sizes=abc was accepted unless the partitioner was "groups".
+    config = {"partitioner": partitioner, "num-partitions": 10, key: value}
+    with pytest.raises(ValueError, match=message):
+        RunSettings.from_run_config(config)
+
+
+def test_group_sizes_must_add_up_only_under_the_groups_partitioner():
+    RunSettings.from_run_config({"partitioner": "dirichlet", "num-partitions": 3})  # "4,6"
+    with pytest.raises(ValueError, match="adds up to 10 clients, but num-partitions is 3"):
+        RunSettings.from_run_config({"partitioner": "groups", "num-partitions": 3})
 
 
 def test_bounds_on_weights_and_losses_reach_the_strategy() -> None:
