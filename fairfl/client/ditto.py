@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
@@ -38,6 +38,8 @@ from fairfl.contract import keys
 from fairfl.contract.config import get_config_value, get_config_value_or
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T", int, float)
 
 #: Node-config key of the folder the personal models are kept in ("" or absent: none).
 STATE_DIR_KEY = "ditto-state-dir"
@@ -58,7 +60,11 @@ def ditto_settings(config: ConfigRecord | Mapping[str, Any]) -> DittoSettings | 
     """The round's :class:`DittoSettings`, or ``None`` when it is not a Ditto round.
 
     ``ditto-personal-epochs`` 0 (or absent) takes ``local-epochs``; the step size is
-    ``ditto-personal-lr-scale`` (default 1) times ``lr``.
+    ``ditto-personal-lr-scale`` (default 1) times ``lr``. A config without
+    ``local-epochs`` or ``lr`` (a ServerApp of the user's that sends only what its own
+    ClientApp reads) takes the run's defaults for training,
+    :class:`fairfl.settings.RunSettings`' ``local-epochs`` and ``lr``, with one WARNING
+    per key, instead of failing every client's round.
 
     Raises
     ------
@@ -78,9 +84,33 @@ def ditto_settings(config: ConfigRecord | Mapping[str, Any]) -> DittoSettings | 
         raise ValueError(f"config {keys.DITTO_PERSONAL_LR_SCALE} must be > 0, got {scale!r}")
     return DittoSettings(
         lam=lam,
-        epochs=epochs or get_config_value(config, keys.LOCAL_EPOCHS, int),
-        lr=scale * get_config_value(config, keys.LR, float),
+        epochs=epochs or _training_value(config, keys.LOCAL_EPOCHS, int),
+        lr=scale * _training_value(config, keys.LR, float),
     )
+
+
+#: Training keys already warned about as missing (once per process each).
+_DEFAULTED: set[str] = set()
+
+
+def _training_value(config: ConfigRecord | Mapping[str, Any], key: str, type_: type[T]) -> T:
+    """``config[key]``, or the run's default for training (``RunSettings``) when absent."""
+    if key in config:
+        return get_config_value(config, key, type_)
+    from fairfl.settings import RunSettings  # only for a config that lacks the key
+
+    default: T = getattr(RunSettings, key.replace("-", "_"))
+    if key not in _DEFAULTED:
+        _DEFAULTED.add(key)
+        logger.warning(
+            "ditto: the train config has no %s; the personal step takes fairfl's default "
+            "for training, %s = %r (send %s in the train config to choose)",
+            key,
+            key,
+            default,
+            key,
+        )
+    return default
 
 
 def state_path(state_dir: str | os.PathLike[str], run_id: int, client_key: int) -> Path:

@@ -2,7 +2,8 @@
 
 ``rounds.jsonl`` holds one JSON object per round with every client's evaluation (by node
 id and partition id), the fairness metrics, and what training did (accepted and dropped
-replies, aggregation weights, rule diagnostics). ``summary.json`` holds the config, the
+replies, aggregation weights, rule diagnostics; ``failed`` with every client's error when
+no train reply could be used). ``summary.json`` holds the config, the
 final metrics, the per-client test-set sizes, the wall time and the run's outcome
 (``status``: ``completed`` or ``failed``, with the ``error``). A client whose reply a
 round used at weight 0 (FairFed's weights clipped at 0, AFL's λ_i at 0) is listed in
@@ -43,6 +44,7 @@ from fairfl.server.checkpoint import (
 )
 from fairfl.server.group_fairness import add_group_fairness
 from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.records import TrainRoundRecord
 from fairfl.telemetry.config import TelemetrySettings
 from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint, json_safe
 from fairfl.telemetry.nodes import NodeKeys
@@ -97,6 +99,24 @@ def _drops(rejected: Mapping[int, str], unanswered: list[int]) -> dict[str, str]
     drops = {str(node): reason for node, reason in rejected.items()}
     drops.update({str(node): NO_REPLY_REASON for node in unanswered if node not in rejected})
     return drops
+
+
+def failed_round(train: TrainRoundRecord | None) -> dict[str, Any] | None:
+    """A round's ``failed`` entry if no client's train reply could be used, else ``None``.
+
+    ``reason`` says so; ``errors`` holds each sampled client's error by node id (its
+    reply's rejection, the error its ClientApp raised, or no reply before the timeout).
+    A skipped round (replies used, new model refused) is not failed: it has ``skipped``.
+    """
+    if train is not None and train.accepted:
+        return None
+    errors = _drops(train.dropped, train.unanswered) if train is not None else {}
+    reason = (
+        f"none of the {len(errors)} clients' train replies could be used"
+        if errors
+        else "no client was sent a train message"
+    )
+    return {"reason": reason, "errors": errors}
 
 
 def _client_entry(reply: EvaluateReply) -> dict[str, Any]:
@@ -250,6 +270,9 @@ class RoundLog:
                 "diagnostics": dict(train.diagnostics),
                 "skipped": train.skipped,
             }
+            failed = failed_round(train)
+            if failed is not None:
+                entry["failed"] = failed
             entry["train"]["silenced"] = silenced(entry["train"]["weights"])
         return json_safe(entry)
 
@@ -323,6 +346,9 @@ class RoundLog:
                 "strategy": self.strategy.rule_name,
                 "strategy_settings": dict(strategy_settings),
                 "rounds": len(self.rounds),
+                "failed_rounds": {
+                    str(r["round"]): r["failed"]["reason"] for r in self.rounds if "failed" in r
+                },
                 "skipped_rounds": {
                     str(r["round"]): r["train"]["skipped"]
                     for r in self.rounds

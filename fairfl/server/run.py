@@ -34,7 +34,14 @@ from fairfl.server.preflight import (
     partitions_checkable,
     required_nodes,
 )
-from fairfl.server.results import COMPLETED, FAILED, SUMMARY_FILE, RoundLog, personal_progress
+from fairfl.server.results import (
+    COMPLETED,
+    FAILED,
+    SUMMARY_FILE,
+    RoundLog,
+    failed_round,
+    personal_progress,
+)
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy
 from fairfl.strategies.identity import NO_REGISTRATION, grid_fingerprints
@@ -323,24 +330,37 @@ def bind_client_keys(strategy: FairStrategy, grid: Grid, settings: RunSettings) 
     claims.fingerprint_of = grid_fingerprints(grid.get_nodes)
 
 
-def failure_reason(strategy: FairStrategy, rounds: int) -> str | None:
+def failure_reason(strategy: FairStrategy, rounds: int, max_failed_rounds: int = 0) -> str | None:
     """Why a run that went through ``rounds`` rounds failed, or ``None`` if it did not.
 
     It failed if no round of this run aggregated a reply into a new global model (every
-    reply dropped, no node answered, or every new model rejected) while it trains, or
-    if no client evaluation came back while it evaluates.
+    reply dropped, no node answered, or every new model rejected) while it trains, if
+    more than ``max_failed_rounds`` of its rounds could use no client's train reply
+    (:func:`~fairfl.server.results.failed_round`; the reason quotes the first one's
+    errors), or if no client evaluation came back while it evaluates.
     """
     if rounds <= 0:
         return None
     mine = range(strategy.round_offset + 1, strategy.round_offset + rounds + 1)
-    if strategy.fraction_train > 0:
-        records = [strategy.train_records.get(r) for r in mine]
-        if not any(r is not None and r.accepted and r.skipped is None for r in records):
-            dropped = sum(len(r.dropped) for r in records if r is not None)
-            return (
-                f"trained nothing: none of its {rounds} rounds aggregated a reply into a new "
-                f"global model ({dropped} replies dropped; see 'train' in rounds.jsonl)"
-            )
+    records = [strategy.train_records.get(r) for r in mine]
+    if not any(r is not None and r.accepted and r.skipped is None for r in records):
+        dropped = sum(len(r.dropped) for r in records if r is not None)
+        return (
+            f"trained nothing: none of its {rounds} rounds aggregated a reply into a new "
+            f"global model ({dropped} replies dropped; see 'train' in rounds.jsonl)"
+        )
+    failed = {r: f for r, record in zip(mine, records, strict=True) if (f := failed_round(record))}
+    if len(failed) > max_failed_rounds:
+        first, entry = next(iter(failed.items()))
+        quoted = [f"node {node}: {error}" for node, error in entry["errors"].items()]
+        more = len(quoted) - 3
+        errors = "; ".join(quoted[:3]) + (f"; and {more} more" if more > 0 else "")
+        return (
+            f"failed {len(failed)} of its {rounds} rounds, more than max-failed-rounds="
+            f"{max_failed_rounds}: no client's train reply could be used in round(s) "
+            f"{', '.join(map(str, failed))} (round {first}: {errors or entry['reason']}; see "
+            "'failed' in rounds.jsonl)"
+        )
     if strategy.fraction_evaluate > 0 and not any(strategy.evaluations.get(r) for r in mine):
         return f"evaluated nothing: no client evaluation came back in its {rounds} rounds"
     return None
@@ -440,7 +460,7 @@ def run_federation(
         raise
     final_arrays = result.arrays if remaining > 0 and len(result.arrays) else arrays
     save_model(final_arrays, Path(settings.out_dir) / FINAL_MODEL_FILE)
-    failure = failure_reason(strategy, max(remaining, 0))
+    failure = failure_reason(strategy, max(remaining, 0), settings.max_failed_rounds)
     summary = finish_run(round_log, checked, status=FAILED if failure else COMPLETED, error=failure)
     if failure:
         raise RunFailedError(f"the run {failure}; results in {settings.out_dir}")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from flwr.app import Context, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
 
 from fairfl import cli
 from fairfl._compat import server_task_identity
@@ -78,6 +78,49 @@ def test_run_whose_every_evaluation_is_lost_fails(tmp_path):
     assert read_summary(tmp_path)["status"] == "failed"
 
 
+def every_client_fails_round_one(instruction, reply):
+    """Round 1: every ClientApp raises (as Ditto's step did without local-epochs)."""
+    if (
+        instruction.metadata.message_type == "train"
+        and instruction.content["config"]["server-round"] == 1
+    ):
+        return Message(
+            Error(code=0, reason="ValueError: config key 'lr' is missing"), reply_to=instruction
+        )
+    return reply
+
+
+def test_a_round_where_no_reply_could_be_used_fails_the_run(tmp_path):
+    """Issue 47, item 6: one of two rounds used no reply; the run completed and exited 0."""
+    with pytest.raises(
+        RunFailedError,
+        match=r"failed 1 of its 2 rounds, more than max-failed-rounds=0: no client's train "
+        r"reply could be used in round\(s\) 1 \(round 1: node \d+: error reply is an error: "
+        r"ValueError: config key 'lr' is missing; node \d+: ",
+    ):
+        run_inprocess({**TINY, "out-dir": str(tmp_path)}, reply_filter=every_client_fails_round_one)
+    summary = read_summary(tmp_path)
+    assert summary["status"] == "failed" and "max-failed-rounds=0" in summary["error"]
+    assert summary["failed_rounds"] == {"1": "none of the 2 clients' train replies could be used"}
+    first, second = rounds_of(tmp_path)
+    errors = first["failed"]["errors"]
+    assert len(errors) == 2
+    assert set(errors.values()) == {
+        "error reply is an error: ValueError: config key 'lr' is missing"
+    }
+    assert "failed" not in second and second["train"]["accepted"] == 2
+
+
+def test_max_failed_rounds_lets_a_run_with_that_many_failed_rounds_complete(tmp_path):
+    outcome = run_inprocess(
+        {**TINY, "out-dir": str(tmp_path), "max-failed-rounds": 1},
+        reply_filter=every_client_fails_round_one,
+    )
+    assert outcome.summary["status"] == "completed"
+    assert list(outcome.summary["failed_rounds"]) == ["1"]
+    assert "failed" in rounds_of(tmp_path)[0]
+
+
 def test_exception_in_a_round_is_recorded_then_raised(tmp_path):
     def crash_in_round_two(instruction, reply):
         if instruction.content["config"]["server-round"] == 2:
@@ -108,6 +151,19 @@ def test_a_stale_summary_is_removed_and_never_taken_for_this_runs(tmp_path):
     assert summary["run_id"] != "earlier" and summary["status"] == "failed"
     with pytest.raises(SummaryError, match=r"wrote no summary: cannot read"):
         summary_of_run(tmp_path / "empty", "mine")
+
+
+def test_server_app_raises_on_a_round_that_used_no_reply(tmp_path):
+    # What makes flwr-serverapp exit non-zero, in flwr run and deployments alike.
+    run_config = {**TINY, "out-dir": str(tmp_path)}
+    grid = InMemoryGrid(
+        client_app, node_configs_for(2), run_config, reply_filter=every_client_fails_round_one
+    )
+    context = Context(
+        run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config
+    )
+    with server_task_identity(1), pytest.raises(RunFailedError, match="max-failed-rounds=0"):
+        server_app_main(grid, context)
 
 
 def test_server_app_raises_on_a_failed_run(tmp_path):
