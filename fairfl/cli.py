@@ -846,6 +846,8 @@ def _list_rules(args: argparse.Namespace) -> int:
         keys = {key: defaults.get(key) for key in spec.parameters}
         settings = ", ".join(f"{k}={v!r}" for k, v in keys.items()) or "(no hyperparameters)"
         print(f"{name:14s} {spec.strategy.__name__:14s} {settings}")
+    for name, reason in STRATEGIES.broken.items():  # a plug-in that failed to load
+        print(f"{name:14s} {'(broken)':14s} {reason}")
     return EXIT_OK
 
 

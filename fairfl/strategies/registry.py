@@ -7,7 +7,10 @@ The registry is read from the rules' own declarations, not written by hand:
   body is a built-in rule (listed FedAvg first, then by module and definition order);
 - every entry point of the group ``fairfl.rules`` that another installed distribution
   declares (``myrule = mypkg.rules:MyRule``) is a rule too, under the entry point's name.
-  A name that clashes with a built-in is refused (:class:`RuleRegistryError`);
+  An entry point that cannot be loaded (its import fails, its name clashes with a
+  built-in, it names no rule) is set aside with its reason (:attr:`Rules.broken`,
+  listed by ``fairfl rules``, one WARNING): it never blocks the other rules, and asking
+  for it by name raises :class:`RuleRegistryError` with that reason;
 - ``ditto+<rule>`` is Ditto with any of those rules as its global rule
   (:func:`fairfl.strategies.ditto.with_ditto`): built on first use, not listed when the
   registry is iterated (the rules are).
@@ -22,6 +25,7 @@ distribution's code.
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -30,6 +34,8 @@ from typing import Any
 
 from fairfl.strategies.base import FairStrategy
 from fairfl.strategies.params import ParameterError, RuleParameters
+
+logger = logging.getLogger(__name__)
 
 #: The run-config key of every rule's ``client_sampling`` (uniform or ∝ n_k).
 SAMPLING_KEY = "sampling"
@@ -76,24 +82,48 @@ class Rules(Mapping[str, RuleSpec]):
 
     def __init__(self) -> None:
         self._rules: dict[str, RuleSpec] | None = None
+        self._broken: dict[str, str] = {}
 
     def _loaded(self) -> dict[str, RuleSpec]:
         if self._rules is None:
-            rules = builtin_rules()
+            rules, broken = builtin_rules(), {}
             for entry in entry_points(group=ENTRY_POINT_GROUP):
-                spec = external_rule(entry, rules)
+                try:
+                    spec = external_rule(entry, rules)
+                except Exception as error:  # any plug-in's failure costs that plug-in only
+                    broken[entry.name] = (
+                        error.args[0]
+                        if isinstance(error, RuleRegistryError)
+                        else f"{entry_point_name(entry)}: cannot be loaded: "
+                        f"{type(error).__name__}: {error}"
+                    )
+                    logger.warning("rule plug-in left out: %s", broken[entry.name])
+                    continue
                 rules[spec.name] = spec
-            self._rules = rules
+            self._rules, self._broken = rules, broken
         return self._rules
+
+    @property
+    def broken(self) -> dict[str, str]:
+        """The installed rule plug-ins that could not be loaded: why, by entry-point name."""
+        self._loaded()
+        return dict(self._broken)
 
     def __getitem__(self, name: str) -> RuleSpec:
         rules = self._loaded()
         if name in rules:
             return rules[name]
+        if name in self._broken:
+            raise RuleRegistryError(self._broken[name])
         paired = pairing(name, rules)
         if paired is None:
             raise KeyError(name)
         return paired
+
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is a rule or a pairing (a broken plug-in's name is neither)."""
+        rules = self._loaded()
+        return name in rules or (isinstance(name, str) and pairing(name, rules) is not None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._loaded())
@@ -152,8 +182,7 @@ def external_rule(entry: EntryPoint, builtins: Mapping[str, RuleSpec]) -> RuleSp
         :class:`~fairfl.strategies.base.FairStrategy` subclass with a parameters
         dataclass derived from :class:`~fairfl.strategies.params.RuleParameters`.
     """
-    source = entry.dist.name if entry.dist is not None else "an unknown distribution"
-    where = f"entry point {entry.name!r} = {entry.value!r} of {source} ({ENTRY_POINT_GROUP})"
+    where = entry_point_name(entry)
     if entry.name in builtins:
         clash = builtins[entry.name]
         owner = "a built-in rule" if clash.source == "fairfl" else f"a rule of {clash.source}"
@@ -167,7 +196,14 @@ def external_rule(entry: EntryPoint, builtins: Mapping[str, RuleSpec]) -> RuleSp
         raise RuleRegistryError(f"{where}: must name a FairStrategy subclass, got {strategy!r}")
     if not issubclass(strategy.Parameters, RuleParameters):
         raise RuleRegistryError(f"{where}: its Parameters must subclass RuleParameters")
+    source = entry.dist.name if entry.dist is not None else "an unknown distribution"
     return RuleSpec(entry.name, strategy, source)
+
+
+def entry_point_name(entry: EntryPoint) -> str:
+    """How errors name an entry point: its name, value, distribution and group."""
+    source = entry.dist.name if entry.dist is not None else "an unknown distribution"
+    return f"entry point {entry.name!r} = {entry.value!r} of {source} ({ENTRY_POINT_GROUP})"
 
 
 def pairing(name: str, rules: Mapping[str, RuleSpec]) -> RuleSpec | None:
@@ -207,11 +243,14 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
     Raises
     ------
     ValueError
-        If ``name`` is unknown (the message lists the valid names) or a hyperparameter
+        If ``name`` is unknown (the message lists the valid names), is an installed
+        plug-in that failed to load (the message says why) or a hyperparameter
         is refused: the message starts with the run-config key, then the rule's own
         check (``run config term-alpha (rule term): alpha must be >= 0, got -1.0``).
     """
     if name not in STRATEGIES:
+        if isinstance(name, str) and name in STRATEGIES.broken:
+            raise ValueError(f"run config strategy {name!r}: {STRATEGIES.broken[name]}")
         raise ValueError(
             f"run config strategy must be one of {tuple(sorted(STRATEGIES))} or ditto+<rule> "
             f"for one of them that trains no personal model (ditto+qffl), got {name!r}"

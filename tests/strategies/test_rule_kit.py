@@ -275,18 +275,50 @@ def test_an_installed_rule_is_built_like_a_builtin(monkeypatch):
 
 def test_an_installed_rule_clashing_with_a_builtin_is_refused(monkeypatch):
     rules = installed(monkeypatch, FakeEntryPoint("term", ThirdPartyRule))
-    with pytest.raises(
-        RuleRegistryError,
-        match=r"entry point 'term' = 'mypkg.rules:MyRule' of mypkg \(fairfl.rules\): the name "
-        r"'term' is already a built-in rule \(fairfl.strategies.term.TERM\); rename",
-    ):
-        list(rules)
+    assert rules["term"].strategy is TERM  # the built-in stays
+    assert rules.broken == {
+        "term": "entry point 'term' = 'mypkg.rules:MyRule' of mypkg (fairfl.rules): the name "
+        "'term' is already a built-in rule (fairfl.strategies.term.TERM); rename the entry point"
+    }
 
 
 def test_an_entry_point_that_is_no_rule_is_refused(monkeypatch):
     rules = installed(monkeypatch, FakeEntryPoint("myrule", len))
     with pytest.raises(RuleRegistryError, match="must name a FairStrategy subclass"):
         rules["myrule"]
+
+
+class BrokenEntryPoint(FakeEntryPoint):
+    """An installed plug-in whose module fails to import (a dependency is missing)."""
+
+    def load(self) -> object:
+        raise ModuleNotFoundError("No module named 'mypkg_dependency'")
+
+
+def test_a_plugin_that_fails_to_import_never_blocks_the_other_rules(monkeypatch, capsys, caplog):
+    # Issue 47, item 8: one broken plug-in made every rule raise and `fairfl rules` crash.
+    from fairfl import cli
+
+    rules = installed(
+        monkeypatch, BrokenEntryPoint("badrule", None), FakeEntryPoint("myrule", ThirdPartyRule)
+    )
+    reason = (
+        "entry point 'badrule' = 'mypkg.rules:MyRule' of mypkg (fairfl.rules): cannot be "
+        "loaded: ModuleNotFoundError: No module named 'mypkg_dependency'"
+    )
+    assert "fedavg" in rules and "myrule" in rules and "ditto+myrule" in rules
+    assert "badrule" not in rules and "badrule" not in list(rules)
+    assert rules.broken == {"badrule": reason}
+    assert f"rule plug-in left out: {reason}" in caplog.text
+    assert isinstance(registry_module.build_strategy("fedavg", {}), FedAvg)
+    with pytest.raises(RuleRegistryError, match="cannot be loaded: ModuleNotFoundError"):
+        rules["badrule"]
+    with pytest.raises(ValueError, match=r"^run config strategy 'badrule': entry point 'badrule'"):
+        registry_module.build_strategy("badrule", {})
+    assert cli.main(["rules"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[0].startswith("fedavg ")
+    assert f"{'badrule':14s} {'(broken)':14s} {reason}" in listing
 
 
 def test_a_rule_without_hyperparameters_declares_none():
