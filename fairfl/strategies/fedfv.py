@@ -2,7 +2,8 @@
 
 Wang, Fan, Qi, Wen, Wang and Yu, *Federated Learning with Fair Averaging*, IJCAI 2021,
 https://arxiv.org/abs/2104.14937. The paper's text was not available; the steps are those
-of the official code (``algorithm/fedfv.py`` in ``WwZzz/easyFL``, today
+of the official code (``method/fedfv.py`` on the ``easyFL_v1.0`` branch of
+``WwZzz/easyFL``, which holds the paper's experiment records; today
 ``flgo/algorithm/fedfv.py``, commit ``ea07f1d``), numbered as in ``docs/specs/spec-fedfv.md``.
 With g_i = w^t - w_i and the clients in ascending order of their loss F_i(w^t)::
 
@@ -10,8 +11,14 @@ With g_i = w^t - w_i and the clients in ascending order of their loss F_i(w^t)::
     g_i ← g_i - (g_j · g_i / ‖g_j‖²) g_j   for j in order, when g_j · g_i < 0, i ∉ K  (F2)
     g' = (1/m) Σ_i g_i                                                             (F3)
     g' ← g' - (g' · g_con / ‖g_con‖²) g_con,  g_con = Σ of the gradients remembered
-         from round t - k that conflict with g', for k = τ - 1, ..., 0             (F4, F5)
+         from one window round that conflict with g', oldest window round first     (F4, F5)
     g^t = g' ‖(1/m) Σ_i g_i‖ / ‖g'‖ (original g_i),   w^{t+1} = w^t - g^t          (F6, F7)
+
+The window of F4 (``history``): ``"experiments"`` (default), rounds t - τ, ..., t - 1 from
+round τ + 1 on, so only clients absent from round t, as the code the paper's experiments
+ran (the first upload and ``easyFL_v1.0``; its rounds count from 0 and it corrects from
+t >= τ); ``"flgo"``, rounds t - τ + 1, ..., t from round τ on, this round's clients
+included, as easyFL since its August 2021 refactor and FLGo.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -28,20 +35,34 @@ from numpy.typing import ArrayLike, NDArray
 from fairfl.contract import TrainReply, sorted_client_keys
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
-from fairfl.strategies._ops.gram import float_mask, gram_matrix
+from fairfl.strategies._ops.gram import GRAM_RTOL, float_mask, gram_matrix
 from fairfl.strategies._ops.passes import reweighted_sum
 from fairfl.strategies.base import Aggregate, FairStrategy, RejectedReplies
-from fairfl.strategies.params import RuleParameters, integer, real
+from fairfl.strategies.params import RuleParameters, choice, integer, real
 
 logger = logging.getLogger(__name__)
+
+#: Which past rounds the external correction (F4-F5) reads.
+History = Literal["experiments", "flgo"]
+HISTORIES: tuple[History, ...] = ("experiments", "flgo")
+
+#: g' counts as cancelled when ‖g'‖ <= this share of (1/m) Σ_i ‖g_i‖, the longest g' can
+#: be (projections never lengthen a vector). Float64 rounding leaves ~1e-16 of it where
+#: the projections cancel g' exactly; the reference would rescale that noise to the plain
+#: average's norm, a direction set by rounding alone.
+CANCELLED_SHARE = 1e-6
+#: Bound on the relative error of a float64 Gram entry (BLAS sums of up to ~1e6 terms,
+#: well inside n·2^-53); float32 models use the float32 blocks' :data:`GRAM_RTOL`.
+FLOAT64_GRAM_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
 class FedFVParameters(RuleParameters):
-    """FedFV's hyperparameters: α and τ (see :class:`FedFV`)."""
+    """FedFV's hyperparameters: α, τ and the history window (see :class:`FedFV`)."""
 
     alpha: float = real(0.1, key="fedfv-alpha", lower=0.0, upper=1.0)
     tau: int = integer(1, key="fedfv-tau", lower=0)
+    history: History = choice("experiments", HISTORIES, key="fedfv-history")
 
 
 class FedFV(FairStrategy):
@@ -59,29 +80,41 @@ class FedFV(FairStrategy):
         α in [0, 1]: the share of highest-loss clients whose gradients are not projected
         (the official code's default; K of F1).
     tau : int (default: 1)
-        τ >= 0: how many rounds of remembered gradients correct the average (F4-F5),
-        the current round's included; 0 switches the correction off.
+        τ >= 0: how many past rounds of remembered gradients correct the average
+        (F4-F5); 0 switches the correction off.
+    history : {"experiments", "flgo"} (default: "experiments")
+        The rounds the correction reads (:func:`window_rounds`). ``"experiments"``:
+        t - τ, ..., t - 1 from round τ + 1 on, each client's latest gradient, so only
+        clients absent from round t: the code the paper's experiments ran
+        (``easyFL_v1.0``). ``"flgo"``: t - τ + 1, ..., t from round τ on, this round's
+        own gradients included: easyFL after its August 2021 refactor, and FLGo.
     **kwargs
         Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
 
     Raises
     ------
     ValueError
-        If ``alpha`` is not a finite number in [0, 1] or ``tau`` not an int >= 0.
+        If ``alpha`` is not a finite number in [0, 1], ``tau`` not an int >= 0 or
+        ``history`` not one of the two.
 
     Notes
     -----
     * The averages are uniform (the code's ``_model_average``): n_k is not used.
-    * For τ >= 2 the server remembers each client's latest g_k (float64) and its round,
-      by client key, for the τ - 1 rounds the next correction can read; they are
-      checkpointed (format unchanged). For τ <= 1 nothing is remembered, and F1-F6 run
-      on the Gram of the replies (float32 blocks summed in float64 for float32 models)
-      with one weighted pass for w^{t+1}: no (m, d) float64 copy. The result equals the
-      float64 formulation within float32 rounding of the Gram (model within half a float32
-      ulp + 1e-9 in ``tests/strategies/test_fedfv.py``).
+    * Where the window reads past rounds (τ >= 1 with ``"experiments"``, τ >= 2 with
+      ``"flgo"``) the server remembers each client's latest g_k (float64) and its round,
+      by client key, for the rounds a later correction can read; they are checkpointed.
+      Otherwise (τ = 0, or τ = 1 with ``"flgo"``, whose window is the round's own
+      gradients) nothing is remembered, and F1-F6 run on the Gram of the replies
+      (float32 blocks summed in float64 for float32 models) with one weighted pass for
+      w^{t+1}: no (m, d) float64 copy. The result equals the float64 formulation within
+      float32 rounding of the Gram (model within half a float32 ulp + 1e-9 in
+      ``tests/strategies/test_fedfv.py``).
     * Arrays that are not floating point (counters) keep the global value.
-    * Where the projections cancel g' entirely (the code divides by ‖g'‖ = 0) the round
-      keeps w^t and reports ``fedfv-zero-direction`` = 1.
+    * A cancelled direction, for every τ and window: where ‖g'‖ <= 1e-6 · (1/m) Σ_i ‖g_i‖
+      (:data:`CANCELLED_SHARE`; the reference divides by ‖g'‖, 0 or rounding noise there)
+      the round keeps w^t and reports ``fedfv-zero-direction`` = 1. Where the Gram's
+      rounding cannot tell (‖g'‖² within its error bound of that threshold) the round is
+      computed from float64 gradients instead.
     * A reply's values (NaN/Inf, ``max_abs_weight``) are checked from ‖g_k‖², the
       Gram's diagonal or the gradient's norm, not by a pass of the reader's
       (:func:`~fairfl.strategies.intake.update_value_errors`); a bad reply is dropped
@@ -91,7 +124,7 @@ class FedFV(FairStrategy):
     """
 
     needs_loss = True
-    #: The Gram (τ <= 1) or the gradients (τ >= 2) read every value: they check them.
+    #: The Gram or the gradients read every value: they check them.
     checks_array_values: ClassVar[bool] = True
     rule_name = "FedFV"
     registry_name = "fedfv"
@@ -123,18 +156,21 @@ class FedFV(FairStrategy):
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
     ) -> Aggregate | RejectedReplies:
         """w^{t+1} = w^t - g^t with g^t of :func:`fedfv_direction` (spec-fedfv F1-F7)."""
-        if self.params.tau >= 2:
-            stepped = self._aggregate_with_history(server_round, global_arrays, replies)
-        else:
+        reads_past = self.params.tau >= (1 if self.params.history == "experiments" else 2)
+        stepped = None
+        if not reads_past:
             stepped = self._aggregate_in_span(global_arrays, replies)
+        if stepped is None:  # a past window, or a Gram too coarse to tell a cancelled g'
+            stepped = self._aggregate_with_history(server_round, global_arrays, replies)
         if isinstance(stepped, RejectedReplies):
             return stepped
         new_arrays, step = stepped
         if step.zero_direction:
             logger.warning(
-                "aggregate_train: round %d: the projected gradients cancel (‖g'‖ = 0); "
-                "keeping the previous global model",
+                "aggregate_train: round %d: the projected gradients cancel (‖g'‖ <= %g of "
+                "the mean ‖g_k‖); keeping the previous global model",
                 server_round,
+                CANCELLED_SHARE,
             )
         return new_arrays, {
             "fedfv-projections": step.projections,
@@ -167,14 +203,15 @@ class FedFV(FairStrategy):
 
     def _aggregate_in_span(
         self, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> tuple[list[NDArray[Any]], FedFVStep] | RejectedReplies:
-        """τ <= 1: F1-F6 from the Gram of the replies alone, without a (m, d) copy.
+    ) -> tuple[list[NDArray[Any]], FedFVStep] | RejectedReplies | None:
+        """τ = 0, or τ = 1 with ``"flgo"``: F1-F6 from the Gram of the replies alone.
 
-        The window of τ = 1 is the round's own gradients, so every dot of F2 and F4-F5
+        The window is empty or the round's own gradients, so every dot of F2 and F4-F5
         is a product of coefficients with the Gram K = g gᵀ (:func:`gram_matrix`: float32
         blocks summed in float64 for float32 models, float64 blocks otherwise), and
         w^{t+1} = w^t - Σ_i c_i g_i is one weighted pass over the replies
         (:func:`reweighted_sum`). Nothing is remembered (the next round reads no window).
+        ``None`` where the Gram's rounding cannot tell whether g' is cancelled.
         """
         local_arrays = [reply.arrays for reply in replies]
         gram = gram_matrix(global_arrays, local_arrays)
@@ -182,7 +219,18 @@ class FedFV(FairStrategy):
         if rejected is not None:
             return rejected
         windows = [np.arange(len(replies))] if self.params.tau == 1 else []
-        coefficients, step = _span_step(gram, self.losses_of(replies), self.params.alpha, windows)
+        floating = [a for a in global_arrays if np.issubdtype(a.dtype, np.floating)]
+        wide = all(a.dtype == np.float64 for a in floating)
+        spanned = _span_step(
+            gram,
+            self.losses_of(replies),
+            self.params.alpha,
+            windows,
+            gram_rtol=FLOAT64_GRAM_RTOL if wide else GRAM_RTOL,
+        )
+        if spanned is None:
+            return None
+        coefficients, step = spanned
         self.state_updates.set(self, history={})
         if step.zero_direction:
             return [a.copy() for a in global_arrays], step
@@ -191,7 +239,7 @@ class FedFV(FairStrategy):
     def _aggregate_with_history(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
     ) -> tuple[list[NDArray[Any]], FedFVStep] | RejectedReplies:
-        """τ >= 2: the window reads past rounds' g_k, remembered here in float64."""
+        """F1-F7 on float64 gradients, the window read from the remembered g_k."""
         floating = [i for i, a in enumerate(global_arrays) if np.issubdtype(a.dtype, np.floating)]
         current = _flat([global_arrays[i] for i in floating])
         gradients = np.stack([current - _flat([r.arrays[i] for i in floating]) for r in replies])
@@ -202,16 +250,17 @@ class FedFV(FairStrategy):
         history = dict(self.history)
         for reply, gradient in zip(replies, gradients, strict=True):
             history[self.client_key(reply)] = (server_round, gradient)
-        tau = self.params.tau
+        tau, window = self.params.tau, self.params.history
+        ordered = sorted_client_keys(history)
         windows = []
-        if server_round >= tau:  # F4: rounds t - τ + 1, ..., t, oldest first
-            ordered = sorted_client_keys(history)
-            for k in range(tau - 1, -1, -1):
-                seen = [history[c][1] for c in ordered if history[c][0] == server_round - k]
-                windows.append(np.reshape(seen, (len(seen), current.size)))
+        for past in window_rounds(server_round, tau, window):  # F4, oldest first
+            seen = [history[c][1] for c in ordered if history[c][0] == past]
+            windows.append(np.reshape(seen, (len(seen), current.size)))
         step = fedfv_direction(gradients, self.losses_of(replies), self.params.alpha, windows)
-        # The next round reads rounds t - τ + 2 onwards: forget older gradients.
-        kept = {c: e for c, e in history.items() if e[0] >= server_round - tau + 2}
+        # Forget what no later window reads: before the next round's first window round.
+        first_read = server_round + 1 - tau + (1 if window == "flgo" else 0)
+        reads_past = tau >= (1 if window == "experiments" else 2)
+        kept = {c: e for c, e in history.items() if reads_past and e[0] >= first_read}
         self.state_updates.set(self, history=kept)
         new_arrays = [a if i in floating else a.copy() for i, a in enumerate(global_arrays)]
         offset = 0
@@ -223,6 +272,20 @@ class FedFV(FairStrategy):
             )
             offset += size
         return new_arrays, step
+
+
+def window_rounds(server_round: int, tau: int, history: History) -> list[int]:
+    """The rounds whose clients' latest gradients F4 reads in round t, oldest first.
+
+    ``"experiments"``: t - τ, ..., t - 1, once t > τ (``easyFL_v1.0`` counts rounds from
+    0 and corrects from its t >= τ, Flower's round τ + 1). A client of round t was last
+    seen in round t, so only clients absent from this round are read. ``"flgo"``:
+    t - τ + 1, ..., t once t >= τ (FLGo counts from 1, as Flower), this round's clients
+    included. Empty for τ = 0.
+    """
+    if history == "experiments":
+        return list(range(server_round - tau, server_round)) if server_round > tau else []
+    return list(range(server_round - tau + 1, server_round + 1)) if server_round >= tau else []
 
 
 @dataclass(frozen=True)
@@ -279,14 +342,17 @@ def fedfv_direction(
     alpha : float
         α in [0, 1]: the share of highest-loss clients whose gradients are kept.
     windows : Sequence[ArrayLike] (default: ())
-        For F4-F5: the remembered gradients of the clients last seen in each window round,
-        oldest round first (rounds t - τ + 1, ..., t, the current round's replies
-        included), each of shape (k, d). Empty for τ = 0 or before round τ.
+        For F4-F5: the remembered gradients of the clients last seen in each window round
+        (:func:`window_rounds`), oldest round first, each of shape (k, d). Empty for
+        τ = 0 or before the window's first round.
 
     Returns
     -------
     FedFVStep
-        g^t and the counts of what the steps did.
+        g^t and the counts of what the steps did. Where g' is cancelled,
+        ‖g'‖ <= :data:`CANCELLED_SHARE` · (1/m) Σ_i ‖g_i‖ (the longest g' can be:
+        projections never lengthen a vector), g^t = 0 and ``zero_direction`` is set;
+        the reference divides by ‖g'‖ there, rescaling 0 or rounding noise.
 
     Raises
     ------
@@ -328,7 +394,8 @@ def fedfv_direction(
             external += 1
 
     norm = float(np.linalg.norm(direction))
-    if norm == 0.0:
+    longest = float(np.sqrt(np.maximum(np.diag(gram), 0.0)).mean())
+    if norm <= CANCELLED_SHARE * longest:
         return FedFVStep(np.zeros_like(direction), projections, external, len(kept), True)
     share = np.full(grads.shape[0], 1.0 / grads.shape[0])
     target = float(np.sqrt(max(share @ gram @ share, 0.0)))  # F6: ‖mean g‖
@@ -363,14 +430,18 @@ def _span_step(
     losses: ArrayLike,
     alpha: float,
     windows: Sequence[NDArray[np.intp]],
-) -> tuple[NDArray[np.float64], FedFVStep]:
+    *,
+    gram_rtol: float,
+) -> tuple[NDArray[np.float64], FedFVStep] | None:
     """F1-F6 in coefficients: g^t = Σ_i c_i g_i, from the Gram K = g gᵀ alone.
 
     As :func:`fedfv_direction` where every window holds some of the round's own
     gradients (``windows``: their indices, in client-key order): g' = c · g, its dot
     with g_j is (K c)_j, g_con = Σ_{j ∈ S} g_j adds -dot / (1_S K 1_S) on S (F5), and
-    ‖g'‖² = c K c (F6). Returns c (zeros where g' vanished) and the step, whose
-    ``direction`` is empty (the caller sums Σ_i c_i g_i itself).
+    ‖g'‖² = c K c (F6). Returns c (zeros where g' is cancelled, the rule of
+    :func:`fedfv_direction`) and the step, whose ``direction`` is empty (the caller sums
+    Σ_i c_i g_i itself); ``None`` where K's rounding (entries within ``gram_rtol`` of
+    ‖g_i‖ ‖g_j‖) leaves c K c on both sides of the cancellation threshold.
     """
     f = np.asarray(losses, dtype=np.float64)
     if not (np.all(np.isfinite(gram)) and np.all(np.isfinite(f))):
@@ -392,11 +463,14 @@ def _span_step(
             c[conflicting] -= dot / float(gram[np.ix_(conflicting, conflicting)].sum())
             external += 1
     squared_norm = float(c @ gram @ c)
+    norms = np.sqrt(np.maximum(np.diag(gram), 0.0))
+    threshold = (CANCELLED_SHARE * float(norms.mean())) ** 2
+    # |c K c - c K_exact c| <= gram_rtol (Σ_i |c_i| ‖g_i‖)²: undecided within that.
+    error = gram_rtol * float(np.abs(c) @ norms) ** 2
+    if abs(squared_norm - threshold) <= error:
+        return None
     empty = np.zeros(0)
-    # ‖g'‖² = c K c cancels to rounding noise where the projections cancel g' (the
-    # reference's ‖g'‖ = 0): below 1e-12 of Σ |c_i K_ij c_j| it counts as zero.
-    magnitude = float(np.abs(c) @ np.abs(gram) @ np.abs(c))
-    if squared_norm <= 1e-12 * magnitude:
+    if squared_norm < threshold:
         return np.zeros(m), FedFVStep(empty, projections, external, len(kept), True)
     share = np.full(m, 1.0 / m)
     target = float(np.sqrt(max(share @ gram @ share, 0.0)))  # F6: ‖mean g‖

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairfl.contract import keys
-from fairfl.strategies.fedfv import FedFV, fedfv_direction, kept_clients
+from fairfl.strategies.fedfv import FedFV, fedfv_direction, kept_clients, window_rounds
 from fairfl.strategies.registry import STRATEGIES, build_strategy
 from tests.conftest import make_reply
 from tests.strategies.baseline_helpers import aggregate_round
@@ -225,7 +225,7 @@ def test_strategy_matches_the_official_loop_over_rounds(alpha, tau):
     rng = np.random.default_rng(5)
     clients, dim = 8, 9
     reference = ReferenceFedFV(rng.normal(size=dim), clients, alpha, tau)
-    strategy = FedFV(alpha=alpha, tau=tau)
+    strategy = FedFV(alpha=alpha, tau=tau, history="flgo")
     model = split(reference.model)
     for t in range(1, 6):
         chosen = sorted(int(c) for c in rng.choice(clients, size=4, replace=False))
@@ -258,7 +258,7 @@ def test_float32_replies_match_the_official_loop_in_float64(tau):
         1, list(range(clients)), [w.astype(np.float64) for w in ws], losses
     )
     replies = [fv_reply(c, [ws[c]], losses[c]) for c in range(clients)]
-    new, metrics = aggregate_round(FedFV(alpha=0.1, tau=tau), replies, 1, [start])
+    new, metrics = aggregate_round(FedFV(alpha=0.1, tau=tau, history="flgo"), replies, 1, [start])
     got = new["0"].numpy()
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=2**-24, atol=1e-9)
@@ -280,7 +280,7 @@ def test_strategy_by_hand_with_an_absent_client_and_a_counter():
     # The absent-client round of test_external_correction_with_an_absent_client_by_hand,
     # through the strategy: τ = 2, α = 0. w^t = 0, so g_k = -w_k. Round 1: partition 2
     # sends w = (0, 1) (g = (0, -1)); round 2: partitions 0 and 1 send -g1 and -g2.
-    strategy = FedFV(alpha=0.0, tau=2)
+    strategy = FedFV(alpha=0.0, tau=2, history="flgo")
     start = [np.zeros(2), np.array([7], dtype=np.int64)]
     new, _ = aggregate_round(
         strategy, [fv_reply(2, [np.array([0.0, 1.0]), start[1]], 1.0)], 1, start
@@ -350,12 +350,188 @@ def test_state_survives_a_checkpoint():
 def test_registry_declaration():
     spec = STRATEGIES["fedfv"]
     assert spec.strategy is FedFV
-    assert spec.defaults() == {"fedfv-alpha": 0.1, "fedfv-tau": 1}
-    strategy = build_strategy("fedfv", {"fedfv-alpha": 0.2, "fedfv-tau": 3})
-    assert strategy.settings() == {"alpha": 0.2, "tau": 3}
+    assert spec.defaults() == {"fedfv-alpha": 0.1, "fedfv-tau": 1, "fedfv-history": "experiments"}
+    strategy = build_strategy(
+        "fedfv", {"fedfv-alpha": 0.2, "fedfv-tau": 3, "fedfv-history": "flgo"}
+    )
+    assert strategy.settings() == {"alpha": 0.2, "tau": 3, "history": "flgo"}
     with pytest.raises(
         ValueError, match=r"run config fedfv-tau \(rule fedfv\): tau must be an int >= 0"
     ):
         build_strategy("fedfv", {"fedfv-tau": -1})
     with pytest.raises(ValueError, match=r"alpha must be <= 1, got 2\.0"):
         FedFV(alpha=2.0)
+
+
+# ------------------------------------------------- the experiments' history window
+class ReferenceFedFVExperiments:
+    """The loop of the paper's experiments (``Server.iterate`` of method/fedfv.py on the
+    ``easyFL_v1.0`` branch of WwZzz/easyFL, b721564, as in its first upload 7cd9273) on
+    flat numpy vectors, statement for statement: the external step reads rounds
+    t - τ, ..., t - 1 (``k = self.tau - k``), ``g_con`` starts from zeros, and its rounds
+    count from 0 (``iterate(round)`` for ``round in range(num_rounds + 1)``)."""
+
+    def __init__(self, model: np.ndarray, num_clients: int, alpha: float, tau: int) -> None:
+        self.model, self.alpha, self.tau = model, alpha, tau
+        self.num_clients = num_clients
+        self.client_last_sample_round = [-1 for i in range(num_clients)]
+        self.client_grads_history = [0 for i in range(num_clients)]
+
+    def iterate(self, t, selected_clients, ws, losses):
+        grads = []
+        for cid, w in zip(selected_clients, ws, strict=True):
+            gi = self.model - w
+            grads.append(gi)
+            self.client_grads_history[cid] = gi
+            self.client_last_sample_round[cid] = t
+        order_grads = copy.deepcopy(grads)
+        order = [k for k in range(len(order_grads))]
+        tmp = sorted(list(zip(losses, order, strict=True)), key=lambda x: x[0])
+        order = [x[1] for x in tmp]
+        if self.alpha > 0:
+            keep_original = order[math.ceil((len(order) - 1) * (1 - self.alpha)) :]
+        else:
+            keep_original = []
+        for i in range(len(order_grads)):
+            if i in keep_original:
+                continue
+            for j in order:
+                if j == i:
+                    continue
+                dot = grads[j] @ order_grads[i]
+                if dot < 0:
+                    order_grads[i] = order_grads[i] - grads[j] * (
+                        1.0 * dot / (np.linalg.norm(grads[j]) ** 2)
+                    )
+        gt = np.mean(order_grads, axis=0)
+        if t >= self.tau:
+            for k in range(0, self.tau):
+                k = self.tau - k
+                g_con = np.zeros_like(gt)
+                for cid in range(self.num_clients):
+                    if self.client_last_sample_round[cid] == t - k:  # noqa: SIM102 (as there)
+                        if self.client_grads_history[cid] @ gt < 0:
+                            g_con = g_con + self.client_grads_history[cid]
+                dot = gt @ g_con
+                if dot < 0:
+                    gt = gt - g_con * (1.0 * dot / (np.linalg.norm(g_con) ** 2))
+        gnorm = np.linalg.norm(np.mean(grads, axis=0))
+        gt = gt * (1.0 / np.linalg.norm(gt) * gnorm)
+        self.model = self.model - gt
+        return self.model
+
+
+@pytest.mark.parametrize(
+    ("server_round", "tau", "history", "rounds"),
+    [
+        (1, 1, "experiments", []),  # easyFL v1.0's t = 0 < τ: no correction yet
+        (2, 1, "experiments", [1]),
+        (3, 2, "experiments", [1, 2]),
+        (2, 2, "experiments", []),
+        (5, 3, "experiments", [2, 3, 4]),
+        (1, 1, "flgo", [1]),
+        (1, 2, "flgo", []),
+        (3, 2, "flgo", [2, 3]),
+        (4, 0, "experiments", []),
+        (4, 0, "flgo", []),
+    ],
+)
+def test_window_rounds(server_round, tau, history, rounds):
+    assert window_rounds(server_round, tau, history) == rounds
+
+
+def test_the_two_windows_by_hand_over_three_rounds():
+    # τ = 1, α = 0, w^t = 0 every round (so g_k = -w_k). Partition 0 in round 1, 1 and 2
+    # in round 2, 1 in round 3.
+    # Round 1: g0 = (0, -1) alone: no projection, g^t = g0 in both (the experiments' window
+    #   is empty in round 1; FLGo's is g0 itself, which agrees with g').
+    # Round 2: g1 = (1, 0), g2 = (-1, 1), losses 1 < 2: F2 gives (0.5, 0.5) and (0, 1),
+    #   g' = (0.25, 0.75); ‖mean g‖ = ‖(0, 0.5)‖ = 0.5.
+    #   experiments: round 1's window holds g0 (partition 0, absent now): g'·g0 = -0.75, so
+    #   g' - (0, -1)(-0.75)/1 = (0.25, 0), rescaled to 0.5: (0.5, 0).
+    #   flgo: the window is g1, g2 (g'·g1 = 0.25, g'·g2 = 0.5): none conflicts, so
+    #   g^t = (0.25, 0.75)·0.5/√0.625 = (0.158114, 0.474342).
+    # Round 3: g1 = (0, -1) alone, g' = g1, ‖g‖ = 1.
+    #   experiments: round 2's window holds g2 only (partition 1 was seen again now):
+    #   g'·g2 = -1, so g' - (-1, 1)(-1)/2 = (-0.5, -0.5), rescaled to 1: -(1, 1)/√2.
+    #   flgo: the window is g1 itself, no conflict: g^t = (0, -1).
+    start = [np.zeros(2)]
+    rounds = [
+        [(0, [0.0, 1.0], 1.0)],
+        [(1, [-1.0, 0.0], 1.0), (2, [1.0, -1.0], 2.0)],
+        [(1, [0.0, 1.0], 1.0)],
+    ]
+    expected = {
+        "experiments": [([0.0, 1.0], 0), ([-0.5, 0.0], 1), ([0.5**0.5, 0.5**0.5], 1)],
+        "flgo": [([0.0, 1.0], 0), ([-0.158114, -0.474342], 0), ([0.0, 1.0], 0)],
+    }
+    for history, steps in expected.items():
+        strategy = FedFV(alpha=0.0, tau=1, history=history)
+        for t, (sent, (model, external)) in enumerate(zip(rounds, steps, strict=True), 1):
+            replies = [fv_reply(c, [np.array(w)], f) for c, w, f in sent]
+            new, metrics = aggregate_round(strategy, replies, t, start)
+            np.testing.assert_allclose(new["0"].numpy(), model, atol=1e-6)
+            assert metrics["fedfv-external-projections"] == external, (history, t)
+    # The default is the experiments' window; it remembers round 3's gradients for
+    # round 4 (partition 1's), FLGo's τ = 1 nothing.
+    assert FedFV().params.history == "experiments"
+    for history, remembered in (("experiments", {"1": 3}), ("flgo", {})):
+        strategy = FedFV(alpha=0.0, tau=1, history=history)
+        for t, sent in enumerate(rounds, 1):
+            replies = [fv_reply(c, [np.array(w)], f) for c, w, f in sent]
+            aggregate_round(strategy, replies, t, start)
+        assert {key: entry[0] for key, entry in strategy.history.items()} == remembered
+
+
+@pytest.mark.parametrize(("alpha", "tau"), [(0.1, 1), (0.3, 3), (0.5, 2), (0.0, 0)])
+def test_default_matches_the_experiments_loop_over_rounds(alpha, tau):
+    rng = np.random.default_rng(7)
+    clients, dim = 8, 9
+    reference = ReferenceFedFVExperiments(rng.normal(size=dim), clients, alpha, tau)
+    strategy = FedFV(alpha=alpha, tau=tau)
+    model = split(reference.model)
+    external = 0
+    for t in range(1, 9):
+        chosen = sorted(int(c) for c in rng.choice(clients, size=4, replace=False))
+        ws = [flat(model) + rng.normal(scale=2.0, size=dim) for _ in chosen]
+        losses = rng.uniform(0.1, 3.0, size=4).tolist()
+        # easyFL v1.0 counts rounds from 0, Flower from 1.
+        expected = reference.iterate(t - 1, chosen, [w.copy() for w in ws], losses)
+        replies = [fv_reply(c, split(w), f) for c, w, f in zip(chosen, ws, losses, strict=True)]
+        new, metrics = aggregate_round(strategy, replies, t, model)
+        model = [new[str(i)].numpy() for i in range(2)]
+        np.testing.assert_allclose(flat(model), expected, rtol=1e-10, atol=1e-12)
+        external += metrics["fedfv-external-projections"]
+    assert (external > 0) == (tau > 0)  # the window was exercised
+
+
+# ------------------------------------------------------------- a cancelled direction
+# g2 = -3 g1 with g1 = (1/3, 1/7, 1/11): F2 (α = 0) projects each onto the other's plane,
+# which cancels g' in exact arithmetic, and leaves ~1e-17 of ‖g_i‖ in float64.
+NEAR_G1 = np.array([1 / 3, 1 / 7, 1 / 11])
+NEAR = np.stack([NEAR_G1, -3.0 * NEAR_G1])
+
+
+def test_a_near_cancelled_direction_is_cancelled():
+    residue = NEAR[0] - NEAR[0] @ NEAR[1] / (NEAR[1] @ NEAR[1]) * NEAR[1]
+    assert 0 < np.linalg.norm(residue) < 1e-15  # rounding, not a direction
+    for windows in ([], [NEAR], [[[0.0, 0.0, 1.0]], NEAR]):
+        step = fedfv_direction(NEAR, [1.0, 2.0], alpha=0.0, windows=windows)
+        assert step.zero_direction
+        np.testing.assert_array_equal(step.direction, np.zeros(3))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    ("tau", "history"), [(1, "experiments"), (1, "flgo"), (2, "experiments"), (2, "flgo")]
+)
+def test_the_strategy_keeps_the_model_where_g_is_near_cancelled(tau, history, dtype):
+    # One rule for every τ and window, whether the round is computed from the Gram (τ = 1
+    # with FLGo's window) or from float64 gradients: rounds 1 and 2 both send the pair.
+    start = [np.full(3, 0.5, dtype=dtype)]
+    strategy = FedFV(alpha=0.0, tau=tau, history=history)
+    for t in (1, 2):
+        replies = [fv_reply(c, [(start[0] - g).astype(dtype)], c + 1.0) for c, g in enumerate(NEAR)]
+        new, metrics = aggregate_round(strategy, replies, t, start)
+        np.testing.assert_array_equal(new["0"].numpy(), start[0])
+        assert metrics["fedfv-zero-direction"] == 1, t
