@@ -27,7 +27,8 @@ wired as in a run), then ``configure_train`` and ``aggregate_train``; the replie
 built with :func:`fairfl.contract.write_train_reply`. Client k has the quadratic loss
 F_k(w) = ½‖w − c_k‖² (c_k, n_k and its other reply values drawn once from the seed) and
 trains E = 5 gradient steps of the run's lr from the global model, so
-``w_k = c_k + (1 − lr)^E (w − c_k)``; its FedFa accuracy is exp(−F_k(w)), its
+``w_k = c_k + (1 − lr)^E (w − c_k)``; its FedFa accuracy is exp(−F_k(w)) before
+training and exp(−F_k(w_k)) after, its
 activation, FairFed group counts and RC-FL η are fixed per client. q-FedSGD's clients
 send the gradient w − c_k instead. The rule at its defaults otherwise.
 
@@ -125,6 +126,7 @@ class Federation:
             activation=self.activations[k].tolist(),
             rcfl_eta=self.etas[k],
             acc_before_training=float(np.exp(-loss)),
+            acc_after_training=float(np.exp(-0.5 * np.sum((arrays - self.optima[k]) ** 2))),
             group_counts=self.group_counts[k],
         )
         if gradient:

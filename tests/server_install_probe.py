@@ -63,6 +63,7 @@ def replies(
             num_examples=int(rng.integers(10, 100)),
             loss_before_training=float(rng.uniform(0.2, 3.0)),
             acc_before_training=float(rng.uniform(0.0, 1.0)),
+            acc_after_training=float(rng.uniform(0.0, 1.0)),
             partition_id=partition_id,
             activation=(rng.normal(size=ACTIVATION_DIM) + partition_id % 2).tolist(),
             rcfl_eta=float(rng.uniform(0.0, 1.0)),

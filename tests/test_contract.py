@@ -64,6 +64,7 @@ def test_train_config_keys_match_proto():
         keys.WANT_ACTIVATION,
         keys.WANT_ACCURACY,
         keys.WANT_GROUP_COUNTS,
+        keys.WANT_ACCURACY_AFTER_TRAINING,
     }
     records = {f.json_name for f in contract_pb2.TrainReply.DESCRIPTOR.fields}
     assert records == {keys.ARRAYS, keys.METRICS, keys.GRADIENT}
@@ -79,6 +80,7 @@ def test_writers_output_parses_as_the_proto_messages():
         num_examples=7,
         loss_before_training=0.4,
         acc_before_training=0.75,
+        acc_after_training=0.875,
         train_loss=0.5,
         partition_id=3,
         activation=[0.1, 0.2],

@@ -166,7 +166,10 @@ def fair_train(
         order); ``metrics``: ``num-examples``, ``loss-before-training`` (F_k(w^t)),
         ``train_loss`` when ``train_fn`` returns one (RC-FL: the loss of its last
         step), ``acc-before-training`` (the received model's accuracy, argmax over
-        dim 1, when the config has ``want-accuracy``: FedFa), ``group-counts`` (the
+        dim 1, when the config has ``want-accuracy``: FedFa), ``acc-after-training``
+        (the trained model's accuracy on ``trainloader``, a pass after ``train_fn``,
+        when the config has ``want-accuracy-after-training``: FedFa's default),
+        ``group-counts`` (the
         received model's, when the config has ``want-group-counts`` and
         ``attribute_fn`` is given: FairFed), ``activation`` (Equitable FL),
         ``rcfl-eta`` (RC-FL) and ``qffl-h`` (q-FFL, config key ``qffl-q``),
@@ -254,6 +257,9 @@ def fair_train(
         rcfl_eta, train_loss = result.eta, result.loss_last
     else:
         train_loss, ignored = _train_app(model, trainloader, loss_fn, train_fn, config)
+    acc_after = None
+    if bool(config.get(keys.WANT_ACCURACY_AFTER_TRAINING, False)):  # FedFa, as its experiments
+        acc_after = loader_evaluate(model, trainloader, loss_fn, run_on, batch_keys)[1]
     state = {key: value.detach().cpu() for key, value in model.state_dict().items()}
     state = {key: state[key] for key in sent}  # the received order
     h = qffl_h_for_config(config, loss_before, sent, state)
@@ -263,6 +269,7 @@ def fair_train(
         train_loss=train_loss,
         loss_before_training=loss_before,
         acc_before_training=acc_before,
+        acc_after_training=acc_after,
         partition_id=partition_id,
         activation=activation,
         qffl_h=h,

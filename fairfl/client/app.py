@@ -191,6 +191,9 @@ def train(message: Message, context: Context) -> Message:
             proximal_mu=objective.proximal_mu,
             steps=get_config_value_or(config, keys.LOCAL_STEPS, int, 0),
         )
+    acc_after = None
+    if bool(config.get(keys.WANT_ACCURACY_AFTER_TRAINING, False)):  # FedFa, as its experiments
+        acc_after = evaluate(model, data.x_train, data.y_train, device)[1]
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     h = qffl_h_for_config(config, loss_before, sent, state)
     content = write_train_reply(
@@ -198,6 +201,7 @@ def train(message: Message, context: Context) -> Message:
         num_examples=len(data.y_train),
         loss_before_training=loss_before,
         acc_before_training=acc_before,
+        acc_after_training=acc_after,
         train_loss=loss_before,  # also for a stock Flower QFedAvg server
         partition_id=node.partition_id,
         activation=activation,

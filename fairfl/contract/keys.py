@@ -32,6 +32,8 @@ WANT_ACTIVATION: Final = "want-activation"
 WANT_ACCURACY: Final = "want-accuracy"
 # Ask the client for GROUP_COUNTS below on its training split (FairFed); absent means no.
 WANT_GROUP_COUNTS: Final = "want-group-counts"
+# Ask the client for ACC_AFTER_TRAINING below (FedFa's default); absent means no.
+WANT_ACCURACY_AFTER_TRAINING: Final = "want-accuracy-after-training"
 # PropFair's client-side loss transform (rule keys, documented in
 # fairfl.strategies.propfair; not part of the proto's TrainConfig).
 PROPFAIR_M: Final = "propfair-m"
@@ -90,6 +92,11 @@ LOSS_BEFORE_TRAINING: Final = "loss-before-training"
 # split, from the same pass as LOSS_BEFORE_TRAINING; sent when the config has
 # WANT_ACCURACY. FedFa weighs clients by it.
 ACC_BEFORE_TRAINING: Final = "acc-before-training"
+# Accuracy (a fraction) of the client's *locally trained* model on its local training
+# split, measured after local training; sent when the config has
+# WANT_ACCURACY_AFTER_TRAINING. FedFa weighs clients by it as the code of its paper's
+# experiments did (its default).
+ACC_AFTER_TRAINING: Final = "acc-after-training"
 # Group counts of a binary classifier over a per-sample sensitive attribute: samples per
 # (attribute value a, label y, prediction ŷ), cell 4a + 2y + ŷ (fairfl.contract.sensitive);
 # never the predictions themselves. In a train reply (config WANT_GROUP_COUNTS): of the

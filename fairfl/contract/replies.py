@@ -73,6 +73,7 @@ TRAIN_METRICS: Mapping[str, FieldSpec] = {
     keys.NUM_EXAMPLES: FieldSpec("int", lower=0, lower_inclusive=False),
     keys.LOSS_BEFORE_TRAINING: _loss_spec(MAX_LOSS),
     keys.ACC_BEFORE_TRAINING: FieldSpec("float", lower=0.0, upper=1.0),
+    keys.ACC_AFTER_TRAINING: FieldSpec("float", lower=0.0, upper=1.0),
     keys.TRAIN_LOSS: _loss_spec(MAX_LOSS),
     keys.QFFL_H: FieldSpec("float", lower=0.0, lower_inclusive=False, upper=MAX_QFFL_H),
     keys.ACTIVATION: FieldSpec("float-list", lower=-MAX_ABS_ACTIVATION, upper=MAX_ABS_ACTIVATION),
@@ -518,6 +519,7 @@ def write_train_reply(
     objective_ignored: bool | None = None,
     acc_before_training: float | None = None,
     group_counts: Sequence[int] | None = None,
+    acc_after_training: float | None = None,
 ) -> RecordDict:
     """Build the content of a train reply (see ``TrainReply`` in the .proto).
 
@@ -525,7 +527,8 @@ def write_train_reply(
     local training, which the loss-aware rules read; ``train_loss`` is Flower's key,
     read by Flower's QFedAvg and by fairfl's rules only with
     ``train_loss_key="train_loss"``. ``acc_before_training`` is the received model's
-    accuracy from the same pass as F_k(w^t) (FedFa; sent when the config asks for it).
+    accuracy from the same pass as F_k(w^t), ``acc_after_training`` the locally trained
+    model's on the same split (FedFa; each sent when the config asks for it).
     ``objective_ignored`` is sent as 0 or 1 when given (whether the app's training
     skipped the rule's client objective). ``group_counts`` are the received model's on
     the training split (FairFed; :mod:`fairfl.contract.sensitive`).
@@ -547,6 +550,7 @@ def write_train_reply(
         if acc_before_training is None
         else float(acc_before_training),
         keys.GROUP_COUNTS: None if group_counts is None else [int(c) for c in group_counts],
+        keys.ACC_AFTER_TRAINING: None if acc_after_training is None else float(acc_after_training),
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     return RecordDict({keys.ARRAYS: arrays, keys.METRICS: MetricRecord(values)})

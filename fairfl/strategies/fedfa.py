@@ -5,7 +5,8 @@ Huang, Li, Wang, Du and Zhang, *Fairness and Accuracy in Federated Learning*, ar
 accuracy in horizontal federated learning*, Information Sciences 589 (2022). The paper's
 text was not available; the formulas are those of FLGo's non-official implementation
 (``flgo/algorithm/fedfa.py`` in ``WwZzz/easyFL``, commit ``ea07f1d``), numbered as in
-``docs/specs/spec-fedfa.md``:
+``docs/specs/spec-fedfa.md``, the same as in ``method/fedfa.py`` on the ``easyFL_v1.0``
+branch, whose records are the FedFa runs of the FedFV paper (Wang et al., IJCAI 2021):
 
     a_i = Acc_i / Σ_j Acc_j                                           (F1)
     I^acc_i = -log2(a_i + 1e-6),   I^f_i = -log2(1 - f_i / Σ_j f_j + 1e-5)   (F2, F3)
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -25,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from fairfl.contract import TrainReply, keys, sorted_client_keys
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
-from fairfl.strategies.params import RuleParameters, real
+from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.reweighted import ReweightedStrategy
 
 #: The reference's ε inside the accuracy logarithm (F2): keeps a 0 share finite.
@@ -33,22 +34,34 @@ ACCURACY_EPSILON = 1e-6
 #: The reference's ε inside the frequency logarithm (F3): keeps a round's only client finite.
 FREQUENCY_EPSILON = 1e-5
 
+#: When a client measures Acc_k: on its locally trained model, or on the received one.
+Accuracy = Literal["after-training", "before-training"]
+ACCURACIES: tuple[Accuracy, ...] = ("after-training", "before-training")
+#: The train-config key that asks for each, and the metric key of the reply.
+ACCURACY_REQUESTS: dict[Accuracy, tuple[str, str]] = {
+    "after-training": (keys.WANT_ACCURACY_AFTER_TRAINING, keys.ACC_AFTER_TRAINING),
+    "before-training": (keys.WANT_ACCURACY, keys.ACC_BEFORE_TRAINING),
+}
+
 
 @dataclass(frozen=True)
 class FedFaParameters(RuleParameters):
-    """FedFa's hyperparameters: β, γ and η (see :class:`FedFa`)."""
+    """FedFa's hyperparameters: β, γ, η and when Acc_k is measured (see :class:`FedFa`)."""
 
     beta: float = real(0.5, key="fedfa-beta", lower=0.0, upper=1.0)
-    gamma: float = real(0.9, key="fedfa-gamma", lower=0.0, upper=1.0)
+    gamma: float = real(0.5, key="fedfa-gamma", lower=0.0, upper=1.0)
     eta: float = real(0.1, key="fedfa-eta", lower=0.0)
+    accuracy: Accuracy = choice("after-training", ACCURACIES, key="fedfa-accuracy")
 
 
 class FedFa(ReweightedStrategy):
     """Weights from the information quantity of accuracy and participation, then momentum.
 
-    Each client reports Acc_k(w^t), the accuracy of the received model on its training
-    split before local training (``acc-before-training``; the rule asks for it with
-    ``want-accuracy`` in every train config). The server counts each client's
+    Each client reports Acc_k, the accuracy on its training split of its locally trained
+    model, measured after local training (``acc-after-training``; the rule asks for it
+    with ``want-accuracy-after-training`` in every train config), or with
+    ``accuracy="before-training"`` of the received model w^t before training
+    (``acc-before-training``, asked with ``want-accuracy``). The server counts each client's
     participation f_k itself, by client key: a client cannot raise its own weight by
     reporting a count. The weights are :func:`fedfa_weights` (n_k is not used), then
     :func:`fedfa_momentum_step` moves from w̄ with the server momentum.
@@ -58,11 +71,18 @@ class FedFa(ReweightedStrategy):
     beta : float (default: 0.5)
         β in [0, 1]: the weight of the participation term; the accuracy term gets
         α = 1 - β (spec-fedfa F5; FLGo's default).
-    gamma : float (default: 0.9)
-        γ in [0, 1]: the server momentum (F7; FLGo's default).
+    gamma : float (default: 0.5)
+        γ in [0, 1]: the server momentum (F7). 0.5 is what every FedFa run recorded on
+        ``easyFL_v1.0`` used (``fedfa_beta0.5_gamma0.5_...``); FLGo's default is 0.9.
     eta : float (default: 0.1)
         η >= 0: the momentum's step (F8). FLGo uses the clients' learning rate (0.1 by
         default); fairfl makes it the rule's own setting. 0 gives the p-weighted average.
+    accuracy : {"after-training", "before-training"} (default: "after-training")
+        When a client measures Acc_k (F1). ``"after-training"``: its locally trained
+        model, after training, as the code of the paper's experiments (``easyFL_v1.0``'s
+        ``communicate`` tests the client's model after ``reply()`` trained it).
+        ``"before-training"``: the received model, before training, as FLGo
+        (``Client.reply`` tests before ``train``).
     **kwargs
         Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
 
@@ -84,7 +104,8 @@ class FedFa(ReweightedStrategy):
 
     rule_name = "FedFa"
     registry_name = "fedfa"
-    required_train_metrics = (keys.ACC_BEFORE_TRAINING,)
+    #: The default's report; :attr:`required_metrics` follows ``accuracy``.
+    required_train_metrics = (keys.ACC_AFTER_TRAINING,)
     Parameters = FedFaParameters
     params: FedFaParameters
 
@@ -95,9 +116,22 @@ class FedFa(ReweightedStrategy):
         #: m^{t-1}, one float64 array per model array (``None``: m^0 = 0).
         self.momentum: list[NDArray[np.float64]] | None = None
 
+    @property
+    def accuracy_key(self) -> str:
+        """The metric Acc_k is read from: ``acc-after-training`` or ``acc-before-training``."""
+        return ACCURACY_REQUESTS[self.params.accuracy][1]
+
+    @property
+    def required_metrics(self) -> tuple[str, ...]:
+        """The base's, with the accuracy metric of ``accuracy``."""
+        return tuple(
+            self.accuracy_key if key == keys.ACC_AFTER_TRAINING else key
+            for key in super().required_metrics
+        )
+
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
-        """Ask every client for ``acc-before-training``."""
-        return {keys.WANT_ACCURACY: True}
+        """Ask every client for the accuracy of ``accuracy``."""
+        return {ACCURACY_REQUESTS[self.params.accuracy][0]: True}
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state: f_k by client key and m (nested lists, float64)."""
@@ -123,7 +157,7 @@ class FedFa(ReweightedStrategy):
             key = self.client_key(reply)
             participation[key] = participation.get(key, 0) + 1
         self.state_updates.set(self, participation=participation)
-        accuracies = [float(r.metrics[keys.ACC_BEFORE_TRAINING]) for r in replies]  # type: ignore[arg-type]
+        accuracies = [float(r.metrics[self.accuracy_key]) for r in replies]  # type: ignore[arg-type]
         counts = [participation[self.client_key(r)] for r in replies]
         return fedfa_weights(accuracies, counts, self.params.beta)
 
@@ -153,8 +187,8 @@ def fedfa_weights(
     Parameters
     ----------
     accuracies : ArrayLike
-        Acc_i in [0, 1]: each participant's accuracy of the received model on its training
-        split, before local training.
+        Acc_i in [0, 1]: each participant's accuracy on its training split (of its trained
+        model after local training, or of the received model before it).
     frequencies : ArrayLike
         f_i >= 1: the number of rounds each participant took part in, this one included
         (counted by the server).

@@ -161,6 +161,48 @@ def test_accuracy_before_training_is_reported_when_the_config_asks():
     assert keys.ACC_BEFORE_TRAINING not in plain
 
 
+def predict_class(label: int):
+    """A ``train_fn`` whose 'training' makes the model predict ``label`` for every input."""
+
+    def train(model, trainloader, loss_fn, config):
+        with torch.no_grad():
+            model.fc2.weight.zero_()
+            model.fc2.bias.zero_()
+            model.fc2.bias[label] = 1.0
+        return None
+
+    return train
+
+
+def test_accuracy_after_training_is_reported_when_the_config_asks():
+    # FedFa's default (want-accuracy-after-training): the *trained* model's accuracy on all
+    # N samples. The training makes every prediction class 0, so by hand the accuracy is
+    # the share of label 0 (7/23); the received model's (before training) is 10/23.
+    sent = global_model()
+    x, y = data()
+    share_of_zero = int((y == 0).sum()) / N
+    with torch.no_grad():
+        before = int((sent(x).argmax(dim=1) == y).sum()) / N
+    assert before != share_of_zero
+    asked = metrics_of(
+        fair_train(
+            message(sent, **{keys.WANT_ACCURACY_AFTER_TRAINING: True}),
+            global_model(seed=99),
+            loader(),
+            nn.CrossEntropyLoss(),
+            predict_class(0),
+        )
+    )
+    plain = metrics_of(
+        fair_train(
+            message(sent), global_model(seed=99), loader(), nn.CrossEntropyLoss(), predict_class(0)
+        )
+    )
+    assert asked[keys.ACC_AFTER_TRAINING] == pytest.approx(share_of_zero, abs=1e-12)
+    assert asked[keys.LOSS_BEFORE_TRAINING] == plain[keys.LOSS_BEFORE_TRAINING]
+    assert keys.ACC_AFTER_TRAINING not in plain and keys.ACC_BEFORE_TRAINING not in asked
+
+
 def test_plain_round_passes_the_users_loss_unchanged_and_omits_train_loss_if_none():
     seen = {}
 

@@ -131,6 +131,11 @@ def train(msg: Message, context: Context) -> Message:
             float(config["lr"]),
             local_objective(config).batch_objective,
         )  # fairfl: PropFair objective
+    accuracy_after = (  # fairfl: FedFa's default, the trained model's accuracy, when asked
+        loss_and_accuracy(net, x, y, device)[1]
+        if config.get(keys.WANT_ACCURACY_AFTER_TRAINING, False)
+        else None
+    )
     state = net.state_dict()
     h = (  # fairfl: q-FFL's client-side h_k
         qffl_h(
@@ -148,6 +153,7 @@ def train(msg: Message, context: Context) -> Message:
         num_examples=len(y),
         loss_before_training=loss_before,
         acc_before_training=accuracy,
+        acc_after_training=accuracy_after,
         partition_id=pid,
         activation=activation,
         qffl_h=h,

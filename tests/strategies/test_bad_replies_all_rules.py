@@ -60,6 +60,7 @@ def honest_metrics(rng, node):
         keys.RCFL_ETA: float(rng.uniform(0.0, 1.0)),
         keys.PARTITION_ID: node,
         keys.ACC_BEFORE_TRAINING: float(rng.uniform(0.0, 1.0)),
+        keys.ACC_AFTER_TRAINING: float(rng.uniform(0.0, 1.0)),
         keys.GROUP_COUNTS: [int(v) for v in rng.integers(0, 10, size=8)],
     }
 

@@ -194,14 +194,20 @@ def test_matches_the_reference_loop_over_rounds():
 
 
 # ------------------------------------------------------------------------- the strategy
-def fa_reply(partition: int, arrays: list[np.ndarray], acc: float | None, **extra: object):
-    """Partition ``partition``'s reply from node ``partition + 1``."""
+def fa_reply(
+    partition: int,
+    arrays: list[np.ndarray],
+    acc: float | None,
+    key: str = keys.ACC_BEFORE_TRAINING,
+    **extra: object,
+):
+    """Partition ``partition``'s reply from node ``partition + 1``, ``acc`` under ``key``."""
     metrics: dict[str, object] = {
         keys.NUM_EXAMPLES: 10 * (partition + 1),
         keys.PARTITION_ID: partition,
     }
     if acc is not None:
-        metrics[keys.ACC_BEFORE_TRAINING] = acc
+        metrics[key] = acc
     metrics.update(extra)
     return make_reply(partition + 1, arrays, metrics)
 
@@ -212,7 +218,7 @@ def test_strategy_matches_the_reference_loop_with_server_counted_participation()
     rng = np.random.default_rng(4)
     model = [rng.normal(size=(2, 2)), rng.normal(size=3)]
     oracle, oracle_momentum = np.concatenate([a.ravel() for a in model]), np.zeros(7)
-    strategy = FedFa()
+    strategy = FedFa(accuracy="before-training", gamma=0.9)  # FLGo's
     counts: dict[int, int] = {}
     for server_round, chosen in enumerate(([0, 1, 2], [0, 2], [0, 1, 3]), start=1):
         locals_ = [oracle + rng.normal(size=7) for _ in chosen]
@@ -233,14 +239,22 @@ def test_strategy_matches_the_reference_loop_with_server_counted_participation()
     assert strategy.participation == {"0": 3, "1": 2, "2": 2, "3": 1}
 
 
-def test_every_train_config_asks_for_the_accuracy():
-    messages = configure(FedFa(), [1, 2])
-    assert all(m.content["config"][keys.WANT_ACCURACY] is True for m in messages)
+@pytest.mark.parametrize(
+    ("accuracy", "asked", "not_asked"),
+    [
+        ("after-training", keys.WANT_ACCURACY_AFTER_TRAINING, keys.WANT_ACCURACY),
+        ("before-training", keys.WANT_ACCURACY, keys.WANT_ACCURACY_AFTER_TRAINING),
+    ],
+)
+def test_every_train_config_asks_for_the_accuracy(accuracy, asked, not_asked):
+    messages = configure(FedFa(accuracy=accuracy), [1, 2])
+    assert all(m.content["config"][asked] is True for m in messages)
+    assert all(not_asked not in m.content["config"] for m in messages)
 
 
 def test_replies_without_or_with_a_bad_accuracy_are_dropped():
     start = [np.zeros(2)]
-    strategy = FedFa(eta=0.0)
+    strategy = FedFa(eta=0.0, accuracy="before-training")
     replies = [
         fa_reply(0, [np.array([1.0, 0.0])], 0.5),
         fa_reply(1, [np.array([5.0, 5.0])], None),
@@ -254,7 +268,12 @@ def test_replies_without_or_with_a_bad_accuracy_are_dropped():
     assert metrics["dropped-replies"] == 2
     assert strategy.participation == {"0": 1}  # dropped replies do not count
     with pytest.raises(MissingMetricError, match="acc-before-training"):
-        aggregate_round(FedFa(), [fa_reply(0, [np.zeros(2)], None)], 1, start)
+        aggregate_round(
+            FedFa(accuracy="before-training"), [fa_reply(0, [np.zeros(2)], None)], 1, start
+        )
+    # The default reads acc-after-training: a reply with only the other accuracy lacks it.
+    with pytest.raises(MissingMetricError, match="acc-after-training"):
+        aggregate_round(FedFa(), [fa_reply(0, [np.zeros(2)], 0.5)], 1, start)
 
 
 def test_state_survives_a_checkpoint():
@@ -262,9 +281,9 @@ def test_state_survives_a_checkpoint():
     start = [np.zeros(3)]
     first = [fa_reply(c, [rng.normal(size=3)], 0.2 * (c + 1)) for c in (0, 1)]
     second = [fa_reply(c, [rng.normal(size=3)], 0.3) for c in (0, 2)]
-    uninterrupted = FedFa()
+    uninterrupted = FedFa(accuracy="before-training")
     aggregate_round(uninterrupted, first, 1, start)
-    resumed = FedFa()
+    resumed = FedFa(accuracy="before-training")
     resumed.load_state_dict(json.loads(json.dumps(uninterrupted.state_dict())))
     expected, _ = aggregate_round(uninterrupted, second, 2, start)
     got, _ = aggregate_round(resumed, second, 2, start)
@@ -277,12 +296,59 @@ def test_state_survives_a_checkpoint():
 def test_registry_declaration():
     spec = STRATEGIES["fedfa"]
     assert spec.strategy is FedFa
-    assert spec.defaults() == {"fedfa-beta": 0.5, "fedfa-gamma": 0.9, "fedfa-eta": 0.1}
-    strategy = build_strategy("fedfa", {"fedfa-beta": 1, "fedfa-eta": 0.0})
-    assert strategy.settings() == {"beta": 1.0, "gamma": 0.9, "eta": 0.0}
+    assert spec.defaults() == {
+        "fedfa-beta": 0.5,
+        "fedfa-gamma": 0.5,
+        "fedfa-eta": 0.1,
+        "fedfa-accuracy": "after-training",
+    }
+    strategy = build_strategy(
+        "fedfa", {"fedfa-beta": 1, "fedfa-eta": 0.0, "fedfa-accuracy": "before-training"}
+    )
+    assert strategy.settings() == {
+        "beta": 1.0,
+        "gamma": 0.5,
+        "eta": 0.0,
+        "accuracy": "before-training",
+    }
+    with pytest.raises(ValueError, match=r"run config fedfa-accuracy \(rule fedfa\)"):
+        build_strategy("fedfa", {"fedfa-accuracy": "during-training"})
     with pytest.raises(
         ValueError, match=r"run config fedfa-gamma \(rule fedfa\): gamma must be <= 1"
     ):
         build_strategy("fedfa", {"fedfa-gamma": 2.0})
     with pytest.raises(ValueError, match="eta must be a finite number, got nan"):
         FedFa(eta=math.nan)
+
+
+# ------------------------------------------------- the experiments' after-training accuracy
+def test_default_weighs_by_the_accuracy_after_training_by_hand():
+    # The default is the code of the paper's experiments: Acc_k after local training,
+    # γ = 0.5 (β = 0.5, η = 0.1 as FLGo). Each reply carries both accuracies, swapped, so
+    # reading the wrong one gives other weights. Round 1, w^t = 0, w_0 = (1, 0), w_1 = (0, 1),
+    # Acc after = (0.2, 0.6): a = (0.25, 0.75), I^acc = -log2(a + 1e-6); f = (1, 1): equal
+    # I^f, so Ī^f = (0.5, 0.5). p_0 = 0.5 I^acc_0 / (I^acc_0 + I^acc_1) + 0.25, p_1 = 1 - p_0.
+    # w̄ = (p_0, p_1); m^1 = 0.5 · 0 + (1 - 0.5)(w̄ - 0) = w̄ / 2; w^2 = w̄ - 0.1 m^1 = 0.95 w̄.
+    info = [-math.log2(0.25 + 1e-6), -math.log2(0.75 + 1e-6)]
+    p0 = 0.5 * info[0] / sum(info) + 0.25
+    strategy = FedFa()
+    assert strategy.settings() == {
+        "beta": 0.5,
+        "gamma": 0.5,
+        "eta": 0.1,
+        "accuracy": "after-training",
+    }
+    replies = [
+        fa_reply(c, [w], after, keys.ACC_AFTER_TRAINING, **{keys.ACC_BEFORE_TRAINING: before})
+        for c, w, after, before in (
+            (0, np.array([1.0, 0.0]), 0.2, 0.6),
+            (1, np.array([0.0, 1.0]), 0.6, 0.2),
+        )
+    ]
+    new, metrics = aggregate_round(strategy, replies, 1, [np.zeros(2)])
+    np.testing.assert_allclose(new["0"].numpy(), [0.95 * p0, 0.95 * (1 - p0)], rtol=1e-12)
+    assert p0 == pytest.approx(0.664072, abs=1e-6)  # the lower accuracy weighs more
+    assert metrics["fedfa-momentum-norm"] == pytest.approx(0.5 * math.hypot(p0, 1 - p0))
+    # FLGo's option reads the accuracy before training: the weights swap.
+    new, _ = aggregate_round(FedFa(accuracy="before-training"), replies, 1, [np.zeros(2)])
+    np.testing.assert_allclose(new["0"].numpy(), [0.95 * (1 - p0), 0.95 * p0], rtol=1e-12)

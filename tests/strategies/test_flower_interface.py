@@ -64,6 +64,7 @@ def full_metrics(node: int, loss_key: str = keys.LOSS_BEFORE_TRAINING) -> dict[s
         keys.ACTIVATION: [float(node % 2), 1.0 - node % 2, 0.5],
         keys.RCFL_ETA: 0.1 * node,
         keys.ACC_BEFORE_TRAINING: 0.1 * node,
+        keys.ACC_AFTER_TRAINING: 0.05 * node,
         # FairFed's counts per (attribute, label, prediction): one attribute value, 2x2.
         keys.GROUP_COUNTS: [0, 0, node, 0, 0, 1, 0, node],
         "my-metric": float(node),

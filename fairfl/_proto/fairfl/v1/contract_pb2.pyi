@@ -32,7 +32,7 @@ class TrainInstruction(_message.Message):
     def __init__(self, arrays: _Optional[_Mapping[str, Tensor]] = ..., config: _Optional[_Union[TrainConfig, _Mapping]] = ...) -> None: ...
 
 class TrainConfig(_message.Message):
-    __slots__ = ("server_round", "lr", "local_epochs", "batch_size", "want_activation", "want_accuracy", "want_group_counts")
+    __slots__ = ("server_round", "lr", "local_epochs", "batch_size", "want_activation", "want_accuracy", "want_group_counts", "want_accuracy_after_training")
     SERVER_ROUND_FIELD_NUMBER: _ClassVar[int]
     LR_FIELD_NUMBER: _ClassVar[int]
     LOCAL_EPOCHS_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class TrainConfig(_message.Message):
     WANT_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
     WANT_ACCURACY_FIELD_NUMBER: _ClassVar[int]
     WANT_GROUP_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    WANT_ACCURACY_AFTER_TRAINING_FIELD_NUMBER: _ClassVar[int]
     server_round: int
     lr: float
     local_epochs: int
@@ -47,7 +48,8 @@ class TrainConfig(_message.Message):
     want_activation: bool
     want_accuracy: bool
     want_group_counts: bool
-    def __init__(self, server_round: _Optional[int] = ..., lr: _Optional[float] = ..., local_epochs: _Optional[int] = ..., batch_size: _Optional[int] = ..., want_activation: bool = ..., want_accuracy: bool = ..., want_group_counts: bool = ...) -> None: ...
+    want_accuracy_after_training: bool
+    def __init__(self, server_round: _Optional[int] = ..., lr: _Optional[float] = ..., local_epochs: _Optional[int] = ..., batch_size: _Optional[int] = ..., want_activation: bool = ..., want_accuracy: bool = ..., want_group_counts: bool = ..., want_accuracy_after_training: bool = ...) -> None: ...
 
 class TrainReply(_message.Message):
     __slots__ = ("arrays", "metrics", "gradient")
@@ -74,7 +76,7 @@ class TrainReply(_message.Message):
     def __init__(self, arrays: _Optional[_Mapping[str, Tensor]] = ..., metrics: _Optional[_Union[TrainMetrics, _Mapping]] = ..., gradient: _Optional[_Mapping[str, Tensor]] = ...) -> None: ...
 
 class TrainMetrics(_message.Message):
-    __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id", "loss_before_training", "objective_ignored", "acc_before_training", "group_counts")
+    __slots__ = ("num_examples", "train_loss", "qffl_h", "activation", "rcfl_eta", "partition_id", "loss_before_training", "objective_ignored", "acc_before_training", "group_counts", "acc_after_training")
     NUM_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     TRAIN_LOSS_FIELD_NUMBER: _ClassVar[int]
     QFFL_H_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +87,7 @@ class TrainMetrics(_message.Message):
     OBJECTIVE_IGNORED_FIELD_NUMBER: _ClassVar[int]
     ACC_BEFORE_TRAINING_FIELD_NUMBER: _ClassVar[int]
     GROUP_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ACC_AFTER_TRAINING_FIELD_NUMBER: _ClassVar[int]
     num_examples: int
     train_loss: float
     qffl_h: float
@@ -95,7 +98,8 @@ class TrainMetrics(_message.Message):
     objective_ignored: int
     acc_before_training: float
     group_counts: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, num_examples: _Optional[int] = ..., train_loss: _Optional[float] = ..., qffl_h: _Optional[float] = ..., activation: _Optional[_Iterable[float]] = ..., rcfl_eta: _Optional[float] = ..., partition_id: _Optional[int] = ..., loss_before_training: _Optional[float] = ..., objective_ignored: _Optional[int] = ..., acc_before_training: _Optional[float] = ..., group_counts: _Optional[_Iterable[int]] = ...) -> None: ...
+    acc_after_training: float
+    def __init__(self, num_examples: _Optional[int] = ..., train_loss: _Optional[float] = ..., qffl_h: _Optional[float] = ..., activation: _Optional[_Iterable[float]] = ..., rcfl_eta: _Optional[float] = ..., partition_id: _Optional[int] = ..., loss_before_training: _Optional[float] = ..., objective_ignored: _Optional[int] = ..., acc_before_training: _Optional[float] = ..., group_counts: _Optional[_Iterable[int]] = ..., acc_after_training: _Optional[float] = ...) -> None: ...
 
 class EvaluateReply(_message.Message):
     __slots__ = ("metrics",)
