@@ -19,12 +19,14 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from fairfl.metrics import PERCENT
 from fairfl.report.results import RunResult, metric_curve, weight_matrix
 
-#: Pixels per inch of the PNGs: small files that still read on a README.
-DPI = 90
+#: Pixels per inch of the PNGs: sharp enough to read in a paper or on a high-density
+#: screen (the 256-colour palette of :func:`save_png` keeps the files small).
+DPI = 150
 
 #: Seed bands (± std) are drawn only up to this many variants; beyond, they hide the lines.
 SHADE_MAX_VARIANTS = 6
@@ -43,6 +45,12 @@ def save_png(fig: plt.Figure, path: Path) -> Path:
     with Image.open(buffer) as image:
         image.convert("RGB").quantize(colors=256).save(path, format="PNG", optimize=True)
     return path
+
+
+def _legend_beside(ax: plt.Axes) -> None:
+    """A legend to the right of ``ax``, if it holds a labelled line (none: no warning)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 
 
 def _colours(count: int) -> list[tuple[float, float, float, float]]:
@@ -98,9 +106,10 @@ def plot_curves(
             if len(runs) > 1 and len(groups) <= SHADE_MAX_VARIANTS:
                 ax.fill_between(rounds, mean - std, mean + std, color=colour, alpha=0.12, lw=0)
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    axes[-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    _legend_beside(axes[-1])
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -135,7 +144,7 @@ def plot_distribution(
     ax.set_xlabel("client percentile (sorted by final test accuracy)")
     ax.set_ylabel("final test accuracy (%)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    _legend_beside(ax)
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
@@ -154,8 +163,9 @@ def _weights_panel(ax, fig, rounds, clients, values, *, label, ratio):
     elif low < 0:  # VRed's weights can be negative ([P000] Lemma 1)
         bound = max(abs(low), abs(high))
         norm, cmap = matplotlib.colors.Normalize(-bound, bound), "RdBu_r"
-    else:
-        norm, cmap = matplotlib.colors.Normalize(0.0, high), "viridis"
+    else:  # scaled to the weights' own range: q-FFL's 0.045-0.05 must not look flat
+        norm = weight_colour_range(low, high)
+        cmap = "viridis"
     image = ax.imshow(
         np.ma.masked_invalid(values),
         aspect="auto",
@@ -167,7 +177,20 @@ def _weights_panel(ax, fig, rounds, clients, values, *, label, ratio):
     step = max(1, len(clients) // 10)
     ax.set_yticks(range(0, len(clients), step), [str(c) for c in clients[::step]], fontsize=7)
     ax.set_xlabel("round")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.colorbar(image, ax=ax, label=label, pad=0.02)
+
+
+def weight_colour_range(low: float, high: float) -> matplotlib.colors.Normalize:
+    """Colours spanning non-negative weights from their smallest to their largest value.
+
+    Equal weights (``low == high``) get a range of ±5 % around them, so they show as one
+    colour rather than an error.
+    """
+    if high <= low:
+        spread = 0.05 * abs(high) or 1.0
+        return matplotlib.colors.Normalize(low - spread, high + spread)
+    return matplotlib.colors.Normalize(low, high)
 
 
 def plot_weights(
