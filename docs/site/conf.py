@@ -76,9 +76,6 @@ html_title = "fairfl"
 html_static_path: list[str] = []
 html_show_sourcelink = False
 
-# linkcheck (run by scripts/docs.sh): only the site's own links; no network here.
-linkcheck_ignore = [r"https?://.*"]
-
 
 def skip_type_aliases(
     app: object, what: str, name: str, obj: object, skip: bool, options: object

@@ -15,27 +15,41 @@ that fails or prints to stderr with a non-zero exit stops the build. With ``:ses
 the page's session blocks (Python, or bash with ``:language: bash``) run as one program
 at the block marked ``:end-session:``, each block's output shown under it; a session
 that leaves a process running stops the build (the processes are killed first).
+
+A block's output is kept in a cache outside the checkout (``$FAIRFL_DOCS_CACHE``, default
+``~/.cache/fairfl-docs``), under a key made of the program it runs and of everything
+else it can print differently for (:func:`exec_inputs_digest`): a build with none of
+them changed runs no block again, also from a fresh clone. Only blocks that succeeded
+are kept. To run every block again, point ``FAIRFL_DOCS_CACHE`` at an empty folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import hashlib
+import importlib.metadata
+import json
 import os
+import platform
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+from check_links import broken_links
 from docutils import nodes
 from docutils.parsers.rst import Directive, directives
 from generate_results import write_results_pages
 from rule_math import RULE_MATH
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
+from sphinx.util import logging as sphinx_logging
 
 SITE = Path(__file__).resolve().parents[1]
 REPO = SITE.parents[1]
@@ -57,6 +71,12 @@ NOTES = {
     "equitable": "equitable",
     "rcfl": "rcfl",
 }
+#: What an executed block runs besides its own text (the package, the scripts and
+#: example apps it calls, the project file): a change to any file under these re-runs
+#: every block. A block that reads another file of the repository must add it here.
+EXEC_INPUTS = ("fairfl", "scripts", "deploy", "examples", "pyproject.toml")
+#: Environment variables that change what a block prints (the Gram kernel's path).
+EXEC_ENVIRONMENT = ("FAIRFL_GRAM_KERNEL", "OPENBLAS_CORETYPE")
 
 
 def write_if_changed(path: Path, text: str) -> None:
@@ -366,29 +386,34 @@ class ExecDirective(Directive):
         if "continue" in self.options:
             program = "".join(earlier) + f"print({MARK!r})\n" + code
         earlier.append(code)
-        start = time.monotonic()
-        try:
-            done = subprocess.run(
-                [sys.executable, "-c", program],
-                cwd=REPO,
-                env=exec_environment(),
-                capture_output=True,
-                text=True,
-                timeout=self.options.get("timeout", 120),
-                check=False,
-            )
-        except subprocess.TimeoutExpired as error:
-            raise self.error(f"fairfl-exec: the block ran past {error.timeout} s") from error
-        if done.returncode != 0:
-            raise self.error(
-                f"fairfl-exec: the block exited with {done.returncode}:\n{done.stderr[-3000:]}"
-            )
-        seconds = time.monotonic() - start
+        key = exec_cache_key("python", program)
+        ran = exec_cache_load(key)
+        if ran is None:
+            start = time.monotonic()
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-c", program],
+                    cwd=REPO,
+                    env=exec_environment(),
+                    capture_output=True,
+                    text=True,
+                    timeout=self.options.get("timeout", 120),
+                    check=False,
+                )
+            except subprocess.TimeoutExpired as error:
+                raise self.error(f"fairfl-exec: the block ran past {error.timeout} s") from error
+            if done.returncode != 0:
+                raise self.error(
+                    f"fairfl-exec: the block exited with {done.returncode}:\n{done.stderr[-3000:]}"
+                )
+            ran = {"stdout": done.stdout, "seconds": time.monotonic() - start}
+            exec_cache_store(key, ran)
+        seconds = ran["seconds"]
         shown: list[nodes.Node] = []
         if "hide-code" not in self.options:
             block = nodes.literal_block(code, code, language="python")
             shown.append(block)
-        stdout = done.stdout.split(MARK + "\n", 1)[-1]
+        stdout = ran["stdout"].split(MARK + "\n", 1)[-1]
         output = stdout.rstrip("\n") or "(no output)"
         out = nodes.literal_block(output, output, language="text")
         out["classes"].append("fairfl-exec-output")
@@ -404,7 +429,8 @@ class ExecDirective(Directive):
         all; a marker printed
         before each block splits the output between them. After the program ends, a
         process still in its group (a server the page started and did not stop) fails
-        the build, once killed.
+        the build, once killed. Its output comes from the cache when the same program
+        succeeded with the same inputs before (:func:`exec_cache_key`).
         """
         env = self.state.document.settings.env
         session: list[tuple[str, nodes.paragraph, nodes.literal_block]] = env.temp_data.setdefault(
@@ -435,32 +461,14 @@ class ExecDirective(Directive):
             marks = [f"import time; print({MARK!r}, time.time(), flush=True)\n" for _ in session]
             command = [sys.executable, "-c"]
         program = "".join(mark + block for mark, (block, _, _) in zip(marks, session, strict=True))
-        popen = subprocess.Popen(
-            [*command, program],
-            cwd=REPO,
-            env=exec_environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            stdout, stderr = popen.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired as error:
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.communicate()
-            raise self.error(f"fairfl-exec: the session ran past {error.timeout} s") from error
-        finally:
-            leftovers = stop_process_group(popen.pid)
-        if popen.returncode != 0:
-            raise self.error(
-                f"fairfl-exec: the session exited with {popen.returncode}:\n"
-                f"{stdout[-2000:]}\n{stderr[-3000:]}"
-            )
-        if leftovers:
-            raise self.error(f"fairfl-exec: the session left processes running: {leftovers}")
+        key = exec_cache_key(language, program)
+        ran = exec_cache_load(key)
+        if ran is None:
+            ran = {"stdout": self.run_program(command, program, timeout), "ended": time.time()}
+            exec_cache_store(key, ran)
+        stdout = ran["stdout"]
         parts = stdout.split(MARK + " ")[1:]
-        times = [float(part.split("\n", 1)[0]) for part in parts] + [time.time()]
+        times = [float(part.split("\n", 1)[0]) for part in parts] + [ran["ended"]]
         for index, (_, caption_node, out_node) in enumerate(session):
             text = parts[index].split("\n", 1)[1].rstrip("\n") or "(no output)"
             seconds = times[index + 1] - times[index]
@@ -470,6 +478,59 @@ class ExecDirective(Directive):
             caption_node.clear()
             caption_node += nodes.Text(f"Output (ran when these docs were built, {seconds:.1f} s):")
         return shown
+
+    def run_program(self, command: list[str], program: str, timeout: float) -> str:
+        """Run a session's program in a process group of its own; return its stdout.
+
+        Fails the build if it exits non-zero, runs past ``timeout`` seconds, or leaves a
+        process of its group running (killed first). A SIGTERM to the build meanwhile
+        (``scripts/test.sh`` stopping it) stops the group before the build exits: the
+        group is not the build's, so the signal reaches only the build.
+        """
+        with sigterm_exits():
+            popen = subprocess.Popen(
+                [*command, program],
+                cwd=REPO,
+                env=exec_environment(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+            try:
+                stdout, stderr = popen.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired as error:
+                os.killpg(popen.pid, signal.SIGKILL)
+                popen.communicate()
+                raise self.error(f"fairfl-exec: the session ran past {error.timeout} s") from error
+            finally:
+                leftovers = stop_process_group(popen.pid)
+        if popen.returncode != 0:
+            raise self.error(
+                f"fairfl-exec: the session exited with {popen.returncode}:\n"
+                f"{stdout[-2000:]}\n{stderr[-3000:]}"
+            )
+        if leftovers:
+            raise self.error(f"fairfl-exec: the session left processes running: {leftovers}")
+        return stdout
+
+
+@contextlib.contextmanager
+def sigterm_exits() -> Iterator[None]:
+    """Inside the block, SIGTERM raises ``SystemExit(143)``, so ``finally`` blocks run.
+
+    Python's default for SIGTERM ends the process at once. The previous handler is
+    restored on exit from the block.
+    """
+
+    def exit_now(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_now)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def exec_environment() -> dict[str, str]:
@@ -487,6 +548,61 @@ def exec_environment() -> dict[str, str]:
         OMP_NUM_THREADS="1",
     )
     return variables
+
+
+def exec_cache_dir() -> Path:
+    """Where executed blocks' outputs are kept: ``$FAIRFL_DOCS_CACHE``, else ``~/.cache``'s."""
+    return Path(os.environ.get("FAIRFL_DOCS_CACHE") or Path.home() / ".cache" / "fairfl-docs")
+
+
+@functools.cache
+def exec_inputs_digest() -> str:
+    """A hash of what an executed block can print differently for, besides its program.
+
+    Every file under :data:`EXEC_INPUTS` (path and content; bytecode caches left out),
+    every installed distribution's name and version (fairfl, flwr, torch, ...), the
+    Python version, the machine type and :data:`EXEC_ENVIRONMENT`. Computed once per
+    build: files edited while the docs build count from the next build on.
+    """
+    digest = hashlib.sha256()
+    for name in EXEC_INPUTS:
+        top = REPO / name
+        files = sorted(top.rglob("*")) if top.is_dir() else [top]
+        for path in files:
+            if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            content = hashlib.sha256(path.read_bytes()).hexdigest()
+            digest.update(f"{path.relative_to(REPO).as_posix()} {content}\n".encode())
+    versions = sorted(
+        f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()
+    )
+    settings = [f"{name}={os.environ.get(name, '')}" for name in EXEC_ENVIRONMENT]
+    context = [*versions, sys.version, platform.machine(), *settings]
+    digest.update("\n".join(context).encode())
+    return digest.hexdigest()
+
+
+def exec_cache_key(language: str, program: str) -> str:
+    """The cache key of a program a ``fairfl-exec`` block runs (with its earlier blocks)."""
+    text = f"{exec_inputs_digest()}\n{language}\n{program}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def exec_cache_load(key: str) -> dict[str, Any] | None:
+    """What the program of ``key`` printed when it last succeeded, or ``None``."""
+    try:
+        return dict(json.loads((exec_cache_dir() / f"{key}.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):  # never run with these inputs, or a damaged entry
+        return None
+
+
+def exec_cache_store(key: str, ran: dict[str, Any]) -> None:
+    """Keep what a program printed under ``key`` (written whole or not at all)."""
+    folder = exec_cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f"{key}.{os.getpid()}.part"
+    partial.write_text(json.dumps(ran), encoding="utf-8")
+    partial.replace(folder / f"{key}.json")
 
 
 def stop_process_group(pgid: int, grace: float = 10.0) -> list[str]:
@@ -545,10 +661,57 @@ def copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
             shutil.copy2(source / part, target / part)
 
 
+#: The API reference's autosummary stubs: path -> (text, access and modification times)
+#: before this build, while autosummary writes them again (:func:`set_aside_api_stubs`).
+_API_STUBS: dict[Path, tuple[str, int, int]] = {}
+
+
+def set_aside_api_stubs(app: Sphinx) -> None:
+    """Delete the API reference's stubs before autosummary writes them (``builder-inited``).
+
+    A stub of a module that is gone or private now would not be written again, and
+    Sphinx would warn about it. Their text and times are kept for
+    :func:`keep_unchanged_api_stubs`.
+    """
+    _API_STUBS.clear()
+    for stub in (GENERATED / "api").glob("*.rst"):
+        times = stub.stat()
+        _API_STUBS[stub] = (stub.read_text(encoding="utf-8"), times.st_atime_ns, times.st_mtime_ns)
+        stub.unlink()
+
+
+def keep_unchanged_api_stubs(app: Sphinx) -> None:
+    """Give a stub autosummary wrote with the same text its old times back.
+
+    Sphinx reads a page again when its file is newer than its last reading: a stub
+    written anew, unchanged, would send every API page through autodoc again.
+    """
+    for stub, (text, accessed, modified) in _API_STUBS.items():
+        if stub.is_file() and stub.read_text(encoding="utf-8") == text:
+            os.utime(stub, ns=(accessed, modified))
+    _API_STUBS.clear()
+
+
+def check_internal_links(app: Sphinx, exception: Exception | None) -> None:
+    """Warn (an error under ``-W``) for each internal link of the built HTML that leads nowhere.
+
+    Run after :func:`copy_mathjax`, so the copied MathJax counts as part of the site.
+    """
+    if exception is not None or app.builder.format != "html":
+        return
+    logger = sphinx_logging.getLogger(__name__)
+    for broken in broken_links(Path(app.outdir)):
+        logger.warning("broken internal link: %s", broken)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
-    """Register the generator, the directive and the MathJax copy."""
+    """Register the generator, the directive, the MathJax copy and the link check."""
+    # Around autosummary's stub writing (its builder-inited handler, priority 500).
+    app.connect("builder-inited", set_aside_api_stubs, priority=100)
+    app.connect("builder-inited", keep_unchanged_api_stubs, priority=900)
     app.connect("builder-inited", generate)
     app.connect("build-finished", copy_mathjax)
+    app.connect("build-finished", check_internal_links, priority=900)
     app.add_directive("fairfl-exec", ExecDirective)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
