@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the whole test suite: fast unit tests first, then the
-# integration tests (Flower's simulation engine, real SuperLink/SuperNodes), then the
-# strategy tests and a gRPC loopback deployment again under the oldest supported flwr;
-# the deployment tests (network namespaces, TLS, Docker) run beside all of them.
+# Set up (if needed) and run the whole test suite: fast unit tests first (the docs site
+# builds beside them; the tests that read it follow), then the integration tests
+# (Flower's simulation engine, real SuperLink/SuperNodes), then the strategy tests and a
+# gRPC loopback deployment again under the oldest supported flwr; the deployment tests
+# (network namespaces, TLS, Docker) run beside all of them. Every phase prints its time
+# as `=== <phase>: N s ===`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Runs a command as a phase: its name before, its time after (the command's exit stops
+# the suite, as set -e does).
+timed() {
+  local name=$1; shift
+  echo "=== $name ==="
+  local start=$SECONDS
+  "$@"
+  echo "=== $name: $((SECONDS - start)) s ==="
+}
 # Deployment tests need a Docker engine, debootstrap (offline base image), iproute2
 # (network namespaces), openssl/ssh-keygen (TLS, SuperNode keys) and nginx (the Fleet
 # proxy in front of the SuperLink); the dashboard's browser tests need headless Chromium
@@ -18,15 +29,20 @@ missing_tools() {
   [ -f /usr/share/javascript/mathjax/MathJax.js ] || return 0
   return 1
 }
-if [ "$(id -u)" = 0 ] && missing_tools; then
+install_tools() {
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     docker.io docker-compose debootstrap iproute2 openssl openssh-client nginx-light \
     chromium chromium-driver gcc libc6-dev libjs-mathjax >/dev/null
+}
+if [ "$(id -u)" = 0 ] && missing_tools; then
+  timed "system tools (apt)" install_tools
 fi
-# Built Docker base images are cached outside the checkout, so a fresh clone reuses them.
+# Built Docker base images and the docs' executed blocks are cached outside the
+# checkout, so a fresh clone reuses them (a build with a changed input runs again).
 export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"
-bash scripts/setup.sh
+export FAIRFL_DOCS_CACHE="${FAIRFL_DOCS_CACHE:-$HOME/.cache/fairfl-docs}"
+timed "set-up (.venv)" bash scripts/setup.sh
 # The oldest-flwr environment installs in the background (mostly downloads) while the
 # first phases run; its phase waits for it.
 oldest_log="$(mktemp)"
@@ -54,13 +70,10 @@ run_phase() {
     exit "$code"
   fi
 }
-.venv/bin/ruff check fairfl tests scripts benchmarks examples experiments deploy
+timed ruff .venv/bin/ruff check fairfl tests scripts benchmarks examples experiments deploy
 # Types: mypy's defaults across fairfl, strict on the strategies and the contract
 # (pyproject.toml's [tool.mypy]).
-echo "=== mypy ==="
-start=$SECONDS
-.venv/bin/mypy fairfl
-echo "=== mypy: $((SECONDS - start)) s ==="
+timed mypy .venv/bin/mypy fairfl
 # The deployment tests spend most of their time waiting on Flower's 3 s polls, so they run
 # beside the other phases, in their own session (so that an early exit stops them all);
 # their output is printed when they end. The 50-round churn soak is not among them: it
@@ -72,24 +85,47 @@ deploy_pid=$!
 # On an early exit: SIGTERM, which their pytest turns into an interrupt that runs the
 # fixtures' teardown (stopping the federations' processes, removing the namespaces);
 # then, if it has not ended within 3 minutes, SIGKILL.
-stop_deployment_tests() {
-  kill -TERM -- -"$deploy_pid" 2>/dev/null || true
+stop_session() {
+  kill -TERM -- -"$1" 2>/dev/null || true
   for _ in $(seq 180); do
-    kill -0 -- -"$deploy_pid" 2>/dev/null || break
+    kill -0 -- -"$1" 2>/dev/null || break
     sleep 1
   done
-  kill -KILL -- -"$deploy_pid" 2>/dev/null || true
+  kill -KILL -- -"$1" 2>/dev/null || true
+}
+stop_background_phases() {
+  if [ -n "${docs_pid:-}" ]; then
+    stop_session "$docs_pid"
+    echo "=== docs site stopped: an earlier phase failed; its output so far: ==="
+    cat "$docs_log"
+  fi
+  stop_session "$deploy_pid"
   echo "=== deployment tests stopped: an earlier phase failed; their output so far: ==="
   cat "$deploy_log"
 }
-trap stop_deployment_tests EXIT
-# The docs site, strictly (warnings, broken references and internal links fail); built
-# before the unit tests, whose tests/docs read the built HTML.
-echo "=== docs site ==="
-start=$SECONDS
-bash scripts/docs.sh
-echo "=== docs site: $((SECONDS - start)) s ==="
-run_phase "unit and property tests" -q -n "$WORKERS" -m "not integration and not deployment"
+trap stop_background_phases EXIT
+# The docs site, strictly (warnings, broken cross-references and internal links fail),
+# builds beside the unit tests, in its own session: Sphinx reads on one core and the
+# executed blocks (cached in $FAIRFL_DOCS_CACHE) mostly wait on their federations. The
+# tests that read the built HTML (marked docs_site by tests/docs/conftest.py) run once
+# it is built. On an early exit it gets SIGTERM, which stops a running block's processes.
+docs_log="$(mktemp)"
+docs_start=$SECONDS
+setsid bash scripts/docs.sh >"$docs_log" 2>&1 &
+docs_pid=$!
+run_phase "unit and property tests" -q -n "$WORKERS" \
+  -m "not integration and not deployment and not docs_site"
+echo "=== docs site (waiting for its build) ==="
+set +e
+wait "$docs_pid"
+code=$?
+set -e
+docs_pid=""
+cat "$docs_log"
+echo "=== docs site: $((SECONDS - docs_start)) s (since it started beside the unit tests) ==="
+[ "$code" -eq 0 ] || exit "$code"
+run_phase "docs site tests" -q -n 0 -m "docs_site and not integration and not deployment" \
+  tests/docs
 # The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers where
 # the compiled Gram kernel cannot be built: the Gram's float32 precision tests again under
 # them, on both paths (x86 only: OpenBLAS's kernel names).
@@ -106,6 +142,7 @@ set +e
 wait "$oldest_setup_pid"
 code=$?
 cat "$oldest_log"
+echo "=== oldest-flwr set-up, waited: $((SECONDS - start)) s ==="
 [ "$code" -eq 0 ] || exit "$code"
 .venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs -n "$WORKERS" \
   tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat
@@ -120,5 +157,6 @@ deploy_code=$?
 set -e
 trap - EXIT
 cat "$deploy_log"
-echo "=== waited $((SECONDS - start)) s for the deployment tests (whole suite: $SECONDS s) ==="
+echo "=== deployment tests, waited: $((SECONDS - start)) s ==="
+echo "=== whole suite: $SECONDS s ==="
 exit "$deploy_code"

@@ -1,7 +1,8 @@
 """The built docs site (``bash scripts/docs.sh``) that the tests in this folder read.
 
-CI builds it in its docs phase, before these tests run; elsewhere a missing build is
-made here (HTML only, a few minutes on 2 cores).
+CI builds it beside its unit tests and runs the tests that read it (those using the
+``built_site`` fixture, marked ``docs_site`` here) once it is built; elsewhere a missing
+build is made here (HTML only, a few minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -15,6 +16,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "build" / "docs"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register ``docs_site``: the test reads the built site (``scripts/test.sh`` waits)."""
+    config.addinivalue_line("markers", "docs_site: reads the built docs site (built_site)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``docs_site`` every test that uses :func:`built_site`."""
+    for item in items:
+        if "built_site" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.docs_site)
 
 
 @pytest.fixture(scope="session")
