@@ -116,6 +116,8 @@ FLAMBY_HEART_COLUMNS: tuple[Column, ...] = (
     *(Column(f"Centre {centre}", f"acc-client-{centre}") for centre in range(4)),
     Column("Worst centre", "acc-worst"),
     Column("Pooled test", "acc-weighted-mean"),
+    Column("Personal worst centre", "personal-acc-worst"),
+    Column("Personal pooled test", "personal-acc-weighted-mean"),
 )
 
 #: Named column sets (``fairfl compare --columns``).

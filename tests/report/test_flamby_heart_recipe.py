@@ -42,6 +42,7 @@ def test_the_quick_form_is_the_recipe_cut_short():
 
 
 def test_the_columns_are_each_hospital_the_worst_and_the_pooled_accuracy():
+    # (and Ditto's personal models' worst and pooled, n/a for the other rules)
     # Two hospitals' replies worked by hand: 3/4 and 1/2 of 4 and 2 test samples.
     entry = {
         "clients": [
@@ -61,6 +62,8 @@ def test_the_columns_are_each_hospital_the_worst_and_the_pooled_accuracy():
         "Centre 3",
         "Worst centre",
         "Pooled test",
+        "Personal worst centre",
+        "Personal pooled test",
     ]
 
 
