@@ -89,3 +89,54 @@ def test_a_changed_input_file_or_block_runs_it_again(site):
     html, runs = build("hi")
     assert "hi from the block" in html and runs == 3
     assert build("hi")[1] == 3
+
+
+SESSION_PAGE = """# Page
+
+```{{fairfl-exec}}
+:session:
+:end-session:
+:language: bash
+sleep 300 &
+echo $! > {pid_file}
+wait
+```
+"""
+
+
+def test_a_stopped_build_stops_the_running_session(tmp_path):
+    """SIGTERM to the build (scripts/test.sh stopping it) stops the session's processes."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "conf.py").write_text(CONF.format(ext=str(ROOT / "docs" / "site" / "_ext")))
+    pid_file = tmp_path / "sleep.pid"
+    (source / "index.md").write_text(SESSION_PAGE.format(pid_file=pid_file))
+    build = subprocess.Popen(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-q", str(source), str(tmp_path / "out")],
+        env={**os.environ, "FAIRFL_DOCS_CACHE": str(tmp_path / "cache")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    sleeper = None
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert build.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        sleeper = int(pid_file.read_text())
+        build.send_signal(signal.SIGTERM)
+        assert build.wait(timeout=60) != 0
+        state = Path(f"/proc/{sleeper}/stat")
+        assert not state.exists() or state.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        assert not list((tmp_path / "cache").glob("*.json"))  # nothing kept of it
+    finally:
+        if build.poll() is None:
+            build.kill()
+            build.wait()
+        if sleeper is not None and Path(f"/proc/{sleeper}").exists():
+            os.kill(sleeper, signal.SIGKILL)  # left running: the check above failed
