@@ -60,7 +60,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fairfl._cache import CACHE_ENV, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, cache_dir, is_private
+from fairfl._cache import CACHE_ENV, PRIVATE_FILE_MODE, cache_dir, is_private
+from fairfl.strategies._ops.private_files import (
+    FOLDER_FLAGS,
+    open_private,
+    open_private_folder,
+    read_private,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -275,8 +281,9 @@ def build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
     """Load the kernel from ``folder``, compiling it there first if needed.
 
     ``folder`` is used only when no one but this user (or root) can swap it or any
-    folder above it (:func:`_open_private_folder`, the check of OpenSSH's
-    ``StrictModes``); it is then reached through a descriptor, never by its path again.
+    folder above it (:func:`~fairfl.strategies._ops.private_files.open_private_folder`,
+    the check of OpenSSH's ``StrictModes``); it is then reached through a descriptor,
+    never by its path again.
     A library found in it is loaded only when it is ours: a regular file (not a
     symlink), owned by this user, not writable by group or others, and with the SHA-256
     recorded next to it when it was built (a sidecar file that passes the same checks).
@@ -318,13 +325,13 @@ def _build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
         ).stdout
     except (OSError, subprocess.SubprocessError) as error:
         return None, f"the C compiler {compiler} does not run ({error})"
-    folder_fd, problem = _open_private_folder(folder)
+    folder_fd, problem = open_private_folder(folder)
     if folder_fd is None:
         return None, problem
     try:
         digest = hashlib.sha256("\0".join([SOURCE, *FLAGS, compiler, version]).encode())
         library = folder / f"gram-kernel-{digest.hexdigest()[:24]}.so"
-        recorded = _read_private(folder_fd, _sidecar(library).name)
+        recorded = read_private(folder_fd, _sidecar(library).name)
         handle, _ = _load_checked(folder_fd, library, recorded.decode("ascii", "replace").strip())
         if handle is None:  # missing, not ours, or not what was built: built afresh
             problem, built = _compile(compiler, folder_fd, library)
@@ -349,109 +356,9 @@ def _build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
     return GramKernel(handle, library), ""
 
 
-#: Flags opening a folder on the way to the cache: never through a symlink.
-_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _unsafe_ancestor(status: os.stat_result) -> bool:
-    """Whether a folder above the cache lets someone other than this user or root swap it.
-
-    OpenSSH's ``StrictModes`` rule: the folder must belong to root or this user, and
-    neither group nor others may write to it unless it is sticky (like ``/tmp``, where
-    only an entry's owner may rename or remove it).
-    """
-    foreign = status.st_uid not in (0, os.getuid())
-    shared = status.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not status.st_mode & stat.S_ISVTX
-    return bool(foreign or shared)
-
-
-def _open_private_folder(folder: Path) -> tuple[int | None, str]:
-    """A descriptor of ``folder``, created 0700 where missing, if no one else can swap it.
-
-    The folder's real path is walked from ``/`` one name at a time through descriptors
-    (``O_NOFOLLOW``: a name swapped for a symlink during the walk is refused). Every
-    folder above it must pass :func:`_unsafe_ancestor`, and ``folder`` itself must belong
-    to this user and be writable by no one else. Returns the descriptor and ``""``, or
-    ``None`` and the reason, naming the folder that failed.
-    """
-    target = Path(os.path.realpath(folder))
-    fd = os.open("/", _FOLDER_FLAGS)
-    current, opened = Path("/"), False
-    try:
-        for name in target.parts[1:]:
-            status = os.fstat(fd)
-            if _unsafe_ancestor(status):
-                return None, (
-                    f"the cache folder {folder} is under {current} (owner uid {status.st_uid}, "
-                    f"mode {stat.filemode(status.st_mode)}), which someone other than this "
-                    f"user or root may swap; set {CACHE_ENV} to a private folder"
-                )
-            current = current / name
-            created = False
-            try:
-                os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=fd)
-                created = True
-            except FileExistsError:
-                pass  # it exists, or another process made it first: checked as opened
-            child = os.open(name, _FOLDER_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-            if created:  # mkdir's mode is masked by the umask
-                os.fchmod(fd, PRIVATE_DIR_MODE)
-        if not is_private(os.fstat(fd)):
-            return None, (
-                f"the cache folder {folder} belongs to another user or others may write to "
-                f"it; set {CACHE_ENV} to a private folder"
-            )
-        opened = True
-        return fd, ""
-    except OSError as error:
-        return None, (
-            f"the cache folder {folder} cannot be created or opened at {current} ({error}); "
-            f"set {CACHE_ENV} to a private folder"
-        )
-    finally:
-        if not opened:
-            os.close(fd)
-
-
 def _sidecar(library: Path) -> Path:
     """The file holding the SHA-256 of ``library`` as it was built."""
     return library.with_suffix(".sha256")
-
-
-def _open_private(folder_fd: int, name: str) -> tuple[int | None, str]:
-    """A read-only descriptor of ``name`` in ``folder_fd`` if it is a private regular file of ours.
-
-    ``O_NOFOLLOW`` refuses a symlink at ``name`` and ``O_NONBLOCK`` keeps a planted FIFO
-    from blocking the open; the checks are made on the opened file (``fstat``), so
-    nothing can be swapped in between. Returns the descriptor and ``""``, or ``None`` and
-    why the file is not trusted.
-    """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(name, flags, dir_fd=folder_fd)
-    except FileNotFoundError:
-        return None, f"{name} does not exist"
-    except OSError as error:  # ELOOP: a symlink
-        return None, f"{name} is a symlink or cannot be opened ({error})"
-    status = os.fstat(fd)
-    if not stat.S_ISREG(status.st_mode) or not is_private(status):
-        os.close(fd)
-        return None, (
-            f"{name} is not a regular file of this user that only it may write "
-            f"(owner uid {status.st_uid}, mode {stat.filemode(status.st_mode)})"
-        )
-    return fd, ""
-
-
-def _read_private(folder_fd: int, name: str) -> bytes:
-    """The content of ``name`` in ``folder_fd`` if it is a private regular file of ours."""
-    fd, _ = _open_private(folder_fd, name)
-    if fd is None:
-        return b""
-    with os.fdopen(fd, "rb") as file:
-        return file.read(4096)
 
 
 def _load_checked(folder_fd: int, library: Path, digest: str) -> tuple[ctypes.CDLL | None, str]:
@@ -462,7 +369,7 @@ def _load_checked(folder_fd: int, library: Path, digest: str) -> tuple[ctypes.CD
     folders only this user or root may change. Returns the handle and ``""``, or
     ``None`` and the reason it was not loaded.
     """
-    fd, problem = _open_private(folder_fd, library.name)
+    fd, problem = open_private(folder_fd, library.name)
     if fd is None:
         return None, f"{library.parent}/{problem}"
     try:
@@ -496,7 +403,7 @@ def _compile(compiler: str, folder_fd: int, library: Path) -> tuple[str, str]:
     """
     scratch = Path(tempfile.mkdtemp(dir=library.parent, prefix=".build-"))
     try:
-        scratch_fd = os.open(scratch, _FOLDER_FLAGS)
+        scratch_fd = os.open(scratch, FOLDER_FLAGS)
         try:
             return _compile_in(compiler, folder_fd, scratch, scratch_fd, library)
         finally:
