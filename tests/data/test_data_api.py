@@ -30,8 +30,9 @@ def test_names():
         "cifar10",
         "adult",
         "adult-synthetic",
+        "fed-heart-disease",
     )
-    assert PARTITIONERS == ("iid", "dirichlet", "shards", "groups", "natural")
+    assert PARTITIONERS == ("iid", "dirichlet", "shards", "groups", "phd", "natural")
 
 
 @pytest.mark.parametrize(
