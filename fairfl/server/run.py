@@ -45,6 +45,7 @@ from fairfl.server.results import (
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy
 from fairfl.strategies.identity import NO_REGISTRATION, grid_fingerprints
+from fairfl.strategies.records import TrainedNothingError, trained_nothing
 from fairfl.telemetry.environment import environment
 from fairfl.telemetry.ledger import json_safe, seal_summary
 
@@ -343,12 +344,8 @@ def failure_reason(strategy: FairStrategy, rounds: int, max_failed_rounds: int =
         return None
     mine = range(strategy.round_offset + 1, strategy.round_offset + rounds + 1)
     records = [strategy.train_records.get(r) for r in mine]
-    if not any(r is not None and r.accepted and r.skipped is None for r in records):
-        dropped = sum(len(r.dropped) for r in records if r is not None)
-        return (
-            f"trained nothing: none of its {rounds} rounds aggregated a reply into a new "
-            f"global model ({dropped} replies dropped; see 'train' in rounds.jsonl)"
-        )
+    if nothing := trained_nothing(strategy.train_records, mine):
+        return f"{nothing.removesuffix(')')}; see 'train' in rounds.jsonl)"
     failed = {r: f for r, record in zip(mine, records, strict=True) if (f := failed_round(record))}
     if len(failed) > max_failed_rounds:
         first, entry = next(iter(failed.items()))
@@ -455,10 +452,13 @@ def run_federation(
             evaluate_config=ConfigRecord(),
             evaluate_fn=round_log.on_round_end,
         )
+    except TrainedNothingError:  # the strategy's own verdict: judged below, files written
+        result = None
     except BaseException as error:  # also a stop signal: the summary says why it ended
         finish_run(round_log, checked, status=FAILED, error=f"{type(error).__name__}: {error}")
         raise
-    final_arrays = result.arrays if remaining > 0 and len(result.arrays) else arrays
+    trained = result is not None and remaining > 0 and len(result.arrays)
+    final_arrays = result.arrays if trained and result is not None else arrays
     save_model(final_arrays, Path(settings.out_dir) / FINAL_MODEL_FILE)
     failure = failure_reason(strategy, max(remaining, 0), settings.max_failed_rounds)
     summary = finish_run(round_log, checked, status=FAILED if failure else COMPLETED, error=failure)

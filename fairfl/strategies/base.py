@@ -56,6 +56,7 @@ from fairfl.strategies.records import (
     global_model_problem,
     log_no_usable_reply,
     round_metrics,
+    unless_trained_nothing,
 )
 from fairfl.strategies.rounds import DeferredUpdates
 from fairfl.strategies.sampling import Sampling, SizeSampler, sampled_messages
@@ -93,7 +94,7 @@ class FairStrategy(FlowerFedAvg):
     the rest aggregated by the rule in client-key order. A round with no usable reply, or
     whose aggregate is not finite, keeps the previous model. Every rule takes the keywords
     of :class:`~fairfl.strategies.options.StrategyOptions` and its :attr:`Parameters`; the
-    docs site's rule-kit page (``explanation/rule-kit``) shows each collaborator's job.
+    rule-kit page of the docs (``explanation/rule-kit``) shows each collaborator's job.
     """
 
     #: Metric keys the rule needs in every train reply besides ``weighted_by_key``.
@@ -255,12 +256,12 @@ class FairStrategy(FlowerFedAvg):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
     ) -> Result:
-        """Flower's ``Strategy.start``, remembering the last round (always evaluated)."""
-        self.last_round = self.round_offset + num_rounds
-        self.sample_timeout = timeout
-        return super().start(
+        """Flower's ``Strategy.start``, remembering the last round; raises if none trained."""
+        self.last_round, self.sample_timeout = self.round_offset + num_rounds, timeout
+        result = super().start(
             grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate_fn
         )
+        return unless_trained_nothing(result, self.train_records, self.last_round, num_rounds)
 
     def evaluates_in(self, server_round: int) -> bool:
         """Whether round ``server_round`` (with the offset) has a federated evaluation."""

@@ -9,17 +9,21 @@ counts and the rule's diagnostics (:func:`round_metrics`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp.exception import AggregationError
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, keys
 from fairfl.strategies.aggregation import weight_entropy
+
+if TYPE_CHECKING:
+    from flwr.serverapp.strategy import Result
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +95,48 @@ class TrainRoundRecord:
             dropped=dropped,
             unanswered=unanswered,
         )
+
+
+def trained_nothing(records: Mapping[int, TrainRoundRecord], rounds: range) -> str | None:
+    """Why ``rounds`` trained nothing, or ``None`` if one of them made a new global model.
+
+    A round made one when it aggregated accepted replies and kept the result (not
+    ``skipped``); rounds without a record sent no train message or heard no reply.
+    """
+    if not rounds or any(
+        (r := records.get(number)) is not None and r.accepted and r.skipped is None
+        for number in rounds
+    ):
+        return None
+    dropped = sum(len(r.dropped) for number in rounds if (r := records.get(number)) is not None)
+    return (
+        f"trained nothing: none of its {len(rounds)} rounds aggregated a reply into a new "
+        f"global model ({dropped} replies dropped)"
+    )
+
+
+class TrainedNothingError(AggregationError):
+    """No round of a ``start()`` aggregated a reply into a new model: not a success.
+
+    Raised by ``FairStrategy.start`` (:func:`unless_trained_nothing`), so a ServerApp of
+    one's own that runs a fairfl rule whose every round failed ends non-zero instead of
+    returning the initial model as a result; fairfl's ServerApp judges the run itself.
+    """
+
+
+def unless_trained_nothing(
+    result: Result, records: Mapping[int, TrainRoundRecord], last: int, count: int
+) -> Result:
+    """``result`` of the ``count`` rounds up to round ``last``, if one of them trained.
+
+    Raises
+    ------
+    TrainedNothingError
+        If none of the rounds made a new global model (:func:`trained_nothing`).
+    """
+    if nothing := trained_nothing(records, range(last - count + 1, last + 1)):
+        raise TrainedNothingError(f"the run {nothing}; every round's record is in train_records")
+    return result
 
 
 def weight_diagnostics(
