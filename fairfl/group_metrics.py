@@ -1,11 +1,13 @@
-"""Metrics of runs with planted client groups (Equitable-FL, spec-activation-clustering §5.1).
+"""Metrics of runs with planted client groups (Equitable FL; its spec's §5.1).
+
+Spec: ``docs/specs/spec-activation-clustering.md``.
 
 They read a round of ``rounds.jsonl`` (:mod:`fairfl.server.results`) and the planted
 group of every partition (:func:`fairfl.data.groups.planted_groups`):
 
 - accuracy per planted group and per found cluster (mean over the clients in it, a
   fraction in [0, 1] as the clients' ``eval_acc``);
-- client disagreement Δ, the mean pairwise test-loss gap (eq. 9 of [P003]), over the
+- client disagreement Δ, the mean pairwise test-loss gap (eq. 9 of [Equitable FL]), over the
   round's participants (the paper's) and over all evaluated clients;
 - NMI between the clusters a rule found (``train.diagnostics["clusters"]``) and the
   planted groups, over the participants; only in rounds with >= 2 planted groups among

@@ -1,4 +1,6 @@
-"""Fairness metrics over clients' local test results (DESIGN.md, spec-vred-qffl §13).
+"""Fairness metrics over clients' local test results.
+
+Definitions: ``docs/specs/design.md`` and ``docs/specs/spec-vred-qffl.md`` §13.
 
 One unit throughout: accuracies enter as fractions in [0, 1] (Flower's ``eval_acc``) and
 every accuracy statistic is returned as a fraction too; the variance is a fraction
@@ -40,7 +42,7 @@ def in_percent(metrics: Mapping[str, float]) -> dict[str, float]:
 def tail_count(num_clients: int, fraction: float) -> int:
     """Number of clients in a tail: ``floor(fraction * n)``, at least 1.
 
-    Paper 000 (via its code) and q-FFL use the floor; with fewer than ``1 / fraction``
+    Malekmohammadi & Yu (via its code) and q-FFL use the floor; with fewer than ``1 / fraction``
     clients the floor is 0, and here the tail is then the single worst (or best) client.
     """
     return max(1, math.floor(fraction * num_clients + 1e-9))
@@ -74,7 +76,7 @@ def jain_index(values: ArrayLike) -> float:
 
 
 def mean_pairwise_gap(values: ArrayLike) -> float:
-    """Average ``|x_i - x_j|`` over unordered pairs i < j (client disagreement, paper 003).
+    """Average ``|x_i - x_j|`` over unordered pairs i < j (client disagreement, Equitable FL).
 
     Computed in O(n log n) from the sorted values: ``Σ_k x_(k) (2k - n + 1)`` over pairs.
     """

@@ -1,9 +1,9 @@
 """The activation vector a client reports to Equitable-FL, and its privacy options.
 
 A. Upadhyay, A. Hashemi, "Equitable Federated Learning with Activation Clustering",
-arXiv:2410.19207, cited as [P003]; spec: ``specs/spec-activation-clustering.md``.
+arXiv:2410.19207, cited as [Equitable FL]; spec: ``docs/specs/spec-activation-clustering.md``.
 
-Definition 1 and Figure 1 of [P003]: the output of the pre-final layer after its
+Definition 1 and Figure 1 of [Equitable FL]: the output of the pre-final layer after its
 non-linearity, passed through a log-softmax, computed by applying the **received global
 model** to the **client's local data** (§1). One vector per client is the mean over the
 samples (spec §1.2, D1-D3)::

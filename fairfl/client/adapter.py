@@ -472,7 +472,7 @@ def loader_gradient(
 ) -> tuple[dict[str, Tensor], float, int]:
     """Full-batch gradient ∇F_k(w) and F_k(w) of ``model`` in one pass over ``batches``.
 
-    q-FedSGD's client step (paper 002, Algorithm 1, line 5). ``F_k`` is the mean of
+    q-FedSGD's client step (Li et al. 2020, Algorithm 1, line 5). ``F_k`` is the mean of
     ``loss_fn`` over all samples: each batch's mean loss is weighted by its size n_b, so
     the gradient is that of the mean loss over the whole split however the batches are
     cut. Eval mode (the loss F_k that the reply reports, without dropout), gradients
@@ -657,7 +657,7 @@ _OBJECTIVE_KEYS = (keys.PROXIMAL_MU, keys.PROPFAIR_M)
 def sgd_problems(optimizers: Iterable[torch.optim.Optimizer], lr: float) -> list[str]:
     """How each optimizer departs from plain SGD at learning rate ``lr``, in words.
 
-    q-FFL's Lipschitz estimate L = 1/η (paper 002, §4: "L is used as 1/η") is exact for
+    q-FFL's Lipschitz estimate L = 1/η (Li et al. 2020, §4: "L is used as 1/η") is exact for
     plain SGD with step size η: with momentum β the steps grow towards η/(1 - β), and an
     adaptive optimizer (Adam, RMSprop, ...) has no single step size.
 

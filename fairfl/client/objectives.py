@@ -96,7 +96,7 @@ def _propfair_objective(config: ConfigRecord) -> BatchObjective | None:
 
 
 def propfair_loss(loss: Tensor, *, M: float, epsilon: float, huber: bool = False) -> Tensor:
-    """PropFair's transform of a minibatch loss ℓ (spec-vred-qffl §8, reference code).
+    """PropFair's transform of a minibatch loss ℓ (docs/specs/spec-vred-qffl.md §8, reference code).
 
     ``-log(1 - ℓ/M)`` where ``M - ℓ >= ε`` (the valid region; ``-log(M - ℓ)`` up to a
     constant, gradient ``1/(M - ℓ)``), else the fallback ``ℓ/M`` (``huber=False``, the

@@ -1,8 +1,8 @@
 """RC-FL client: local steps on the smoothed per-client objective, jointly in (ω, η).
 
 Implements the client side of rFedFair (Algorithm 1) of "Fairness-aware Federated
-Learning: A Robust Approach" (anonymous ICML submission, paper 004, spec-rcfl.md). Each
-client minimises its smoothed share of the dual RC-FL objective, eq. (5),
+Learning: A Robust Approach" (anonymous ICML submission, the RC-FL paper, docs/specs/spec-rcfl.md).
+Each client minimises its smoothed share of the dual RC-FL objective, eq. (5),
 
     f^{μ,i}(ω, η) = (1/α_i) φ_μ(f̂ⁱ(ω) − η) + η,     φ_μ(x) = μ log(1 + e^{x/μ}),
 
@@ -135,7 +135,7 @@ def rcfl_settings(config: ConfigRecord) -> RCFLSettings | None:
 def smoothed_objective(loss: Tensor, eta: Tensor, *, alpha: float, mu: float) -> Tensor:
     """Return the client's smoothed RC-FL objective ``(1/α) φ_μ(L − η) + η``.
 
-    Eq. (5) of [P004], with the softplus ``φ_μ(x) = μ log(1 + e^{x/μ})`` (the paper
+    Eq. (5) of [RC-FL], with the softplus ``φ_μ(x) = μ log(1 + e^{x/μ})`` (the paper
     calls it "softmax"): ``F.softplus(x, beta=1/μ)``, which is numerically stable and
     exactly linear for ``x/μ > 20``.
 
@@ -143,7 +143,7 @@ def smoothed_objective(loss: Tensor, eta: Tensor, *, alpha: float, mu: float) ->
     ----------
     loss : Tensor
         f̂ⁱ(ω), the client's **mean** loss (a scalar; a sum would change the scale of
-        η and μ, spec-rcfl §9.3).
+        η and μ, docs/specs/spec-rcfl.md §9.3).
     eta : Tensor
         η, the scalar dual variable.
     alpha : float
@@ -162,7 +162,7 @@ def smoothed_objective(loss: Tensor, eta: Tensor, *, alpha: float, mu: float) ->
 def effective_weight(loss: float, eta: float, *, alpha: float, mu: float) -> float:
     """``q_i = σ((L − η)/μ) / α_i``: the factor on the client's model gradient.
 
-    Spec-rcfl §3 [D]: ``∇_ω f^{μ,i} = q_i ∇f̂ⁱ`` and ``∂_η f^{μ,i} = 1 − q_i``;
+    docs/specs/spec-rcfl.md §3 [D]: ``∇_ω f^{μ,i} = q_i ∇f̂ⁱ`` and ``∂_η f^{μ,i} = 1 − q_i``;
     ``q_i ∈ (0, 1/α_i)``.
     """
     z = (loss - eta) / mu
@@ -183,7 +183,7 @@ def train_rcfl(
 ) -> RCFLLocalResult:
     """Run κ simultaneous gradient steps on ``f^{μ,i}(ω, η)``; ω is trained in place.
 
-    Algorithm 1 of [P004], one client between two synchronisations: at each step both
+    Algorithm 1 of [RC-FL], one client between two synchronisations: at each step both
     gradients are taken at the same point (one backward pass, one plain-SGD step, no
     momentum), ``ω ← ω − β q_i ∇f̂ⁱ(ω)`` and ``η ← η − β_η (1 − q_i)``.
 
@@ -214,9 +214,9 @@ def train_rcfl(
 
     Notes
     -----
-    The mean cross-entropy enters φ_μ (spec-rcfl §9.3). With ``batch_size = 0`` each
+    The mean cross-entropy enters φ_μ (docs/specs/spec-rcfl.md §9.3). With ``batch_size = 0`` each
     step uses the whole local split, as the theory assumes; with minibatches the gate
-    σ((L_batch − η)/μ) is a biased estimate of the full-data gate (spec-rcfl §9.4).
+    σ((L_batch − η)/μ) is a biased estimate of the full-data gate (docs/specs/spec-rcfl.md §9.4).
     Minibatches walk through one random permutation, reshuffled when it runs out.
     """
     if len(x) == 0:
@@ -337,7 +337,8 @@ def rcfl_steps(
     model.train()
     dtype = next(model.parameters()).dtype
     eta = torch.tensor(settings.eta, dtype=dtype, device=device, requires_grad=True)
-    # Paper: one step size β for ω and η; here β_η may differ (spec-rcfl §4.6, opt-in).
+    # Paper: one step size β for ω and η; here β_η may differ (opt-in; docs/specs/spec-rcfl.md
+    # §4.6).
     parameters = list(model.parameters())
     weights: list[float] = []
     loss_value = float("nan")

@@ -64,8 +64,8 @@ def _batches(x: np.ndarray, batch_size: int) -> range:
 def mean_loss(model: nn.Module, x: np.ndarray, y: np.ndarray, device: torch.device) -> float:
     """Mean cross-entropy of ``model`` over all of ``(x, y)``: F_k(w) of the papers.
 
-    Measured in eval mode, without gradients, over the whole split (spec-vred-qffl §1.2:
-    the q-FFL and PropFair reference codes both take a full pass).
+    Measured in eval mode, without gradients, over the whole split (docs/specs/spec-vred-qffl.md
+    §1.2: the q-FFL and PropFair reference codes both take a full pass).
     """
     return evaluate(model, x, y, device)[0]
 
@@ -93,7 +93,7 @@ def evaluate(
 def activation_vector(model: nn.Module, x: np.ndarray, device: torch.device) -> np.ndarray:
     """Mean raw penultimate-layer activation ``(1/n) Σ_x model.features(x)``, eval mode.
 
-    Not paper 003's vector: Definition 1 and Figure 1 of [P003] pass each sample's
+    Not Equitable FL's vector: Definition 1 and Figure 1 of [Equitable FL] pass each sample's
     penultimate activation through a log-softmax before the mean,
     ``(1/n) Σ_x log_softmax(h(x))``, which is what
     :func:`fairfl.client.activation.client_activation` (default options) and Equitable

@@ -1,4 +1,4 @@
-"""Options of the activation vector a client reports to Equitable FL [P003].
+"""Options of the activation vector a client reports to Equitable FL [Equitable FL].
 
 The server (:class:`fairfl.strategies.EquitableFL`) sends them in the train config and
 the client (:func:`fairfl.client.activation_for_config`) reads them back, both through

@@ -38,7 +38,7 @@ Why these numbers:
   gives honest clients losses far above 1e6. Dropping those replies would hide the
   damage (no accuracy for the round) instead of reporting it.
 * ``rcfl-eta`` is RC-FL's dual variable. Its optimum lies between the smallest and the
-  largest client loss (the root of ``Σ p_i σ((f_i - η)/μ)/α_i = 1``, spec-rcfl §4.6),
+  largest client loss (the root of ``Σ p_i σ((f_i - η)/μ)/α_i = 1``, docs/specs/spec-rcfl.md §4.6),
   so ``|η| <= MAX_LOSS`` holds for every honest value the server can act on.
 * ``MAX_QFFL_H = 1e300``. h_k (q-FFL) is ``q (F+ε)^{q-1} ‖Δw‖² + L (F+ε)^q``, which
   for large q legitimately spans many orders of magnitude; the server recomputes it

@@ -44,12 +44,12 @@ PROPFAIR_HUBER: Final = "propfair-huber"
 PROXIMAL_MU: Final = "proximal-mu"
 # q of q-FFL, sent every round by QFFL so that a client can report its own h_k.
 QFFL_Q: Final = "qffl-q"
-# q-FedSGD (paper 002, Algorithm 1), sent every round by QFedSGD: true asks the client
+# q-FedSGD (Li et al. 2020, Algorithm 1), sent every round by QFedSGD: true asks the client
 # for the full-batch gradient ∇F_k(w^t) of the received model over its whole training
 # split and F_k(w^t) from the same pass, with no local training; the reply carries the
 # gradient as the ArrayRecord GRADIENT below instead of ARRAYS.
 FULL_GRADIENT: Final = "full-gradient"
-# RC-FL (paper 004): the global dual variable η^t (the reply carries the updated η under
+# RC-FL (the RC-FL paper): the global dual variable η^t (the reply carries the updated η under
 # the same key, RCFL_ETA below); this client's conservativeness α_i ∈ (0, 1], whose
 # presence marks an RC-FL round; the softplus temperature μ > 0; κ local gradient steps
 # (not epochs); the η step size (absent: ``lr``); examples per step (0: the whole split).

@@ -1,4 +1,4 @@
-"""q-FFL's h_k (paper 002, eq. 3), the formula both the server and a client use.
+"""q-FFL's h_k (Li et al. 2020, eq. 3), the formula both the server and a client use.
 
 :func:`lipschitz_estimate` is the one h_k of both of the paper's solvers, q-FedSGD
 (Algorithm 1: the device's full-batch gradient) and q-FedAvg (Algorithm 2:
@@ -7,7 +7,7 @@ q-FedSGD's train reply (the gradient as the ArrayRecord ``gradient``).
 
 In the paper's protocol each device computes and sends ``Δ_k`` and ``h_k``. fairfl's
 server computes both itself from the local model and the reported loss (spec
-``specs/spec-vred-qffl.md`` §5, [REC]), so sending ``h_k`` is optional: when a reply
+``docs/specs/spec-vred-qffl.md`` §5, [REC]), so sending ``h_k`` is optional: when a reply
 carries ``qffl-h`` the server checks it against its own value and drops the reply on
 disagreement (a client and server that disagree on q or the learning rate).
 
@@ -42,7 +42,7 @@ def lipschitz_estimate(
 ) -> float:
     """h_k of q-FedSGD and q-FedAvg: ``q (F_k + ε)^{q-1} ‖g_k‖² + L (F_k + ε)^q`` (eq. 3).
 
-    The one h_k of both solvers of paper 002 (Lemma 3, eq. 3): ``g_k = ∇F_k(w^t)`` in
+    The one h_k of both solvers of Li et al. 2020 (Lemma 3, eq. 3): ``g_k = ∇F_k(w^t)`` in
     q-FedSGD (Algorithm 1, line 5), ``g_k = Δw_k = L (w^t - w̄_k)`` in q-FedAvg
     (Algorithm 2, line 6; :func:`h_term` takes ``‖w^t - w̄_k‖²`` instead).
 
@@ -78,7 +78,7 @@ def h_term(
     lipschitz: float,
     epsilon: float = QFFL_EPSILON,
 ) -> float:
-    """q-FedAvg's h_k from ``‖w^t - w̄_k‖²`` (paper 002, Alg. 2, line 6).
+    """q-FedAvg's h_k from ``‖w^t - w̄_k‖²`` (Li et al. 2020, Alg. 2, line 6).
 
     :func:`lipschitz_estimate` with ``‖Δw_k‖² = L² ‖w^t - w̄_k‖²``.
 
@@ -113,7 +113,7 @@ def qffl_h(
     q: float,
     lr: float,
 ) -> float:
-    """h_k of q-FedAvg (paper 002, Algorithm 2, line 6), computed on the client.
+    """h_k of q-FedAvg (Li et al. 2020, Algorithm 2, line 6), computed on the client.
 
     ``h_k = q (F_k + ε)^{q-1} ‖Δw_k‖² + L (F_k + ε)^q`` with ``L = 1/lr``,
     ``Δw_k = L (w^t - w̄_k)`` and ε = 1e-10 (reference code and Flower).
@@ -194,7 +194,7 @@ def write_gradient_reply(
     loss_before_training: float,
     partition_id: int | None = None,
 ) -> RecordDict:
-    """The train reply of a q-FedSGD round (paper 002, Algorithm 1, lines 5-6).
+    """The train reply of a q-FedSGD round (Li et al. 2020, Algorithm 1, lines 5-6).
 
     ``gradient`` (∇F_k(w^t), keys, shapes and dtypes of the received model) goes under
     the ArrayRecord ``gradient`` instead of ``arrays``; the metrics are ``num-examples``,

@@ -1,7 +1,7 @@
 """Planted client groups with their own labels: the ``"groups"`` partitioner.
 
 Equitable-FL's experiments (A. Upadhyay, A. Hashemi, arXiv:2410.19207, Table 1 and
-§5.1; spec ``specs/spec-activation-clustering.md`` §4.2) plant groups of clients of
+§5.1; spec ``docs/specs/spec-activation-clustering.md`` §4.2) plant groups of clients of
 unequal size that hold disjoint sets of labels. On MNIST, clients 0-3 hold classes 0-3
 and clients 4-9 hold classes 4-9, and every client gets the same number of images (800)
 of each of its classes, so the larger group also has more data.

@@ -1,4 +1,4 @@
-"""Compare rules side by side and report: paper 000's Tables 6 and 2, plots, report.md.
+"""Compare rules side by side and report: Malekmohammadi & Yu's Tables 6 and 2, plots, report.md.
 
 ``fairfl compare`` (:func:`compare`) runs rules and grids on identical partitions,
 initial models and seeds; ``fairfl compare --tune`` (:func:`tune_and_compare`) first

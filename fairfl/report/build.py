@@ -4,11 +4,11 @@
 ``rounds.jsonl``), so ``fairfl report <dir>`` rebuilds everything without re-running.
 Files written into the folder:
 
-- ``table6.md`` / ``table6.csv``: paper 000's Table 6 columns and the pooled accuracy,
+- ``table6.md`` / ``table6.csv``: Malekmohammadi & Yu's Table 6 columns and the pooled accuracy,
   mean ± std over seeds;
 - ``table_<columns>.md`` / ``.csv``: another column set when one was chosen
   (``qffl``: the q-FFL paper's Average, Worst 10%, Best 10%, Variance);
-- ``table2.md`` / ``table2.csv``: paper 000's Table 2 against the baseline;
+- ``table2.md`` / ``table2.csv``: Malekmohammadi & Yu's Table 2 against the baseline;
 - ``runs.csv``: every run's final fairness metrics;
 - ``curves.png``, ``distribution.png``, ``weights.png``;
 - ``reference.md``: the paper's numbers next to ours, when the comparison names them;

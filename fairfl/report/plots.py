@@ -3,7 +3,7 @@
 - :func:`plot_curves`: mean and worst-10% client accuracy per round, one line per rule
   variant (mean over seeds, shaded ± std for up to 6 variants).
 - :func:`plot_distribution`: each variant's final client accuracies, sorted (the curve
-  of rank-wise means over seeds), as paper 000's Figure 1 shows them.
+  of rank-wise means over seeds), as Malekmohammadi & Yu's Figure 1 shows them.
 - :func:`plot_weights`: one run's aggregation weights λ_i per round and client
   (``train.weights`` of ``rounds.jsonl``), a heat map.
 """
@@ -160,7 +160,7 @@ def _weights_panel(ax, fig, rounds, clients, values, *, label, ratio):
 
         norm = TwoSlopeNorm(vcenter=1.0, vmin=min(low, 0.999), vmax=max(high, 1.001))
         cmap = "RdBu_r"
-    elif low < 0:  # VRed's weights can be negative ([P000] Lemma 1)
+    elif low < 0:  # VRed's weights can be negative ([Malekmohammadi & Yu 2024] Lemma 1)
         bound = max(abs(low), abs(high))
         norm, cmap = matplotlib.colors.Normalize(-bound, bound), "RdBu_r"
     else:  # scaled to the weights' own range: q-FFL's 0.045-0.05 must not look flat

@@ -6,7 +6,7 @@
 - ``qffl-synthetic``: q-FFL (q-FedAvg) with q = 0 and q = 1 on Synthetic(1, 1), 100
   devices, multinomial logistic regression, 10 devices a round drawn ∝ n_k without
   replacement and summed uniformly (``sampling=size-proportional``, as the paper's
-  code); paper 002's table (Average, Worst 10%, Best 10%, Variance) beside ours.
+  code); Li et al. 2020's table (Average, Worst 10%, Best 10%, Variance) beside ours.
 - ``qffl-synthetic-light``: the same with light-tailed device sizes
   (``synthetic-1-1-sigma0.75``) for the paper's 20,000 rounds.
 - ``qffl-adult``: q-FFL (q-FedSGD, q = 2 and q = 5), AFL and FedAvg on UCI Adult split as AFL
@@ -23,12 +23,12 @@
   the fair rules and Ditto, with FLamby's published per-hospital rows beside ours;
   ``flamby-heart-quick`` the same cut to two rules, one seed and two short rounds (CI).
 - ``digits-table6``: every registered rule on scikit-learn's digits, 20 clients,
-  Dirichlet α = 0.1, 3 seeds: the digits analogue of paper 000's Table 6 (and Table 2),
-  with paper 000's CIFAR-10 and CIFAR-100 numbers as the reference pattern. Its rows
-  include FedFa and FedFV (issue 34), which paper 000 does not compare.
+  Dirichlet α = 0.1, 3 seeds: the digits analogue of Malekmohammadi & Yu's Table 6 (and Table 2),
+  with Malekmohammadi & Yu's CIFAR-10 and CIFAR-100 numbers as the reference pattern. Its rows
+  include FedFa and FedFV (issue 34), which Malekmohammadi & Yu do not compare.
 
-The papers' numbers are copied from ``specs/spec-vred-qffl.md`` §14 (paper 000 Tables 2
-and 6; paper 002's table).
+The papers' numbers are copied from ``docs/specs/spec-vred-qffl.md`` §14 (Malekmohammadi & Yu
+Tables 2 and 6; Li et al. 2020's table).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-#: Paper 000's names of the rules of Table 6, by fairfl registry name.
+#: Malekmohammadi & Yu's names of the rules of Table 6, by fairfl registry name.
 PAPER000_NAMES: dict[str, str] = {
     "fedavg": "FedAvg",
     "qffl": "q-FFL",
@@ -51,7 +51,7 @@ PAPER000_NAMES: dict[str, str] = {
 
 _TABLE6_TITLES = ["Mean", "Std", "Worst", "Worst 10%", "Worst 20%", "Best 10%"]
 
-# [P000] Table 6, CIFAR-10 (spec §14.1); "-" = diverged.
+# [Malekmohammadi & Yu 2024] Table 6, CIFAR-10 (spec §14.1); "-" = diverged.
 _TABLE6_CIFAR10 = {
     "fedavg": ["43.45±0.60", "14.33±0.62", "9.35±3.13", "18.86±0.99", "23.77±0.70", "68.97±0.81"],
     "qffl": ["45.46±0.74", "14.31±2.03", "18.71±3.36", "21.23±3.06", "25.95±3.51", "72.31±2.88"],
@@ -71,7 +71,7 @@ _TABLE6_CIFAR10 = {
     ],
 }
 
-# [P000] Table 6, CIFAR-100 (spec §14.1).
+# [Malekmohammadi & Yu 2024] Table 6, CIFAR-100 (spec §14.1).
 _TABLE6_CIFAR100 = {
     "fedavg": ["20.20±0.31", "6.50±0.21", "10.36±0.69", "11.07±0.54", "12.49±0.51", "33.88±0.09"],
     "qffl": ["20.25±0.11", "6.30±0.27", "9.66±0.33", "11.09±0.67", "12.52±0.46", "33.96±0.90"],
@@ -84,7 +84,7 @@ _TABLE6_CIFAR100 = {
     "semivred": ["20.85±0.39", "6.26±0.18", "9.12±1.47", "11.86±0.74", "13.46±0.63", "34.57±1.20"],
 }
 
-# [P000] Table 2, CIFAR-100 (spec §14.2).
+# [Malekmohammadi & Yu 2024] Table 2, CIFAR-100 (spec §14.2).
 _TABLE2_CIFAR100 = {
     "qffl": ["52.08±11.95 (+0.69)", "54.21±15.38 (−0.79)", "+0.04±0.41"],
     "afl": ["51.18±9.26 (+0.56)", "77.25±12.85 (−3.50)", "−1.22±0.95"],
@@ -158,7 +158,7 @@ QFFL_SYNTHETIC = Recipe(
     name="qffl-synthetic",
     title="q-FFL on Synthetic(1, 1): q = 0 vs q = 1",
     description=(
-        "Paper 002 (q-FFL, Li et al., ICLR 2020), Synthetic row of its table: q-FedAvg "
+        "Li et al. (q-FFL, ICLR 2020), Synthetic row of its table: q-FedAvg "
         "with q = 0 (FedAvg's objective) and q = 1 on Synthetic(1, 1), 100 devices "
         "(FedProx / q-FFL generator), multinomial logistic regression, local SGD with "
         "batch 10 for one epoch, lr 0.1, seeds 1-5: each seed "
@@ -197,7 +197,7 @@ QFFL_SYNTHETIC = Recipe(
     reference=(
         {
             "title": (
-                "Paper 002 (q-FFL), Synthetic: test accuracy %, mean ± std as the paper "
+                "Li et al. 2020 (q-FFL), Synthetic: test accuracy %, mean ± std as the paper "
                 "reports them"
             ),
             "kind": "summary",
@@ -252,18 +252,18 @@ QFFL_SYNTHETIC_LIGHT = dataclasses.replace(
 
 DIGITS_TABLE6 = Recipe(
     name="digits-table6",
-    title="All rules on digits: the analogue of paper 000's Table 6",
+    title="All rules on digits: the analogue of Malekmohammadi & Yu's Table 6",
     description=(
         "Every registered rule (at its default hyperparameters; with --tune, at the "
         "setting chosen on validation data, below) on scikit-learn's 8x8 digits "
         "(1,797 images), 20 clients, label-skew Dirichlet α = 0.1, a 30% local "
         "test split per client, an MLP (64-64-10), full participation, local SGD "
         "(lr 0.1, batch 32, 2 local epochs), 30 rounds, 3 seeds (each seed draws its own "
-        "partition, split and initial model, shared by all rules). Paper 000 trains "
+        "partition, split and initial model, shared by all rules). Malekmohammadi & Yu train "
         "ResNet-18 on CIFAR for 200 rounds, so only the pattern, not the numbers, can "
         "carry over. FedFa (Huang et al., arXiv 2012.10069) and FedFV (Wang et al., "
         "IJCAI 2021) run at their reference code's defaults (FedFa β = 0.5, γ = 0.9, "
-        "η = 0.1; FedFV α = 0.1, τ = 1); paper 000 has no row for them."
+        "η = 0.1; FedFV α = 0.1, τ = 1); Malekmohammadi & Yu have no row for them."
     ),
     rules=None,
     grid=(),
@@ -285,17 +285,18 @@ DIGITS_TABLE6 = Recipe(
     columns="table6",
     reference=(
         _summary_reference(
-            "Paper 000 Table 6, CIFAR-10 (ResNet-18, 50 clients, Dir(0.05)), our digits rows below",
+            "Malekmohammadi & Yu Table 6, CIFAR-10 (ResNet-18, 50 clients, Dir(0.05)), "
+            "our digits rows below",
             _TABLE6_CIFAR10,
-            'Paper 000\'s AFL diverged on CIFAR-10 ("-").',
+            'Malekmohammadi & Yu\'s AFL diverged on CIFAR-10 ("-").',
         ),
         _summary_reference(
-            "Paper 000 Table 6, CIFAR-100, our digits rows below",
+            "Malekmohammadi & Yu Table 6, CIFAR-100, our digits rows below",
             _TABLE6_CIFAR100,
             "",
         ),
         {
-            "title": "Paper 000 Table 2, CIFAR-100 (vs FedAvg), our digits rows below",
+            "title": "Malekmohammadi & Yu Table 2, CIFAR-100 (vs FedAvg), our digits rows below",
             "kind": "table2",
             "columns": [
                 "Improved suffering % (avg Δacc)",

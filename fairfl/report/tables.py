@@ -1,7 +1,7 @@
-"""Comparison tables: paper 000's Table 6 and Table 2, as numbers, Markdown and CSV.
+"""Comparison tables: Malekmohammadi & Yu's Table 6 and Table 2, as numbers, Markdown and CSV.
 
-Malekmohammadi & Yu, "Semi-Variance Reduction for Fair Federated Learning" (paper 000
-in ``papers/``; spec ``specs/spec-vred-qffl.md`` §13, §14):
+Malekmohammadi & Yu, "Semi-Variance Reduction for Fair Federated Learning" (arXiv:2406.16193,
+2024; spec ``docs/specs/spec-vred-qffl.md`` §13, §14):
 
 - **Table 6**: per rule, the fairness statistics of the final global model over the
   clients' local test accuracies (Mean, Std, Worst, Worst 10%, Worst 20%, Best 10%;
@@ -70,7 +70,7 @@ class Column:
         return f"{self.title} ({self.unit})"
 
 
-#: Paper 000's Table 6 columns, with the pooled accuracy after the (unweighted) Mean.
+#: Malekmohammadi & Yu's Table 6 columns, with the pooled accuracy after the (unweighted) Mean.
 TABLE6_COLUMNS: tuple[Column, ...] = (
     Column("Mean", "acc-mean"),
     Column("Pooled", "acc-weighted-mean"),
@@ -81,7 +81,7 @@ TABLE6_COLUMNS: tuple[Column, ...] = (
     Column("Best 10%", "acc-best-10"),
 )
 
-#: The q-FFL paper's (paper 002) table columns; Variance in %² as the paper shows it.
+#: The q-FFL paper's (Li et al. 2020) table columns; Variance in %² as the paper shows it.
 QFFL_COLUMNS: tuple[Column, ...] = (
     Column("Average", "acc-mean"),
     Column("Worst 10%", "acc-worst-10"),
@@ -210,7 +210,7 @@ def summarize(
 
 @dataclass(frozen=True)
 class PairedComparison:
-    """Table 2 quantities of one rule against the baseline on one seed (paper 000 §5.3).
+    """Table 2 quantities of one rule against the baseline on one seed (Malekmohammadi & Yu §5.3).
 
     Shares are fractions of the group in [0, 1], changes differences of accuracies
     (fractions, in [-1, 1]); NaN where the group is empty.

@@ -1,6 +1,6 @@
 """Tuned comparison: choose each rule's hyperparameters on validation data, report on test.
 
-``fairfl compare --tune`` runs in two phases (paper 000 §5.1 / App. B.2 tunes every
+``fairfl compare --tune`` runs in two phases (Malekmohammadi & Yu §5.1 / App. B.2 tunes every
 method on a grid and reports its best setting; Table 5 lists the grids):
 
 1. **Tuning** (``<out>/tuning/``): every grid setting of every rule runs on the tuning
@@ -77,28 +77,28 @@ _TIE = 1e-9
 #: Fewest distinct numeric values an axis needs before an end value is flagged.
 MIN_EDGE_GRID = 3
 
-#: FedMGDA+'s decay period (rounds; spec-fedmgda §1.7), for the decay axis.
+#: FedMGDA+'s decay period (rounds; docs/specs/spec-fedmgda.md §1.7), for the decay axis.
 _FEDMGDA_DECAY_PERIOD = 100
-#: FedMGDA+ decays ("fraction the step shrinks to by round T"; [P001] Table 5 grid).
+#: FedMGDA+ decays ("fraction the step shrinks to by round T"; [Hu et al. 2022] Table 5 grid).
 _FEDMGDA_DECAYS = (1.0, 1 / 40, 1 / 30, 1 / 20, 1 / 10, 1 / 3, 1 / 2)
 
 
 def paper_grid(rule: str, num_server_rounds: int) -> tuple[str, ...]:
     """The default tuning grid of a rule (``rule:key=v1,v2`` items; empty: nothing to tune).
 
-    Paper 000 Table 5 / App. B.2 (specs/spec-vred-qffl.md §3-§11): q-FFL and q-FedSGD
+    Malekmohammadi & Yu Table 5 / App. B.2 (docs/specs/spec-vred-qffl.md §3-§11): q-FFL and q-FedSGD
     q ∈ {0.01, 0.1, 1}; VRed and Semi-VRed β ∈ {0.01, 0.05, 0.1, 0.2, 0.5, 1}; TERM
     α ∈ {0.01, 0.1, 0.5, 1}; PropFair M ∈ {2, 3, 4, 5}; Δ-FL α ∈ {0.1, ..., 0.9};
     GiFair "four values in [0, λ_max]": coeff ∈ {0.25, 0.5, 0.75, 1}. FedMGDA+ (paper
-    001, Table 5 and Fig. 1; specs/spec-fedmgda.md §3): ε ∈ {0.05, 0.1, 0.5, 1}, global
+    001, Table 5 and Fig. 1; docs/specs/spec-fedmgda.md §3): ε ∈ {0.05, 0.1, 0.5, 1}, global
     lr η_g ∈ {0.5, 1, 1.5, 2} and, only when the run is longer than the 100-round decay
     period (otherwise no decay ever applies), decay ∈ {none, 1/40, 1/30, 1/20, 1/10,
     1/3, 1/2} as β = decay^(100/T); FedAvg-n and MGDA-Prox: η_g (and decay). AFL's
-    γ_λ = 0.1 is fixed in paper 000 (only its learning rate is tuned there), and
+    γ_λ = 0.1 is fixed in Malekmohammadi & Yu (only its learning rate is tuned there), and
     FedAvg, FedMGDA (plain), Equitable FL and RC-FL have no paper-000 grid. Ditto and
     ``ditto+<rule>``: the global rule's grid and Ditto's λ ∈ {0.05, 0.1, 0.2, 1, 2}
     (Ditto's Appendix C; scored on the personal models, :class:`Candidate`).
-    Paper 000 also tunes the local learning rate per method (Table 4); pass ``lr=...``
+    Malekmohammadi & Yu also tunes the local learning rate per method (Table 4); pass ``lr=...``
     in ``tune_grid`` for that.
     """
     betas = "0.01,0.05,0.1,0.2,0.5,1"

@@ -174,7 +174,7 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
 def check_rule_not_inert(settings: RunSettings, run_config: Mapping[str, Any]) -> None:
     """Refuse a loss exponent that overflows float64 for losses within ``max-loss``.
 
-    q-FFL weighs a client by ``(F_k + ε)^q`` (paper 002, Alg. 1 l. 5). A loss may be as
+    q-FFL weighs a client by ``(F_k + ε)^q`` (Li et al. 2020, Alg. 1 l. 5). A loss may be as
     large as ``max-loss`` (larger replies are dropped), and ``max-loss^q`` is finite in
     float64 only while ``q ln(max-loss) <= ln(float64 max) ≈ 709.78``: beyond that a
     large loss weighs infinitely and a small one nothing, so the run trains nothing.

@@ -1,7 +1,7 @@
 """AFL: Agnostic Federated Learning, as Mohri et al. run it, or as the PropFair code does.
 
 Mohri, Sivek and Suresh, *Agnostic Federated Learning*, ICML 2019,
-https://arxiv.org/abs/1902.00146. Objective (paper 000, Table 1):
+https://arxiv.org/abs/1902.00146. Objective (Malekmohammadi & Yu, Table 1):
 ``min_θ max_{λ∈Δ_n} Σ_i λ_i f_i(θ)``, solved by projected descent in θ and projected
 ascent in λ. Every round the clients report ``f_i(θ^t)`` and train locally, and the
 server takes one ascent step on λ:
@@ -18,8 +18,8 @@ iterates, ``λ^A = (1/t) Σ_{s=1}^{t} λ^s``; round t aggregates the local model
     θ^{t+1} = Σ_i λ^A_i θ_i^{t+1}
 
 ``"propfair-code"``: the server rule of the PropFair/Semi-VRed reference code (``AFL`` in
-``huawei-noah/Federated-Learning/FairFL/algs/algorithms.py``; spec-vred-qffl §6),
-probably what paper 000's AFL rows ran: λ starts at the data shares, ``λ^0 = p``, and
+``huawei-noah/Federated-Learning/FairFL/algs/algorithms.py``; docs/specs/spec-vred-qffl.md §6),
+probably what Malekmohammadi & Yu's AFL rows ran: λ starts at the data shares, ``λ^0 = p``, and
 round t aggregates with the last iterate, ``θ^{t+1} = Σ_i λ^t_i θ_i^{t+1}``.
 """
 
@@ -45,7 +45,7 @@ from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 class AFLParameters(RuleParameters):
     """AFL's hyperparameters: the λ step size and the variant (see :class:`AFL`)."""
 
-    # Paper 000 (App. B.2) fixes γ_λ = 0.1 without a grid; the grid is paper 001's
+    # Malekmohammadi & Yu (App. B.2) fixes γ_λ = 0.1 without a grid; the grid is Hu et al.'s
     # (FedMGDA+, Table 5), where AFL is a baseline.
     lambda_lr: float = real(0.1, key="afl-lambda-lr", lower=0.0, grid=(0.01, 0.1, 0.2, 0.5))
     variant: Variant = choice("mohri", VARIANTS, key="afl-variant")
@@ -63,7 +63,7 @@ class AFL(ClientLambdas, LossRule):
     Parameters
     ----------
     lambda_lr : float (default: 0.1)
-        γ_λ, the step size of the λ ascent (paper 000, App. B.2; ``step_size_lambda``
+        γ_λ, the step size of the λ ascent (Malekmohammadi & Yu, App. B.2; ``step_size_lambda``
         in the PropFair code). 0 keeps λ at its start value: the plain mean of the
         local models (``"mohri"``) or FedAvg (``"propfair-code"``).
     variant : {"mohri", "propfair-code"} (default: "mohri")
@@ -88,7 +88,7 @@ class AFL(ClientLambdas, LossRule):
     (:func:`running_average`): the departure is that θ itself is not averaged over
     rounds (each round's model is the one evaluated and sent).
 
-    ``"propfair-code"``. Choices where paper 000 is silent follow that code (spec
+    ``"propfair-code"``. Choices where Malekmohammadi & Yu are silent follow that code (spec
     §15.14): λ^0 = p, the λ update comes *before* the aggregation of the same round, the
     output model is the last iterate, and the projection is the sort-based one.
 

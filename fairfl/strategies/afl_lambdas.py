@@ -1,7 +1,7 @@
 """AFL's per-client λ: the state kept across rounds, and the simplex math it steps with.
 
 Mohri, Sivek and Suresh, *Agnostic Federated Learning*, ICML 2019 (Algorithm 1,
-Stochastic-AFL), and the PropFair reference code's ``AFL`` (spec-vred-qffl §6); see
+Stochastic-AFL), and the PropFair reference code's ``AFL`` (docs/specs/spec-vred-qffl.md §6); see
 :mod:`fairfl.strategies.afl` for the rule. :class:`ClientLambdas` keeps λ (and its running
 average λ^A) by stable client key, admits new clients at their start value and takes one
 projected-ascent step per round; the functions below are the pure math.
@@ -285,7 +285,7 @@ def afl_lambda_update(
 ) -> NDArray[np.float64]:
     """One projected-ascent step ``Π_Δ(λ + γ_λ f)`` on the client weights.
 
-    Spec-vred-qffl §6 step 2 (``AFL.aggregate`` of the PropFair reference code).
+    docs/specs/spec-vred-qffl.md §6 step 2 (``AFL.aggregate`` of the PropFair reference code).
 
     Parameters
     ----------

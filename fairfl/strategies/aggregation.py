@@ -1,11 +1,12 @@
-"""Shared aggregation machinery of the re-weighted rules (DESIGN.md, "Unified view").
+"""Shared aggregation machinery of the re-weighted rules (docs/specs/design.md, "Unified view").
 
 Most fair rules update the global model as
 
     w^{t+1} = w^t - Σ_i λ_i (w^t - w_i)                                   (unified form)
 
 and differ only in λ. Each rule computes its λ with a pure function; this module applies
-it once, in float64 (spec-vred-qffl §15.21), for all of them. q-FFL alone sums its step
+it once, in float64 (docs/specs/spec-vred-qffl.md §15.21), for all of them. q-FFL alone sums its
+step
 ``Σ_i λ_i (w^t - w_i)`` in the models' dtype while it reads the replies
 (:func:`apply_summed_step`): its λ wait for every distance, and that sum's rounding is
 relative to the step, not to the weights (bounded in its tests).
@@ -25,7 +26,7 @@ from fairfl.strategies._ops.passes import reweighted_sum
 def sample_weights(num_examples: ArrayLike) -> NDArray[np.float64]:
     """FedAvg's weights ``p_i = n_i / Σ_j n_j`` over the clients given.
 
-    Paper 000, Algorithm 1, line 5: ``p`` is normalised over the round's participants.
+    Malekmohammadi & Yu, Algorithm 1, line 5: ``p`` is normalised over the round's participants.
 
     Raises
     ------

@@ -2,13 +2,13 @@
 
 Pillutla, Laguel, Malick and Harchaoui, *Federated Learning with Heterogeneous Data: A
 Superquantile Optimization Approach*, arXiv 2021, https://arxiv.org/abs/2112.09429.
-Objective (paper 000, Table 1 and §2.1): ``CVaR_{1-α}(f_1(θ), …, f_n(θ))``, the
+Objective (Malekmohammadi & Yu, Table 1 and §2.1): ``CVaR_{1-α}(f_1(θ), …, f_n(θ))``, the
 p-weighted mean loss of the worst α-fraction of clients, with dual form
 
     max_{π ∈ Δ_n, π_i <= p_i / α} Σ_i π_i f_i(θ).
 
-Server rule (spec-vred-qffl §10, [REC]): the maximising π at θ^t (give ``p_i/α`` to the
-highest losses until the mass reaches 1), then ``θ^{t+1} = Σ_i π_i θ_i^{t+1}``.
+Server rule (docs/specs/spec-vred-qffl.md §10, [REC]): the maximising π at θ^t (give ``p_i/α`` to
+the highest losses until the mass reaches 1), then ``θ^{t+1} = Σ_i π_i θ_i^{t+1}``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fairfl.strategies._checks import check_real, check_shares_and_losses
 from fairfl.strategies.params import RuleParameters, real
 from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 
-#: Paper 000's grid of α (App. B.2).
+#: Malekmohammadi & Yu's grid of α (App. B.2).
 GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -46,7 +46,7 @@ class DeltaFL(LossRule):
     alpha : float (default: 0.5)
         α in (0, 1], the **tail fraction**: the share of the data mass (of ``p``) whose
         losses are averaged. α = 1 is FedAvg; α → 0 is the max-loss client (AFL's
-        limit). Paper 000's grid is {0.1, …, 0.9}; its best values (Table 5) are
+        limit). Malekmohammadi & Yu's grid is {0.1, …, 0.9}; its best values (Table 5) are
         0.2 / 0.4 / 0.5 / 0.6, and the default takes the middle one.
     **kwargs
         Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
@@ -58,10 +58,10 @@ class DeltaFL(LossRule):
 
     Notes
     -----
-    Convention (spec §15.13): paper 000 writes ``CVaR_{1-α}`` and never says whether α
+    Convention (spec §15.13): Malekmohammadi & Yu write ``CVaR_{1-α}`` and never says whether α
     is the tail fraction or the quantile level. Here α is the tail fraction: for
     0 < α < 1 the objective is the average loss of the subset of clients with the
-    largest losses (paper 000, §2.1), that subset holds an α share of the data, and
+    largest losses (Malekmohammadi & Yu, §2.1), that subset holds an α share of the data, and
     α = 1 gives FedAvg. The reference code's ``nonconformity_level`` is the quantile level,
     about ``1 - α``.
 

@@ -1,7 +1,7 @@
 """What VRed and Semi-VRed share: the loss deviations, β's bound, Algorithm 1 and the rule base.
 
-Malekmohammadi & Yu, "Semi-Variance Reduction for Fair Federated Learning" (paper 000 in
-``papers/``; spec ``specs/spec-vred-qffl.md`` §3-4). Both rules weigh client i by
+Malekmohammadi & Yu, "Semi-Variance Reduction for Fair Federated Learning" (arXiv:2406.16193,
+2024; spec ``docs/specs/spec-vred-qffl.md`` §3-4). Both rules weigh client i by
 ``w_i = p_i (1 + 2β d_i)`` for loss deviations d_i (VRed: ``f_i - f̄``; Semi-VRed: the
 above-mean part, recentred), which is Algorithm 1 of the paper in one pass
 (:func:`algorithm1_update` is the algorithm as printed, the reference the weight forms are
@@ -23,7 +23,7 @@ from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 
 logger = logging.getLogger(__name__)
 
-#: Largest β of VRed and Semi-VRed. Paper 000's values are 0.01 to 0.5 (Table 5); up
+#: Largest β of VRed and Semi-VRed. Malekmohammadi & Yu's values are 0.01 to 0.5 (Table 5); up
 #: to 1e6, ``2β (f_i - f̄)`` stays finite for every loss below 1e300, so the weights
 #: are finite for every loss a reply may report (:mod:`fairfl.contract.bounds`).
 MAX_BETA = 1e6
@@ -122,7 +122,7 @@ def check_beta(beta: float) -> None:
 
 
 def clip_negative_weights(weights: ArrayLike) -> NDArray[np.float64]:
-    """Set negative weights to 0 and renormalise to sum 1 (an option, not in paper 000).
+    """Set negative weights to 0 and renormalise to sum 1 (an option, not in Malekmohammadi & Yu).
 
     Raises
     ------
@@ -143,7 +143,7 @@ def algorithm1_update(
     deviations: ArrayLike,
     beta: float,
 ) -> list[NDArray[np.float64]]:
-    """Algorithm 1 of paper 000 as printed, lines 8-15, in float64.
+    """Algorithm 1 of Malekmohammadi & Yu as printed, lines 8-15, in float64.
 
     ``Δ_i = θ^t - θ_i``, ``Δ̄ = Σ p_i Δ_i``,
     ``Δ = Σ p_i Δ_i + 2β Σ p_i d_i (Δ_i - Δ̄)`` and ``θ^{t+1} = θ^t - Δ``, with

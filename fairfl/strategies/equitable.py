@@ -1,7 +1,8 @@
 """Equitable-FL: cluster clients by activation vectors, give every cluster equal weight.
 
 A. Upadhyay, A. Hashemi, "Equitable Federated Learning with Activation Clustering",
-arXiv:2410.19207 (v2, 2025), cited as [P003]; spec: ``specs/spec-activation-clustering.md``.
+arXiv:2410.19207 (v2, 2025), cited as [Equitable FL]; spec:
+``docs/specs/spec-activation-clustering.md``.
 
 Every round each participant i reports a_i^t, the mean penultimate-layer activation of
 the *received* global model over its local data (:mod:`fairfl.client.activation`). The
@@ -72,7 +73,7 @@ class EquitableParameters(RuleParameters):
 
 
 class EquitableFL(ReweightedStrategy):
-    """Equitable-FL [P003]: equal aggregation weight per activation cluster.
+    """Equitable-FL [Equitable FL]: equal aggregation weight per activation cluster.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Equitable FL's math ([P003]): the affinity of activation vectors, spectral clustering, weights.
+"""Equitable FL's math: the affinity of activation vectors, spectral clustering, weights.
 
 A. Upadhyay, A. Hashemi, "Equitable Federated Learning with Activation Clustering",
 arXiv:2410.19207 (spec-activation-clustering). Pure functions of Algorithm 1 (line 13,
@@ -31,7 +31,7 @@ IDENTICAL_RTOL = 1e-12
 
 
 def affinity_matrix(vectors: ArrayLike, affinity: str = "rbf_median") -> NDArray[np.float64]:
-    """Similarity of activation vectors, Algorithm 1 line 13 of [P003] (spec §1.4).
+    """Similarity of activation vectors, Algorithm 1 line 13 of [Equitable FL] (spec §1.4).
 
     The paper's formula is lost; the choices are the spec's:
 
@@ -268,7 +268,7 @@ def cluster_activations(
 def equitable_weights(
     labels: ArrayLike, num_examples: ArrayLike | None = None
 ) -> NDArray[np.float64]:
-    """Equal weight per cluster, eq. (6) of [P003] (spec §1.6).
+    """Equal weight per cluster, eq. (6) of [Equitable FL] (spec §1.6).
 
     With n_c the number of clients in cluster c and C_t the number of non-empty
     clusters, ``p_i = 1 / (C_t · n_{ℓ_i})``: every cluster gets total weight 1/C_t,

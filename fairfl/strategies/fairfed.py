@@ -201,8 +201,8 @@ def fairfed_gaps(counts: Sequence[ArrayLike], metric: str) -> tuple[NDArray[np.f
     """Δ_k of every client (FF4) and F_global (FF3) from the clients' group counts.
 
     F_global is :func:`signed_metric` of the summed counts: the paper's decomposition of
-    the global metric into clients' terms (spec-fairfed §3) sums to exactly that. Where
-    a client's F_k is undefined (it lacks a group) ``Δ_k = |Acc_global - Acc_k|``, as
+    the global metric into clients' terms (docs/specs/spec-fairfed.md §3) sums to exactly that.
+    Where a client's F_k is undefined (it lacks a group) ``Δ_k = |Acc_global - Acc_k|``, as
     Algorithm 1 says; so is every Δ_k where F_global itself is undefined.
 
     Returns

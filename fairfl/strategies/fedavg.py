@@ -1,6 +1,6 @@
 """FedAvg, the baseline of every fair rule (McMahan et al., AISTATS 2017).
 
-Paper 000, Table 1 and Algorithm 1 with β = 0: ``w^{t+1} = Σ_i p_i w_i`` with
+Malekmohammadi & Yu, Table 1 and Algorithm 1 with β = 0: ``w^{t+1} = Σ_i p_i w_i`` with
 ``p_i = n_i / Σ_j n_j`` over the round's participants.
 """
 
@@ -22,5 +22,5 @@ class FedAvg(LossRule):
     registry_name = "fedavg"
 
     def weights(self, round: TrainRound) -> Weights:
-        """``p_i = n_i / Σ n_j`` (paper 000, Algorithm 1, line 5); no diagnostics."""
+        """``p_i = n_i / Σ n_j`` (Malekmohammadi & Yu, Algorithm 1, line 5); no diagnostics."""
         return round.shares, {}

@@ -94,7 +94,7 @@ class FedFa(ReweightedStrategy):
     Notes
     -----
     * As the reference, w^{t+1} = w̄ - η m^t with m^t following w̄ - w^t: the momentum
-      holds the step back (spec-fedfa §2 on the sign).
+      holds the step back (docs/specs/spec-fedfa.md §2 on the sign).
     * Not implemented: the reference's *client* momentum (each client's SGD momentum set
       to γ); fairfl's ClientApp trains with plain SGD for every rule.
     * A client counts in f_k only when its reply is accepted. The counts and m are

@@ -1,7 +1,7 @@
 """FedMGDA+: federated multi-objective aggregation through a min-norm QP.
 
 Hu, Shaloudegi, Zhang and Yu, *Federated Learning Meets Multi-objective Optimization*,
-IEEE TNSE 2022, https://arxiv.org/abs/2006.11489 (paper 001; spec-fedmgda). Each client's
+IEEE TNSE 2022, https://arxiv.org/abs/2006.11489 (Hu et al.; spec-fedmgda). Each client's
 loss is a separate objective; each round the server moves along the minimum-norm
 element of the convex hull of the (normalised) client updates, a common descent
 direction for every participant (Algorithm 1, eqs. (22)–(25)):
@@ -76,7 +76,7 @@ class FedMGDAParameters(RuleParameters):
     """FedMGDA+'s hyperparameters (see :class:`FedMGDAPlus`)."""
 
     epsilon: float = real(1.0, key="fedmgda-epsilon", lower=0.0)
-    # Grid: paper 001, Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
+    # Grid: Hu et al., Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
     # is the total decay over the run, not global_lr_decay (β per decay_every rounds).
     global_lr: float = real(
         1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True, grid=(0.5, 1.0, 1.5, 2.0)
@@ -99,7 +99,7 @@ class FedMGDAParameters(RuleParameters):
 class FedAvgNParameters(RuleParameters):
     """FedAvg-n's hyperparameters: FedMGDA+'s step size schedule and prior (ε = 0)."""
 
-    # Grid: paper 001, Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
+    # Grid: Hu et al., Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
     # is the total decay over the run, not global_lr_decay (β per decay_every rounds).
     global_lr: float = real(
         1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True, grid=(0.5, 1.0, 1.5, 2.0)
@@ -117,7 +117,7 @@ class MGDAProxParameters(RuleParameters):
 
     proximal_mu: float = real(0.2, key="mgda-prox-mu", lower=0.0, lower_open=True)
     epsilon: float = real(1.0, key="fedmgda-epsilon", lower=0.0)
-    # Grid: paper 001, Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
+    # Grid: Hu et al., Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
     # is the total decay over the run, not global_lr_decay (β per decay_every rounds).
     global_lr: float = real(
         1.0, key="fedmgda-global-lr", lower=0.0, lower_open=True, grid=(0.5, 1.0, 1.5, 2.0)
@@ -142,7 +142,7 @@ def _check_solver_parameter(name: str) -> None:
 
 
 class FedMGDAPlus(FairStrategy):
-    """FedMGDA+ (paper 001, Algorithm 1) with the ε-constraint of eq. (25).
+    """FedMGDA+ (Hu et al., Algorithm 1) with the ε-constraint of eq. (25).
 
     The server computes each client's pseudo-gradient ``g_i = w_t − w_i`` from the
     reply, normalises it (whole-update L2 norm over trainable parameters), solves the
@@ -196,7 +196,7 @@ class FedMGDAPlus(FairStrategy):
       update it computes from the reply, so a client cannot inflate its influence by
       scaling its update (spec §7.1.2). Replies carry local weights (wire contract v1),
       and ``g_i = w_t − w_i`` uses the paper's sign, so the step is ``−η d``.
-    * Defaults: paper 001, Table 8 (CIFAR-10 non-iid, b = 10, p = 0.1, T = 2000
+    * Defaults: Hu et al., Table 8 (CIFAR-10 non-iid, b = 10, p = 0.1, T = 2000
       rounds), the rows η_g = 1.0, decay 1/10 of FedMGDA+ (69.87 % average), MGDA-Prox
       (its best row) and FedAvg-n, which is also the setting of the scaling attack of
       Fig. 2 (right): ε = 1, normalisation on, λ0 uniform (the authors' code), η_g = 1
@@ -398,7 +398,7 @@ class FedMGDAPlus(FairStrategy):
 
 
 class FedAvgN(FedMGDAPlus):
-    """FedAvg-n (paper 001, §6.1): FedMGDA+ with ε = 0, i.e. λ = λ0 on normalised updates.
+    """FedAvg-n (Hu et al., §6.1): FedMGDA+ with ε = 0, i.e. λ = λ0 on normalised updates.
 
     ``w_{t+1} = w_t − η_t Σ_i λ0_i g_i / ‖g_i‖``. Parameters as :class:`FedMGDAPlus`
     (ε and normalisation are fixed).
@@ -411,7 +411,7 @@ class FedAvgN(FedMGDAPlus):
 
 
 class FedMGDAPlain(FedMGDAPlus):
-    """The paper's FedMGDA (paper 001, §6.1): plain MGDA on unnormalised updates.
+    """The paper's FedMGDA (Hu et al., §6.1): plain MGDA on unnormalised updates.
 
     ε = 1, no normalisation, η_t ≡ 1 (the authors' ``--normalize=0 --epsilon=1``).
     Named ``fedmgda-plain`` in the registry, where ``fedmgda`` is FedMGDA+.
@@ -434,7 +434,7 @@ class FedMGDAPlain(FedMGDAPlus):
 
 
 class MGDAProx(FedMGDAPlus):
-    """MGDA-Prox (paper 001, §6.1): FedMGDA+ whose clients add a proximal term.
+    """MGDA-Prox (Hu et al., §6.1): FedMGDA+ whose clients add a proximal term.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""FedMGDA+'s math (paper 001): the prior λ0, the step size and its decay, the min-norm QP.
+"""FedMGDA+'s math (Hu et al.): the prior λ0, the step size and its decay, the min-norm QP.
 
 Hu, Shaloudegi, Zhang and Yu, *Federated Learning Meets Multi-objective Optimization*,
 IEEE TNSE 2022, https://arxiv.org/abs/2006.11489 (spec-fedmgda). Pure functions of
@@ -36,7 +36,7 @@ RIDGES: tuple[float, ...] = (1e-12, 1e-10, 1e-8, 1e-6)
 BUFFER_SUFFIXES: tuple[str, ...] = ("running_mean", "running_var", "num_batches_tracked")
 
 #: β of the default schedule: η shrinks to 1/10 by round T = 2000, by a factor β every
-#: 100 rounds (paper 001, Table 8, rows η_g = 1.0, decay 1/10; §6.1.5):
+#: 100 rounds (Hu et al., Table 8, rows η_g = 1.0, decay 1/10; §6.1.5):
 #: ``paper_decay_factor(0.1, 2000)``.
 PAPER_DECAY_FACTOR = 0.1 ** (100 / 2000)
 
@@ -76,7 +76,7 @@ def trainable_mask(names: Sequence[str], arrays: Sequence[NDArray[Any]]) -> list
 
 
 def prior_weights(num_examples: ArrayLike, prior: Prior) -> NDArray[np.float64]:
-    """λ0 over the round's participants: uniform 1/n, or n_i / Σ n_j (paper 001, §3).
+    """λ0 over the round's participants: uniform 1/n, or n_i / Σ n_j (Hu et al., §3).
 
     Raises
     ------
@@ -92,7 +92,7 @@ def prior_weights(num_examples: ArrayLike, prior: Prior) -> NDArray[np.float64]:
 
 
 def step_size(server_round: int, global_lr: float, decay: float, decay_every: int = 100) -> float:
-    """η_t = η_g · β^{⌊t / decay_every⌋} with t = server_round − 1 (paper 001, §6.1.5).
+    """η_t = η_g · β^{⌊t / decay_every⌋} with t = server_round − 1 (Hu et al., §6.1.5).
 
     Parameters
     ----------
@@ -147,7 +147,7 @@ def normalize_gram(gram: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.flo
 
 
 def box_bounds(prior: ArrayLike, epsilon: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Bounds of Λ_ε: ``max(0, λ0 − ε) <= λ <= min(1, λ0 + ε)`` (paper 001, eq. (25))."""
+    """Bounds of Λ_ε: ``max(0, λ0 − ε) <= λ <= min(1, λ0 + ε)`` (Hu et al., eq. (25))."""
     lam0 = np.asarray(prior, dtype=np.float64)
     return np.maximum(0.0, lam0 - epsilon), np.minimum(1.0, lam0 + epsilon)
 
@@ -159,7 +159,7 @@ def min_norm_weights(
     *,
     solver: str = "quadprog",
 ) -> tuple[NDArray[np.float64], str]:
-    """λ* = argmin λᵀKλ over λ ∈ Δ with ‖λ − λ0‖_∞ <= ε (paper 001, eqs. (23), (25)).
+    """λ* = argmin λᵀKλ over λ ∈ Δ with ‖λ − λ0‖_∞ <= ε (Hu et al., eqs. (23), (25)).
 
     Parameters
     ----------

@@ -2,9 +2,9 @@
 
 Yue, Nouiehed and Al Kontar, *GIFAIR-FL: An Approach for Group and Individual Fairness
 in Federated Learning*, arXiv 2021, https://arxiv.org/abs/2108.02741.
-Objective (paper 000, Table 1 and App. B.2):
+Objective (Malekmohammadi & Yu, Table 1 and App. B.2):
 ``Σ_i p_i f_i(θ) + λ Σ_{i<j} |f_i(θ) - f_j(θ)|``. Server rule of the PropFair reference
-code (``GiFair`` in ``FairFL/algs/algorithms.py``; spec-vred-qffl §9):
+code (``GiFair`` in ``FairFL/algs/algorithms.py``; docs/specs/spec-vred-qffl.md §9):
 
     r_i = Σ_{j≠i} sign(f_i(θ^t) - f_j(θ^t)),    w_i = p_i + λ r_i,    θ^{t+1} = Σ_i w_i θ_i^{t+1}
 
@@ -42,7 +42,7 @@ class GiFair(LossRule):
     coeff : float (default: 1.0)
         λ as a fraction of its bound ``λ_max = min_i p_i / (n - 1)`` (``coeff`` in the
         reference code). Must be in [0, 1], which keeps every weight >= 0; 0 is FedAvg.
-        Paper 000 found the bound itself (``coeff = 1``) best on every data set
+        Malekmohammadi & Yu found the bound itself (``coeff = 1``) best on every data set
         (App. B.2; Table 5 lists the resulting absolute λ), hence the default.
     **kwargs
         Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
@@ -55,7 +55,7 @@ class GiFair(LossRule):
     Notes
     -----
     λ is set relative to its bound, as in the reference code, instead of absolutely as
-    in paper 000's Table 5: the bound depends on the round's participants, and an
+    in Malekmohammadi & Yu's Table 5: the bound depends on the round's participants, and an
     absolute λ above it would give negative weights. The pairwise sum is over
     ``i < j`` (the usual GIFAIR-FL form), not Table 1's ``i ≠ j``, which would halve λ
     (spec §15.12).
@@ -78,7 +78,7 @@ class GiFair(LossRule):
 
 
 def gifair_lambda(p: ArrayLike, coeff: float) -> float:
-    """``λ = coeff · min_i p_i / (n - 1)`` (paper 000, App. B.2); 0 for one client.
+    """``λ = coeff · min_i p_i / (n - 1)`` (Malekmohammadi & Yu, App. B.2); 0 for one client.
 
     Raises
     ------

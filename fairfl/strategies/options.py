@@ -98,7 +98,7 @@ min_available_nodes
         ``"uniform"``: Flower's FedAvg sampling, ``fraction_train`` of the connected
         nodes uniformly without replacement. ``"size-proportional"``: the same number
         drawn with probability ∝ n_k without replacement, as q-FFL's experiments
-        (paper 002; :class:`fairfl.strategies.sampling.SizeSampler`), the drawn
+        (Li et al. 2020; :class:`fairfl.strategies.sampling.SizeSampler`), the drawn
         replies then counting as n_k = 1 each for the rule (a uniform sum, as the
         reference code's aggregation). Round 1, where no n_k is known yet, trains
         every node. Evaluation always samples uniformly (``fraction_evaluate``).

@@ -1,9 +1,9 @@
 """PropFair: proportional fairness through a client-side log transform of the loss.
 
 Zhang, Malekmohammadi, Chen and Yu, *Proportional Fairness in Federated Learning*,
-TMLR 2023, https://arxiv.org/abs/2202.01666. Objective (paper 000, Table 1):
+TMLR 2023, https://arxiv.org/abs/2202.01666. Objective (Malekmohammadi & Yu, Table 1):
 ``-Σ_i p_i log(M - f_i(θ))``. Rule of the reference code (``PropFair`` in
-``huawei-noah/Federated-Learning/FairFL/algs/algorithms.py``; spec-vred-qffl §8): each
+``huawei-noah/Federated-Learning/FairFL/algs/algorithms.py``; docs/specs/spec-vred-qffl.md §8): each
 client minimises, per minibatch with mean cross-entropy ℓ_B,
 
     -log(1 - ℓ_B / M)                     if M - ℓ_B >= ε
@@ -57,7 +57,7 @@ class PropFair(FedAvg):
         while ``M - ℓ_B < ε`` (e.g. CE ≈ ln 100 ≈ 4.6 > 3 at the start on CIFAR-100).
     epsilon : float (default: 0.2)
         ε > 0, the margin below M where the fallback branch starts (hard-coded 0.2 in
-        the reference code; not mentioned in paper 000).
+        the reference code; not mentioned in Malekmohammadi & Yu).
     huber : bool (default: False)
         Fallback ``ℓ_B / ε`` (gradient continuous at the switch) instead of the
         reference code's default ``ℓ_B / M``.
@@ -74,7 +74,7 @@ class PropFair(FedAvg):
     -----
     The transform is applied per minibatch to ℓ_B, not to the client's f_i: an
     approximation of the objective, but what the reference code does (spec §8). The
-    effective local step is scaled by about ``1/(M - ℓ)``; paper 000's best learning
+    effective local step is scaled by about ``1/(M - ℓ)``; Malekmohammadi & Yu's best learning
     rates for PropFair are correspondingly larger (Table 4).
     """
 

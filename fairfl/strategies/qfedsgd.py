@@ -1,7 +1,7 @@
-"""q-FFL trained with q-FedSGD (paper 002, Algorithm 1).
+"""q-FFL trained with q-FedSGD (Li et al. 2020, Algorithm 1).
 
 Li, Sanjabi, Beirami & Smith, "Fair Resource Allocation in Federated Learning", ICLR
-2020 (paper 002 in ``papers/``; spec ``specs/spec-vred-qffl.md`` §5). The same objective
+2020 (spec ``docs/specs/spec-vred-qffl.md`` §5). The same objective
 as :class:`~fairfl.strategies.QFFL` (eq. 2), solved without local epochs: each selected
 device sends the full-batch gradient of its mean loss at the received model and the
 loss itself, and the server takes one step (Algorithm 1, lines 5-7)::
@@ -56,14 +56,14 @@ class QFedSGDParameters(RuleParameters):
     client_learning_rate: float | None = real(
         None, key="lr", lower=0.0, lower_open=True, optional=True
     )
-    # Grid: q-FFL's (QFFLParameters in qffl.py), paper 000 App. B.2.
+    # Grid: q-FFL's (QFFLParameters in qffl.py), Malekmohammadi & Yu App. B.2.
     q: float = real(0.1, key="qffl-q", lower=0.0, grid=(0.01, 0.1, 1.0))
     weighting: Weighting = choice("uniform", WEIGHTINGS, key="qffl-weighting")
     lipschitz: float = real(0.0, key="qfedsgd-lipschitz", lower=0.0)
 
 
 class QFedSGD(FairStrategy):
-    """q-FedSGD (paper 002, Algorithm 1) on fairfl's validated replies.
+    """q-FedSGD (Li et al. 2020, Algorithm 1) on fairfl's validated replies.
 
     Every round sends ``full-gradient`` (true) in the train config. A reply carries the
     full-batch gradient ∇F_k(w^t) of the client's mean loss over its whole training
@@ -77,10 +77,10 @@ class QFedSGD(FairStrategy):
     ----------
     client_learning_rate : float | None (default: None)
         η for ``L = 1/η`` when ``lipschitz`` is 0, as :class:`~fairfl.strategies.QFFL`
-        (paper 002 uses L = 1/η, "use 1/L as η"); the registry reads it from the run
+        (Li et al. 2020 uses L = 1/η, "use 1/L as η"); the registry reads it from the run
         config's ``lr``. ``None``: each round's ``lr`` of the train config.
     q : float (default: 0.1)
-        q of eq. (2), >= 0; QFFL's default (paper 002 used q = 1 on Synthetic).
+        q of eq. (2), >= 0; QFFL's default (Li et al. 2020 used q = 1 on Synthetic).
     weighting : {"uniform", "p"} (default: "uniform")
         As in :class:`~fairfl.strategies.QFFL`: ``"uniform"`` is Algorithm 1's
         unweighted sums; ``"p"`` weighs both sums by ``p_k = n_k / Σ n_j``.

@@ -1,8 +1,8 @@
 """q-FFL trained with q-FedAvg.
 
 Li, Sanjabi, Beirami & Smith, "Fair Resource Allocation in Federated Learning", ICLR
-2020, https://openreview.net/pdf?id=ByexElSYDr (paper 002 in ``papers/``; spec
-``specs/spec-vred-qffl.md`` §5). q-FFL minimises ``Σ_k p_k F_k^{q+1}(w) / (q+1)`` (eq. 2):
+2020, https://openreview.net/pdf?id=ByexElSYDr (spec
+``docs/specs/spec-vred-qffl.md`` §5). q-FFL minimises ``Σ_k p_k F_k^{q+1}(w) / (q+1)`` (eq. 2):
 q = 0 is FedAvg's objective, larger q weighs high-loss devices more.
 
 Implements Algorithm 2 (q-FedAvg). With w^t the broadcast model, w̄_k the model of
@@ -66,8 +66,8 @@ class QFFLParameters(RuleParameters):
     client_learning_rate: float | None = real(
         None, key="lr", lower=0.0, lower_open=True, optional=True
     )
-    # Grid: paper 000, App. B.2 (q = 0.1 best on every data set, its Table 5; paper 001's
-    # Table 5 searched {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10}; the q-FFL slides, paper 002,
+    # Grid: Malekmohammadi & Yu, App. B.2 (q = 0.1 best on every data set, its Table 5; Hu et al.'s
+    # Table 5 searched {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10}; the q-FFL slides, Li et al. 2020,
     # give one q per data set and no grid).
     q: float = real(0.1, key="qffl-q", lower=0.0, grid=(0.01, 0.1, 1.0))
     weighting: Weighting = choice("uniform", WEIGHTINGS, key="qffl-weighting")
@@ -75,7 +75,7 @@ class QFFLParameters(RuleParameters):
 
 
 class QFFL(ReweightedStrategy):
-    """q-FedAvg (paper 002, Algorithm 2) on fairfl's validated replies.
+    """q-FedAvg (Li et al. 2020, Algorithm 2) on fairfl's validated replies.
 
     Every reply must carry F_k(w^t) under ``train_loss_key`` (default
     ``loss-before-training``), the loss of the received model
@@ -89,7 +89,7 @@ class QFFL(ReweightedStrategy):
     ----------
     client_learning_rate : float | None (default: None)
         η, the clients' local SGD learning rate (> 0). The Lipschitz estimate is
-        ``L = 1/η`` (paper 002: "L is used as 1/η"), so it must equal the ``lr`` the
+        ``L = 1/η`` (Li et al. 2020: "L is used as 1/η"), so it must equal the ``lr`` the
         clients train with; the registry reads it from the run config's ``lr``.
         ``None``: each round's η is the ``lr`` of the train config the round sends
         (fairfl's ServerApp and Flower's quickstarts send one). Flower's QFedAvg has no
@@ -97,8 +97,8 @@ class QFFL(ReweightedStrategy):
         then stops the run with a ``ValueError`` asking for one of the two.
     q : float (default: 0.1)
         q of eq. (2), >= 0. q = 0 gives the mean of the local models. The default is
-        Flower's and the spec's recommendation for mean cross-entropy losses (paper 000
-        Table 5: 0.1 on every data set); paper 002 used q = 1 on Synthetic.
+        Flower's and the spec's recommendation for mean cross-entropy losses (Malekmohammadi & Yu
+        Table 5: 0.1 on every data set); Li et al. 2020 used q = 1 on Synthetic.
     weighting : {"uniform", "p"} (default: "uniform")
         ``"uniform"``: unweighted sums over the replies, as Algorithm 2 line 8, the
         reference code and Flower's QFedAvg (devices are *sampled* ∝ n_k instead; with
@@ -135,7 +135,7 @@ class QFFL(ReweightedStrategy):
     Sampling: Algorithm 2 samples devices with probability p_k and sums uniformly;
     Flower samples uniformly (``fraction_train``). Under full participation, the
     setting of both papers' experiments, ``"uniform"`` is the reference behaviour
-    (spec §15.4: the baseline of paper 000, which ignores client sizes); ``"p"``
+    (spec §15.4: the baseline of Malekmohammadi & Yu, which ignores client sizes); ``"p"``
     weights by size instead. With ``client_sampling="size-proportional"`` a round
     drawn ∝ n_k is Algorithm 2 under either weighting: every drawn reply counts
     n_k = 1, so ``"p"`` sums Δ_k and h_k uniformly too (``"p"`` weighs by size only

@@ -1,7 +1,7 @@
-"""q-FFL's math (paper 002): the λ of q-FedAvg's step, the h_k, and q-FedSGD's update.
+"""q-FFL's math (Li et al. 2020): the λ of q-FedAvg's step, the h_k, and q-FedSGD's update.
 
 Li, Sanjabi, Beirami and Smith, *Fair Resource Allocation in Federated Learning*, ICLR
-2020 (paper 002). Pure functions of Algorithms 1 and 2 and eq. (3) (L = 1/η), used by
+2020 (Li et al. 2020). Pure functions of Algorithms 1 and 2 and eq. (3) (L = 1/η), used by
 :class:`~fairfl.strategies.qffl.QFFL` and :class:`~fairfl.strategies.qfedsgd.QFedSGD`;
 the one-difference pass is in the private ``_ops`` package.
 """
@@ -24,7 +24,7 @@ WEIGHTINGS: tuple[str, ...] = ("uniform", "p")
 
 
 def qfedavg_squared_norms(squared_distances: ArrayLike, lipschitz: float) -> NDArray[np.float64]:
-    """``‖Δw_k‖² = L² ‖w^t - w̄_k‖²``: q-FedAvg's direction norms (paper 002, Alg. 2, l. 6).
+    """``‖Δw_k‖² = L² ‖w^t - w̄_k‖²``: q-FedAvg's direction norms (Li et al. 2020, Alg. 2, l. 6).
 
     q-FedAvg is the q-FFL core below with ``g_k = Δw_k = L (w^t - w̄_k)``, so its
     unified-form weights on ``w^t - w̄_k`` are ``λ_k = L c_k`` (:func:`qffl_coefficients`
@@ -39,7 +39,7 @@ def qfedavg_squared_norms(squared_distances: ArrayLike, lipschitz: float) -> NDA
 
 
 # ---------------------------------------------------------------- the q-FFL core
-# Both solvers of paper 002 end a round with the same server step (Algorithm 1, line 7;
+# Both solvers of Li et al. 2020 end a round with the same server step (Algorithm 1, line 7;
 # Algorithm 2, line 8), over the directions g_k the devices send: ∇F_k(w^t) (q-FedSGD)
 # or Δw_k = L (w^t - w̄_k) (q-FedAvg). With Δ_k = (F_k + ε)^q g_k and h_k of eq. (3)
 # (fairfl.contract.qffl.lipschitz_estimate):
@@ -58,7 +58,7 @@ def qffl_numerators(
     weights: ArrayLike | None = None,
     epsilon: float = QFFL_EPSILON,
 ) -> NDArray[np.float64]:
-    """``s_k (F_k + ε)^q``: the factor of g_k in Δ_k (paper 002, Alg. 1 l. 5, Alg. 2 l. 6).
+    """``s_k (F_k + ε)^q``: the factor of g_k in Δ_k (Li et al. 2020, Alg. 1 l. 5, Alg. 2 l. 6).
 
     Unchecked (the caller checks).
     """
@@ -81,7 +81,7 @@ def qffl_coefficients(
     """The server step of q-FedSGD and q-FedAvg: c_k of ``w^{t+1} = w^t - Σ_k c_k g_k``.
 
     ``c_k = s_k (F_k + ε)^q / Σ_j s_j h_j`` with h_k of eq. (3), so that
-    ``Σ_k c_k g_k = Σ_k s_k Δ_k / Σ_k s_k h_k`` (paper 002, Algorithm 1 line 7 and
+    ``Σ_k c_k g_k = Σ_k s_k Δ_k / Σ_k s_k h_k`` (Li et al. 2020, Algorithm 1 line 7 and
     Algorithm 2 line 8; s = 1 in the paper).
 
     Parameters
@@ -161,7 +161,7 @@ def qffl_update(
     directions: Sequence[Sequence[ArrayLike]],
     coefficients: ArrayLike,
 ) -> list[NDArray[Any]]:
-    """``w^{t+1} = w^t - Σ_k c_k g_k`` (paper 002, Algorithm 1 line 7, Algorithm 2 line 8).
+    """``w^{t+1} = w^t - Σ_k c_k g_k`` (Li et al. 2020, Algorithm 1 line 7, Algorithm 2 line 8).
 
     Sums in float64, the clients added in the order given; the result has each global
     array's dtype. Non-floating arrays (counters) keep their global value.

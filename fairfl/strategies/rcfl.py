@@ -1,7 +1,7 @@
 """RC-FL (rFedFair): robust client-weighted FL with a dual variable η.
 
 "Fairness-aware Federated Learning: A Robust Approach", anonymous ICML submission
-(paper 004, ``papers/004_57982fbf5214c08a.txt``; spec-rcfl.md). RC-FL minimises the
+(the RC-FL paper; docs/specs/spec-rcfl.md). RC-FL minimises the
 worst-case mixture of client losses over the capped simplex ``λ_i = p_i q_i``,
 ``0 <= q_i <= 1/α_i`` (Def. 1, eq. (1)), through its variational form (Lemma 1, eq. (2))
 
@@ -99,7 +99,7 @@ class RCFL(ReweightedStrategy):
         η₀, Algorithm 1's initial dual variable (value not given in the paper; 0 is the
         fallback of Remark 2).
     eta_probe : bool (default: False)
-        Not in the paper (spec-rcfl §4.6), off by default. ``True``: after the first
+        Not in the paper (docs/specs/spec-rcfl.md §4.6), off by default. ``True``: after the first
         round that updates the model, replace η by the smoothed optimum η*_μ of the
         clients' reported losses before training (``train_loss_key``) instead of
         Algorithm 1's average of the local η_j; later rounds average as the paper.
@@ -150,7 +150,7 @@ class RCFL(ReweightedStrategy):
     η^{t+1} is Algorithm 1's average ``Σ_j W_j η_j`` of the clients' η_j, with the
     weights W_j of ω (:func:`~fairfl.strategies.rcfl_dual.aggregate_eta`), unless ``eta_probe``.
 
-    p_i needs every n_i before the first draw (spec-rcfl §9.9). The counts are learnt
+    p_i needs every n_i before the first draw (docs/specs/spec-rcfl.md §9.9). The counts are learnt
     from the replies: with ``sampling="with-replacement"`` a round in which no count is
     known yet (the first) is a full-participation round weighted by ``n_i / Σ n``, and
     later rounds draw among the connected nodes whose count is known (a node that never
@@ -160,11 +160,11 @@ class RCFL(ReweightedStrategy):
     With ``sampling="flower"`` and ``fraction_train < 1`` the weights are ``n_i`` over
     the participants, as in FedAvg; the paper's theory covers only the with-replacement
     scheme (Theorem 2). Dropped replies are left out and the weights renormalised over
-    the rest (spec-rcfl §9.19).
+    the rest (docs/specs/spec-rcfl.md §9.19).
 
     The q_i in the diagnostics are computed by the server from the ``train_loss_key`` loss (f̂ⁱ at
     ω^t on the whole local split) and η^t: the gate of the client's first full-batch
-    step. The output model is the last iterate (spec-rcfl §9.10).
+    step. The output model is the last iterate (docs/specs/spec-rcfl.md §9.10).
     """
 
     required_train_metrics = (keys.RCFL_ETA,)

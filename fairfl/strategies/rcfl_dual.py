@@ -1,7 +1,8 @@
-"""RC-FL's math (paper 004): the smoothed dual in η, its optimum, the α_i and the draws.
+"""RC-FL's math: the smoothed dual in η, its optimum, the α_i and the draws.
 
-"Fairness-aware Federated Learning: A Robust Approach" (paper 004; spec-rcfl.md). Pure
-functions of eqs. (1)–(5) and Algorithm 1, used by :class:`~fairfl.strategies.rcfl.RCFL`;
+"Fairness-aware Federated Learning: A Robust Approach" (anonymous ICML submission;
+``docs/specs/spec-rcfl.md``). Pure functions of eqs. (1)–(5) and Algorithm 1, used by
+:class:`~fairfl.strategies.rcfl.RCFL`;
 the dual objectives (eqs. (2), (4)) are also the tests' oracles for η.
 """
 
@@ -21,7 +22,7 @@ ALPHA_RULES: tuple[str, ...] = ("shared", "uniform-cap")
 
 
 def softplus(x: ArrayLike, mu: float) -> NDArray[np.float64]:
-    """``φ_μ(x) = μ log(1 + e^{x/μ})``, the smoothing of ``(x)_+`` in eq. (5) [P004].
+    """``φ_μ(x) = μ log(1 + e^{x/μ})``, the smoothing of ``(x)_+`` in eq. (5) [RC-FL].
 
     The paper calls it "softmax". ``max(x, 0) <= φ_μ(x) <= max(x, 0) + μ log 2``.
     """
@@ -53,7 +54,7 @@ def effective_weights(
 ) -> NDArray[np.float64]:
     """``q_i = σ((f_i − η)/μ) / α_i``, the factor on client i's model gradient.
 
-    Spec-rcfl §3 [D]: ``∇_ω f^{μ,i} = q_i ∇f̂ⁱ``; at the η-optimum ``Σ_i p_i q_i = 1``.
+    docs/specs/spec-rcfl.md §3 [D]: ``∇_ω f^{μ,i} = q_i ∇f̂ⁱ``; at the η-optimum ``Σ_i p_i q_i = 1``.
     """
     from scipy.special import expit  # here: keeps `import fairfl.strategies` light
 
@@ -64,7 +65,7 @@ def effective_weights(
 
 
 def dual_objective(eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLike) -> float:
-    """``η + Σ_i (p_i/α_i)(f_i − η)_+``: eq. (2) of [P004] at fixed ω (eq. (4) with Σp = 1)."""
+    """``η + Σ_i (p_i/α_i)(f_i − η)_+``: eq. (2) of [RC-FL] at fixed ω (eq. (4) with Σp = 1)."""
     f, shares, a = _check_inputs(losses, p, alphas)
     return float(eta + np.sum(shares / a * np.maximum(f - eta, 0.0)))
 
@@ -72,7 +73,7 @@ def dual_objective(eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLik
 def smoothed_dual_objective(
     eta: float, losses: ArrayLike, p: ArrayLike, alphas: ArrayLike, mu: float
 ) -> float:
-    """``Σ_i p_i [(1/α_i) φ_μ(f_i − η) + η]``: eq. (5) of [P004] at fixed ω."""
+    """``Σ_i p_i [(1/α_i) φ_μ(f_i − η) + η]``: eq. (5) of [RC-FL] at fixed ω."""
     f, shares, a = _check_inputs(losses, p, alphas)
     return float(np.sum(shares * (softplus(f - eta, mu) / a + eta)))
 
@@ -82,8 +83,8 @@ def robust_loss(
 ) -> tuple[float, NDArray[np.float64]]:
     """``f_α = max {Σ λ_i f_i : λ ∈ Δ, λ_i <= p_i/α_i}`` and the worst-case λ.
 
-    Eq. (1) of [P004] (``λ_i = p_i q_i``), solved greedily (spec-rcfl §2.4 [D]): walk the
-    clients by decreasing loss, giving each ``min(p_i/α_i, mass left)``.
+    Eq. (1) of [RC-FL] (``λ_i = p_i q_i``), solved greedily (docs/specs/spec-rcfl.md §2.4 [D]):
+    walk the clients by decreasing loss, giving each ``min(p_i/α_i, mass left)``.
 
     Returns
     -------
@@ -111,7 +112,7 @@ def robust_loss(
 def optimal_eta_interval(losses: ArrayLike, p: ArrayLike, alphas: ArrayLike) -> tuple[float, float]:
     """Return the argmin ``[η_lo, η_hi]`` of eq. (2), where the cumulative cap crosses 1.
 
-    Spec-rcfl §2.4 [D]: sort by decreasing loss, take the first k with cap mass
+    docs/specs/spec-rcfl.md §2.4 [D]: sort by decreasing loss, take the first k with cap mass
     ``C_k = Σ_{j<=k} p_j/α_j >= 1``; η* is the k-th loss, or the interval between the
     (k+1)-th and k-th losses when ``C_k = 1`` exactly (``-inf`` below the smallest).
     """
@@ -132,7 +133,8 @@ def smoothed_optimal_eta(
     """Return the η minimising eq. (5) at fixed ω: the root of ``Σ_i p_i q_i = 1``.
 
     ``Σ p_i σ((f_i − η)/μ)/α_i`` falls from ``τ_α = Σ p_i/α_i`` to 0 as η grows, so the
-    root exists iff ``τ_α > 1`` (spec-rcfl §4.6, the η probe); found by Brent's method.
+    root exists iff ``τ_α > 1`` (docs/specs/spec-rcfl.md §4.6, the η probe); found by Brent's
+    method.
 
     Returns
     -------
@@ -220,9 +222,9 @@ def client_alphas(
 ) -> NDArray[np.float64]:
     """Per-client α_i from the run's ``alpha`` and the data shares p_i, clipped to [p_i, 1].
 
-    ``"shared"``: α_i = α (CVaR_{1−α} of [P004] §3.1). ``"uniform-cap"``: α_i = α n p_i,
+    ``"shared"``: α_i = α (CVaR_{1−α} of [RC-FL] §3.1). ``"uniform-cap"``: α_i = α n p_i,
     so the cap ``p_i/α_i`` on client i's mixture weight is ``1/(α n)`` for every client
-    (spec-rcfl §9.11: "enforce α_i ∈ [p_i, 1]").
+    (docs/specs/spec-rcfl.md §9.11: "enforce α_i ∈ [p_i, 1]").
 
     Parameters
     ----------
@@ -250,8 +252,8 @@ def draw_with_replacement(
 ) -> dict[int, int]:
     """K draws with replacement ∝ p_i; returns the count of each drawn node.
 
-    Theorem 2 of [P004]: the 1/K average over these draws, duplicates counted by
-    multiplicity, is unbiased for the p-weighted average (spec-rcfl §9.8).
+    Theorem 2 of [RC-FL]: the 1/K average over these draws, duplicates counted by
+    multiplicity, is unbiased for the p-weighted average (docs/specs/spec-rcfl.md §9.8).
     """
     if num_draws < 1:
         return {}

@@ -10,7 +10,7 @@ but gives up at a deadline with a :class:`SamplingTimeoutError` that names
 top of it.
 
 Size-proportional sampling (:func:`draw_size_proportional`, :class:`SizeSampler`) is
-the device sampling of q-FFL's experiments (paper 002; ``select_clients`` with
+the device sampling of q-FFL's experiments (Li et al. 2020; ``select_clients`` with
 ``sampling=2`` in its reference code ``litian96/fair_flearn``): each round draws the
 devices with probability ∝ n_k, without replacement, and the server then sums the
 sampled devices' updates *uniformly* (the reference ``aggregate`` sets every weight to
@@ -44,7 +44,7 @@ POLL_INTERVAL = 1.0
 Sampling = Literal["uniform", "size-proportional"]
 SAMPLINGS: tuple[str, ...] = ("uniform", "size-proportional")
 #: How RC-FL draws its clients itself (run-config key ``rcfl-sampling``): Flower's
-#: uniform draw, or paper 003's draw with replacement with probability p_i.
+#: uniform draw, or Equitable FL's draw with replacement with probability p_i.
 RCFLSampling = Literal["flower", "with-replacement"]
 RCFL_SAMPLINGS: tuple[str, ...] = ("flower", "with-replacement")
 
@@ -176,7 +176,7 @@ def draw_size_proportional(
 ) -> NDArray[np.intp]:
     """Indices of ``sample_size`` devices drawn ∝ n_k without replacement.
 
-    q-FFL's device sampling (paper 002, Algorithms 1 and 2, line 3: "Server selects a
+    q-FFL's device sampling (Li et al. 2020, Algorithms 1 and 2, line 3: "Server selects a
     subset S_t of K devices at random (each device k is chosen with prob. p_k)";
     ``select_clients`` with ``sampling=2`` in ``fair_flearn/flearn/trainers/fedbase.py``,
     p_k = n_k / n): NumPy's ``choice(len(counts),
@@ -229,7 +229,7 @@ class SizeSampler:
     keys in their sorted order, so a resumed run with new node ids draws alike) and
     the rule sums the drawn replies uniformly (:meth:`FairStrategy.aggregate_train
     <fairfl.strategies.base.FairStrategy.aggregate_train>` hands the rule n_k = 1 for
-    each). Paper 002 and its code know every n_k before round 1; the census round is
+    each). Li et al. 2020 and its code know every n_k before round 1; the census round is
     the departure (one round in all, for a fixed federation). The counts are part of
     a checkpoint (``FairStrategy.sampling_state``): a resumed run draws on as the
     uninterrupted one would, with no second census.

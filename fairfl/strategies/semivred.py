@@ -1,7 +1,7 @@
 """Semi-VRed: Semi-Variance Reduction for fair federated learning.
 
 Malekmohammadi & Yu, "Semi-Variance Reduction for Fair Federated Learning"
-(paper 000 in ``papers/``; spec ``specs/spec-vred-qffl.md`` §4). Semi-VRed penalises
+(spec ``docs/specs/spec-vred-qffl.md`` §4). Semi-VRed penalises
 only the clients whose loss is above the mean (eq. 9)::
 
     F_SVRed(θ) = Σ_i p_i f_i(θ) + β Σ_i p_i (f_i(θ) - f̄(θ))_+²
@@ -36,7 +36,7 @@ from fairfl.strategies.params import RuleParameters, flag, real
 class SemiVRedParameters(RuleParameters):
     """Semi-VRed's hyperparameters: β and the clipping option (see :class:`SemiVRed`)."""
 
-    # Grid: paper 000, App. B.2 (the same as VRed's); best values in its Table 5.
+    # Grid: Malekmohammadi & Yu, App. B.2 (the same as VRed's); best values in its Table 5.
     beta: float = real(
         0.2, key="semivred-beta", lower=0.0, upper=MAX_BETA, grid=(0.01, 0.05, 0.1, 0.2, 0.5, 1.0)
     )
@@ -44,13 +44,13 @@ class SemiVRedParameters(RuleParameters):
 
 
 class SemiVRed(LossDeviationRule):
-    """Semi-VRed (paper 000, Algorithm 1 with "Semi-VRed"): lift only above-mean clients.
+    """Semi-VRed (Malekmohammadi & Yu, Algorithm 1 with "Semi-VRed"): lift only above-mean clients.
 
     Parameters
     ----------
     beta : float (default: 0.2)
         β of eq. (9), the weight of the loss semi-variance; >= 0. β = 0 is FedAvg.
-        Paper 000 Table 5: 0.5 (CIFAR-10), 0.01 (CIFAR-100), 0.2 (CINIC-10,
+        Malekmohammadi & Yu Table 5: 0.5 (CIFAR-10), 0.01 (CIFAR-100), 0.2 (CINIC-10,
         StackOverflow); the default follows the spec's recommendation (0.2).
     clip_negative_weights : bool (default: False)
         Not in the paper: set negative weights (β above the round's β_max) to 0 and
@@ -81,12 +81,12 @@ class SemiVRed(LossDeviationRule):
 
 
 def semi_deviations(p: ArrayLike, losses: ArrayLike) -> NDArray[np.float64]:
-    """``a_i = (f_i - f̄)_+``, the above-mean part of each loss (paper 000, eq. 10)."""
+    """``a_i = (f_i - f̄)_+``, the above-mean part of each loss (Malekmohammadi & Yu, eq. 10)."""
     return np.maximum(loss_deviations(p, losses), 0.0)
 
 
 def semivred_weights(p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.float64]:
-    """Semi-VRed weights ``w_i = p_i (1 + 2β (a_i - A))`` (paper 000, eq. 12, general p).
+    """Semi-VRed weights ``w_i = p_i (1 + 2β (a_i - A))`` (Malekmohammadi & Yu, eq. 12, general p).
 
     Parameters
     ----------
@@ -120,7 +120,7 @@ def semivred_weights(p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np
 def semivred_beta_max(p: ArrayLike, losses: ArrayLike) -> float:
     """Semi-VRed's positivity bound ``β_max = 1 / (2A)``, ``A = Σ_j p_j (f_j - f̄)_+``.
 
-    Paper 000 after Lemma 2 gives ``n / (2 Σ_{j: f_j > f̄} (f_j - f̄))`` for p = 1/n, the
+    Malekmohammadi & Yu after Lemma 2 gives ``n / (2 Σ_{j: f_j > f̄} (f_j - f̄))`` for p = 1/n, the
     same value. Returns ``inf`` when no loss is above the mean.
     """
     p_arr = np.asarray(p, dtype=np.float64)

@@ -1,9 +1,10 @@
 """TERM: client-level tilted empirical risk minimisation.
 
 Li, Beirami, Sanjabi and Smith, *Tilted Empirical Risk Minimization*, ICLR 2021,
-https://openreview.net/forum?id=K5YasWXZT3O. Objective (paper 000, Table 1 and App. B.2,
+https://openreview.net/forum?id=K5YasWXZT3O. Objective (Malekmohammadi & Yu, Table 1 and App. B.2,
 client-level tilt only): ``(1/α) log Σ_i p_i exp(α f_i(θ))``. Server rule of the
-PropFair reference code (``TERM`` in ``FairFL/algs/algorithms.py``; spec-vred-qffl §7):
+PropFair reference code (``TERM`` in ``FairFL/algs/algorithms.py``; docs/specs/spec-vred-qffl.md
+§7):
 
     w_i = p_i exp(α f_i(θ^t)) / Σ_j p_j exp(α f_j(θ^t)),    θ^{t+1} = Σ_i w_i θ_i^{t+1}
 """
@@ -37,7 +38,7 @@ class TERM(LossRule):
     ----------
     alpha : float (default: 0.5)
         α, the tilt (``t`` in the TERM paper). 0 is FedAvg; larger values move weight
-        to the clients with the highest loss, α → ∞ is the max-loss client. Paper 000's
+        to the clients with the highest loss, α → ∞ is the max-loss client. Malekmohammadi & Yu's
         grid is {0.01, 0.1, 0.5, 1}; the default is the best value on three of its four
         data sets (Table 5: 0.01 / 0.5 / 0.5 / 0.5).
     **kwargs

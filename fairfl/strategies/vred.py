@@ -1,7 +1,7 @@
 """VRed: Variance Reduction for fair federated learning.
 
 Malekmohammadi & Yu, "Semi-Variance Reduction for Fair Federated Learning"
-(paper 000 in ``papers/``; spec ``specs/spec-vred-qffl.md`` §3). VRed minimises the
+(spec ``docs/specs/spec-vred-qffl.md`` §3). VRed minimises the
 mean loss plus β times the p-weighted variance of the clients' losses (eq. 3)::
 
     F_VRed(θ) = Σ_i p_i f_i(θ) + β Σ_i p_i (f_i(θ) - f̄(θ))²,    f̄ = Σ_j p_j f_j
@@ -47,7 +47,7 @@ from fairfl.strategies.params import RuleParameters, flag, real
 class VRedParameters(RuleParameters):
     """VRed's hyperparameters: β and the clipping option (see :class:`VRed`)."""
 
-    # Grid: paper 000, App. B.2 (the same for Semi-VRed); best values in its Table 5.
+    # Grid: Malekmohammadi & Yu, App. B.2 (the same for Semi-VRed); best values in its Table 5.
     beta: float = real(
         0.1, key="vred-beta", lower=0.0, upper=MAX_BETA, grid=(0.01, 0.05, 0.1, 0.2, 0.5, 1.0)
     )
@@ -55,7 +55,7 @@ class VRedParameters(RuleParameters):
 
 
 class VRed(LossDeviationRule):
-    """VRed (paper 000, Algorithm 1 with "VRed"): up-weight clients with above-mean loss.
+    """VRed (Malekmohammadi & Yu, Algorithm 1 with "VRed"): up-weight clients with above-mean loss.
 
     Parameters
     ----------
@@ -94,7 +94,7 @@ class VRed(LossDeviationRule):
 
 
 def vred_weights(p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.float64]:
-    """VRed weights ``w_i = p_i (1 + 2β (f_i - f̄))`` (paper 000, eq. 8, general p).
+    """VRed weights ``w_i = p_i (1 + 2β (f_i - f̄))`` (Malekmohammadi & Yu, eq. 8, general p).
 
     Parameters
     ----------
@@ -123,7 +123,7 @@ def vred_weights(p: ArrayLike, losses: ArrayLike, beta: float) -> NDArray[np.flo
 
 
 def vred_beta_max(p: ArrayLike, losses: ArrayLike) -> float:
-    """VRed's positivity bound ``β_max = 1 / (2 (f̄ - min_i f_i))`` (paper 000, §4.1.1).
+    """VRed's positivity bound ``β_max = 1 / (2 (f̄ - min_i f_i))`` (Malekmohammadi & Yu, §4.1.1).
 
     Returns ``inf`` when all losses are equal (every β keeps the weights positive).
     """

@@ -11,11 +11,12 @@ from __future__ import annotations
 #: class __qualname__ -> (paper and equation numbers, LaTeX display blocks).
 RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
     "FedAvg": (
-        "McMahan et al., AISTATS 2017; paper 000, Table 1 and Algorithm 1 with β = 0",
+        "McMahan et al., AISTATS 2017; Malekmohammadi & Yu, Table 1 and Algorithm 1 with β = 0",
         (r"w^{t+1} = \sum_i p_i\, w_i^{t+1}, \qquad p_i = \frac{n_i}{\sum_j n_j}",),
     ),
     "AFL": (
-        "Mohri, Sivek & Suresh, ICML 2019 (Stochastic-AFL, Algorithm 1); paper 000, Table 1",
+        "Mohri, Sivek & Suresh, ICML 2019 (Stochastic-AFL, Algorithm 1); "
+        "Malekmohammadi & Yu, Table 1",
         (
             r"\min_\theta \max_{\lambda \in \Delta_n} \sum_i \lambda_i f_i(\theta)",
             r"\lambda^{t} = \Pi_\Delta\!\left(\lambda^{t-1} + \gamma_\lambda"
@@ -24,7 +25,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "TERM": (
-        "Li, Beirami, Sanjabi & Smith, ICLR 2021; paper 000, Table 1 and App. B.2",
+        "Li, Beirami, Sanjabi & Smith, ICLR 2021; Malekmohammadi & Yu, Table 1 and App. B.2",
         (
             r"\frac{1}{\alpha} \log \sum_i p_i\, e^{\alpha f_i(\theta)}",
             r"w_i = \frac{p_i\, e^{\alpha f_i(\theta^t)}}{\sum_j p_j\, e^{\alpha f_j(\theta^t)}},"
@@ -32,7 +33,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "GiFair": (
-        "Yue, Nouiehed & Al Kontar, arXiv:2108.02741; paper 000, Table 1 and App. B.2",
+        "Yue, Nouiehed & Al Kontar, arXiv:2108.02741; Malekmohammadi & Yu, Table 1 and App. B.2",
         (
             r"\sum_i p_i f_i(\theta) + \lambda \sum_{i<j} \left|f_i(\theta) - f_j(\theta)\right|",
             r"w_i = p_i + \lambda \sum_{j \ne i} \operatorname{sign}\!\left(f_i(\theta^t)"
@@ -41,7 +42,8 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "DeltaFL": (
-        "Pillutla, Laguel, Malick & Harchaoui, arXiv:2112.09429; paper 000, Table 1, §2.1",
+        "Pillutla, Laguel, Malick & Harchaoui, arXiv:2112.09429; Malekmohammadi & Yu, "
+        "Table 1, §2.1",
         (
             r"\mathrm{CVaR}_{1-\alpha}\big(f_1(\theta), \dots, f_n(\theta)\big)"
             r" = \max_{\pi \in \Delta_n,\ \pi_i \le p_i/\alpha} \sum_i \pi_i f_i(\theta)",
@@ -49,7 +51,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "PropFair": (
-        "Zhang, Malekmohammadi, Chen & Yu, TMLR 2023; paper 000, Table 1",
+        "Zhang, Malekmohammadi, Chen & Yu, TMLR 2023; Malekmohammadi & Yu, Table 1",
         (
             r"-\sum_i p_i \log\big(M - f_i(\theta)\big)",
             r"\ell'_B = -\log\left(1 - \frac{\ell_B}{M}\right) \quad"
@@ -66,7 +68,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "EquitableFL": (
-        "Upadhyay & Hashemi, arXiv:2410.19207 (paper 003), Algorithm 1, eqs. (4), (6), (7)",
+        "Upadhyay & Hashemi, arXiv:2410.19207 (Equitable FL), Algorithm 1, eqs. (4), (6), (7)",
         (
             r"w^{t+1} = \sum_{c=1}^{C} \frac{1}{C} \sum_{i \in c} \frac{1}{|c|}\, w_i^{t+1}"
             r" \quad\text{(equal weight per activation cluster, uniform within it)}",
@@ -75,7 +77,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "QFFL": (
-        "Li, Sanjabi, Beirami & Smith, ICLR 2020 (paper 002), eq. (2), Lemma 3 eq. (3), "
+        "Li, Sanjabi, Beirami & Smith, ICLR 2020, eq. (2), Lemma 3 eq. (3), "
         "Algorithm 2",
         (
             r"\min_w f_q(w) = \sum_k \frac{p_k}{q+1} F_k^{q+1}(w)",
@@ -85,7 +87,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "QFedSGD": (
-        "Li, Sanjabi, Beirami & Smith, ICLR 2020 (paper 002), eq. (2), Lemma 3 eq. (3), "
+        "Li, Sanjabi, Beirami & Smith, ICLR 2020, eq. (2), Lemma 3 eq. (3), "
         "Algorithm 1",
         (
             r"\Delta_k = F_k^q\, \nabla F_k(w^t), \qquad h_k = q F_k^{q-1}"
@@ -94,7 +96,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "VRed": (
-        "Malekmohammadi & Yu (paper 000), eqs. (3), (5), Lemma 1 eq. (8)",
+        "Malekmohammadi & Yu, arXiv:2406.16193, eqs. (3), (5), Lemma 1 eq. (8)",
         (
             r"F_{\mathrm{VRed}}(\theta) = \sum_i p_i f_i(\theta)"
             r" + \beta \sum_i p_i \big(f_i(\theta) - \bar f(\theta)\big)^2",
@@ -103,7 +105,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "SemiVRed": (
-        "Malekmohammadi & Yu (paper 000), eqs. (9), (10), Lemma 2 eq. (12)",
+        "Malekmohammadi & Yu, arXiv:2406.16193, eqs. (9), (10), Lemma 2 eq. (12)",
         (
             r"F_{\mathrm{SVRed}}(\theta) = \sum_i p_i f_i(\theta)"
             r" + \beta \sum_i p_i \big(f_i(\theta) - \bar f(\theta)\big)_+^2",
@@ -112,7 +114,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "FedMGDAPlus": (
-        "Hu, Shaloudegi, Zhang & Yu, IEEE TNSE 2022 (paper 001), Algorithm 1, eqs. (22)-(25)",
+        "Hu, Shaloudegi, Zhang & Yu, IEEE TNSE 2022, Algorithm 1, eqs. (22)-(25)",
         (
             r"\lambda^\star = \operatorname*{argmin}_{\lambda \in \Delta,"
             r" \ \lVert \lambda - \lambda_0 \rVert_\infty \le \epsilon}"
@@ -123,11 +125,11 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "FedAvgN": (
-        "Hu et al. (paper 001): FedMGDA+ with ε = 0 (FedAvg-n)",
+        "Hu et al., IEEE TNSE 2022: FedMGDA+ with ε = 0 (FedAvg-n)",
         (r"w_{t+1} = w_t - \eta_t \sum_i \lambda_{0,i}\, \bar g_i",),
     ),
     "FedMGDAPlain": (
-        "Hu et al. (paper 001): FedMGDA, no normalisation, ε = 1, η = 1",
+        "Hu et al., IEEE TNSE 2022: FedMGDA, no normalisation, ε = 1, η = 1",
         (
             r"w_{t+1} = w_t - \sum_i \lambda^\star_i g_i, \qquad \lambda^\star ="
             r" \operatorname*{argmin}_{\lambda \in \Delta} \Big\lVert \sum_i"
@@ -135,15 +137,15 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "MGDAProx": (
-        "Hu et al. (paper 001): FedMGDA+ with a proximal term on the clients",
+        "Hu et al., IEEE TNSE 2022: FedMGDA+ with a proximal term on the clients",
         (
             r"\min_w F_i(w) + \frac{\mu}{2} \lVert w - w_t \rVert^2, \qquad"
             r" w_{t+1} = w_t - \eta_t \sum_i \lambda^\star_i \bar g_i",
         ),
     ),
     "RCFL": (
-        "Fairness-aware FL: A Robust Approach (paper 004), Def. 1 eq. (1), Lemma 1 eq. (2), "
-        "eq. (5), Algorithm 1",
+        "Fairness-aware FL: A Robust Approach (anonymous ICML submission), Def. 1 eq. (1), "
+        "Lemma 1 eq. (2), eq. (5), Algorithm 1",
         (
             r"f_\alpha(\omega) = \min_\eta\; \eta + \sum_i \frac{p_i}{\alpha_i}"
             r" \big(f_i(\omega) - \eta\big)_+",

@@ -1,4 +1,4 @@
-"""The numerical kernels the rules share, kept apart from their math (DESIGN.md).
+"""The numerical kernels the rules share, kept apart from their math (docs/specs/design.md).
 
 - :mod:`.blas`: BLAS thread pinning for small products, and which OpenBLAS kernels run;
 - :mod:`.gram`: FedMGDA+'s cache-blocked Gram, squared norms and step;

@@ -1,6 +1,6 @@
 """FedMGDA+'s cache-blocked kernels: the Gram of the updates, their norms, and the step.
 
-FedMGDA+ (:mod:`fairfl.strategies.fedmgda`, paper 001, Algorithm 1) needs
+FedMGDA+ (:mod:`fairfl.strategies.fedmgda`, Hu et al., Algorithm 1) needs
 ``K_ij = ⟨g_i, g_j⟩`` of the pseudo-gradients ``g_i = w_t − w_i`` (eq. (25)) and takes
 the step ``w_t + Σ_i c_i (w_i − w_t)`` (eq. (22)). Both read every reply once, in
 cache-sized blocks of differences packed across array boundaries

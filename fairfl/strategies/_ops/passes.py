@@ -4,7 +4,7 @@
   blocks, optionally with every reply array's squared norm from the same pass (the fused
   value check of :meth:`fairfl.strategies.base.FairStrategy.read_train_replies`);
 - :func:`delta_sums_and_squared_distances` and :func:`direction_sums_and_squared_norms`:
-  q-FFL's and q-FedSGD's one-difference pass (paper 002, Algorithms 2 and 1), the step's
+  q-FFL's and q-FedSGD's one-difference pass (Li et al. 2020, Algorithms 2 and 1), the step's
   sum and each client's ‖Δw_k‖² together;
 - :func:`max_abs`: ``max |w^t|``, the bound a rule's own pass checks reply values with
   (a reply value is at most ``max |w^t| + ‖w_k − w^t‖``).
@@ -108,7 +108,7 @@ def delta_sums_and_squared_distances(
 ) -> tuple[list[NDArray[Any] | None] | None, NDArray[np.float64]]:
     """``Σ_k u_k (w^t_j - w_{k,j})`` and ``‖w^t_j - w_{k,j}‖²`` of each client k and array j.
 
-    q-FFL's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (paper 002, Algorithm 2, line 8;
+    q-FFL's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (Li et al. 2020, Algorithm 2, line 8;
     ``Δ_k = u_k (w^t - w̄_k)`` with ``u_k = s_k L (F_k + ε)^q``) cannot be taken until
     every h_k, and so every squared distance, is known. Summing ``u_k (w^t - w̄_k)``
     while each client block's difference is at hand for its distance, and dividing by
@@ -160,7 +160,7 @@ def direction_sums_and_squared_norms(
 ) -> tuple[list[NDArray[Any] | None] | None, NDArray[np.float64]]:
     """``Σ_k u_k g_{k,j}`` and ``‖g_{k,j}‖²`` of each client k and array j, in one pass.
 
-    q-FedSGD's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (paper 002, Algorithm 1,
+    q-FedSGD's step ``w^{t+1} = w^t - Σ_k Δ_k / Σ_k h_k`` (Li et al. 2020, Algorithm 1,
     line 7; ``Δ_k = u_k g_k``, g_k = ∇F_k(w^t)), summed while ‖g_k‖² is taken for h_k,
     as :func:`delta_sums_and_squared_distances` does with ``w^t - w̄_k``: the same
     dtypes, rounding bound and overflow rule. ``global_arrays`` give the shapes and the
