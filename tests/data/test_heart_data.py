@@ -151,7 +151,9 @@ def test_a_corrupted_file_is_refused_naming_it_and_its_digest(shared_data_root, 
     content = bytearray(damaged.read_bytes())
     content[100] ^= 0x01  # one byte changed
     damaged.write_bytes(bytes(content))
-    with pytest.raises(DataFileError, match=r"processed\.va\.data.*4249d03ca7711e84f4444768c9426170"):
+    with pytest.raises(
+        DataFileError, match=r"processed\.va\.data.*4249d03ca7711e84f4444768c9426170"
+    ):
         heart(tmp_path, 3)
 
 

@@ -62,7 +62,9 @@ def test_model_is_on_cpu_in_training_mode():
 
 def test_unknown_name_lists_valid_choices():
     with pytest.raises(
-        ValueError, match=r"unknown model 'resnet50'; valid choices: logreg, binary-logreg, mlp, cnn, resnet18gn"
+        ValueError,
+        match=r"unknown model 'resnet50'; valid choices: logreg, binary-logreg, mlp, cnn, "
+        r"resnet18gn",
     ):
         build_model("resnet50", (3, 32, 32), 10)
 

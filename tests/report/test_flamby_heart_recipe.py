@@ -27,7 +27,12 @@ def test_the_recipe_is_flambys_budget():
     ):
         assert item in recipe.settings
     assert recipe.seeds == (42, 43, 44, 45, 46)
-    assert recipe.rules is not None and recipe.rules[:4] == ("fedavg", "fedprox", "fedadam", "fedyogi")
+    assert recipe.rules is not None and recipe.rules[:4] == (
+        "fedavg",
+        "fedprox",
+        "fedadam",
+        "fedyogi",
+    )
 
 
 def test_the_quick_form_is_the_recipe_cut_short():
