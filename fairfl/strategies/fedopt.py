@@ -15,8 +15,10 @@ The step is Flower's own (:class:`flwr.serverapp.strategy.FedAdam` and
 :class:`~flwr.serverapp.strategy.FedOpt`): :func:`flower_server_step` hands it fairfl's
 validated average and reads back w^{t+1}, m_t and v_t. Flower's FedAdam multiplies η by
 Adam's bias correction ``√(1 − β_2^{t+1}) / (1 − β_1^{t+1})`` (t the server round);
-Algorithm 2 of the paper and FLamby's ``flamby/strategies/fed_opt.py`` have none, and
-FedYogi has none in any of the three.
+Algorithm 2 of the paper and FLamby's ``flamby/strategies/fed_opt.py`` have none, so
+fairfl's FedAdam hands Flower η divided by that factor (:func:`flower_bias_correction`)
+and steps as the paper does; ``fedadam-bias-correction = true`` keeps Flower's. FedYogi
+has none in any of the three.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from numpy.typing import NDArray
 
 from fairfl.contract import TrainReply, keys
 from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
-from fairfl.strategies.params import RuleParameters, real
+from fairfl.strategies.params import RuleParameters, flag, real
 from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 
 #: m_t or v_t: one float64 array per floating array of the model, by its ArrayRecord key.
@@ -50,6 +52,8 @@ class FedAdamParameters(RuleParameters):
     beta_1: float = real(0.9, key="fedadam-beta-1", lower=0.0, upper=1.0, upper_open=True)
     beta_2: float = real(0.99, key="fedadam-beta-2", lower=0.0, upper=1.0, upper_open=True)
     tau: float = real(1e-3, key="fedadam-tau", lower=0.0, lower_open=True)
+    #: Flower's Adam bias correction of η (not in the paper's Algorithm 2 nor FLamby's).
+    bias_correction: bool = flag(False, key="fedadam-bias-correction")
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class FedOptRule(LossRule):
             i for i, array in enumerate(global_arrays) if np.issubdtype(array.dtype, np.floating)
         ]
         stepped, first, second = flower_server_step(
-            self.flower_strategy(),
+            self.flower_strategy(server_round),
             server_round,
             {names[i]: global_arrays[i] for i in floating},
             {names[i]: average[i] for i in floating},
@@ -158,8 +162,8 @@ class FedOptRule(LossRule):
         diagnostics["fedopt-step-norm"] = float(np.sqrt(sum(float(np.vdot(d, d)) for d in moves)))
         return new_arrays, diagnostics
 
-    def flower_strategy(self) -> _GivenAverage:
-        """A fresh :attr:`flower_step` with the rule's η, β_1, β_2 and τ.
+    def flower_strategy(self, server_round: int) -> _GivenAverage:
+        """A fresh :attr:`flower_step` with the rule's η, β_1, β_2 and τ for ``server_round``.
 
         Flower's ``eta_l`` is left at its default: its server step does not read it.
         """
@@ -256,18 +260,42 @@ def _moments_of_lists(state: Mapping[str, Any] | None) -> Moments | None:
 class FedAdam(FedOptRule):
     """FedAdam (Reddi et al., ICLR 2021, Algorithm 2): Flower's FedAdam step on fairfl's average.
 
-    Parameters are those of :class:`FedOptRule`; defaults are Flower's FedAdam:
-    η = 0.1, β_1 = 0.9, β_2 = 0.99, τ = 1e-3 (the paper fixes β_1 = 0.9, β_2 = 0.99 and
-    tunes η and τ per task). FLamby's Fed-Heart-Disease benchmark (Ogier du Terrail et
-    al., NeurIPS 2022 Datasets and Benchmarks) uses η = 1e-2, β_2 = 0.999, τ = 1e-3,
-    client SGD at 1e-2, and no bias correction (module docstring): set
-    ``fedadam-eta = 0.01`` and ``fedadam-beta-2 = 0.999`` for its setting.
+    Parameters are those of :class:`FedOptRule` and ``bias_correction`` (default False,
+    as the paper's Algorithm 2; True is Flower's Adam bias correction of η, module
+    docstring); the other defaults are Flower's FedAdam: η = 0.1, β_1 = 0.9, β_2 = 0.99,
+    τ = 1e-3 (the paper fixes β_1 = 0.9, β_2 = 0.99 and tunes η and τ per task).
+    FLamby's Fed-Heart-Disease benchmark (Ogier du Terrail et al., NeurIPS 2022 Datasets
+    and Benchmarks) uses η = 1e-2, β_2 = 0.999, client SGD at 1e-2, and no bias
+    correction: set ``fedadam-eta = 0.01`` and ``fedadam-beta-2 = 0.999`` for its setting.
     """
 
     rule_name = "FedAdam"
     registry_name = "fedadam"
     Parameters = FedAdamParameters
     flower_step = _FlowerAdamStep
+    params: FedAdamParameters
+
+    def flower_strategy(self, server_round: int) -> _GivenAverage:
+        """Flower's FedAdam step; unless ``bias_correction``, with the paper's η (no correction)."""
+        step = super().flower_strategy(server_round)
+        if not self.params.bias_correction:  # Flower multiplies η by the factor: undo it
+            params = self.params
+            step.eta = params.eta / flower_bias_correction(
+                params.beta_1, params.beta_2, server_round
+            )
+        return step
+
+
+def flower_bias_correction(beta_1: float, beta_2: float, server_round: int) -> float:
+    """The factor Flower's FedAdam multiplies η by in ``server_round``.
+
+    ``√(1 − β_2^{t+1}) / (1 − β_1^{t+1})`` with t = ``server_round``, written as
+    ``flwr/serverapp/strategy/fedadam.py`` computes it (Kingma & Ba's α_t, ICLR 2015).
+    """
+    return float(
+        np.sqrt(1 - np.power(beta_2, server_round + 1.0))
+        / (1 - np.power(beta_1, server_round + 1.0))
+    )
 
 
 class FedYogi(FedOptRule):

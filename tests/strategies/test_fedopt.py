@@ -42,8 +42,23 @@ def second_round() -> list:
 SECOND_START = [np.zeros(2)]
 
 
-def test_fedadam_step_by_hand_over_two_rounds():
-    strategy = FedAdam()  # Flower's defaults: η = 0.1, β_1 = 0.9, β_2 = 0.99, τ = 1e-3
+def test_fedadam_steps_as_the_papers_algorithm_2_by_hand():
+    # Reddi et al., Algorithm 2 (and FLamby's fed_opt.py): w = w^t + η m_t / (√v_t + τ),
+    # no bias correction. Flower's defaults η = 0.1, β_1 = 0.9, β_2 = 0.99, τ = 1e-3.
+    strategy = FedAdam()
+    new, _ = aggregate_round(strategy, first_round(), 1, START)
+    # Round 1: m_1 = 0.1 Δ_1 = (0.025, -0.15), √v_1 = (0.025, 0.15):
+    # w = (1 + 0.1 · 0.025/0.026, 2 − 0.1 · 0.15/0.151).
+    np.testing.assert_allclose(new["0"].numpy(), [1.0961538462, 1.9006622517], rtol=1e-10)
+    new, _ = aggregate_round(strategy, second_round(), 2, SECOND_START)
+    # Round 2: Flower's bias-corrected step below, at η_2 = 0.0635940, scaled to η = 0.1.
+    np.testing.assert_allclose(
+        new["0"].numpy(), np.array([0.0577127682, -0.0482465062]) * 0.1 / 0.0635940, rtol=1e-5
+    )
+
+
+def test_fedadam_step_by_hand_over_two_rounds_with_flowers_bias_correction():
+    strategy = FedAdam(bias_correction=True)  # Flower's FedAdam as it is
     new, metrics = aggregate_round(strategy, first_round(), 1, START)
     # Round 1: η_1 = 0.1 √(1 − 0.99²) / (1 − 0.9²) = 0.1 · 0.1410674 / 0.19 = 0.0742460;
     # w = w^t + η_1 m_1 / (√v_1 + τ) = (1 + 0.0742460 · 0.025/0.026, 2 − 0.0742460 · 0.15/0.151)
@@ -116,7 +131,7 @@ def test_float32_models_and_integer_arrays_keep_their_dtype():
     strategy = FedAdam()
     new, _ = aggregate_round(strategy, replies, 1, start)
     assert new["0"].numpy().dtype == np.float32 and new["1"].numpy().dtype == np.int64
-    np.testing.assert_allclose(new["0"].numpy(), [1.0713904, 1.9262457], rtol=1e-6)
+    np.testing.assert_allclose(new["0"].numpy(), [1.0961538, 1.9006623], rtol=1e-6)
     np.testing.assert_array_equal(new["1"].numpy(), [7])
     assert set(strategy.first_moment) == {"0"}  # no moment for the counter
 
@@ -137,6 +152,7 @@ def test_registry_declarations_and_refused_settings():
         "fedadam-beta-1": 0.9,
         "fedadam-beta-2": 0.99,
         "fedadam-tau": 1e-3,
+        "fedadam-bias-correction": False,
     }
     assert STRATEGIES["fedyogi"].defaults()["fedyogi-eta"] == 0.01
     flamby = build_strategy("fedadam", {"fedadam-eta": 0.01, "fedadam-beta-2": 0.999, "lr": 0.01})
@@ -146,6 +162,7 @@ def test_registry_declarations_and_refused_settings():
         "beta_1": 0.9,
         "beta_2": 0.999,
         "tau": 1e-3,
+        "bias_correction": False,
     }
     with pytest.raises(
         ValueError, match=r"^run config fedadam-beta-2 \(rule fedadam\): beta_2 must be < 1, got 1"
