@@ -278,11 +278,10 @@ def test_compose_federation_two_rounds(engine: DockerEngine, tmp_path: Path) -> 
             assert r["train"]["accepted"] == N_SUPERNODES and not r["train"]["dropped"], r
         assert (results / "run1" / "summary.json").exists()
     finally:
-        down = run_dc(
-            "down", "--volumes", "--rmi", "all", "--remove-orphans", "--timeout", "5", timeout=300
-        )
+        # The images stay: they go with the private engine's data root when the fixture
+        # stops it (removing them layer by layer first took 55 s of a 311 s run).
+        down = run_dc("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=300)
         print(f"compose down: rc={down.returncode}")
-        engine.docker("rmi", "-f", base, check=False)
         timings["down"] = time.monotonic() - t0 - sum(timings.values())
         print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
     assert down.returncode == 0, down.stderr[-3000:]
