@@ -552,7 +552,10 @@ def _drops_table(run: RunFollower) -> html.Div:
         return html.Div("no reply dropped", style={"fontSize": "12px"})
     return html.Div(
         [
-            html.H4("Dropped replies and skipped rounds (latest 50)", style={"margin": "6px 0"}),
+            html.H4(
+                "Dropped replies, silenced clients, skipped and failed rounds (latest 50)",
+                style={"margin": "6px 0"},
+            ),
             html.Table(
                 [html.Tr([html.Th(h) for h in ("round", "phase", "node", "reason")])]
                 + [html.Tr([html.Td(str(c)) for c in row]) for row in rows],

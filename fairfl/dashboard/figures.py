@@ -610,7 +610,10 @@ def participation_figure(run: RunFollower) -> go.Figure:
 
 
 def drop_rows(run: RunFollower, limit: int = 50) -> list[tuple[int, str, str, str]]:
-    """The latest dropped replies, skipped and count-flagged rounds, newest first.
+    """The latest dropped replies, skipped, failed and count-flagged rounds, newest first.
+
+    A client the rule used at weight 0 (FairFed's clip, AFL's λ at 0) is listed as
+    silenced in each such round.
 
     Each row is ``(round, phase, node, reason)``.
     """
@@ -628,7 +631,13 @@ def drop_rows(run: RunFollower, limit: int = 50) -> list[tuple[int, str, str, st
         for e in run.rounds
         if isinstance(e.scalars.get(COUNT_FLAG), str)
     ]
-    return sorted(rows + skipped + flagged, key=lambda row: -row[0])[:limit]
+    failed = [(e.round, "train", "-", f"round failed: {e.failed}") for e in run.rounds if e.failed]
+    silenced = [
+        (e.round, "aggregate", f"client {key}", "silenced: weight 0 in the aggregate")
+        for e in run.rounds
+        for key in e.silenced
+    ]
+    return sorted(rows + skipped + flagged + failed + silenced, key=lambda row: -row[0])[:limit]
 
 
 def run_facts(run: RunFollower, manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -652,6 +661,14 @@ def run_facts(run: RunFollower, manifest: Mapping[str, Any] | None) -> dict[str,
         facts["wall time (s)"] = round(last.wall_time, 1)
     if summary.get("wall_time") is not None:
         facts["wall time (s)"] = round(float(summary["wall_time"]), 1)
+    silenced = summary.get("silenced_clients")
+    if isinstance(silenced, Mapping) and silenced:  # never heard: say so on the first screen
+        facts["clients at weight 0 all run (rounds)"] = ", ".join(
+            f"{key} ({rounds})" for key, rounds in silenced.items()
+        )
+    failed = summary.get("failed_rounds")
+    if isinstance(failed, Mapping) and failed:
+        facts["failed rounds"] = ", ".join(map(str, failed))
     hardware: dict[str, Any] = {}
     for key in ("engine", "workers", "torch_threads", "cpu_count"):
         if manifest and key in manifest:

@@ -129,6 +129,10 @@ class RoundData:
         Dropped evaluate replies: node id -> reason.
     skipped : str | None
         Why the round's aggregate was not applied, if it was not.
+    failed : str | None
+        Why the round could use no client's train reply, if it could not.
+    silenced : list[int]
+        Clients (partition ids, else node ids) the aggregation used at weight 0.
     wall_time : float | None
         Seconds since the run started.
     """
@@ -146,6 +150,8 @@ class RoundData:
     train_dropped: dict[str, str] = field(default_factory=dict)
     evaluate_dropped: dict[str, str] = field(default_factory=dict)
     skipped: str | None = None
+    failed: str | None = None
+    silenced: list[int] = field(default_factory=list)
     wall_time: float | None = None
 
 
@@ -305,8 +311,23 @@ def parse_entry(entry: Any) -> RoundData:
         train_dropped=_reasons(train.get("dropped")),
         evaluate_dropped=_reasons(entry.get("evaluate_dropped")),
         skipped=str(skipped) if skipped else None,
+        failed=_failure(entry.get("failed")),
+        silenced=_silenced(train.get("silenced")),
         wall_time=_number(wall_time) if math.isfinite(_number(wall_time)) else None,
     )
+
+
+def _failure(failed: object) -> str | None:
+    """A round's ``failed`` reason (``rounds.jsonl``), or None if it did not fail."""
+    if not isinstance(failed, Mapping):
+        return None
+    return str(failed.get("reason") or "no client's train reply could be used")
+
+
+def _silenced(silenced: object) -> list[int]:
+    """A round's ``train.silenced`` clients (int ids; anything else is left out)."""
+    items = silenced if isinstance(silenced, list) else []
+    return [int(k) for k in items if isinstance(k, int) and not isinstance(k, bool)]
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

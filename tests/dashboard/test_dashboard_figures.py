@@ -126,6 +126,25 @@ def test_participation_and_drops(tmp_path, line):
     ]
 
 
+def test_failed_rounds_and_silenced_clients_are_listed(tmp_path, line):
+    # Issue 47: a rule that holds a client at weight 0 (FairFed's clip) says so, and a
+    # round that could use no reply is shown as failed, as rounds.jsonl records them.
+    first = line(1, [0.5, 0.5], train={"accepted": 2, "dropped": {}, "silenced": [1]})
+    second = line(2, [0.5], train={"accepted": 0, "dropped": {"1002": "no reply"}})
+    second["failed"] = {"reason": "none of the 1 clients' train replies could be used"}
+    run = follower_with(tmp_path, [first, second])
+    assert run.rounds[0].silenced == [1] and run.rounds[1].failed is not None
+    run.summary = {"silenced_clients": {"1": 1}, "failed_rounds": {"2": "no reply"}}
+    facts = figures.run_facts(run, None)["Run"]
+    assert facts["clients at weight 0 all run (rounds)"] == "1 (1)"
+    assert facts["failed rounds"] == "2"
+    assert figures.drop_rows(run) == [
+        (2, "train", "1002", "no reply"),
+        (2, "train", "-", "round failed: none of the 1 clients' train replies could be used"),
+        (1, "aggregate", "client 1", "silenced: weight 0 in the aggregate"),
+    ]
+
+
 def test_run_facts_keep_config_and_mark_the_dashboard_host(tmp_path, line):
     run = follower_with(tmp_path, [line(1, [0.5])])
     run.planned_config = {"num-server-rounds": 30, "strategy": "afl"}
