@@ -553,7 +553,7 @@ def _run_config(args: argparse.Namespace) -> dict[str, Any]:
     Relative folders are taken from the working directory (Flower's engine runs the
     ServerApp elsewhere).
     """
-    from fairfl.report.compare import parse_value
+    from fairfl.server.config_values import parse_value
 
     config: dict[str, Any] = {}
     for item in args.overrides:
@@ -573,9 +573,10 @@ def _run_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_one(args: argparse.Namespace) -> int:
     """``fairfl run``: check everything, run one federation, print the final line."""
+    # Light imports only until the run config is checked: a typo is refused before
+    # torch or matplotlib load (tests/cli/test_run_imports.py).
     from fairfl.server.preflight import check_run, require_modules
     from fairfl.settings import RunSettings
-    from fairfl.simulation.engine import final_line
 
     if args.torch_threads < 0:
         raise ValueError(f"--torch-threads must be >= 0, got {args.torch_threads}")
@@ -604,6 +605,8 @@ def _run_one(args: argparse.Namespace) -> int:
         if live is not None:
             live.stop()
     if summary is not None and code == EXIT_OK:
+        from fairfl.simulation.engine import final_line
+
         print(final_line(summary))
         print(f"results: {out_dir / 'rounds.jsonl'} {out_dir / 'summary.json'}")
     else:

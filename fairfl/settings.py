@@ -19,7 +19,7 @@ from fairfl.contract.config import (
 )
 from fairfl.data import PARTITIONERS
 from fairfl.data.sources import NATURAL_FEDERATIONS, check_dataset
-from fairfl.models import MODELS
+from fairfl.models.names import MODELS
 from fairfl.telemetry.config import TelemetrySettings
 
 #: Seeds are in [0, 2^32): NumPy's global seed (np.random.seed) takes no other.

@@ -7,12 +7,33 @@ parameter that aggregation rules may average. `build_model` makes one by name fr
 a seed; `model_to_arrays` and `arrays_to_model` move its state to and from numpy.
 """
 
-from fairfl.models.arrays import arrays_to_model, model_to_arrays
-from fairfl.models.base import FairModel
-from fairfl.models.cnn import CNN
-from fairfl.models.linear import MLP, LogisticRegression
-from fairfl.models.registry import MODELS, build_model
-from fairfl.models.resnet import ResNet18GN
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from fairfl.models.names import MODELS
+
+if TYPE_CHECKING:
+    from fairfl.models.arrays import arrays_to_model, model_to_arrays
+    from fairfl.models.base import FairModel
+    from fairfl.models.cnn import CNN
+    from fairfl.models.linear import MLP, LogisticRegression
+    from fairfl.models.registry import build_model
+    from fairfl.models.resnet import ResNet18GN
+
+#: Where each torch-backed name lives; loaded on first use (PEP 562), so that reading
+#: MODELS (a run config's check) does not import torch.
+_HOMES = {
+    "arrays_to_model": "fairfl.models.arrays",
+    "model_to_arrays": "fairfl.models.arrays",
+    "FairModel": "fairfl.models.base",
+    "CNN": "fairfl.models.cnn",
+    "MLP": "fairfl.models.linear",
+    "LogisticRegression": "fairfl.models.linear",
+    "build_model": "fairfl.models.registry",
+    "ResNet18GN": "fairfl.models.resnet",
+}
 
 __all__ = [
     "CNN",
@@ -25,3 +46,11 @@ __all__ = [
     "build_model",
     "model_to_arrays",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value

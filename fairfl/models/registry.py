@@ -9,6 +9,7 @@ import torch
 from fairfl.models.base import FairModel, check_int
 from fairfl.models.cnn import CNN
 from fairfl.models.linear import MLP, BinaryLogisticRegression, LogisticRegression
+from fairfl.models.names import MODELS
 from fairfl.models.resnet import ResNet18GN
 
 _BUILDERS: dict[str, Callable[[tuple[int, ...], int], FairModel]] = {
@@ -19,8 +20,10 @@ _BUILDERS: dict[str, Callable[[tuple[int, ...], int], FairModel]] = {
     "resnet18gn": ResNet18GN,
 }
 
-MODELS: tuple[str, ...] = tuple(_BUILDERS)
-"""Names accepted by `build_model`."""
+if tuple(_BUILDERS) != MODELS:  # the names are declared torch-free in names.py
+    raise ImportError(
+        f"fairfl.models.names.MODELS {MODELS} differs from the zoo {tuple(_BUILDERS)}"
+    )
 
 
 def build_model(

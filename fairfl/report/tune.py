@@ -55,11 +55,11 @@ from fairfl.report.compare import (
     compare,
     expand_variants,
     parse_assignment,
-    shared_keys,
     split_settings,
     write_manifest,
 )
 from fairfl.report.results import group_by_label, load_runs, read_manifest
+from fairfl.server.config_values import shared_keys
 from fairfl.strategies.ditto import PAIRING_PREFIX, DittoParameters
 from fairfl.strategies.registry import STRATEGIES
 

@@ -1,5 +1,24 @@
-"""Run federations in one process: an in-memory Grid for tests and sweeps."""
+"""Run federations in one process: an in-memory Grid for tests and sweeps.
 
-from fairfl.simulation.inprocess import InMemoryGrid, node_configs_for, run_inprocess
+The names below load on first use (PEP 562): the command line's signal handling and
+engine helpers (:mod:`fairfl.simulation.engine`) must not pull in the in-process runner
+and, through the model zoo, torch before a run config is checked.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fairfl.simulation.inprocess import InMemoryGrid, node_configs_for, run_inprocess
 
 __all__ = ["InMemoryGrid", "node_configs_for", "run_inprocess"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("fairfl.simulation.inprocess"), name)
+    globals()[name] = value
+    return value

@@ -14,10 +14,10 @@ from pathlib import Path
 #: What the core install (``pip install fairfl``) lacks that fairfl would import.
 BLOCKED = ("torch", "torchvision", "matplotlib")
 
-SITECUSTOMIZE = f'''
+SITECUSTOMIZE = '''
 import sys
 
-BLOCKED = {BLOCKED!r}
+BLOCKED = {blocked!r}
 
 
 class _NotInstalled:
@@ -34,9 +34,10 @@ sys.meta_path.insert(0, _NotInstalled())
 '''
 
 
-def core_install_env(folder: Path) -> dict[str, str]:
-    """Environment whose Python cannot import :data:`BLOCKED` (``folder`` holds the hook)."""
-    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+def core_install_env(folder: Path, blocked: tuple[str, ...] = BLOCKED) -> dict[str, str]:
+    """Environment whose Python cannot import ``blocked`` (``folder`` holds the hook)."""
+    hook = SITECUSTOMIZE.format(blocked=blocked)
+    (folder / "sitecustomize.py").write_text(hook, encoding="utf-8")
     repo = Path(__file__).resolve().parents[2]
     return {
         **os.environ,
