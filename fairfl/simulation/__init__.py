@@ -22,3 +22,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module("fairfl.simulation.inprocess"), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    # The lazy names too: autosummary and IDEs list a package's members through dir().
+    return sorted({*globals(), *__all__})
