@@ -9,9 +9,9 @@ a seed; `model_to_arrays` and `arrays_to_model` move its state to and from numpy
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from fairfl._lazy import lazy_names
 from fairfl.models.names import MODELS
 
 if TYPE_CHECKING:
@@ -47,15 +47,4 @@ __all__ = [
     "model_to_arrays",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    # The lazy names too: autosummary and IDEs list a package's members through dir().
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -7,23 +7,14 @@ and, through the model zoo, torch before a run config is checked.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fairfl._lazy import lazy_names
 
 if TYPE_CHECKING:
     from fairfl.simulation.inprocess import InMemoryGrid, node_configs_for, run_inprocess
 
 __all__ = ["InMemoryGrid", "node_configs_for", "run_inprocess"]
+_HOMES = dict.fromkeys(__all__, "fairfl.simulation.inprocess")
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("fairfl.simulation.inprocess"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    # The lazy names too: autosummary and IDEs list a package's members through dir().
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)
