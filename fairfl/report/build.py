@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fairfl.metrics import PERCENT
 from fairfl.report import plots, tables
 from fairfl.report.results import (
     RunResult,
@@ -113,6 +114,7 @@ def reference_markdown(
     summary: Sequence[tables.SummaryRow],
     table2_rows: Sequence[tables.Table2Row],
     columns: Sequence[tables.Column],
+    baseline: str | None = None,
 ) -> str:
     """The paper's numbers with ours on the line below each paper row.
 
@@ -121,13 +123,17 @@ def reference_markdown(
     show under the paper row (none: the paper row alone). ``summary`` columns are
     titles of ``columns`` (or Table 6's); ``table2`` ones are the three Table 2 cells.
     The papers' values are in percent, so ours are shown in percent too (the unit of
-    each column, %² for a variance), and each column header says which.
+    each column, %² for a variance), and each column header says which. A ``"question"``
+    entry is answered from our numbers (:func:`question_markdown`).
     """
     ours = {row.label: row for row in summary}
     ours2 = {row.label: row for row in table2_rows}
     by_title = {c.title: c for c in (*tables.TABLE6_COLUMNS, *columns)}
     parts = []
     for table in reference:
+        if table["kind"] == "question":
+            parts.append(question_markdown(table, summary, by_title, baseline))
+            continue
         titles = list(table["columns"])
         shown = [by_title[t].header if t in by_title else t for t in titles]
         header = ["Rule", "Source", *(shown if table["kind"] == "summary" else titles)]
@@ -151,6 +157,90 @@ def reference_markdown(
         if table.get("note"):
             parts.append(table["note"] + "\n")
     return "\n".join(parts)
+
+
+def question_markdown(
+    question: Mapping[str, Any],
+    summary: Sequence[tables.SummaryRow],
+    by_title: Mapping[str, tables.Column],
+    baseline: str | None,
+) -> str:
+    """A comparison's question answered from its summary, so a rerun rewrites the answer.
+
+    ``question`` is ``{"title", "kind": "question", "lift": {"column", "above",
+    "source"}, "keep": {"column"}, "pairs": [[lift column, keep column], ...], "note"}``:
+    a variant answers yes when its mean ``lift`` column is above ``above`` (percent, a
+    published number) and its mean ``keep`` column is not below the ``baseline``
+    variant's. ``pairs`` adds other column pairs (a personalised model's worst and pooled
+    accuracy), held against the same two numbers; a variant without numbers in a pair
+    has no row for it. "Clear" marks a lift whose mean minus one seed sd is still above ``above``.
+    """
+    above = float(question["lift"]["above"])
+    pairs = [(question["lift"]["column"], question["keep"]["column"])]
+    pairs += [(lift, keep) for lift, keep in question.get("pairs", ())]
+    header = [
+        "Rule",
+        "Model",
+        f"{pairs[0][0]} (%)",
+        f"{pairs[0][1]} (%)",
+        f"Worst above {above:g}",
+        f"Keeps {baseline}'s {pairs[0][1].lower()} (Δ, points)",
+    ]
+    # Every model, personal ones too, is held against the baseline's global accuracy.
+    base = {row.label: row for row in summary}.get(baseline or "")
+    stat = base.stats.get(by_title[pairs[0][1]].metric) if base is not None else None
+    floor = stat.mean if stat is not None and stat.count else math.nan
+    body: list[list[str]] = []
+    yes: list[str] = []
+    for lift, keep in pairs:
+        model = "personal" if lift != pairs[0][0] else "global"
+        for row in summary:
+            worst = row.stats.get(by_title[lift].metric)
+            pooled = row.stats.get(by_title[keep].metric)
+            if worst is None or pooled is None or worst.count == 0 or pooled.count == 0:
+                continue
+            lifts = PERCENT * worst.mean > above
+            clear = PERCENT * (worst.mean - worst.std) > above
+            keeps = pooled.mean >= floor
+            change = tables.Stat(pooled.mean - floor, 0.0, 1).format(signed=True, scale=PERCENT)
+            body.append(
+                [
+                    row.label,
+                    model,
+                    worst.format(scale=PERCENT),
+                    pooled.format(scale=PERCENT),
+                    ("yes, clear" if clear else "yes, within 1 sd") if lifts else "no",
+                    f"{'yes' if keeps else 'no'} ({change})",
+                ]
+            )
+            if lifts and keeps:
+                yes.append(
+                    f"`{row.label}` ({model} model: worst {worst.format(scale=PERCENT)}, "
+                    f"{keep.lower()} {pooled.format(scale=PERCENT)})"
+                )
+    source = question["lift"]["source"]
+    answer = (
+        f"**Yes** for {len(yes)} of {len(body)} rows: " + "; ".join(yes) + "."
+        if yes
+        else f"**No**: none of the {len(body)} rows does both."
+    )
+    text = [
+        f"### {question['title']}",
+        "",
+        f"Judged on the means over seeds: worst above {above:g} ({source}) and "
+        f"{pairs[0][1].lower()} not below `{baseline}`'s "
+        f"{PERCENT * floor:.2f} % on the same definition. {answer}",
+        "",
+        tables.markdown_table(header, sorted(body, key=_worst_first)),
+    ]
+    if question.get("note"):
+        text.append(question["note"] + "\n")
+    return "\n".join(text)
+
+
+def _worst_first(cells: Sequence[str]) -> float:
+    """Sort key of an answer row: highest worst-centre mean first."""
+    return -float(cells[2].split(" ")[0])
 
 
 def build_report(
@@ -239,7 +329,9 @@ def build_report(
             files["weights.png"] = folder / "weights.png"
 
     reference = manifest.get("reference") or []
-    reference_md = reference_markdown(reference, summary_for_reference, table2_rows, column_set)
+    reference_md = reference_markdown(
+        reference, summary_for_reference, table2_rows, column_set, baseline
+    )
     if reference_md:
         write("reference.md", reference_md)
     write(

@@ -87,3 +87,39 @@ def test_flamby_heart_quick_runs_end_to_end(shared_data_root, tmp_path):
     lines = (tmp_path / manifest["runs"][0]["dir"] / "rounds.jsonl").read_text().splitlines()
     clients = json.loads(lines[-1])["clients"]
     assert sorted(c["num_examples"] for c in clients) == [16, 45, 89, 104]
+
+
+def test_the_answer_is_computed_from_the_table_and_holds_personal_models_to_fedavg():
+    from fairfl.report.build import question_markdown
+    from fairfl.report.tables import TABLE6_COLUMNS, Stat, SummaryRow
+
+    def row(label: str, worst: list[float], pooled: list[float], **personal: list[float]):
+        stats = {"acc-worst": Stat.of(worst), "acc-weighted-mean": Stat.of(pooled)}
+        stats |= {f"personal-{key}": Stat.of(v) for key, v in personal.items()}
+        return SummaryRow(label, label.split("[")[0], (1, 2), (1, 2), stats)
+
+    summary = [
+        row("fedavg", [0.60, 0.58], [0.70, 0.70]),  # worst 59, pooled 70
+        row("clear", [0.70, 0.72], [0.71, 0.71]),  # 71 ± 1: clear of 67.6, keeps (+1)
+        row("loses", [0.69, 0.69], [0.69, 0.69]),  # lifts, pooled -1
+        row(  # global 59 / 70: no; personal 68 ± 1 / 71: lifts within 1 sd, keeps
+            "ditto",
+            [0.58, 0.60],
+            [0.70, 0.70],
+            **{"acc-worst": [0.67, 0.69], "acc-weighted-mean": [0.71, 0.71]},
+        ),
+    ]
+    by_title = {c.title: c for c in (*TABLE6_COLUMNS, *COLUMN_SETS["flamby-heart"])}
+    question = next(q for q in RECIPES["flamby-heart"].reference if q["kind"] == "question")
+    text = question_markdown(question, summary, by_title, "fedavg")
+    assert "**Yes** for 2 of 5 rows" in text
+    assert "`clear` (global model: worst 71.00 ± 1.00" in text
+    assert "`ditto` (personal model: worst 68.00 ± 1.00" in text
+    lines = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in text.splitlines()}
+    assert "| yes, clear | yes (+1.00) |" in lines[("clear", "global")]
+    assert "| yes, clear | no (-1.00) |" in lines[("loses", "global")]
+    assert "| yes, within 1 sd | yes (+1.00) |" in lines[("ditto", "personal")]
+    assert "| no | yes (+0.00) |" in lines[("fedavg", "global")]
+    # Highest worst first.
+    order = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")]
+    assert order[2:4] == ["clear", "loses"]  # after the header and its rule
