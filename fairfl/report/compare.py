@@ -42,22 +42,19 @@ import logging
 import multiprocessing
 import os
 import re
-import shutil
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fairfl.contract.config import closest_keys
 from fairfl.report.results import (
-    ERROR_FILE,
     MANIFEST_FILE,
     ROUNDS_FILE,
     SUMMARY_FILE,
-    compress_rounds,
 )
+from fairfl.report.worker import RunStatus, configure_worker, run_one
 from fairfl.server.config_values import (  # re-exported: fairfl.report.compare's names
     all_keys,
     known_default,
@@ -82,9 +79,6 @@ RESERVED_KEYS = ("strategy", "seed", "out-dir")
 
 #: At most this many worker processes (the target machine has 2 cores).
 MAX_WORKERS = 2
-
-#: Model files a run leaves (final model, resumable checkpoint): dropped by --no-models.
-MODEL_FILES = ("final_model.npz", "checkpoint.npz")
 
 
 # --------------------------------------------------------------------------- parsing
@@ -337,81 +331,6 @@ def plan_runs(
 # --------------------------------------------------------------------------- running
 
 
-@dataclasses.dataclass(frozen=True)
-class RunStatus:
-    """How one run went: ``ok``, ``failed`` or ``skipped`` (already done), and its time.
-
-    A skipped run's time is the one it recorded when it ran.
-    """
-
-    dir: str
-    status: str
-    wall_time: float
-    error: str | None = None
-
-
-def _configure_worker(torch_threads: int, log_level: int) -> None:
-    """Per-process set-up: torch threads and quiet Flower logs."""
-    import torch
-
-    from fairfl.logs import attach_flower_console
-
-    if torch_threads > 0:
-        torch.set_num_threads(torch_threads)
-    attach_flower_console(log_level)  # the ClientApp's later call is then a no-op
-    logging.getLogger("flwr").setLevel(max(log_level, logging.WARNING))
-    logging.getLogger("fairfl").setLevel(log_level)
-
-
-def _run_one(
-    run: dict[str, Any],
-    engine: str,
-    keep_models: bool,
-    flwr_home: str | None,
-    compress: bool = False,
-) -> RunStatus:
-    """Execute one planned run (in this process or a worker); never raises."""
-    out = Path(run["config"]["out-dir"])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / ERROR_FILE).unlink(missing_ok=True)
-    started = time.perf_counter()
-    try:
-        if engine == "inprocess":
-            from fairfl.simulation import run_inprocess
-
-            run_inprocess({**run["config"], "overwrite": True})  # compare() checked the folder
-        else:
-            from fairfl.simulation.engine import run_simulation, toml_overrides
-
-            home = (
-                Path(flwr_home or out / ".flwr-home")
-                / f"{Path(run['dir']).as_posix().replace('/', '_')}"
-            )
-            with (out / "flwr.log").open("wb") as log:
-                code = run_simulation(
-                    toml_overrides({**run["config"], "overwrite": True}),
-                    int(run["config"].get("num-partitions", RunSettings.num_partitions)),
-                    home,
-                    output=log,
-                )
-            shutil.rmtree(home, ignore_errors=True)
-            if code != 0 or not (out / SUMMARY_FILE).is_file():
-                raise RuntimeError(f"flwr run exited with code {code}; see {out / 'flwr.log'}")
-        if not keep_models:
-            for name in MODEL_FILES:
-                (out / name).unlink(missing_ok=True)
-        if compress:
-            compress_rounds(out)
-        return RunStatus(run["dir"], "ok", time.perf_counter() - started)
-    except Exception as error:  # one failed rule must not stop the comparison
-        (out / ERROR_FILE).write_text(
-            traceback.format_exc() + f"\n{type(error).__name__}: {error}\n"
-        )
-        return RunStatus(
-            run["dir"], "failed", time.perf_counter() - started, f"{type(error).__name__}: {error}"
-        )
-
-
 def _finished_wall_time(run: PlannedRun) -> float | None:
     """The wall time that a finished run with this very config recorded, else ``None``.
 
@@ -530,13 +449,13 @@ def execute(
     if ray is not None:
         executor = futures.ThreadPoolExecutor(max_workers=1)  # unused: Ray runs the runs
     elif workers == 1:
-        _configure_worker(torch_threads if engine == "inprocess" else 0, log_level)
+        configure_worker(torch_threads if engine == "inprocess" else 0, log_level)
         executor = futures.ThreadPoolExecutor(max_workers=1)
     else:
         executor = futures.ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_configure_worker,
+            initializer=configure_worker,
             initargs=(torch_threads, log_level),
         )
     home = str(flwr_home) if flwr_home is not None else None
@@ -546,7 +465,7 @@ def execute(
                 ray.submit(run.as_json(), keep_models, compress_runs)
                 if ray is not None
                 else executor.submit(
-                    _run_one, run.as_json(), engine, keep_models, home, compress_runs
+                    run_one, run.as_json(), engine, keep_models, home, compress_runs
                 )
             ): run
             for run in todo

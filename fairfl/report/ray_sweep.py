@@ -32,13 +32,11 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fairfl.report.results import ERROR_FILE, MANIFEST_FILE
+from fairfl.report.worker import RunStatus, configure_worker, run_one
 from fairfl.telemetry.ledger import verify_ledger
-
-if TYPE_CHECKING:
-    from fairfl.report.compare import RunStatus
 
 #: Times Ray runs a run's task again after the worker running it died.
 RETRIES = 3
@@ -57,8 +55,6 @@ def _run_task(
     log_level: int,
 ) -> RunStatus:
     """One run in a Ray worker: the comparison's worker set-up, then the in-process runner."""
-    from fairfl.report.compare import RunStatus, _configure_worker, _run_one
-
     if not (Path(out_dir) / MANIFEST_FILE).is_file():
         return RunStatus(
             run["dir"],
@@ -70,8 +66,8 @@ def _run_task(
     before = os.getcwd()
     os.chdir(cwd if Path(cwd).is_dir() else before)  # relative paths: the driver's
     try:
-        _configure_worker(torch_threads, log_level)
-        return _run_one(run, "inprocess", keep_models, None, compress)
+        configure_worker(torch_threads, log_level)
+        return run_one(run, "inprocess", keep_models, None, compress)
     finally:
         os.chdir(before)  # the worker process runs later tasks too
 
@@ -218,8 +214,6 @@ def settle(run: dict[str, Any], future: futures.Future[RunStatus], wall_time: fl
     ``rounds.jsonl``/``summary.json`` fail their hash chain are failed runs, with the
     reason in the run's ``error.txt``.
     """
-    from fairfl.report.compare import RunStatus
-
     out = Path(run["config"]["out-dir"])
     try:
         status = future.result()

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from fairfl.report.compare import RunStatus, execute
+from fairfl.report.compare import execute
 from fairfl.report.ray_sweep import RaySweep, settle
+from fairfl.report.worker import RunStatus
 
 
 def test_the_ray_engine_needs_an_address_and_positive_resources(tmp_path, monkeypatch):
