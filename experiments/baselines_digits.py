@@ -1,6 +1,6 @@
 """The loss-weighted baselines (AFL, TERM, GiFair, Δ-FL, PropFair) next to FedAvg on digits.
 
-A smoke-scale comparison, not a reproduction of paper 000's tables: the embedded digits
+A smoke-scale comparison, not a reproduction of Malekmohammadi & Yu's tables: the embedded digits
 data set (1,797 8×8 images) split over ``--partitions`` clients by a Dirichlet(0.3)
 label partition, the MLP, full participation, the run-config defaults for everything
 else (lr 0.1, 2 local epochs, batch 32) and each rule's default hyperparameters

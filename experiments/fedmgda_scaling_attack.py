@@ -1,4 +1,4 @@
-"""Scaling attack (paper 001, §6.2.2): one client multiplies its update by 100.
+"""Scaling attack (Hu et al., IEEE TNSE 2022, §6.2.2): one client multiplies its update by 100.
 
 Runs FedAvg, FedAvg-n and FedMGDA+ through the in-process runner, each without and
 with one attacker (partition 0 sends ``w_t − 100 (w_t − w_i)`` every round, an honest

@@ -1,6 +1,6 @@
 """Exact optima of q-FFL's objective on fairfl's Synthetic(1, 1) federations (issue #16).
 
-Paper 002 (Li, Sanjabi, Beirami and Smith, "Fair Resource Allocation in Federated
+Li, Sanjabi, Beirami and Smith ("Fair Resource Allocation in Federated
 Learning", ICLR 2020, https://openreview.net/pdf?id=ByexElSYDr), eq. (2):
 
     min_w f_q(w) = Σ_k p_k F_k(w)^{q+1} / (q + 1),    p_k = n_k / n,
@@ -86,7 +86,7 @@ TITLES: dict[str, str] = {
     "acc-best-10": "Best 10 % (%)",
     "acc-variance": "Variance (%²)",
 }
-#: Paper 002's columns (the recipe's reference table) by metric.
+#: Li et al.'s columns (the recipe's reference table) by metric.
 PAPER_COLUMNS: dict[str, str] = {
     "acc-mean": "Average",
     "acc-worst-10": "Worst 10%",
@@ -218,7 +218,7 @@ def qffl_objective(
     p: NDArray[np.float64],
     q: float,
 ) -> tuple[float, NDArray[np.float64]]:
-    """q-FFL's objective and its gradient (paper 002, eq. 2), full batch.
+    """q-FFL's objective and its gradient (Li et al., ICLR 2020, eq. 2), full batch.
 
         f_q(w) = Σ_k p_k F_k(w)^{q+1} / (q + 1),    ∇f_q(w) = Σ_k p_k F_k(w)^q ∇F_k(w),
 
@@ -374,7 +374,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         "# Exact optima of q-FFL's objective on Synthetic(1, 1), 100 devices",
         "",
         f"f_q(w) = Σ_k p_k F_k(w)^(q+1) / (q+1), p_k = n_k / n over the train splits "
-        f"(paper 002, eq. 2), multinomial logistic regression (no regularisation), "
+        f"(Li et al., ICLR 2020, eq. 2), multinomial logistic regression (no regularisation), "
         f"minimised full batch in float64 by L-BFGS-B from zeros (ftol {config['ftol']}, "
         f"gtol {config['gtol']:g}, maxiter {config['maxiter']}). Devices loaded as the "
         f"qffl-synthetic recipes load them (natural partition, test fraction "
@@ -390,7 +390,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         for row in paper["rows"]:
             by_column = dict(zip(paper["columns"], row["values"], strict=True))
             cells = [by_column.get(PAPER_COLUMNS.get(metric, ""), "–") for metric in TITLES]
-            lines.append(f"| paper 002, {row['name']} | " + " | ".join(cells) + " | – |")
+            lines.append(f"| Li et al. (ICLR 2020), {row['name']} | " + " | ".join(cells) + " | – |")
         for q in config["qs"]:
             runs = runs_of(results, sigma, q)
             cells = [metric_cell(runs, metric) for metric in TITLES]
@@ -398,7 +398,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             lines.append(f"| optimum, q = {q:g} | " + " | ".join(cells) + f" | {objective} |")
     lines += [
         "",
-        "Paper 002's numbers come from its own federation and ~20,000 rounds of q-FedAvg, "
+        "Li et al.'s numbers come from its own federation and ~20,000 rounds of q-FedAvg, "
         "not from an exact optimum. Its code prints the pooled accuracy; its table's "
         "Average is shown beside both of ours.",
         "",

@@ -2,16 +2,16 @@
 
 (1) ``qffl``: FedAvg, q-FFL q = 0 (the paper's uniform-average baseline) and q-FFL
 q = 1 on Synthetic(1, 1) with 100 devices and multinomial logistic regression, as in
-the q-FFL paper's table (paper 002; spec ``specs/spec-vred-qffl.md`` §14.3):
+the q-FFL paper's table (Li et al., ICLR 2020; spec ``specs/spec-vred-qffl.md`` §14.3):
 q = 0 -> average 80.8, worst-10% 18.8, variance 724; q = 1 -> 79.0, 31.1, 472.
 
 (2) ``semivred``: FedAvg vs Semi-VRed (and VRed) on scikit-learn digits, Dirichlet
-α = 0.1 over 20 clients, MLP. Paper 000 has no digits table; its claim (spec §14:
+α = 0.1 over 20 clients, MLP. Malekmohammadi & Yu (2024) have no digits table; its claim (spec §14:
 Semi-VRed >= FedAvg on worst-10% with a mean no lower than FedAvg - 1) is the target.
 
 Every run uses the in-process runner, the run seed as data seed, and reports the final
 round. Results are averaged over ``--seeds``. Full participation by default;
-``--fraction-train 0.1 --sampling size-proportional`` is paper 002's device sampling (10
+``--fraction-train 0.1 --sampling size-proportional`` is Li et al.'s device sampling (10
 of 100 devices a round, drawn ∝ n_k without replacement, summed uniformly).
 
     nice .venv/bin/python experiments/reproduce_qffl_semivred.py qffl --seeds 0
@@ -55,7 +55,7 @@ from fairfl.logs import attach_flower_console  # noqa: E402
 from fairfl.metrics import PERCENT, in_percent  # noqa: E402
 from fairfl.simulation import run_inprocess  # noqa: E402
 
-# Paper 002's table (Synthetic, mean ± std as the paper reports them).
+# Li et al.'s table (Synthetic, mean ± std as the paper reports them).
 PAPER_QFFL = {
     "q=0": {
         "acc-mean": "80.8 ± .9",
@@ -70,7 +70,7 @@ PAPER_QFFL = {
         "acc-variance": "472 ± 14",
     },
 }
-# Paper 000 Table 6, CIFAR-10 (the closest setting: Dirichlet label shift), for reference.
+# Malekmohammadi & Yu (2024), Table 6, CIFAR-10 (the closest setting: Dirichlet label shift), for reference.
 PAPER_SEMIVRED_CIFAR10 = {
     "FedAvg": {
         "acc-mean": "43.45",
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="default: 0.3 for qffl (larger than the paper's 0.1: see DESIGN.md), 0.5 for "
-        "semivred (paper 000's CIFAR-10 split)",
+        "semivred (Malekmohammadi & Yu's CIFAR-10 split)",
     )
     parser.add_argument(
         "--fraction-train", type=float, default=1.0, help="devices per round (default: all)"
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["uniform", "size-proportional"],
         default="uniform",
         help="size-proportional: drawn ∝ n_k without replacement, summed uniformly "
-        "(paper 002's code)",
+        "(Li et al.'s code)",
     )
     parser.add_argument("--beta-vred", type=float, default=0.1)
     parser.add_argument("--beta-semivred", type=float, default=0.2)
