@@ -40,9 +40,11 @@ from fairfl.strategies.errors import FAIR_TRAIN, RejectedReplies
 from fairfl.strategies.errors import MissingMetricError as MissingMetricError
 from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
 from fairfl.strategies.options import (
+    ConstructorSignature,
     StrategyOptions,
     current_options,
     log_summary,
+    rule_settings,
     sampling_keywords,
 )
 from fairfl.strategies.params import NoParameters, RuleParameters
@@ -113,14 +115,14 @@ class FairStrategy(FlowerFedAvg):
     Parameters: ClassVar[type[RuleParameters]] = NoParameters
     #: The validated hyperparameters of this instance.
     params: RuleParameters
+    __signature__ = ConstructorSignature()  # keyword-only: Parameters', then the options
 
     def __init__(self, **keywords: Any) -> None:
-        ours, parameters = StrategyOptions.split(keywords)
-        self.params = type(self).Parameters(**parameters)  # first: errors name its fields
+        self.params, options = rule_settings(type(self), keywords)  # the settings, checked
         for name, value in self.params.settings().items():
             if not hasattr(type(self), name):  # a property of the rule (QFedSGD's L) wins
                 setattr(self, name, value)
-        self.options = options = StrategyOptions(**ours)  # the settings every rule takes
+        self.options = options  # the settings every rule takes
         options.check_share_cap(self.rule_name, self.caps_client_share)
         attach_flower_console(level=None)
         super().__init__(**options.flower_keywords())

@@ -2,11 +2,13 @@
 
 :class:`~fairfl.strategies.base.FairStrategy` splits its keywords in two: the ones named
 here (Flower's FedAvg's and fairfl's own), checked once in :class:`StrategyOptions`, and
-the rest, the rule's hyperparameters (:mod:`fairfl.strategies.params`).
+the rest, the rule's hyperparameters (:mod:`fairfl.strategies.params`). Both sets make
+the rule's constructor signature (:func:`constructor_signature`).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fairfl.contract import keys
 from fairfl.contract.bounds import MAX_LOSS
 from fairfl.strategies._checks import check_base_settings
+from fairfl.strategies.params import RuleParameters, check_keywords, keyword_parameters
 from fairfl.strategies.records import MetricsAggregation, aggregate_app_metrics
 from fairfl.strategies.sampling import Sampling
 
@@ -197,6 +200,73 @@ min_available_nodes
         for name in ("train_metrics_aggr_fn", "evaluate_metrics_aggr_fn"):
             flower[name] = flower[name] or aggregate_app_metrics
         return flower
+
+
+#: Each parameters class's :func:`constructor_signature`, made once.
+_SIGNATURES: dict[type[RuleParameters], inspect.Signature] = {}
+
+
+def constructor_signature(parameters: type[RuleParameters]) -> inspect.Signature:
+    """The signature of a rule whose hyperparameters are ``parameters``.
+
+    Keyword-only: the fields of ``parameters``, then those of :class:`StrategyOptions`,
+    each with its default and type. The constructor itself takes ``**keywords`` and
+    checks them against this (:func:`~fairfl.strategies.params.check_keywords`).
+
+    Raises
+    ------
+    ValueError
+        If a field of ``parameters`` has the name of one of :class:`StrategyOptions`
+        (the rule could never receive it).
+    """
+    if parameters not in _SIGNATURES:
+        ours = keyword_parameters(StrategyOptions)
+        _SIGNATURES[parameters] = inspect.Signature(
+            [*keyword_parameters(parameters), *ours], return_annotation=None
+        )
+    return _SIGNATURES[parameters]
+
+
+class ConstructorSignature:
+    """``__signature__`` of every rule class: :func:`constructor_signature` of its Parameters.
+
+    A descriptor, not a value set per class: a rule's signature follows the
+    :attr:`~fairfl.strategies.base.FairStrategy.Parameters` it has when asked, and is only
+    made when asked (``inspect.signature``, ``help()``, Sphinx's autodoc), so defining a
+    rule costs nothing and an annotation ``inspect`` cannot resolve never fails its
+    import. A rule whose ``__init__`` takes more than ``**kwargs`` (a plug-in's own
+    keyword) gets ``None``, which tells ``inspect`` to read that ``__init__`` instead.
+    """
+
+    def __get__(self, instance: object, owner: type[FairStrategy]) -> inspect.Signature | None:
+        own = list(inspect.signature(owner.__init__).parameters.values())[1:]  # after self
+        if any(item.kind is not inspect.Parameter.VAR_KEYWORD for item in own):
+            return None
+        return constructor_signature(owner.Parameters)
+
+
+def rule_settings(
+    rule: type[FairStrategy], keywords: Mapping[str, Any]
+) -> tuple[RuleParameters, StrategyOptions]:
+    """A rule's constructor keywords, checked: its hyperparameters and its options.
+
+    Every rule's constructor takes ``**keywords``, so a keyword its signature
+    (:func:`constructor_signature`) lacks is refused here, naming the rule, as Python
+    refuses one; then the hyperparameters are built, so that a bad value's error names
+    its field, then the options.
+
+    Raises
+    ------
+    TypeError
+        Naming the rule and the keyword, and the close match if there is one
+        (``TERM() got an unexpected keyword argument 'alpah'. Did you mean 'alpha'?``).
+    ValueError
+        A value refused: :class:`~fairfl.strategies.params.ParameterError` naming the
+        hyperparameter, or :class:`StrategyOptions`'s error naming the option.
+    """
+    check_keywords(rule.__name__, keywords, constructor_signature(rule.Parameters).parameters)
+    ours, parameters = StrategyOptions.split(keywords)
+    return rule.Parameters(**parameters), StrategyOptions(**ours)
 
 
 def sampling_keywords(strategy: FairStrategy, train: bool) -> dict[str, Any]:

@@ -23,8 +23,11 @@ Example (the whole declaration of TERM's one hyperparameter)::
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
-from collections.abc import Mapping
+import typing
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
@@ -253,6 +256,66 @@ class RuleParameters:
 @dataclass(frozen=True)
 class NoParameters(RuleParameters):
     """The parameters of a rule without hyperparameters of its own (FedAvg)."""
+
+
+def keyword_parameters(settings: type[Any]) -> list[inspect.Parameter]:
+    """A dataclass's fields as keyword-only parameters, with defaults and annotations.
+
+    The pieces of a rule's constructor signature (its ``__signature__``): the fields of
+    its :class:`RuleParameters` and of :class:`~fairfl.strategies.options.StrategyOptions`.
+    Annotations are resolved to types; where one names something imported for type
+    checkers only (a plug-in's ``if TYPE_CHECKING:``), every field keeps its annotation's
+    text, as ``inspect`` shows an unresolved annotation, instead of failing.
+
+    Parameters
+    ----------
+    settings : type
+        A dataclass whose every field has a default.
+
+    Returns
+    -------
+    list[inspect.Parameter]
+        One per field, in declaration order.
+    """
+    try:
+        hints = typing.get_type_hints(settings)
+    except NameError:
+        hints = {}
+    return [
+        inspect.Parameter(
+            item.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=item.default,
+            annotation=hints.get(item.name, item.type),
+        )
+        for item in fields(settings)
+    ]
+
+
+def check_keywords(owner: str, given: Iterable[str], accepted: Collection[str]) -> None:
+    """Refuse a keyword that is not in ``accepted``, as Python refuses one of a signature.
+
+    Parameters
+    ----------
+    owner : str
+        The callable's name in the message (the rule class: ``TERM``).
+    given : Iterable[str]
+        The keywords received.
+    accepted : Collection[str]
+        The keywords the callable takes.
+
+    Raises
+    ------
+    TypeError
+        Naming ``owner`` and the first keyword not accepted, and the accepted keyword
+        closest to it if one is close (``TERM() got an unexpected keyword argument
+        'alpah'. Did you mean 'alpha'?``).
+    """
+    for name in given:
+        if name not in accepted:
+            close = difflib.get_close_matches(name, accepted, n=1)
+            hint = f". Did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}{hint}")
 
 
 def spec_of(name: str, parameters: type[RuleParameters]) -> Spec:
