@@ -1,7 +1,7 @@
 """Equitable-FL vs FedAvg on digits with two planted label-disjoint groups of 3 and 7 clients.
 
 The setup of Equitable-FL's MNIST experiment (arXiv:2410.19207, Table 1, §5.1; spec
-``specs/spec-activation-clustering.md`` §4), scaled to scikit-learn's digits:
+``docs/specs/spec-activation-clustering.md`` §4), scaled to scikit-learn's digits:
 
 - 10 clients; group 0 = clients 0-2 with classes 0-2, group 1 = clients 3-9 with classes
   3-9 (``partitioner="groups"``, ``group-sizes="3,7"``); every client holds the same

@@ -390,7 +390,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         for row in paper["rows"]:
             by_column = dict(zip(paper["columns"], row["values"], strict=True))
             cells = [by_column.get(PAPER_COLUMNS.get(metric, ""), "–") for metric in TITLES]
-            lines.append(f"| Li et al. (ICLR 2020), {row['name']} | " + " | ".join(cells) + " | – |")
+            name = f"Li et al. (ICLR 2020), {row['name']}"
+            lines.append(f"| {name} | " + " | ".join(cells) + " | – |")
         for q in config["qs"]:
             runs = runs_of(results, sigma, q)
             cells = [metric_cell(runs, metric) for metric in TITLES]

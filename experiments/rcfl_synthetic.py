@@ -1,6 +1,6 @@
 """RC-FL vs FedAvg on Synthetic(1, 1) with 100 devices: worst-10% accuracy at the mean.
 
-Setup (spec ``specs/spec-rcfl.md``; the q-FFL benchmark RC-FL builds on): the 100
+Setup (spec ``docs/specs/spec-rcfl.md``; the q-FFL benchmark RC-FL builds on): the 100
 natural devices of Synthetic(1, 1) (``dataset="synthetic"``, ``partitioner="natural"``),
 multinomial logistic regression (``model="logreg"``), full participation, every client
 evaluated on its own test split (30 % of its samples, at least 15) after each round.
@@ -10,9 +10,9 @@ steps per round (FedAvg: ``local-epochs=5`` with one batch per epoch), 40 rounds
 average with the data shares p_i. Each rule has its own step size: FedAvg 0.2, its best
 in {0.05, 0.1, 0.2, 0.5} on train loss (0.5 gives a few points more mean accuracy but
 a rising loss, and the same 0 worst-10%); RC-FL β = 0.1, lower because a client's model
-step is scaled by q_i up to 1/α_i (spec-rcfl §9.7). RC-FL uses the spec's defaults where
-the paper gives no value (μ = 0.1 for losses of order 1, η₀ = 0, Remark 2's fallback, with
-the loss probe ``rcfl-eta-probe`` off, β_η = β)
+step is scaled by q_i up to 1/α_i (docs/specs/spec-rcfl.md §9.7). RC-FL uses the spec's
+defaults where the paper gives no value (μ = 0.1 for losses of order 1, η₀ = 0, Remark 2's
+fallback, with the loss probe ``rcfl-eta-probe`` off, β_η = β)
 and a conservativeness α = 0.5. ``rcfl-uniform-cap`` gives every client the same cap
 ``1/(α n)`` on its mixture weight (α_i = α n p_i, clipped to [p_i, 1]);
 ``rcfl-shared`` gives every client α_i = α (CVaR_{1−α}), which on this federation

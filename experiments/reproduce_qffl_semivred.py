@@ -2,7 +2,7 @@
 
 (1) ``qffl``: FedAvg, q-FFL q = 0 (the paper's uniform-average baseline) and q-FFL
 q = 1 on Synthetic(1, 1) with 100 devices and multinomial logistic regression, as in
-the q-FFL paper's table (Li et al., ICLR 2020; spec ``specs/spec-vred-qffl.md`` §14.3):
+the q-FFL paper's table (Li et al., ICLR 2020; spec ``docs/specs/spec-vred-qffl.md`` §14.3):
 q = 0 -> average 80.8, worst-10% 18.8, variance 724; q = 1 -> 79.0, 31.1, 472.
 
 (2) ``semivred``: FedAvg vs Semi-VRed (and VRed) on scikit-learn digits, Dirichlet
@@ -70,7 +70,8 @@ PAPER_QFFL = {
         "acc-variance": "472 ± 14",
     },
 }
-# Malekmohammadi & Yu (2024), Table 6, CIFAR-10 (the closest setting: Dirichlet label shift), for reference.
+# Malekmohammadi & Yu (2024), Table 6, CIFAR-10 (the closest setting: Dirichlet label
+# shift), for reference.
 PAPER_SEMIVRED_CIFAR10 = {
     "FedAvg": {
         "acc-mean": "43.45",
@@ -173,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         "--test-fraction",
         type=float,
         default=None,
-        help="default: 0.3 for qffl (larger than the paper's 0.1: see DESIGN.md), 0.5 for "
-        "semivred (Malekmohammadi & Yu's CIFAR-10 split)",
+        help="default: 0.3 for qffl (larger than the paper's 0.1: see docs/specs/design.md), "
+        "0.5 for semivred (Malekmohammadi & Yu's CIFAR-10 split)",
     )
     parser.add_argument(
         "--fraction-train", type=float, default=1.0, help="devices per round (default: all)"
