@@ -10,15 +10,16 @@ minimises the personal objective
 by the step of Algorithm 1, line 6 (:func:`personal_step`). The personal models never
 leave the clients, so the server is the global rule's alone (Algorithm 1, line 9):
 :class:`Ditto` is FedAvg, the paper's default, and :func:`with_ditto` pairs Ditto with
-any other rule (``strategy = "ditto+qffl"``; spec §5). The client side is
-:mod:`fairfl.client.ditto`.
+any other rule (``strategy = "ditto+qffl"``; spec §5). The pairing of a registered rule is
+a class of this module too, named after the rule's class (``from fairfl.strategies.ditto
+import DittoQFFL``; ``__getattr__``). The client side is :mod:`fairfl.client.ditto`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message
@@ -131,6 +132,11 @@ def with_ditto(rule: type[FairStrategy], name: str) -> type[FairStrategy]:
     server step is the rule's, unchanged, so the global model equals the rule's alone for
     every λ. The registry builds it for the name ``ditto+<rule>``; one class per pairing.
 
+    The class is ``Ditto<rule class>`` of this module (``DittoQFFL``), its parameters
+    ``Ditto<rule class>Parameters``. For a rule of the registry, built-in or a plug-in,
+    both are found under those names (``__getattr__``), so they can be imported,
+    subclassed and pickled like any class here.
+
     Parameters
     ----------
     rule : type[FairStrategy]
@@ -192,6 +198,35 @@ def with_ditto(rule: type[FairStrategy], name: str) -> type[FairStrategy]:
     )
     _PAIRINGS[(rule, name)] = paired
     return paired
+
+
+def __getattr__(name: str) -> Any:
+    """``Ditto<Rule>`` or ``Ditto<Rule>Parameters``: a registered rule's pairing (PEP 562).
+
+    Pairings are made on first use (:func:`with_ditto`), so this module finds their names
+    on demand: ``DittoQFFL`` is the class of ``ditto+qffl``, the one the registry builds,
+    and pickle finds a pairing or its parameters by that name in a fresh process. Typed
+    ``Any``: a type checker cannot see a class made at run time, and ``Any`` lets code
+    subclass it (``class MyDitto(DittoQFFL)``).
+
+    Raises
+    ------
+    AttributeError
+        If ``name`` is no such class. A name that does not start with ``Ditto`` is
+        refused without loading the registry (imports probe modules for ``__path__``,
+        ``__wrapped__`` and the like).
+    """
+    if name.startswith("Ditto"):
+        from fairfl.strategies.registry import STRATEGIES
+
+        for rule in list(STRATEGIES):
+            stem = f"Ditto{STRATEGIES[rule].strategy.__name__}"
+            spec = STRATEGIES.get(PAIRING_PREFIX + rule) if name.startswith(stem) else None
+            if spec is not None:  # ditto, which is no global rule, has no pairing
+                for found in (spec.strategy, spec.strategy.Parameters):
+                    if found.__name__ == name:  # not Ditto for "DittoFedAvg"
+                        return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def personal_config(params: DittoParameters) -> dict[str, ConfigValue]:

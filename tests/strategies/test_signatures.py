@@ -2,7 +2,8 @@
 
 Every rule's constructor takes ``**keywords``; its ``__signature__`` lists them (the
 fields of its parameters dataclass, then :class:`StrategyOptions`'s), a misspelt one is a
-``TypeError`` naming the rule.
+``TypeError`` naming the rule, and a Ditto pairing is a class of
+:mod:`fairfl.strategies.ditto` that can be imported, subclassed and pickled.
 
 Not pinned, because it is not so: mypy does not flag ``TERM(alpah=1)``. The constructor
 is one ``**keywords: Any`` for every rule, and mypy 2.4 can neither derive a rule's
@@ -13,14 +14,24 @@ plus "any other keyword" (PEP 728's ``extra_items`` is not supported).
 from __future__ import annotations
 
 import inspect
+import pickle
+import subprocess
+import sys
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 
-from fairfl.strategies import STRATEGIES, TERM, build_strategy
+import fairfl.strategies.ditto as ditto_module
+from fairfl.contract import TrainReply
+from fairfl.strategies import QFFL, STRATEGIES, TERM, Ditto, ReweightedStrategy, build_strategy
+from fairfl.strategies import registry as registry_module
+from fairfl.strategies.ditto import DittoPersonalisation, with_ditto
 from fairfl.strategies.options import StrategyOptions
 from fairfl.strategies.params import ParameterError, RuleParameters, real
+from fairfl.strategies.registry import Rules
 
 OPTIONS = [item.name for item in fields(StrategyOptions)]
 
@@ -126,3 +137,107 @@ def test_bad_values_are_refused_as_before():
         TERM(fraction_train=2)
     with pytest.raises(ValueError, match=r"^run config term-alpha \(rule term\): alpha"):
         build_strategy("term", {"term-alpha": -1.0})
+
+
+# ------------------------------------------------------------- Ditto pairings
+def test_a_pairing_is_importable_under_its_class_name():
+    from fairfl.strategies.ditto import DittoQFFL, DittoQFFLParameters, DittoTERM
+
+    assert DittoQFFL is STRATEGIES["ditto+qffl"].strategy
+    assert DittoQFFLParameters is DittoQFFL.Parameters
+    assert DittoTERM is STRATEGIES["ditto+term"].strategy
+    assert (DittoQFFL.__module__, DittoQFFL.__qualname__) == (
+        "fairfl.strategies.ditto",
+        "DittoQFFL",
+    )
+    assert issubclass(DittoQFFL, QFFL) and issubclass(DittoQFFL, DittoPersonalisation)
+    # The registry is as before: pairings are found by name, never listed.
+    assert not any(name.startswith("ditto+") for name in STRATEGIES)
+    assert STRATEGIES["ditto+fedavg"].strategy is Ditto
+
+
+@pytest.mark.parametrize("name", ["DittoFedAvg", "DittoNoSuchRule", "DittoQFFLx", "__path__"])
+def test_other_names_are_no_attribute_of_the_module(name):
+    assert not hasattr(ditto_module, name)
+
+
+def test_a_pairing_can_be_subclassed_and_pickled():
+    from fairfl.strategies.ditto import DittoQFFL
+
+    class MyDitto(DittoQFFL):
+        rule_name = "MyDitto"
+
+    mine = MyDitto(q=2.0, lam=0.3)
+    assert (mine.params.q, mine.params.lam) == (2.0, 0.3)
+    assert list(inspect.signature(MyDitto).parameters)[:2] == ["client_learning_rate", "q"]
+
+    strategy = build_strategy("ditto+qffl", {"qffl-q": 2.0, "ditto-lambda": 0.3})
+    assert pickle.loads(pickle.dumps(DittoQFFL)) is DittoQFFL
+    copy = pickle.loads(pickle.dumps(strategy))
+    assert type(copy) is DittoQFFL and copy.params == strategy.params
+
+
+def test_a_pickled_pairing_loads_in_a_fresh_process():
+    strategy = build_strategy("ditto+term", {"term-alpha": 0.1, "ditto-lambda": 0.2})
+    script = (
+        "import pickle, sys; s = pickle.load(sys.stdin.buffer); "
+        "print(type(s).__module__, type(s).__qualname__, s.params.alpha, s.params.lam)"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script],
+        input=pickle.dumps(strategy),
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    assert loaded.stdout.decode().split() == ["fairfl.strategies.ditto", "DittoTERM", "0.1", "0.2"]
+
+
+@dataclass(frozen=True)
+class PluginParameters(RuleParameters):
+    """A plug-in rule's hyperparameter."""
+
+    tilt: float = real(1.0, key="plugin-tilt", lower=0.0)
+
+
+class PluginRule(ReweightedStrategy):
+    """A rule another distribution declares (FedAvg's weights)."""
+
+    rule_name = "Plugin"
+    Parameters = PluginParameters
+    params: PluginParameters
+
+    def lambdas(self, server_round: int, replies: list[TrainReply]) -> NDArray[np.float64]:
+        counts = np.array([r.num_examples for r in replies], dtype=np.float64)
+        return counts / counts.sum()
+
+
+class PluginEntryPoint:
+    """What importlib.metadata yields for ``plugin = mypkg.rules:PluginRule``."""
+
+    name = "plugin"
+    value = "mypkg.rules:PluginRule"
+    dist = type("Distribution", (), {"name": "mypkg"})()
+
+    def load(self) -> object:
+        return PluginRule
+
+
+def test_a_plugins_pairing_is_named_and_pickled_alike(monkeypatch):
+    monkeypatch.setattr(registry_module, "entry_points", lambda *, group: [PluginEntryPoint()])
+    monkeypatch.setattr(registry_module, "STRATEGIES", Rules())
+    strategy = registry_module.build_strategy("ditto+plugin", {"plugin-tilt": 2.0})
+    paired = type(strategy)
+    assert (paired.__module__, paired.__qualname__) == (
+        "fairfl.strategies.ditto",
+        "DittoPluginRule",
+    )
+    assert ditto_module.DittoPluginRule is paired
+    assert ditto_module.DittoPluginRuleParameters is paired.Parameters
+    assert list(inspect.signature(paired).parameters)[:2] == ["tilt", "lam"]
+    copy = pickle.loads(pickle.dumps(strategy))
+    assert type(copy) is paired and copy.params.tilt == 2.0
+
+
+def test_with_ditto_returns_the_registrys_class():
+    assert with_ditto(QFFL, "ditto+qffl") is STRATEGIES["ditto+qffl"].strategy
