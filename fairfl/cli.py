@@ -69,9 +69,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairfl.extras import MODULE_EXTRAS, install_hint
+
+if TYPE_CHECKING:
+    from fairfl.server.preflight import CheckedRun
 
 logger = logging.getLogger(__name__)
 
@@ -599,7 +602,7 @@ def _run_one(args: argparse.Namespace) -> int:
             code, summary, message = _run_on_flower(config, checked.settings, args)
         else:
             code, summary, message = _run_in_process(
-                config, quiet=args.quiet, torch_threads=args.torch_threads
+                config, checked, quiet=args.quiet, torch_threads=args.torch_threads
             )
     finally:
         if live is not None:
@@ -615,9 +618,13 @@ def _run_one(args: argparse.Namespace) -> int:
 
 
 def _run_in_process(
-    config: dict[str, Any], *, quiet: bool, torch_threads: int
+    config: dict[str, Any], checked: CheckedRun, *, quiet: bool, torch_threads: int
 ) -> tuple[int, Any, str]:
-    """Run in this process; each round's fairness line is the progress."""
+    """Run in this process; each round's fairness line is the progress.
+
+    ``checked`` is ``config`` as :func:`_run_one` checked it: the runner uses its rule
+    instead of checking the run and building the rule again.
+    """
     import torch
 
     from fairfl.server.run import RunFailedError
@@ -628,7 +635,7 @@ def _run_in_process(
     if not quiet:  # RoundLog logs one line per round at INFO
         logging.getLogger("fairfl.server").setLevel(logging.INFO)
     try:
-        outcome = run_inprocess(config)
+        outcome = run_inprocess(config, checked=checked)
     except (RunFailedError, TimeoutError) as error:
         return EXIT_FAILED, None, f"{type(error).__name__}: {error}"
     return EXIT_OK, outcome.summary, ""

@@ -14,7 +14,7 @@ import itertools
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flwr.app import Context, Message, RecordDict
 from flwr.app.error import Error
@@ -25,6 +25,9 @@ from flwr.serverapp import Grid
 from fairfl._compat import server_task_identity, set_message_id, wire_copy
 from fairfl.server.checkpoint import load_checkpoint
 from fairfl.server.run import RunOutcome, run_federation
+
+if TYPE_CHECKING:
+    from fairfl.server.preflight import CheckedRun
 
 #: A fault injector: given the instruction and the honest reply, return the reply the
 #: server should see instead, or ``None`` to make the node silent this time.
@@ -192,6 +195,7 @@ def run_inprocess(
     client_app: ClientApp | None = None,
     reply_filter: ReplyFilter | None = None,
     node_configs: Mapping[int, Mapping[str, Any]] | None = None,
+    checked: CheckedRun | None = None,
 ) -> RunOutcome:
     """Run a whole federation in this process.
 
@@ -206,18 +210,31 @@ def run_inprocess(
         Optional fault injection.
     node_configs : Mapping[int, Mapping[str, Any]] | None
         Defaults to one node per partition (``num-partitions`` of the run config).
+    checked : CheckedRun | None
+        The result of ``check_run(run_config, local_clients=True)`` where the caller
+        already checked the run (``fairfl run``), so that it is checked, and its rule
+        built, once; ``None`` checks it here.
 
     Raises
     ------
     ValueError
         Before anything runs, if the run config fails a check of
         :func:`fairfl.server.preflight.check_run` (the clients run here, so their
-        extras and partitions are checked too); else as
+        extras and partitions are checked too), or if ``checked`` was checked without
+        the clients (``local_clients=False``); else as
         :func:`fairfl.server.run.run_federation`.
     """
     from fairfl.server.preflight import check_run
 
-    checked = check_run(run_config, local_clients=True)
+    if checked is None:
+        checked = check_run(run_config, local_clients=True)
+    elif not checked.local_clients:
+        # The clients run here: a check that left out their extras and data misses
+        # what would otherwise fail every client in round 1.
+        raise ValueError(
+            "run_inprocess: checked must come from check_run(..., local_clients=True), "
+            "the clients run in this process"
+        )
     if client_app is None:
         from fairfl.client.app import app as fairfl_client_app
 
