@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import replace
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import cast
+from typing import Any, cast
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
@@ -84,9 +85,72 @@ def _client_data(settings: RunSettings, node: NodeSettings) -> ClientData:
 
 
 def _settings(context: Context) -> tuple[RunSettings, NodeSettings]:
+    """Parse the run's settings and the node's from ``context`` (no cache)."""
     settings = RunSettings.from_run_config(context.run_config)
     node = NodeSettings.from_node_config(context.node_config, settings.num_partitions)
-    return replace(settings, num_partitions=node.num_partitions), node
+    if node.num_partitions != settings.num_partitions:
+        settings = replace(settings, num_partitions=node.num_partitions)
+    return settings, node
+
+
+#: Runs whose settings one process keeps: a SuperNode's ClientApp may serve several runs
+#: in turn, but few at a time.
+RUN_SETTINGS_CACHE = 8
+
+
+@dataclass(frozen=True)
+class _ParsedRun:
+    """One run's parsed settings.
+
+    Attributes
+    ----------
+    run_config : dict[str, Any]
+        The run config they were parsed from.
+    by_partitions : dict[Any, RunSettings]
+        The settings by the node config's ``num-partitions`` as given (``None``
+        where a node config leaves it out): Flower's simulation engine sets it per
+        SuperNode, and the settings take it.
+    """
+
+    run_config: dict[str, Any]
+    by_partitions: dict[Any, RunSettings]
+
+
+_parsed_runs: OrderedDict[int, _ParsedRun] = OrderedDict()
+# A simulation worker may run ClientApp calls on several threads.
+_parsed_runs_lock = threading.Lock()
+
+
+def _run_settings(context: Context) -> tuple[RunSettings, NodeSettings]:
+    """:func:`_settings`, parsed once per run instead of on every message.
+
+    Keyed by run id, and parsed anew when the run config differs from the one parsed:
+    the in-process runner stamps every run with the same run id. Settings that fail to
+    parse are not kept, so each message raises their error as before.
+    """
+    partitions = context.node_config.get("num-partitions")
+    with _parsed_runs_lock:
+        parsed = _parsed_runs.get(context.run_id)
+        if parsed is not None and parsed.run_config != context.run_config:
+            parsed = None
+        if parsed is not None:
+            _parsed_runs.move_to_end(context.run_id)
+            settings = parsed.by_partitions.get(partitions)
+            if settings is not None:
+                # Without num-partitions the node takes the run's, which settings holds.
+                return settings, NodeSettings.from_node_config(
+                    context.node_config, settings.num_partitions
+                )
+    settings, node = _settings(context)
+    with _parsed_runs_lock:
+        if parsed is None:
+            parsed = _ParsedRun(dict(context.run_config), {})
+            _parsed_runs[context.run_id] = parsed
+            _parsed_runs.move_to_end(context.run_id)  # a replaced run config's entry too
+            while len(_parsed_runs) > RUN_SETTINGS_CACHE:
+                _parsed_runs.popitem(last=False)
+        parsed.by_partitions[partitions] = settings
+    return settings, node
 
 
 #: Each thread's models, one per (model, input shape, classes, device): a worker that
@@ -134,7 +198,7 @@ def training_seed(seed: int, server_round: int, partition_id: int) -> int:
 def train(message: Message, context: Context) -> Message:
     """Train on the local split and reply weights, n_k and F_k(w^t)."""
     attach_flower_console()
-    settings, node = _settings(context)
+    settings, node = _run_settings(context)
     data = _client_data(settings, node)
     device = pick_device(node.device)
     # The server's train and evaluate messages carry a ConfigRecord under config.
@@ -287,7 +351,7 @@ def evaluate_global(message: Message, context: Context) -> Message:
     (``validation-fraction``), and the test split is not read.
     """
     attach_flower_console()
-    settings, node = _settings(context)
+    settings, node = _run_settings(context)
     data = _client_data(settings, node)
     device = pick_device(node.device)
     model = load_global_model(message, settings, device)
@@ -337,5 +401,5 @@ def query(message: Message, context: Context) -> Message:
             f"fairfl's ClientApp answers only the client-key query (config "
             f"'{keys.CLIENT_KEY_QUERY}': true), got {list(message.content.keys())}"
         )
-    _, node = _settings(context)
+    _, node = _run_settings(context)
     return Message(content=write_client_key_reply(node.partition_id), reply_to=message)
