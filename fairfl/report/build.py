@@ -9,8 +9,10 @@ Files written into the folder:
 - ``table_<columns>.md`` / ``.csv``: another column set when one was chosen
   (``qffl``: the q-FFL paper's Average, Worst 10%, Best 10%, Variance);
 - ``table2.md`` / ``table2.csv``: Malekmohammadi & Yu's Table 2 against the baseline;
+- ``paired.md`` / ``paired.csv``: each rule minus the baseline on the same seed, its 95 %
+  interval and paired t-test (:mod:`fairfl.report.paired`; 3 seeds or more);
 - ``runs.csv``: every run's final fairness metrics;
-- ``curves.png``, ``distribution.png``, ``weights.png``;
+- ``curves.png``, ``distribution.png``, ``tradeoff.png``, ``weights.png``;
 - ``reference.md``: the paper's numbers next to ours, when the comparison names them;
 - ``report.md``: all of the above, linked.
 """
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fairfl.metrics import PERCENT
-from fairfl.report import plots, tables
+from fairfl.report import paired, plots, tables
 from fairfl.report.results import (
     RunResult,
     group_by_label,
@@ -144,7 +146,7 @@ def reference_markdown(
             if table["kind"] == "summary" and label in ours:
                 stats = ours[label].stats
                 cells = [
-                    stats[by_title[t].metric].format(scale=by_title[t].scale)
+                    by_title[t].cell(stats[by_title[t].metric])
                     if by_title[t].metric in stats
                     else "n/a"
                     for t in titles
@@ -315,12 +317,18 @@ def build_report(
         table2_rows = tables.table2(groups, baseline)
         write("table2.md", tables.table2_markdown(table2_rows, baseline))
         write("table2.csv", tables.table2_csv(table2_rows))
+    pairs = paired.paired_rows(groups, baseline) if baseline is not None else []
+    if any(d is not None for row in pairs for d in row.differences.values()):
+        write("paired.md", paired.paired_markdown(pairs, baseline or ""))
+        write("paired.csv", paired.paired_csv(pairs))
     write("runs.csv", runs_csv(runs))
 
     plots.plot_curves(groups, folder / "curves.png")
     files["curves.png"] = folder / "curves.png"
     plots.plot_distribution(groups, folder / "distribution.png")
     files["distribution.png"] = folder / "distribution.png"
+    plots.plot_tradeoff(groups, folder / "tradeoff.png")
+    files["tradeoff.png"] = folder / "tradeoff.png"
     if weights_label is not None:
         chosen = next((run for run in groups[weights_label] if run.ok), groups[weights_label][0])
         same_seed = [r for r in groups.get(baseline or "", []) if r.seed == chosen.seed]
@@ -450,6 +458,19 @@ def _report_markdown(
             "CSV: [table2.csv](table2.csv).",
             "",
         ]
+    if "paired.md" in files:
+        lines += [
+            f"## Against `{baseline}`, paired by seed",
+            "",
+            f"Per rule, the mean over seeds of its difference from `{baseline}` on the same "
+            "seed (same partition, split and initial model), in percentage points, with the "
+            "95 % Student-t interval of that mean and the two-sided paired t-test's p-value "
+            f"({paired.MIN_SEEDS} or more seeds with finite values; '-' otherwise). With few "
+            "seeds the intervals are wide: an interval that holds 0 does not show a "
+            "difference. [paired.csv](paired.csv) holds the same as fractions.",
+            "",
+            files["paired.md"].read_text(encoding="utf-8"),
+        ]
     if reference_md:
         lines += ["## The papers' numbers next to ours", "", reference_md, ""]
     lines += [
@@ -463,6 +484,11 @@ def _report_markdown(
         "Final client accuracies, sorted (rank-wise mean over seeds):",
         "",
         "![distribution](distribution.png)",
+        "",
+        "Mean against worst-10% client accuracy (mean over seeds, ± std bars; up and to the "
+        "right is better on both):",
+        "",
+        "![trade-off](tradeoff.png)",
         "",
     ]
     if "weights.png" in files:

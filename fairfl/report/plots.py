@@ -4,6 +4,8 @@
   variant (mean over seeds, shaded ± std for up to 6 variants).
 - :func:`plot_distribution`: each variant's final client accuracies, sorted (the curve
   of rank-wise means over seeds), as Malekmohammadi & Yu's Figure 1 shows them.
+- :func:`plot_tradeoff`: mean against worst-10% client accuracy, a point per variant
+  (mean over seeds, ± std bars): the trade-off a fair rule or its q is chosen on.
 - :func:`plot_weights`: one run's aggregation weights λ_i per round and client
   (``train.weights`` of ``rounds.jsonl``), a heat map.
 """
@@ -143,6 +145,50 @@ def plot_distribution(
         ax.plot(ranks, PERCENT * curve, style, color=colour, lw=1.3, marker=".", ms=3, label=label)
     ax.set_xlabel("client percentile (sorted by final test accuracy)")
     ax.set_ylabel("final test accuracy (%)")
+    ax.grid(alpha=0.3)
+    _legend_beside(ax)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return save_png(fig, path)
+
+
+def plot_tradeoff(
+    groups: Mapping[str, Sequence[RunResult]], path: Path, *, title: str = ""
+) -> Path:
+    """Mean against worst-10% final client accuracy per variant; returns ``path``.
+
+    A point is the mean over the variant's finished seeds, its bars ± one std (none for
+    one seed); up and to the right is better on both. Variants without finite values
+    are left out.
+    """
+    fig, ax = plt.subplots(figsize=(6.2, 4.2), dpi=DPI)
+    colours = _colours(len(groups))
+    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
+    for i, ((label, runs), colour) in enumerate(zip(groups.items(), colours, strict=True)):
+        finals = [run.final_metrics() for run in runs if run.ok]
+        pairs = np.array(
+            [(m.get("acc-mean", np.nan), m.get("acc-worst-10", np.nan)) for m in finals],
+            dtype=np.float64,
+        ).reshape(-1, 2)
+        pairs = pairs[np.isfinite(pairs).all(axis=1)]
+        if pairs.size == 0:
+            continue
+        (x, y), (dx, dy) = PERCENT * pairs.mean(axis=0), PERCENT * pairs.std(axis=0)
+        ax.errorbar(
+            x,
+            y,
+            xerr=dx if len(pairs) > 1 else None,
+            yerr=dy if len(pairs) > 1 else None,
+            fmt=markers[(i // 10) % len(markers)],
+            color=colour,
+            ms=5,
+            capsize=2,
+            lw=1,
+            label=label,
+        )
+    ax.set_xlabel("mean client accuracy (%)")
+    ax.set_ylabel("worst-10% client accuracy (%)")
     ax.grid(alpha=0.3)
     _legend_beside(ax)
     if title:

@@ -51,23 +51,29 @@ from fairfl.report.results import RunResult
 class Column:
     """A table column: title, :func:`fairfl.metrics.fairness_metrics` key, shown unit.
 
-    The unit is the one the Markdown table shows the column in: ``"%"``, or ``"%²"`` for
-    a variance. The numbers themselves are fractions.
+    The unit is the one the Markdown table shows the column in: ``"%"``, ``"%²"`` for a
+    variance, or ``""`` for a unitless index shown as stored (Jain's). The numbers
+    themselves are fractions. ``digits`` after the decimal point.
     """
 
     title: str
     metric: str
     unit: str = "%"
+    digits: int = 2
 
     @property
     def scale(self) -> float:
-        """Factor from the stored fraction to the shown unit (100, or 100² for %²)."""
-        return PERCENT**2 if self.unit == "%²" else PERCENT
+        """Factor from the stored fraction to the shown unit (100, 100² for %², 1 for none)."""
+        return {"%": PERCENT, "%²": PERCENT**2, "": 1.0}[self.unit]
 
     @property
     def header(self) -> str:
-        """The Markdown column header, with its unit: ``"Worst 10% (%)"``."""
-        return f"{self.title} ({self.unit})"
+        """The Markdown column header, with its unit: ``"Worst 10% (%)"``, ``"Jain"``."""
+        return f"{self.title} ({self.unit})" if self.unit else self.title
+
+    def cell(self, stat: Stat) -> str:
+        """``stat`` in this column's unit and digits: ``"43.45 ± 0.60"``."""
+        return stat.format(self.digits, scale=self.scale)
 
 
 #: Malekmohammadi & Yu's Table 6 columns, with the pooled accuracy after the (unweighted) Mean.
@@ -79,6 +85,9 @@ TABLE6_COLUMNS: tuple[Column, ...] = (
     Column("Worst 10%", "acc-worst-10"),
     Column("Worst 20%", "acc-worst-20"),
     Column("Best 10%", "acc-best-10"),
+    # Jain, Chiu and Hawe's index (Σa)² / (n Σa²) (DEC-TR-301, 1984): 1 when every client
+    # is equally accurate, 1/n when one client has all the accuracy.
+    Column("Jain", "jain-index", unit="", digits=3),
 )
 
 #: The q-FFL paper's (Li et al. 2020) table columns; Variance in %² as the paper shows it.
@@ -379,7 +388,7 @@ def table6_markdown(rows: Sequence[SummaryRow], columns: Sequence[Column] = TABL
     body = [
         [
             row.label,
-            *[row.stats[c.metric].format(scale=c.scale) for c in columns],
+            *[c.cell(row.stats[c.metric]) for c in columns],
             _seeds_cell(row),
         ]
         for row in rows

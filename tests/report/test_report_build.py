@@ -74,9 +74,13 @@ def test_build_report_writes_tables_plots_and_report(results):
     report = build_report(results)
     # Table 6, FedAvg: mean 50, pooled over the 10 + 11 + 12 + 13 = 46 test samples
     # (4 + 6.6 + 9.6 + 2.6) / 46 = 22.8 / 46 = 49.57 %, population std sqrt(500) = 22.36,
-    # worst 20, worst 10% and 20% (1 client of 4) 20, best 10% 80.
+    # worst 20, worst 10% and 20% (1 client of 4) 20, best 10% 80; Jain (Σa)² / (n Σa²)
+    # of 0.2, 0.4, 0.6, 0.8 = 2² / (4 · 1.2) = 0.833.
     table6 = (results / "table6.md").read_text()
-    assert "| fedavg | 50.00 | 49.57 | 22.36 | 20.00 | 20.00 | 20.00 | 80.00 | 1/1 |" in table6
+    assert (
+        "| fedavg | 50.00 | 49.57 | 22.36 | 20.00 | 20.00 | 20.00 | 80.00 | 0.833 | 1/1 |" in table6
+    )
+    assert (results / "tradeoff.png").stat().st_size > 0
     # Semi-VRed: mean 48.75, pooled (4.5 + 6.05 + 9.6 + 1.95) / 46 = 22.1 / 46 = 48.04 %.
     # Table 2 against FedAvg: 50 % of the suffering clients improved (mean change 0),
     # 50 % of the well-performing ones degraded (-2.50); pooled -0.7 / 46 = -1.52 points.
@@ -127,7 +131,7 @@ def test_failed_run_is_reported_not_fatal(results):
     (failed / "error.txt").write_text("Traceback ...\nRuntimeError: diverged\n")
     (failed / "rounds.jsonl").write_text("")
     build_report(results)
-    assert "| afl | - | - | - | - | - | - | - | 0/1 |" in (results / "table6.md").read_text()
+    assert "| afl | - | - | - | - | - | - | - | - | 0/1 |" in (results / "table6.md").read_text()
     assert "- `afl` seed 0: RuntimeError: diverged" in (results / "report.md").read_text()
 
 

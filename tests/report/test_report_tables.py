@@ -69,11 +69,13 @@ def test_table6_statistics_over_clients_and_seeds_by_hand():
     header, _, line = table6_markdown([row]).splitlines()
     assert header == (
         "| Rule | Mean (%) | Pooled (%) | Std (%) | Worst (%) | Worst 10% (%) "
-        "| Worst 20% (%) | Best 10% (%) | Seeds |"
+        "| Worst 20% (%) | Best 10% (%) | Jain | Seeds |"
     )
+    # Jain (Σa)² / (n Σa²): seed 0, 5.5² / (10 · 3.85) = 0.785714; seed 1 (all equal) 1;
+    # over seeds 0.892857 ± 0.107143, unitless with three digits.
     assert line == (
         "| fedavg | 42.50 ± 12.50 | 42.50 ± 12.50 | 14.36 ± 14.36 | 20.00 ± 10.00 "
-        "| 20.00 ± 10.00 | 22.50 ± 7.50 | 65.00 ± 35.00 | 2/2 |"
+        "| 20.00 ± 10.00 | 22.50 ± 7.50 | 65.00 ± 35.00 | 0.893 ± 0.107 | 2/2 |"
     )
 
 
@@ -91,8 +93,8 @@ def test_pooled_column_weighs_clients_by_test_samples_by_hand():
     line = table6_markdown([row]).splitlines()[2]
     assert line == (
         "| r | 55.00 ± 15.00 | 68.00 ± 18.00 | 20.00 ± 0.00 | 35.00 ± 15.00 "
-        "| 35.00 ± 15.00 | 35.00 ± 15.00 | 75.00 ± 15.00 | 2/2 |"
-    )
+        "| 35.00 ± 15.00 | 35.00 ± 15.00 | 75.00 ± 15.00 | 0.862 ± 0.062 | 2/2 |"
+    )  # Jain 1.4² / (2 · 1.06) = 0.924528 and 0.8² / (2 · 0.4) = 0.8
     csv_header, csv_line = table6_csv([row]).splitlines()
     columns = csv_header.split(",")
     assert columns[4:8] == [
@@ -147,7 +149,9 @@ def test_failed_seed_is_left_out_and_counted():
 def test_all_seeds_failed_shows_a_dash():
     failed = RunResult(label="afl", rule="afl", seed=0, path=Path("."), error="boom")
     (row,) = summarize({"afl": [failed]})
-    assert table6_markdown([row]).splitlines()[-1] == "| afl | - | - | - | - | - | - | - | 0/1 |"
+    assert table6_markdown([row]).splitlines()[-1] == (
+        "| afl | - | - | - | - | - | - | - | - | 0/1 |"
+    )
 
 
 def test_stat_format():
@@ -287,9 +291,13 @@ def test_table6_csv_holds_fractions_under_the_metric_names():
         "rule,label,seeds,seeds_ok,acc-mean mean,acc-mean std,"
         "acc-weighted-mean mean,acc-weighted-mean std,acc-std mean,acc-std std,"
         "acc-worst mean,acc-worst std,acc-worst-10 mean,acc-worst-10 std,"
-        "acc-worst-20 mean,acc-worst-20 std,acc-best-10 mean,acc-best-10 std"
+        "acc-worst-20 mean,acc-worst-20 std,acc-best-10 mean,acc-best-10 std,"
+        "jain-index mean,jain-index std"
     )
-    assert line == "fedavg,fedavg,0,0,0.75,0.0,0.75,0.0,0.25,0.0,0.5,0.0,0.5,0.0,0.5,0.0,1.0,0.0"
+    # Jain 1.5² / (2 · 1.25) = 0.9.
+    assert line == (
+        "fedavg,fedavg,0,0,0.75,0.0,0.75,0.0,0.25,0.0,0.5,0.0,0.5,0.0,0.5,0.0,1.0,0.0,0.9,0.0"
+    )
 
 
 def test_markdown_table_escapes_pipes():
