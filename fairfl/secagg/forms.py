@@ -1,0 +1,177 @@
+"""How a rule runs under secure aggregation: its form, and the client's part of it.
+
+Under SecAgg+ the server learns ``Σ_k a_k u_k`` and ``Σ_k a_k`` only: each client masks a
+weight a_k and a payload u_k (the spec's table, ``docs/specs/spec-secure-aggregation.md``),
+and the new global model is ``w^{t+1} = w^t + s Σ_k a_k u_k / Σ_k a_k`` with s the
+rule's step scale (1 unless the server's weights do not sum to 1). A rule declares one
+:class:`SecureForm` beside its parameters; :func:`client_part` is what a client computes
+from its update ``Δ_k = w_k - w^t``, its reported scalars and those the server sends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fairfl.contract.qffl import QFFL_EPSILON, h_term
+
+__all__ = [
+    "FORM_KINDS",
+    "WEIGHTS",
+    "FormKind",
+    "SecureForm",
+    "WeightKind",
+    "client_part",
+]
+
+FormKind = Literal["one-round", "scalars-in-clear", "two-rounds", "impossible"]
+#: The forms of the issue (#48): the first two run under fairfl's SecAgg+.
+FORM_KINDS: tuple[FormKind, ...] = ("one-round", "scalars-in-clear", "two-rounds", "impossible")
+WeightKind = Literal["num-examples", "qffl", "term", "broadcast"]
+#: The client weights :func:`client_part` computes.
+WEIGHTS: tuple[WeightKind, ...] = ("num-examples", "qffl", "term", "broadcast")
+
+#: Keys of the client part's ConfigRecord (server -> client, collect stage).
+WEIGHT_KIND = "weight-kind"
+WEIGHT = "weight"  # broadcast: the client's weight λ_k
+WEIGHT_SCALE = "weight-scale"  # a public factor on n_k (num-examples, term), so a_k <= a_max
+QFFL_Q = "qffl-q"
+QFFL_LIPSCHITZ = "qffl-lipschitz"
+QFFL_BY_SIZE = "qffl-by-size"
+TERM_ALPHA = "term-alpha"
+TERM_SHIFT = "term-shift"
+
+
+@dataclass(frozen=True)
+class SecureForm:
+    """A rule's form under secure aggregation (issue #48, spec table).
+
+    Attributes
+    ----------
+    kind : FormKind
+        ``"one-round"``: each client computes its own weight from its scalars (and
+        public constants); ``"scalars-in-clear"``: the server computes each client's
+        weight from what the clients report in the clear (losses, counts) and sends it;
+        ``"two-rounds"``: a secure sum of scalars must come first (not built);
+        ``"impossible"``: the rule reads each update (a Gram matrix, projections).
+    reason : str
+        Why, in one sentence: what the server still sees, or why it cannot run.
+    weight : WeightKind | None
+        The client weight :func:`client_part` computes (``None`` where not supported).
+    """
+
+    kind: FormKind
+    reason: str
+    weight: WeightKind | None = None
+
+    def __post_init__(self) -> None:
+        """Check that a supported form names its weight, and only then."""
+        if self.kind not in FORM_KINDS:
+            raise ValueError(f"SecureForm kind must be one of {FORM_KINDS}, got {self.kind!r}")
+        if self.supported != (self.weight is not None):
+            needs = "needs a weight" if self.supported else "takes no weight"
+            raise ValueError(f"SecureForm {self.kind!r} {needs}")
+        if self.weight is not None and self.weight not in WEIGHTS:
+            raise ValueError(f"SecureForm weight must be one of {WEIGHTS}, got {self.weight!r}")
+
+    @property
+    def supported(self) -> bool:
+        """Whether fairfl's SecAgg+ runs the rule."""
+        return self.kind in ("one-round", "scalars-in-clear")
+
+    @classmethod
+    def one_round(cls, weight: WeightKind, reason: str) -> SecureForm:
+        """A rule whose clients compute their own weight."""
+        return cls("one-round", reason, weight)
+
+    @classmethod
+    def scalars_in_clear(cls, reason: str) -> SecureForm:
+        """A rule whose server computes each weight from clear scalars and sends it."""
+        return cls("scalars-in-clear", reason, "broadcast")
+
+    @classmethod
+    def impossible(cls, reason: str) -> SecureForm:
+        """A rule that needs each client's update."""
+        return cls("impossible", reason)
+
+
+def client_part(
+    part: Mapping[str, Any],
+    num_examples: int,
+    loss: float | None,
+    update: list[NDArray[np.float64]],
+) -> tuple[float, list[NDArray[np.float64]]]:
+    """The weight a_k and payload u_k one client masks (spec table).
+
+    ``num-examples`` (FedAvg): ``a_k = σ n_k``, ``u_k = Δ_k``, with σ the public scale the
+    server sends (``a_max / max_j n_j``: the counts are reported in the clear); a common
+    factor of every a_k leaves ``Σ a_k u_k / Σ a_k`` unchanged.
+
+    ``qffl`` (q-FedAvg, Li et al., ICLR 2020, Algorithm 2 l. 6-8): with
+    ``Δw_k = L (w^t - w̄_k) = -L Δ_k``, ``Δ_k^q = (F_k + ε)^q Δw_k`` and
+    ``h_k = q (F_k + ε)^{q-1} ‖Δw_k‖² + L (F_k + ε)^q``, ``a_k = s_k h_k`` and
+    ``u_k = -Δ_k^q / h_k``: the sum gives ``w^t - Σ s_k Δ_k^q / Σ s_k h_k``
+    (s_k = 1, or n_k for the ``"p"`` weighting). ``|u_k| <= |Δ_k|`` since
+    ``h_k >= L (F_k + ε)^q``.
+
+    ``term`` (TERM, Li et al., ICLR 2021): ``a_k = σ n_k exp(α (F_k - c))``, ``u_k = Δ_k``,
+    with c the public shift the server sends (the largest reported loss, so a_k <= σ n_k).
+
+    ``broadcast`` (AFL, Δ-FL, GiFair, FairFed): ``a_k = λ_k`` as the server sent it,
+    ``u_k = Δ_k``.
+
+    Parameters
+    ----------
+    part : Mapping[str, Any]
+        The client-part record the server sent (``weight-kind`` and its scalars).
+    num_examples : int
+        n_k, as the client reported it.
+    loss : float | None
+        F_k(w^t), as the client reported it (``None`` if it reported none).
+    update : list[NDArray[np.float64]]
+        Δ_k = w_k - w^t.
+
+    Raises
+    ------
+    ValueError
+        If the part is malformed, a scalar it needs is missing, or the weight is not
+        a finite number >= 0.
+    """
+    kind = part.get(WEIGHT_KIND)
+    if kind == "num-examples":
+        weight, payload = float(part[WEIGHT_SCALE]) * num_examples, update
+    elif kind == "qffl":
+        value = _loss(loss, kind)
+        q, lipschitz = float(part[QFFL_Q]), float(part[QFFL_LIPSCHITZ])
+        distance = float(sum(np.vdot(d, d) for d in update))  # ‖w^t - w̄_k‖²
+        h = h_term(value, distance, q=q, lipschitz=lipschitz)
+        # u_k = -Δ_k^q / h_k = (F_k + ε)^q L (w̄_k - w^t) / h_k
+        factor = lipschitz * (value + QFFL_EPSILON) ** q / h
+        weight = h * (num_examples if bool(part[QFFL_BY_SIZE]) else 1.0)
+        payload = [factor * d for d in update]
+    elif kind == "term":
+        value = _loss(loss, kind)
+        exponent = float(part[TERM_ALPHA]) * (value - float(part[TERM_SHIFT]))
+        weight = float(part[WEIGHT_SCALE]) * num_examples * math.exp(exponent)
+        payload = update
+    elif kind == "broadcast":
+        weight, payload = float(part[WEIGHT]), update
+    else:
+        raise ValueError(f"secure aggregation: unknown client weight {kind!r} (one of {WEIGHTS})")
+    if not (math.isfinite(weight) and weight >= 0):
+        raise ValueError(f"secure aggregation: the client's {kind} weight is {weight!r}")
+    return weight, payload
+
+
+def _loss(loss: float | None, kind: str) -> float:
+    if loss is None:
+        raise ValueError(
+            f"secure aggregation: the {kind} weight needs F_k(w^t), and the client's train "
+            "reply has no loss under the rule's train_loss_key"
+        )
+    return loss
