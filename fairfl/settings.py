@@ -20,6 +20,7 @@ from fairfl.contract.config import (
 from fairfl.data import PARTITIONERS
 from fairfl.data.sources import NATURAL_FEDERATIONS, check_dataset
 from fairfl.models.names import MODELS
+from fairfl.secagg.config import SecAggSettings
 from fairfl.telemetry.config import TelemetrySettings
 
 #: Seeds are in [0, 2^32): NumPy's global seed (np.random.seed) takes no other.
@@ -93,12 +94,20 @@ class RunSettings:
     telemetry_max_clients: int = TelemetrySettings.telemetry_max_clients
     telemetry_wandb_online: bool = TelemetrySettings.telemetry_wandb_online
     telemetry_key: str = TelemetrySettings.telemetry_key
+    # Secure aggregation (fairfl.secagg.config.SecAggSettings, which checks them).
+    secure_aggregation: str = SecAggSettings.secure_aggregation
+    secagg_num_shares: float = SecAggSettings.secagg_num_shares
+    secagg_reconstruction_threshold: float = SecAggSettings.secagg_reconstruction_threshold
+    secagg_clipping_range: float = SecAggSettings.secagg_clipping_range
+    secagg_quantization_range: int = SecAggSettings.secagg_quantization_range
+    secagg_max_weight: float = SecAggSettings.secagg_max_weight
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""
         TelemetrySettings(
             **{item.name: getattr(self, item.name) for item in fields(TelemetrySettings)}
         )
+        SecAggSettings(**{item.name: getattr(self, item.name) for item in fields(SecAggSettings)})
         try:
             check_dataset(self.dataset)
         except ValueError as error:
@@ -202,6 +211,13 @@ class RunSettings:
             self.group_samples_per_class,
             num_partitions=self.num_partitions if self.partitioner == "groups" else sum(sizes),
             num_classes=dataset_info(self.dataset).num_classes,
+        )
+
+    @property
+    def secagg(self) -> SecAggSettings:
+        """The secure-aggregation settings (checked: the error names the key)."""
+        return SecAggSettings(
+            **{item.name: getattr(self, item.name) for item in fields(SecAggSettings)}
         )
 
     @classmethod

@@ -56,11 +56,13 @@ from fairfl.data import ClientData, dataset_info, load_client_data
 from fairfl.data.sensitive import NUM_GROUPS
 from fairfl.logs import attach_flower_console
 from fairfl.models import FairModel, build_model
+from fairfl.secagg.client import secaggplus_mod
 from fairfl.settings import NodeSettings, RunSettings
 
 logger = logging.getLogger(__name__)
 
-app = ClientApp()
+# The SecAgg+ mod acts only on train messages that ask for secure aggregation.
+app = ClientApp(mods=[secaggplus_mod])
 
 #: Samples per forward pass of q-FedSGD's full-batch gradient (the sum is the same for
 #: any cut; this only bounds memory).

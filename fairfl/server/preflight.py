@@ -392,6 +392,7 @@ def check_run(
     """
     from fairfl.server.checkpoint import check_out_dir
     from fairfl.strategies.registry import STRATEGIES
+    from fairfl.strategies.secure import check_secure
 
     rule_keys = {name: spec.parameters for name, spec in STRATEGIES.items()}
     chosen = run_config.get("strategy")
@@ -400,6 +401,8 @@ def check_run(
     check_run_config_keys(run_config, rule_keys)
     settings = RunSettings.from_run_config(run_config)
     strategy = make_strategy(settings, run_config)
+    if settings.secagg.enabled:
+        check_secure(strategy)  # before anything waits: the rule's form, named if refused
     check_rule_not_inert(settings, run_config)
     check_extras(settings, local_clients=local_clients)
     if local_clients:

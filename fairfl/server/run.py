@@ -46,6 +46,7 @@ from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy
 from fairfl.strategies.identity import NO_REGISTRATION, grid_fingerprints
 from fairfl.strategies.records import TrainedNothingError, trained_nothing
+from fairfl.strategies.secure import secure_rounds
 from fairfl.telemetry.environment import environment
 from fairfl.telemetry.ledger import json_safe, seal_summary
 
@@ -442,9 +443,11 @@ def run_federation(
         }
     )
     remaining = settings.num_server_rounds - strategy.round_offset
+    # secagg+: the train rounds run SecAgg+ (the rule reads only the sum); else ``grid``.
+    rounds_grid = secure_rounds(strategy, grid, settings.secagg)
     try:
         result = strategy.start(
-            grid=grid,
+            grid=rounds_grid,
             initial_arrays=arrays,
             num_rounds=max(remaining, 0),
             timeout=settings.round_timeout,

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, client_key_order, keys, sorted_client_keys
 from fairfl.contract.activation import ACTIVATION_SOURCES, ActivationOptions
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.defences import cap_weights
 from fairfl.strategies.equitable_clusters import (
@@ -141,6 +142,10 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
     required_train_metrics: ClassVar[tuple[str, ...]] = (keys.ACTIVATION,)
     rule_name = "Equitable-FL"
     registry_name = "equitable"
+    #: The rule under SecAgg+ (issue #48; :mod:`fairfl.strategies.secure`).
+    secure_form = SecureForm.impossible(
+        "it clusters the clients by their activation vectors, which the server must read one by one"
+    )
     Parameters = EquitableParameters
     params: EquitableParameters
 

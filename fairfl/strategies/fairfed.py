@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import ModelLayout, ReplyError, TrainReply, keys, sorted_client_keys
 from fairfl.contract.sensitive import accuracy_of_counts, as_count_table, sum_counts
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.base import ConfigValue
@@ -89,6 +90,11 @@ class FairFed(LossRule):
 
     rule_name = "FairFed"
     registry_name = "fairfed"
+    #: The rule under SecAgg+ (issue #48; :mod:`fairfl.strategies.secure`).
+    secure_form = SecureForm.scalars_in_clear(
+        "ω_k comes from the group counts reported in the clear; the server sends each client "
+        "its ω_k (DecLearn's client-held ω_k would need a secure sum of the counts first)"
+    )
     needs_loss = False
     required_train_metrics = (keys.GROUP_COUNTS,)
     Parameters = FairFedParameters

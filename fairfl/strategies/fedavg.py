@@ -6,6 +6,7 @@ Malekmohammadi & Yu, Table 1 and Algorithm 1 with β = 0: ``w^{t+1} = Σ_i p_i w
 
 from __future__ import annotations
 
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 
 
@@ -20,6 +21,8 @@ class FedAvg(LossRule):
     needs_loss = False
     rule_name = "FedAvg"
     registry_name = "fedavg"
+    #: Under SecAgg+ (issue #48) each client masks n_k and Δ_k.
+    secure_form = SecureForm.one_round("num-examples", "the server sees n_k in the clear")
 
     def weights(self, round: TrainRound) -> Weights:
         """``p_i = n_i / Σ n_j`` (Malekmohammadi & Yu, Algorithm 1, line 5); no diagnostics."""

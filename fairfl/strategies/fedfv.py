@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply, sorted_client_keys
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies._ops.gram import GRAM_RTOL, float_mask, gram_matrix
@@ -128,6 +129,11 @@ class FedFV(FairStrategy):
     checks_array_values: ClassVar[bool] = True
     rule_name = "FedFV"
     registry_name = "fedfv"
+    #: The rule under SecAgg+ (issue #48; :mod:`fairfl.strategies.secure`).
+    secure_form = SecureForm.impossible(
+        "it projects each update onto the others it conflicts with, which needs each "
+        "client's update"
+    )
     Parameters = FedFVParameters
     params: FedFVParameters
 

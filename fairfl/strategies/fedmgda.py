@@ -32,6 +32,7 @@ from fairfl.contract import (
     TrainReply,
     keys,
 )
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies import intake
 from fairfl.strategies._ops.blas import openblas_kernel_advice
 from fairfl.strategies._ops.gram import (
@@ -230,6 +231,11 @@ class FedMGDAPlus(FairStrategy):
     checks_array_values: ClassVar[bool] = True
     rule_name = "FedMGDA+"
     registry_name = "fedmgda"
+    #: The rule under SecAgg+ (issue #48; :mod:`fairfl.strategies.secure`).
+    secure_form = SecureForm.impossible(
+        "its weights solve a QP over the Gram matrix of the normalised updates, which needs "
+        "each client's update"
+    )
     # RuleParameters: the variants below declare their own.
     Parameters: ClassVar[type[RuleParameters]] = FedMGDAParameters
     #: Settings a variant fixes instead of declaring (FedAvg-n: ε = 0).

@@ -42,6 +42,7 @@ from fairfl.contract import (
     keys,
 )
 from fairfl.contract.qffl import h_term
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies._ops.passes import delta_sums_and_squared_distances, max_abs
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
 from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
@@ -146,6 +147,8 @@ class QFFL(ReweightedStrategy):
     checks_array_values: ClassVar[bool] = True
     rule_name = "q-FFL"
     registry_name = "qffl"
+    #: Under SecAgg+ (issue #48) each client masks h_k and -Δ_k / h_k (Alg. 2, l. 6-8).
+    secure_form = SecureForm.one_round("qffl", "the server sees F_k, never ‖w^t - w̄_k‖")
     Parameters = QFFLParameters
     params: QFFLParameters
 

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fairfl.contract import TrainReply
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies.aggregation import reweighted_average_and_squared_norms
 from fairfl.strategies.base import Aggregate, FairStrategy, TrainRoundRecord
 from fairfl.strategies.defences import share_capped
@@ -117,6 +118,11 @@ class LossRule(ReweightedStrategy):
     """
 
     needs_loss: ClassVar[bool] = True
+    #: Under SecAgg+ (issue #48): λ is a function of the clear round, so the server sends
+    #: each client its λ_k and the client masks λ_k Δ_k (AFL, Δ-FL, GiFair inherit it).
+    secure_form = SecureForm.scalars_in_clear(
+        "λ comes from the losses and counts the clients send in the clear"
+    )
 
     @abstractmethod
     def weights(self, round: TrainRound) -> Weights:

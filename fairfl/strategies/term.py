@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies._checks import check_real, check_shares_and_losses
 from fairfl.strategies.params import RuleParameters, real
 from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
@@ -60,6 +61,8 @@ class TERM(LossRule):
 
     rule_name = "TERM"
     registry_name = "term"
+    #: Under SecAgg+ (issue #48) each client masks n_k e^{α(F_k - c)}, c the top reported loss.
+    secure_form = SecureForm.one_round("term", "the server sees F_k and n_k in the clear")
     Parameters = TERMParameters
     params: TERMParameters
 

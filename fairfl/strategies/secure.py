@@ -1,0 +1,323 @@
+"""A rule's server half under secure aggregation: :class:`SecureRounds`.
+
+With ``secure-aggregation = "secagg+"`` the rule never sees a client's arrays. Each round
+its reader screens the clients' clear train metrics (losses, counts: they travel in the
+clear), the rule's form (:class:`~fairfl.secagg.forms.SecureForm`, a class attribute
+``secure_form`` beside its parameters) says what each client masks, and the new model is
+``w^{t+1} = w^t + s · Σ_k a_k u_k / Σ_k a_k`` from the unmasked sum alone
+(:mod:`fairfl.secagg.forms`). The protocol is :mod:`fairfl.secagg.server`'s.
+
+A form is inherited only where the subclass changes nothing the aggregate depends on
+(:func:`secure_form_of`): a subclass that overrides its parent's aggregation must declare
+its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.exception import AggregationError
+
+from fairfl.contract import ModelLayout, TrainReply, array_view
+from fairfl.secagg import forms
+from fairfl.secagg.config import SecAggSettings
+from fairfl.secagg.forms import SecureForm
+from fairfl.secagg.protocol import quantisation_bound
+from fairfl.secagg.server import SecAggPlusDriver, SecureGrid, SecureSum
+from fairfl.strategies import intake
+from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.defences import share_capped
+from fairfl.strategies.records import TrainRoundRecord, app_metrics, global_model, round_metrics
+from fairfl.strategies.reweighted import LossRule
+
+__all__ = [
+    "SecureAggregationRefusedError",
+    "SecureRounds",
+    "check_secure",
+    "secure_form_of",
+    "secure_rounds",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The methods a one-round form's aggregate depends on: overriding one voids an inherited form.
+AGGREGATE_METHODS = ("aggregate", "aggregate_train", "lambdas", "weights", "read_train_replies")
+#: Those of a scalars-in-clear form: the screen calls the rule's own reader and weights.
+BROADCAST_METHODS = ("aggregate", "aggregate_train", "lambdas")
+#: A reply with no arrays: the screen reads the clear metrics against it.
+NO_ARRAYS = ModelLayout(keys=(), shapes=(), dtypes=())
+
+
+class SecureAggregationRefusedError(ValueError):
+    """The rule, or one of its settings, cannot run under secure aggregation."""
+
+
+def secure_form_of(rule: type[FairStrategy]) -> SecureForm | None:
+    """The form ``rule`` declares or inherits unchanged; ``None`` if it has none.
+
+    An ``impossible`` form is always inherited; a supported one only if no class between
+    ``rule`` and the declaring class overrides a method it depends on: any of
+    :data:`AGGREGATE_METHODS` for a one-round form (the clients compute the declared
+    weights), any of :data:`BROADCAST_METHODS` for a scalars-in-clear one (the server
+    computes them with the rule's own :meth:`weights` and reader).
+    """
+    for index, cls in enumerate(rule.__mro__):
+        form = cls.__dict__.get("secure_form")
+        if form is None:
+            continue
+        if not isinstance(form, SecureForm):
+            raise TypeError(f"{rule.__name__}.secure_form must be a SecureForm, got {form!r}")
+        methods = BROADCAST_METHODS if form.weight == "broadcast" else AGGREGATE_METHODS
+        overridden = any(
+            name in below.__dict__ for below in rule.__mro__[:index] for name in methods
+        )
+        return None if form.supported and overridden else form
+    return None
+
+
+def check_secure(strategy: FairStrategy) -> SecureForm:
+    """The rule's form if it runs under SecAgg+ with these settings.
+
+    Raises
+    ------
+    SecureAggregationRefusedError
+        Naming the rule and why: no declared form, a form that needs each update, or a
+        setting the clients' own weights cannot honour.
+    """
+    name = strategy.registry_name or type(strategy).__name__
+    form = secure_form_of(type(strategy))
+    if form is None:
+        raise SecureAggregationRefusedError(
+            f"strategy {name} cannot run with secure-aggregation=secagg+: it declares no "
+            "secure form (fairfl.secagg.forms.SecureForm)"
+        )
+    if not form.supported:
+        raise SecureAggregationRefusedError(
+            f"strategy {name} cannot run with secure-aggregation=secagg+ ({form.kind}): "
+            f"{form.reason}"
+        )
+    if form.weight == "broadcast" and not isinstance(strategy, LossRule):
+        raise SecureAggregationRefusedError(
+            f"strategy {name}'s scalars-in-clear form needs weights from the clear metrics "
+            "alone (a LossRule)"
+        )
+    if form.kind == "one-round":
+        # The clients weigh themselves: settings that change weights on the server cannot.
+        for key, on in (
+            ("max-client-share", strategy.max_client_share < 1),
+            ("sampling", strategy.client_sampling != "uniform"),
+            ("loss-clip-mad", strategy.loss_clip_mad > 0),
+        ):
+            if on:
+                raise SecureAggregationRefusedError(
+                    f"strategy {name} with secure-aggregation=secagg+: run config {key} "
+                    "changes weights on the server, and its clients compute their own"
+                )
+    return form
+
+
+class SecureRounds:
+    """The secure half of one strategy: it screens each round, then steps from the sum.
+
+    Building it checks the rule (:func:`check_secure`) and puts :meth:`aggregate_train` on
+    the strategy *instance* (Flower's ``Strategy.start`` calls ``self.aggregate_train``;
+    the class, and a clear run of it, are unchanged). :meth:`wrap` gives the Grid the
+    rounds go through.
+
+    Parameters
+    ----------
+    strategy : FairStrategy
+        The rule.
+    settings : SecAggSettings
+        The run's secure-aggregation settings (``secure-aggregation = "secagg+"``).
+    """
+
+    def __init__(self, strategy: FairStrategy, settings: SecAggSettings) -> None:
+        self.form = check_secure(strategy)
+        self.strategy = strategy
+        self.settings = settings
+        self.grid: SecureGrid | None = None
+        self.step_scale: dict[int, float] = {}  # s of each round (Σ λ of broadcast weights)
+        strategy.aggregate_train = self.aggregate_train  # type: ignore[method-assign]
+
+    def wrap(self, grid: Grid) -> SecureGrid:
+        """The Grid whose train rounds are secure (:class:`~fairfl.secagg.server.SecureGrid`)."""
+        strategy = self.strategy
+        keys = {
+            "arrays_key": strategy.arrayrecord_key,
+            "weight_key": strategy.weighted_by_key,
+            "loss_key": strategy.train_loss_key,
+        }
+        self.grid = SecureGrid(grid, SecAggPlusDriver(self.settings), self.client_parts, keys)
+        return self.grid
+
+    # ------------------------------------------------------------------ the screen
+    def client_parts(self, replies: list[Message]) -> dict[int, dict[str, Any]]:
+        """Read the clear setup replies as the rule does; each admitted client's part.
+
+        The round's record starts here (accepted, dropped, unanswered): a client the
+        reader drops is left out of the masking, so that nothing it sends enters the sum.
+        """
+        strategy = self.strategy
+        server_round = self._round_sent()
+        accepted, dropped = strategy.read_train_replies(server_round, replies, NO_ARRAYS)
+        accepted = strategy.sampled_replies(accepted)
+        unanswered = intake.unanswered("aggregate_train", replies, strategy.in_flight)
+        record = TrainRoundRecord.of(accepted, dropped, unanswered)
+        strategy.train_records[server_round] = record
+        record.diagnostics.update(strategy.client_keys.diagnostics)
+        strategy.state_updates.discard()
+        if not accepted:
+            return {}
+        parts, scale = self._parts(server_round, accepted)
+        self.step_scale[server_round] = scale
+        return {reply.node_id: part for reply, part in zip(accepted, parts, strict=True)}
+
+    def _round_sent(self) -> int:
+        """The round of the train messages in flight (their config's ``server-round``)."""
+        message = self.strategy.in_flight[0]
+        return int(message.content.config_records[self.strategy.configrecord_key]["server-round"])  # type: ignore[arg-type]
+
+    def _parts(
+        self, server_round: int, replies: list[TrainReply]
+    ) -> tuple[list[dict[str, Any]], float]:
+        """The client parts of the form, and the step scale s."""
+        strategy, weight = self.strategy, self.form.weight
+        max_weight = self.settings.secagg_max_weight
+        counts = np.array([r.num_examples for r in replies], dtype=np.float64)
+        if weight == "broadcast":
+            lam = np.asarray(strategy.lambdas(server_round, replies), dtype=np.float64)  # type: ignore[attr-defined]
+            capped = share_capped(lam, strategy.max_client_share)
+            lam = lam if capped is None else capped
+            strategy.train_records[server_round].weights = {
+                r.node_id: float(w) for r, w in zip(replies, lam, strict=True)
+            }
+            # A public scale puts the largest weight at a_max: the finest quantisation.
+            top = float(lam.max())
+            if not (top > 0 and bool(np.all(lam >= 0))):
+                raise AggregationError(
+                    f"secure aggregation: {strategy.rule_name}'s weights {lam} are not all >= 0 "
+                    "with one > 0, and only such weights can be masked"
+                )
+            part_of = [{forms.WEIGHT: float(w) * max_weight / top} for w in lam]
+            return [{forms.WEIGHT_KIND: weight, **p} for p in part_of], float(lam.sum())
+        # n_k are reported in the clear: scaling them so that the largest is a_max is public.
+        common: dict[str, Any] = {
+            forms.WEIGHT_KIND: weight,
+            forms.WEIGHT_SCALE: max_weight / float(counts.max()),
+        }
+        if weight == "qffl":
+            common[forms.WEIGHT_SCALE] = 1.0  # h_k depends on ‖Δ_k‖, which the server never sees
+            common[forms.QFFL_Q] = float(strategy.q)  # type: ignore[attr-defined]
+            common[forms.QFFL_LIPSCHITZ] = float(strategy.lipschitz)  # type: ignore[attr-defined]
+            common[forms.QFFL_BY_SIZE] = strategy.weighting == "p"  # type: ignore[attr-defined]
+        elif weight == "term":
+            common[forms.TERM_ALPHA] = float(strategy.params.alpha)  # type: ignore[attr-defined]
+            # c = max_k F_k(w^t): public (the losses are), and a_k <= n_k then.
+            common[forms.TERM_SHIFT] = float(strategy.losses_of(replies).max())
+        return [dict(common) for _ in replies], 1.0
+
+    # ------------------------------------------------------------- the aggregate
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """``w^t + s · mean`` from the round's unmasked sum; the clear replies' metrics.
+
+        ``replies`` are the clear replies of the clients in the sum (no arrays). A round
+        the protocol skipped (too few clients for the threshold) keeps the previous model
+        and is recorded as skipped; so is one whose new model is not usable.
+        """
+        strategy = self.strategy
+        server_round += strategy.round_offset
+        secure = None if self.grid is None else self.grid.last
+        record = strategy.train_records.get(server_round)
+        if secure is None or strategy.current_arrays is None:
+            raise AggregationError(
+                "secure aggregation: aggregate_train was called without a secure round; "
+                "send the train messages through SecureRounds.wrap(grid)"
+            )
+        assert self.grid is not None
+        self.grid.last = None
+        messages = list(replies)
+        if record is None:  # nobody answered the setup stage
+            record = TrainRoundRecord(unanswered=sorted(secure.lost))
+            strategy.train_records[server_round] = record
+        scale = self.step_scale.pop(server_round, 1.0)
+        self._record_lost(record, secure, scale)
+        deferred = strategy.state_updates
+        if secure.skipped is not None or secure.mean is None:
+            deferred.discard()
+            why = secure.skipped or "no sum"
+            record.skipped = f"secure aggregation: {why}"
+            record.diagnostics["skipped-aggregate"] = 1
+            logger.warning(
+                "aggregate_train: round %d skipped: secure aggregation: %s; keeping the "
+                "previous global model",
+                server_round,
+                why,
+            )
+            return None, None
+        layout = ModelLayout.of(strategy.current_arrays)
+        current = [array_view(a) for a in strategy.current_arrays.values()]
+        new_arrays = [
+            np.asarray(w, dtype=np.float64) + scale * m
+            for w, m in zip(current, secure.mean, strict=True)
+        ]
+        arrays, problem = global_model(layout, new_arrays, strategy.max_abs_weight)
+        if problem is None:
+            deferred.apply()
+        else:
+            record.skip(server_round, problem)
+        nodes = [int(m.metadata.src_node_id) for m in messages]
+        metrics = app_metrics(
+            "aggregate_train",
+            strategy.train_metrics_aggr_fn,
+            messages,
+            nodes,
+            strategy.weighted_by_key,
+        )
+        metrics.update(round_metrics(len(nodes), record))
+        return arrays, MetricRecord(metrics)
+
+    def _record_lost(self, record: TrainRoundRecord, secure: SecureSum, scale: float) -> None:
+        """The clients lost after the screen leave ``accepted``; the sum's diagnostics.
+
+        ``secagg-bound`` is the documented bound on each coordinate's quantisation error
+        (:func:`~fairfl.secagg.protocol.quantisation_bound`, times the step scale s).
+        """
+        in_sum = {int(m.metadata.src_node_id) for m in secure.replies}
+        record.accepted = [nid for nid in record.accepted if nid in in_sum]
+        for nid, stage in secure.lost.items():
+            if nid not in record.dropped and nid not in record.unanswered:
+                record.dropped[nid] = f"secure aggregation: lost at the {stage} stage"
+        settings = self.settings
+        record.diagnostics.update(
+            {
+                "secagg-clients": secure.num_clients,
+                "secagg-lost": len(secure.lost),
+                "secagg-weight-total": secure.weight_total,
+            }
+        )
+        if secure.weight_total > 0:
+            bound = quantisation_bound(
+                secure.num_clients, settings.secagg_clipping_range, secure.weight_total
+            )
+            record.diagnostics["secagg-bound"] = scale * bound
+
+
+def secure_rounds(strategy: FairStrategy, grid: Grid, settings: SecAggSettings) -> Grid:
+    """The Grid a run's rounds go through: ``grid``, or a secure one for ``secagg+``.
+
+    Raises
+    ------
+    SecureAggregationRefusedError
+        If the run asks for ``secagg+`` and the rule cannot run under it.
+    """
+    if not settings.enabled:
+        return grid
+    return SecureRounds(strategy, settings).wrap(grid)

@@ -1,0 +1,120 @@
+"""Each rule's form under secure aggregation, and the weight and payload a client masks."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+from flwr.server.workflow import SecAggPlusWorkflow
+
+from fairfl.secagg.config import MODULUS_RANGE, SecAggSettings
+from fairfl.secagg.forms import SecureForm, client_part
+from fairfl.strategies.registry import STRATEGIES
+from fairfl.strategies.secure import secure_form_of
+
+UPDATE = [np.array([0.1, -0.2])]  # Δ_k = w̄_k - w^t
+
+
+def test_num_examples_weight_is_the_scaled_count():
+    weight, payload = client_part(
+        {"weight-kind": "num-examples", "weight-scale": 0.5}, 10, None, UPDATE
+    )
+    assert weight == 5.0  # σ n_k = 0.5 · 10
+    np.testing.assert_array_equal(payload[0], UPDATE[0])
+
+
+def test_qffl_weight_is_h_and_payload_minus_delta_over_h():
+    # q = 1, L = 10, F = 0.5: Δw = L (w^t - w̄) = (-1, 2), ‖Δw‖² = 5,
+    # h = q F^{q-1} ‖Δw‖² + L F^q = 5 + 5 = 10, Δ^q = F^q Δw = (-0.5, 1),
+    # u = -Δ^q / h = (0.05, -0.1).
+    part = {"weight-kind": "qffl", "qffl-q": 1.0, "qffl-lipschitz": 10.0, "qffl-by-size": False}
+    weight, payload = client_part(part, 7, 0.5, UPDATE)
+    assert weight == pytest.approx(10.0)
+    np.testing.assert_allclose(payload[0], [0.05, -0.1])
+    # The "p" weighting: the weight is n_k h_k = 70, the payload the same.
+    weight, _ = client_part({**part, "qffl-by-size": True}, 7, 0.5, UPDATE)
+    assert weight == pytest.approx(70.0)
+
+
+def test_term_weight_is_tilted_by_the_public_shift():
+    # σ n_k e^{α (F_k - c)} = 2 · 10 · e^{0.5 (2 - 3)} = 20 e^{-0.5} = 12.1306
+    part = {"weight-kind": "term", "weight-scale": 2.0, "term-alpha": 0.5, "term-shift": 3.0}
+    weight, payload = client_part(part, 10, 2.0, UPDATE)
+    assert weight == pytest.approx(20 * math.exp(-0.5))
+    np.testing.assert_array_equal(payload[0], UPDATE[0])
+
+
+def test_broadcast_weight_is_the_servers():
+    weight, _ = client_part({"weight-kind": "broadcast", "weight": 7.5}, 10, None, UPDATE)
+    assert weight == 7.5
+
+
+def test_a_bad_part_is_refused():
+    with pytest.raises(ValueError, match="unknown client weight 'bogus'"):
+        client_part({"weight-kind": "bogus"}, 1, None, UPDATE)
+    with pytest.raises(ValueError, match="needs F_k"):
+        client_part({"weight-kind": "term", "term-alpha": 1.0, "term-shift": 0.0}, 1, None, UPDATE)
+    with pytest.raises(ValueError, match=r"weight is -1\.0"):
+        client_part({"weight-kind": "broadcast", "weight": -1.0}, 1, None, UPDATE)
+
+
+@pytest.mark.parametrize(
+    ("rule", "kind", "weight"),
+    [
+        ("fedavg", "one-round", "num-examples"),
+        ("qffl", "one-round", "qffl"),
+        ("term", "one-round", "term"),
+        ("afl", "scalars-in-clear", "broadcast"),
+        ("deltafl", "scalars-in-clear", "broadcast"),
+        ("gifair", "scalars-in-clear", "broadcast"),
+        ("fairfed", "scalars-in-clear", "broadcast"),
+        ("fedmgda", "impossible", None),
+        ("fedfv", "impossible", None),
+        ("equitable", "impossible", None),
+    ],
+)
+def test_each_rule_declares_its_form(rule, kind, weight):
+    form = secure_form_of(STRATEGIES[rule].strategy)
+    assert form is not None and (form.kind, form.weight) == (kind, weight)
+    assert form.reason
+
+
+@pytest.mark.parametrize("rule", ["fedadam", "fedfa", "qfedsgd", "rcfl"])
+def test_rules_that_change_the_aggregation_inherit_no_form(rule):
+    # FedAdam overrides LossRule's aggregate; the others are not LossRules and declare none.
+    assert secure_form_of(STRATEGIES[rule].strategy) is None
+
+
+def test_a_form_names_its_weight_only_when_supported():
+    with pytest.raises(ValueError, match="needs a weight"):
+        SecureForm("one-round", "r")
+    with pytest.raises(ValueError, match="takes no weight"):
+        SecureForm("impossible", "r", "broadcast")
+
+
+def test_the_defaults_are_flowers():
+    defaults = inspect.signature(SecAggPlusWorkflow.__init__).parameters
+    settings = SecAggSettings()
+    assert settings.secure_aggregation == "none"
+    assert settings.secagg_max_weight == defaults["max_weight"].default
+    assert settings.secagg_clipping_range == defaults["clipping_range"].default
+    assert settings.secagg_quantization_range == defaults["quantization_range"].default
+    assert defaults["modulus_range"].default == MODULUS_RANGE
+
+
+@pytest.mark.parametrize(
+    ("shares", "threshold", "sampled", "expected"),
+    [
+        (3, 2, 10, (3, 2)),  # integers: as given
+        (4, 2, 10, (5, 2)),  # an even count below the sample: one more (odd ring)
+        (10, 2, 5, (5, 2)),  # more shares than clients: all of them
+        (0.5, 0.6, 10, (5, 3)),  # fractions: round(0.5·10) = 5, round(0.6·5) = 3
+        (1.0, 1.0, 4, (4, 4)),  # all clients, every share
+        (0.1, 0.5, 10, (10, 5)),  # round(0.1·10) = 1 is odd; at most 2: all ten
+    ],
+)
+def test_shares_and_threshold_of_a_round(shares, threshold, sampled, expected):
+    settings = SecAggSettings(secagg_num_shares=shares, secagg_reconstruction_threshold=threshold)
+    assert settings.shares_and_threshold(sampled) == expected

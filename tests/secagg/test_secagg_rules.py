@@ -1,0 +1,226 @@
+"""fairfl's rules under ``secure-aggregation = "secagg+"``, through the in-process runner.
+
+Each run trains the same clients from the same seed with and without secure aggregation,
+so the clients' updates are the same and the two global models differ only by the
+quantisation of the secure sum. The documented bound on one coordinate of one round's
+aggregate (fairfl.secagg.protocol.quantisation_bound, docs/site/howto/aggregate-securely.md)
+is ``n (2C + U) / Σ_k round(Q a_k / a_max)``, U <= C, computed here from C and the
+unmasked weight sum the round recorded (``secagg-weight-total``, the server's only view
+of the weights), times the rule's step scale (1: every rule here has weights summing
+to 1 or, for q-FFL, takes the quotient of the sums itself).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import Message
+
+from fairfl.secagg.protocol import RECORD, Stage
+from fairfl.server.preflight import check_run
+from fairfl.simulation import run_inprocess
+from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.secure import SecureAggregationRefusedError, SecureRounds
+
+C = 8.0  # secagg-clipping-range's default
+BASE = {"num-partitions": 5, "num-server-rounds": 1, "local-epochs": 1, "seed": 3}
+ADULT = {"dataset": "adult-synthetic", "model": "logreg", "dirichlet-alpha": 0.5}
+RULES = {
+    "fedavg": {},
+    "qffl": {},
+    "term": {},
+    "afl": {},
+    "fairfed": ADULT,
+}
+
+
+def _config(tmp_path: Path, name: str, **extra) -> dict:
+    return {**BASE, "out-dir": str(tmp_path / name), **extra}
+
+
+def _largest_gap(a, b) -> float:
+    return max(
+        float(np.abs(x.numpy() - y.numpy()).max())
+        for x, y in zip(a.values(), b.values(), strict=True)
+    )
+
+
+def _float32_slack(arrays) -> float:
+    """Two float32 roundings of the same float64 value differ by at most one spacing."""
+    return max(float(np.spacing(np.abs(a.numpy()).max())) for a in arrays.values())
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_secure_model_equals_the_clear_one_within_the_quantisation_bound(tmp_path, rule):
+    config = {"strategy": rule, **RULES[rule]}
+    clear = run_inprocess(_config(tmp_path, "clear", **config))
+    secure = run_inprocess(
+        _config(tmp_path, "secure", **config, **{"secure-aggregation": "secagg+"})
+    )
+    diagnostics = secure.strategy.train_records[1].diagnostics
+    n, weight_total = diagnostics["secagg-clients"], diagnostics["secagg-weight-total"]
+    assert n == 5 and weight_total > 0
+    bound = n * (2 * C + C) / weight_total
+    assert diagnostics["secagg-bound"] == pytest.approx(bound)
+    assert _largest_gap(clear.arrays, secure.arrays) <= bound + _float32_slack(clear.arrays)
+    # The secure run's round is the clear one's: same clients, no drop.
+    assert secure.strategy.train_records[1].accepted == clear.strategy.train_records[1].accepted
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
+    """Every reply the server gets, and everything the rule's code is handed, has no arrays."""
+    wire: list[Message] = []  # every reply to a secure-aggregation message, as it arrives
+    handed: list[object] = []  # every argument fairfl's strategy code is called with
+
+    def record_wire(instruction: Message, reply: Message) -> Message:
+        if RECORD in instruction.content.config_records:
+            wire.append(reply)
+        return reply
+
+    def spy(cls, name):
+        original = getattr(cls, name)
+
+        def wrapped(self, *args, **kwargs):
+            handed.extend(args)
+            handed.extend(kwargs.values())
+            return original(self, *args, **kwargs)
+
+        return wrapped
+
+    for name in ("read_train_replies", "sampled_replies", "value_errors"):
+        monkeypatch.setattr(FairStrategy, name, spy(FairStrategy, name))
+    monkeypatch.setattr(SecureRounds, "aggregate_train", spy(SecureRounds, "aggregate_train"))
+    aggregated = []
+    built = check_run({"strategy": rule, "out-dir": str(tmp_path / "x")}, local_clients=False)
+    for cls in type(built.strategy).__mro__:
+        # Only where a class defines it: a new entry lower down would void the rule's form.
+        if "aggregate" in cls.__dict__:
+            monkeypatch.setattr(cls, "aggregate", lambda self, *a: aggregated.append(a))
+    config = _config(
+        tmp_path, "secure", strategy=rule, **RULES[rule], **{"secure-aggregation": "secagg+"}
+    )
+    run_inprocess(config, reply_filter=record_wire)
+
+    assert aggregated == []  # the clear path, which reads each update, never ran
+    stages = [m.content.config_records[RECORD] for m in wire if RECORD in m.content.config_records]
+    assert sum("masked_params" in s for s in stages) == 5  # only masked vectors came in
+    for reply in wire:
+        assert all(len(record) == 0 for record in reply.content.array_records.values())
+    messages = [x for x in _flatten(handed) if isinstance(x, Message)]
+    replies = [x for x in _flatten(handed) if hasattr(x, "arrays") and hasattr(x, "node_id")]
+    assert len(messages) >= 5 and len(replies) >= 5
+    for message in messages:
+        assert all(len(record) == 0 for record in message.content.array_records.values())
+    for reply in replies:
+        assert reply.arrays == []
+
+
+def _flatten(values):
+    for value in values:
+        if isinstance(value, list | tuple):
+            yield from _flatten(value)
+        else:
+            yield value
+
+
+def _silent_at(stage: str, nodes: set[int], rounds: set[int]):
+    """``nodes`` (node ids) go silent at ``stage`` in ``rounds`` (train-config server-round)."""
+    state = {"round": 0}
+
+    def reply_filter(instruction: Message, reply: Message) -> Message | None:
+        record = instruction.content.config_records.get(RECORD)
+        if record is None:
+            return reply
+        if record["stage"] == Stage.SETUP:
+            state["round"] = int(instruction.content.config_records["config"]["server-round"])
+        node = instruction.metadata.dst_node_id
+        if record["stage"] == stage and node in nodes and state["round"] in rounds:
+            return None
+        return reply
+
+    return reply_filter
+
+
+SHARES = {"secagg-num-shares": 5, "secagg-reconstruction-threshold": 3}
+
+
+def test_drops_within_the_threshold_give_the_clear_round_of_the_survivors(tmp_path):
+    # Two of five clients (node ids 1004, 1005) go silent after sharing their keys; the
+    # clear run of the same round without them is FedAvg over the three others.
+    gone = {1004, 1005}
+    secure = run_inprocess(
+        _config(tmp_path, "secure", **SHARES, **{"secure-aggregation": "secagg+"}),
+        reply_filter=_silent_at(Stage.COLLECT_MASKED_VECTORS, gone, {1}),
+    )
+    clear = run_inprocess(
+        _config(tmp_path, "clear"),
+        reply_filter=lambda i, r: (
+            None if i.metadata.dst_node_id in gone and i.metadata.message_type == "train" else r
+        ),
+    )
+    record = secure.strategy.train_records[1]
+    assert record.accepted == [1001, 1002, 1003]
+    assert set(record.dropped) == gone
+    diagnostics = record.diagnostics
+    bound = diagnostics["secagg-clients"] * 3 * C / diagnostics["secagg-weight-total"]
+    assert diagnostics["secagg-clients"] == 3
+    assert _largest_gap(clear.arrays, secure.arrays) <= bound + _float32_slack(clear.arrays)
+
+
+def test_drops_beyond_the_threshold_skip_the_round_and_the_run_goes_on(tmp_path):
+    # Three of five silent at the collect stage of round 1: each client keeps 2 live
+    # neighbours, below the threshold 3. Round 1 keeps the initial model, round 2 trains.
+    out = tmp_path / "secure"
+    outcome = run_inprocess(
+        {
+            **_config(tmp_path, "secure", **SHARES, **{"secure-aggregation": "secagg+"}),
+            "num-server-rounds": 2,
+            "max-failed-rounds": 1,
+        },
+        reply_filter=_silent_at(Stage.COLLECT_MASKED_VECTORS, {1003, 1004, 1005}, {1}),
+    )
+    first, second = outcome.strategy.train_records[1], outcome.strategy.train_records[2]
+    assert first.skipped is not None and "reconstruction threshold 3" in first.skipped
+    assert second.skipped is None and second.diagnostics["secagg-clients"] == 5
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["config"]["secure-aggregation"] == "secagg+"
+
+
+@pytest.mark.parametrize("rule", ["fedmgda", "fedfv", "equitable"])
+def test_rules_that_read_each_update_are_refused_at_start(tmp_path, rule):
+    config = {"strategy": rule, "secure-aggregation": "secagg+", "out-dir": str(tmp_path)}
+    with pytest.raises(SecureAggregationRefusedError, match=f"strategy {rule} cannot run"):
+        check_run(config, local_clients=False)
+
+
+def test_fedmgda_under_secagg_exits_2_with_one_line(tmp_path, capsys):
+    from fairfl.cli import main
+
+    code = main(
+        ["run", "-c", "strategy=fedmgda", "secure-aggregation=secagg+", f"out-dir={tmp_path}"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "fedmgda" in err[0] and "Gram matrix" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("secure-aggregation", "secagg"),
+        ("secagg-num-shares", 2),
+        ("secagg-reconstruction-threshold", 0),
+        ("secagg-clipping-range", -1.0),
+        ("secagg-quantization-range", 1),
+        ("secagg-max-weight", math.inf),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_its_key(tmp_path, key, value):
+    with pytest.raises(ValueError, match=f"run config {key} "):
+        check_run({key: value, "out-dir": str(tmp_path)}, local_clients=False)
