@@ -174,21 +174,21 @@ def test_drops_within_the_threshold_give_the_clear_round_of_the_survivors(tmp_pa
 
 def test_drops_beyond_the_threshold_skip_the_round_and_the_run_goes_on(tmp_path):
     # Three of five silent at the collect stage of round 1: each client keeps 2 live
-    # neighbours, below the threshold 3. Round 1 keeps the initial model, round 2 trains.
+    # neighbours, below the threshold 3. Round 1 keeps the initial model (skipped, not
+    # failed: the run completes), round 2 trains.
     out = tmp_path / "secure"
+    config = _config(tmp_path, "secure", **SHARES, **{"secure-aggregation": "secagg+"})
     outcome = run_inprocess(
-        {
-            **_config(tmp_path, "secure", **SHARES, **{"secure-aggregation": "secagg+"}),
-            "num-server-rounds": 2,
-            "max-failed-rounds": 1,
-        },
+        {**config, "num-server-rounds": 2},
         reply_filter=_silent_at(Stage.COLLECT_MASKED_VECTORS, {1003, 1004, 1005}, {1}),
     )
     first, second = outcome.strategy.train_records[1], outcome.strategy.train_records[2]
     assert first.skipped is not None and "reconstruction threshold 3" in first.skipped
+    assert {1003, 1004, 1005} <= set(first.dropped)
     assert second.skipped is None and second.diagnostics["secagg-clients"] == 5
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed"
+    assert "reconstruction threshold 3" in summary["skipped_rounds"]["1"]
     assert summary["config"]["secure-aggregation"] == "secagg+"
 
 

@@ -104,6 +104,24 @@ def client_reports(strategy: type) -> list[str]:
     return reports
 
 
+def secure_aggregation(strategy: type) -> str:
+    """What ``secure-aggregation = "secagg+"`` does with ``strategy``: its declared form."""
+    from fairfl.strategies.secure import secure_form_of
+
+    form = secure_form_of(strategy)
+    page, key = "{doc}`/howto/aggregate-securely`", '`secure-aggregation = "secagg+"`'
+    if form is None:
+        return f"{key} refuses it at start: it declares no form ({page})."
+    if not form.supported:
+        return f"{key} refuses it at start ({form.kind}): {form.reason}."
+    return (
+        f"{key} runs it ({form.kind}, the client masks its "
+        f"`{form.weight}` weight and update): {form.reason}. The server still sees every "
+        "reported metric in the clear (losses, `num-examples`, group counts, evaluation "
+        f"losses and accuracies); {page} gives the threat model."
+    )
+
+
 def parameter_specs(strategy: type) -> dict[str, Any]:
     """The :class:`~fairfl.strategies.params.Spec` of each run-config key of the rule."""
     from dataclasses import fields
@@ -174,6 +192,7 @@ def rule_page(name: str, spec: Any, results: dict[str, str]) -> str:
         lines += ["$$", equation, "$$", ""]
     lines += ["## What clients must report", ""]
     lines += [f"- {item}" for item in client_reports(strategy)]
+    lines += ["", "## Under secure aggregation", "", secure_aggregation(strategy)]
     lines += ["", "## Run-config keys", ""]
     if spec.parameters:
         lines += [
