@@ -210,7 +210,8 @@ class SecAggPlusDriver:
             len(sampled),
             state.lost or "none",
         )
-        return SecureSum(replies, mean, weight_total, dict(state.lost))
+        lost = {nid: why for nid, why in state.lost.items() if nid not in in_sum}
+        return SecureSum(replies, mean, weight_total, lost)
 
     def _skipped(self, state: _Round, why: str, setup: Mapping[int, Message]) -> SecureSum:
         logger.warning("secure aggregation: round skipped: %s", why)
@@ -250,8 +251,7 @@ class SecAggPlusDriver:
         for reply in grid.send_and_receive(messages, timeout=timeout):
             nid = int(reply.metadata.src_node_id)
             if reply.has_error():
-                reason = (reply.error.reason or "").strip().splitlines() or ["no reason"]
-                state.lost[nid] = f"{Stage.SETUP} (error: {reason[-1]})"
+                state.lost[nid] = f"{Stage.SETUP} (error: {_last_line(reply)})"
                 continue
             problem = _setup_problem(reply)
             if problem is not None:
@@ -270,9 +270,18 @@ class SecAggPlusDriver:
         return replies
 
     def _send(
-        self, grid: Grid, state: _Round, contents: Mapping[int, RecordDict], timeout: float | None
+        self,
+        grid: Grid,
+        state: _Round,
+        stage: str,
+        contents: Mapping[int, RecordDict],
+        timeout: float | None,
     ) -> dict[int, ConfigRecord]:
-        """Send each node its content; the protocol record of every good answer by node."""
+        """Send each node its content; the protocol record of every good answer by node.
+
+        A node whose ClientApp raised (a weight above ``max_weight``, shares that do not
+        check out) is recorded as lost at ``stage`` with the error's last line.
+        """
         messages = [
             Message(
                 content=content,
@@ -285,7 +294,11 @@ class SecAggPlusDriver:
         answers: dict[int, ConfigRecord] = {}
         for reply in grid.send_and_receive(messages, timeout=timeout):
             nid = int(reply.metadata.src_node_id)
-            if not reply.has_error() and RECORD in reply.content.config_records:
+            if nid not in contents:
+                continue
+            if reply.has_error():
+                state.lost[nid] = f"{stage} (error: {_last_line(reply)})"
+            elif RECORD in reply.content.config_records:
                 answers[nid] = reply.content.config_records[RECORD]
         return answers
 
@@ -298,7 +311,7 @@ class SecAggPlusDriver:
             )
             record[Key.STAGE] = Stage.SHARE_KEYS
             contents[nid] = RecordDict({RECORD: record})
-        answers = self._send(grid, state, contents, timeout)
+        answers = self._send(grid, state, Stage.SHARE_KEYS, contents, timeout)
         state.keep(Stage.SHARE_KEYS, answers)
         state.share_holders = set(state.active)
         state.forward = {nid: ([], []) for nid in state.active}
@@ -330,7 +343,7 @@ class SecAggPlusDriver:
             )
             part = ConfigRecord(dict(parts[nid]))
             contents[nid] = RecordDict({RECORD: record, CLIENT_PART: part})
-        answers = self._send(grid, state, contents, timeout)
+        answers = self._send(grid, state, Stage.COLLECT_MASKED_VECTORS, contents, timeout)
         state.forward = {}
         total: list[NDArray[Any]] | None = None
         for record in answers.values():
@@ -360,7 +373,7 @@ class SecAggPlusDriver:
                 }
             )
             contents[nid] = RecordDict({RECORD: record})
-        answers = self._send(grid, state, contents, timeout)
+        answers = self._send(grid, state, Stage.UNMASK, contents, timeout)
         collected: dict[int, list[bytes]] = {nid: [] for nid in in_sum | dead}
         for record in answers.values():
             owners = cast(list[int], record[Key.NODE_ID_LIST])
@@ -395,6 +408,12 @@ class SecAggPlusDriver:
                 else:
                     total = parameters_addition(total, mask)
         return parameters_mod(total, MODULUS_RANGE)
+
+
+def _last_line(reply: Message) -> str:
+    """The last line of an error reply's reason (a traceback's: the exception)."""
+    lines = (reply.error.reason or "").strip().splitlines()
+    return lines[-1] if lines else "no reason given"
 
 
 def _setup_problem(reply: Message) -> str | None:

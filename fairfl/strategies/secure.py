@@ -293,7 +293,7 @@ class SecureRounds:
         in_sum = {int(m.metadata.src_node_id) for m in secure.replies}
         record.accepted = [nid for nid in record.accepted if nid in in_sum]
         for nid, stage in secure.lost.items():
-            if nid not in record.dropped and nid not in record.unanswered:
+            if nid not in in_sum and nid not in record.dropped and nid not in record.unanswered:
                 record.dropped[nid] = f"secure aggregation: lost at the {stage} stage"
         settings = self.settings
         record.diagnostics.update(

@@ -196,6 +196,7 @@ def test_a_weight_above_max_weight_is_refused_by_the_client():
     result = _run(settings)
     assert result.skipped is None
     assert Stage.COLLECT_MASKED_VECTORS in result.lost[5]
+    assert "exceeds secagg-max-weight (45)" in result.lost[5]
     assert sorted(int(r.metadata.src_node_id) for r in result.replies) == [1, 2, 3, 4]
     mean = result.mean[0]
     assert np.abs(mean - 0.03).max() <= 4 * 3 * C / result.weight_total
