@@ -640,6 +640,13 @@ def drop_rows(run: RunFollower, limit: int = 50) -> list[tuple[int, str, str, st
     return sorted(rows + skipped + flagged + failed + silenced, key=lambda row: -row[0])[:limit]
 
 
+def secure_aggregation_fact(mode: str) -> str:
+    """How a run aggregated, for its facts: in the clear, or securely (``secure-aggregation``)."""
+    if mode == "none":
+        return "in the clear: the server read each client's update"
+    return f"secure ({mode}): the server read only the sum of the clients' updates"
+
+
 def run_facts(run: RunFollower, manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Tables for the page: the run, its config, the rule's settings, hardware/device.
 
@@ -656,6 +663,8 @@ def run_facts(run: RunFollower, manifest: Mapping[str, Any] | None) -> dict[str,
         "last round": last.round if last else "-",
         "planned rounds": run.config.get("num-server-rounds", "-"),
         "rule": summary.get("strategy") or run.config.get("strategy", "-"),
+        # Issue #48: whether the server read each client's update or only their sum.
+        "aggregation": secure_aggregation_fact(str(run.config.get("secure-aggregation", "none"))),
     }
     if last is not None and last.wall_time is not None:
         facts["wall time (s)"] = round(last.wall_time, 1)
