@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
+from dataclasses import fields, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,14 +40,7 @@ from fairfl.strategies.errors import FAIR_TRAIN, RejectedReplies
 # Importable from here as before the split; documented once, in fairfl.strategies.
 from fairfl.strategies.errors import MissingMetricError as MissingMetricError
 from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
-from fairfl.strategies.options import (
-    ConstructorSignature,
-    StrategyOptions,
-    current_options,
-    log_summary,
-    rule_settings,
-    sampling_keywords,
-)
+from fairfl.strategies.options import ConstructorSignature, StrategyOptions, rule_settings
 from fairfl.strategies.params import NoParameters, RuleParameters
 from fairfl.strategies.records import (
     CLIENT_REPORT_KEYS,
@@ -438,3 +432,49 @@ class FairStrategy(FlowerFedAvg):
         )
         metrics.update(evaluation_metrics(results, len(read_round.dropped)))
         return MetricRecord(metrics)
+
+
+def sampling_keywords(strategy: FairStrategy, train: bool) -> dict[str, Any]:
+    """The sampling keywords of :func:`~fairfl.strategies.sampling.sampled_messages`.
+
+    ``train``: the training phase's fraction and minimum, else evaluation's. Read from
+    the strategy when it samples, not from its :class:`StrategyOptions`: the ServerApp
+    sets ``min_available_nodes`` once it knows the federation's size (a simulation with
+    fewer SuperNodes than ``num-partitions``), after the strategy was built.
+    """
+    return {
+        "fraction": strategy.fraction_train if train else strategy.fraction_evaluate,
+        "min_nodes": strategy.min_train_nodes if train else strategy.min_evaluate_nodes,
+        "min_available_nodes": strategy.min_available_nodes,
+        "arrayrecord_key": strategy.arrayrecord_key,
+        "configrecord_key": strategy.configrecord_key,
+    }
+
+
+def current_options(strategy: FairStrategy) -> StrategyOptions:
+    """The strategy's options as its attributes hold them now, checked again if changed.
+
+    Every option is also an attribute (``strategy.max_loss``), as in Flower's FedAvg, and
+    code that holds a strategy may set one after building it (the ServerApp sets
+    ``min_available_nodes``; a Flower user may set ``max_loss``). Reply intake reads this,
+    so such a change is used from the next round on, and a bad value is refused naming
+    its field, as the constructor would (``max_loss must be > 0, got -1.0``).
+    """
+    options = strategy.options
+    live = {f.name: getattr(strategy, f.name) for f in fields(options) if hasattr(strategy, f.name)}
+    if any(value != getattr(options, name) for name, value in live.items()):
+        options = strategy.options = replace(options, **live)
+    return options
+
+
+def log_summary(logger: logging.Logger, strategy: FairStrategy) -> None:
+    """Log a rule's settings and fairfl's (``summary()``, before Flower's own lines)."""
+    logger.info("\t├──> %s settings:", strategy.rule_name)
+    for name, value in strategy.settings().items():
+        logger.info("\t│\t├── %s: %s", name, value)
+    for name in ("max_abs_weight", "max_loss", "loss_clip_mad", "max_client_share"):
+        logger.info("\t│\t├── %s: %s", name, getattr(strategy, name))
+    logger.info("\t│\t├── evaluate_every: %s", strategy.evaluate_every)
+    logger.info("\t│\t├── train_loss_key: '%s'", strategy.train_loss_key)
+    logger.info("\t│\t├── allow_missing_metrics: %s", strategy.allow_missing_metrics)
+    logger.info("\t│\t└── required train metrics: %s", list(strategy.required_metrics))

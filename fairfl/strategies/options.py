@@ -9,10 +9,9 @@ the rule's constructor signature (:func:`constructor_signature`).
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Protocol
 
 from fairfl.contract import keys
 from fairfl.contract.bounds import MAX_LOSS
@@ -21,8 +20,16 @@ from fairfl.strategies.params import RuleParameters, check_keywords, keyword_par
 from fairfl.strategies.records import MetricsAggregation, aggregate_app_metrics
 from fairfl.strategies.sampling import Sampling
 
-if TYPE_CHECKING:
-    from fairfl.strategies.base import FairStrategy
+
+class RuleClass(Protocol):
+    """What this module reads of a rule class: its hyperparameters' dataclass.
+
+    ``FairStrategy`` has it; a protocol, so that this module need not import the base
+    class, which imports it.
+    """
+
+    Parameters: ClassVar[type[RuleParameters]]
+
 
 #: The keywords :class:`flwr.serverapp.strategy.FedAvg` takes, passed on to it.
 FLOWER_KEYWORDS = (
@@ -238,7 +245,7 @@ class ConstructorSignature:
     keyword) gets ``None``, which tells ``inspect`` to read that ``__init__`` instead.
     """
 
-    def __get__(self, instance: object, owner: type[FairStrategy]) -> inspect.Signature | None:
+    def __get__(self, instance: object, owner: type[RuleClass]) -> inspect.Signature | None:
         own = list(inspect.signature(owner.__init__).parameters.values())[1:]  # after self
         if any(item.kind is not inspect.Parameter.VAR_KEYWORD for item in own):
             return None
@@ -246,7 +253,7 @@ class ConstructorSignature:
 
 
 def rule_settings(
-    rule: type[FairStrategy], keywords: Mapping[str, Any]
+    rule: type[RuleClass], keywords: Mapping[str, Any]
 ) -> tuple[RuleParameters, StrategyOptions]:
     """A rule's constructor keywords, checked: its hyperparameters and its options.
 
@@ -267,49 +274,3 @@ def rule_settings(
     check_keywords(rule.__name__, keywords, constructor_signature(rule.Parameters).parameters)
     ours, parameters = StrategyOptions.split(keywords)
     return rule.Parameters(**parameters), StrategyOptions(**ours)
-
-
-def sampling_keywords(strategy: FairStrategy, train: bool) -> dict[str, Any]:
-    """The sampling keywords of :func:`~fairfl.strategies.sampling.sampled_messages`.
-
-    ``train``: the training phase's fraction and minimum, else evaluation's. Read from
-    the strategy when it samples, not from its :class:`StrategyOptions`: the ServerApp
-    sets ``min_available_nodes`` once it knows the federation's size (a simulation with
-    fewer SuperNodes than ``num-partitions``), after the strategy was built.
-    """
-    return {
-        "fraction": strategy.fraction_train if train else strategy.fraction_evaluate,
-        "min_nodes": strategy.min_train_nodes if train else strategy.min_evaluate_nodes,
-        "min_available_nodes": strategy.min_available_nodes,
-        "arrayrecord_key": strategy.arrayrecord_key,
-        "configrecord_key": strategy.configrecord_key,
-    }
-
-
-def current_options(strategy: FairStrategy) -> StrategyOptions:
-    """The strategy's options as its attributes hold them now, checked again if changed.
-
-    Every option is also an attribute (``strategy.max_loss``), as in Flower's FedAvg, and
-    code that holds a strategy may set one after building it (the ServerApp sets
-    ``min_available_nodes``; a Flower user may set ``max_loss``). Reply intake reads this,
-    so such a change is used from the next round on, and a bad value is refused naming
-    its field, as the constructor would (``max_loss must be > 0, got -1.0``).
-    """
-    options = strategy.options
-    live = {f.name: getattr(strategy, f.name) for f in fields(options) if hasattr(strategy, f.name)}
-    if any(value != getattr(options, name) for name, value in live.items()):
-        options = strategy.options = replace(options, **live)
-    return options
-
-
-def log_summary(logger: logging.Logger, strategy: FairStrategy) -> None:
-    """Log a rule's settings and fairfl's (``summary()``, before Flower's own lines)."""
-    logger.info("\t├──> %s settings:", strategy.rule_name)
-    for name, value in strategy.settings().items():
-        logger.info("\t│\t├── %s: %s", name, value)
-    for name in ("max_abs_weight", "max_loss", "loss_clip_mad", "max_client_share"):
-        logger.info("\t│\t├── %s: %s", name, getattr(strategy, name))
-    logger.info("\t│\t├── evaluate_every: %s", strategy.evaluate_every)
-    logger.info("\t│\t├── train_loss_key: '%s'", strategy.train_loss_key)
-    logger.info("\t│\t├── allow_missing_metrics: %s", strategy.allow_missing_metrics)
-    logger.info("\t│\t└── required train metrics: %s", list(strategy.required_metrics))
