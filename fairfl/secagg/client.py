@@ -60,6 +60,7 @@ from fairfl.secagg.protocol import (
     Key,
     Stage,
     quantize_private,
+    vector_dtype,
 )
 
 __all__ = ["secaggplus_mod"]
@@ -71,6 +72,8 @@ STATE = "fairfl.secagg.state"
 #: Its update Δ_k and reported scalars, kept from setup to the collect stage.
 UPDATE = "fairfl.secagg.update"
 SCALARS = "fairfl.secagg.scalars"
+#: A weight this far (relative) above ``max_weight`` is a float rounding of it, not a breach.
+WEIGHT_RTOL = 1e-9
 
 
 def secaggplus_mod(msg: Message, ctxt: Context, call_next: ClientAppCallable) -> Message:
@@ -238,13 +241,15 @@ def _collect_masked_vectors(
         None if loss is None else float(cast(float, loss)),
         update,
     )
-    if weight > state.max_weight:
+    # The server's public scale puts the largest weight at a_max, up to float rounding.
+    if weight > state.max_weight * (1 + WEIGHT_RTOL):
         raise ValueError(
             f"secure aggregation: this client's weight {weight:.6g} exceeds "
             f"secagg-max-weight ({state.max_weight:g}); raise secagg-max-weight"
         )
     quantization = state.target_range
-    weight_ratio = round(weight / state.max_weight * quantization)  # r̂_k Q, an integer
+    ratio = min(weight / state.max_weight, 1.0)
+    weight_ratio = round(ratio * quantization)  # r̂_k Q, an integer
     scaled = [p * (weight_ratio / quantization) for p in payload]
     quantized, clipped = quantize_private(
         scaled, state.clipping_range, quantization, np.random.default_rng()
@@ -273,7 +278,9 @@ def _collect_masked_vectors(
             vector = parameters_subtraction(vector, mask)
     vector = parameters_mod(vector, state.mod_range)
     del ctxt.state.array_records[UPDATE]  # the update leaves the client only masked
-    return {Key.MASKED_PARAMETERS: [ndarray_to_bytes(a) for a in vector]}
+    # Residues mod 2^32 fit 4 bytes: half of the int64 Flower's masks come in.
+    wire = vector_dtype(state.mod_range)
+    return {Key.MASKED_PARAMETERS: [ndarray_to_bytes(a.astype(wire)) for a in vector]}
 
 
 def _unmask(state: SecAggPlusState, config: ConfigRecord) -> dict[str, Any]:

@@ -42,6 +42,11 @@ WEIGHT_KEY = "weight-key"
 LOSS_KEY = "loss-key"
 
 
+def vector_dtype(modulus: int) -> type[np.unsignedinteger[Any]]:
+    """The narrowest unsigned integer type of a masked vector's residues mod ``modulus``."""
+    return np.uint32 if modulus <= 2**32 else np.uint64
+
+
 def quantize_private(
     values: list[NDArray[np.float64]],
     clipping_range: float,

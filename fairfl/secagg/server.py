@@ -347,7 +347,9 @@ class SecAggPlusDriver:
         state.forward = {}
         total: list[NDArray[Any]] | None = None
         for record in answers.values():
-            vector = [bytes_to_ndarray(b) for b in cast(list[bytes], record[Key.MASKED_PARAMETERS])]
+            masked = cast(list[bytes], record[Key.MASKED_PARAMETERS])
+            # Residues travel as uint32; summed as int64, n of them stay far below 2^63.
+            vector = [bytes_to_ndarray(b).astype(np.int64) for b in masked]
             total = vector if total is None else parameters_addition(total, vector)
         state.keep(Stage.COLLECT_MASKED_VECTORS, answers)
         return None if total is None else parameters_mod(total, MODULUS_RANGE)

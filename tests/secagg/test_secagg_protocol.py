@@ -202,6 +202,31 @@ def test_a_weight_above_max_weight_is_refused_by_the_client():
     assert np.abs(mean - 0.03).max() <= 4 * 3 * C / result.weight_total
 
 
+def test_a_weight_scaled_to_max_weight_is_not_refused_for_its_rounding():
+    # The server's scale a_max / max n_k puts node 5 (n = 50) at a_max, but in floats
+    # (900.5 / 50) · 50 = 900.5000000000001 > 900.5: still accepted, at ratio 1.
+    max_weight = 900.5
+    assert (max_weight / 50) * 50 > max_weight
+    settings = SecAggSettings(
+        secure_aggregation="secagg+",
+        secagg_num_shares=5,
+        secagg_reconstruction_threshold=3,
+        secagg_clipping_range=C,
+        secagg_max_weight=max_weight,
+    )
+
+    def parts(replies):
+        part = {"weight-kind": "num-examples", "weight-scale": max_weight / 50}
+        return {int(r.metadata.src_node_id): part for r in replies}
+
+    result = _run(settings, parts=parts)
+    assert result.lost == {} and result.num_clients == 5
+    # Node k's ratio is k/5 (node 5's clamped to 1): Σ round(2^22 k / 5) over k = 1..5.
+    assert result.weight_total == sum(round(2**22 * k / 5) for k in NODES)
+    for mean in result.mean:
+        assert np.abs(mean - 0.01 * 55 / 15).max() <= 5 * 3 * C / result.weight_total
+
+
 def test_three_shares_threshold_two_a_ring_of_neighbours():
     # Flower's example setting: each node shares with itself and one node each side.
     result = _run(_settings(shares=3, threshold=2))
