@@ -24,6 +24,7 @@ distribution's code.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import pkgutil
@@ -222,6 +223,22 @@ def pairing(name: str, rules: Mapping[str, RuleSpec]) -> RuleSpec | None:
     return RuleSpec(name, with_ditto(rule.strategy, name), rule.source)
 
 
+def did_you_mean(name: object) -> str:
+    """``". Did you mean 'qffl'?"`` for a name close to a registered rule's, else ``""``.
+
+    A ``ditto+<rule>`` pairing is matched on its rule: ``ditto+qfl`` -> ``ditto+qffl``.
+    """
+    from fairfl.strategies.ditto import PAIRING_PREFIX
+
+    if not isinstance(name, str):
+        return ""
+    stem = name.removeprefix(PAIRING_PREFIX)
+    close = difflib.get_close_matches(stem, list(STRATEGIES), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    return f". Did you mean {name[: len(name) - len(stem)] + close[0]!r}?"
+
+
 #: Every rule, built-in and installed, by name.
 STRATEGIES: Rules = Rules()
 
@@ -254,6 +271,7 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
         raise ValueError(
             f"run config strategy must be one of {tuple(sorted(STRATEGIES))} or ditto+<rule> "
             f"for one of them that trains no personal model (ditto+qffl), got {name!r}"
+            + did_you_mean(name)
         )
     spec = STRATEGIES[name]
     kwargs = spec.strategy.Parameters.keywords(run_config)
