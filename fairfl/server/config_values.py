@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from fairfl.settings import RunSettings
@@ -43,6 +44,22 @@ def rule_keys(rule: str) -> dict[str, Any]:
 def all_keys() -> set[str]:
     """Every run-config key: the shared ones and every registered rule's."""
     return set(shared_keys()).union(*(spec.parameters for spec in STRATEGIES.values()))
+
+
+def keys_not_read(rule: str, given: Iterable[str]) -> list[str]:
+    """The keys of ``given`` that neither every run nor ``rule`` reads, in order.
+
+    Known keys of other rules (``ditto-lambda`` given to ``qffl``): the run would go on
+    and silently ignore them, so ``fairfl run`` warns (``--strict``: refuses). Unknown
+    keys are another error (:func:`all_keys`).
+
+    Raises
+    ------
+    ValueError
+        If the rule is not registered.
+    """
+    read = set(shared_keys()) | set(rule_keys(rule))
+    return [key for key in given if key not in read and key in all_keys()]
 
 
 def known_default(key: str) -> tuple[bool, Any]:
