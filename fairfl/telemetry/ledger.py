@@ -110,12 +110,17 @@ class LedgerReport:
         The first problem, naming the round: tampered, missing or truncated.
     round : int | None
         The round the problem is in (``None`` when ``ok``, or no round can be named).
+    summary_missing : bool
+        The chain holds but ``summary.json`` is absent: the run did not finish (stopped
+        or killed mid-run), or the summary was deleted. Nothing checks the chain's last
+        line then, so rounds cut off at the end would go unseen.
     """
 
     ok: bool
     rounds: int
     problem: str | None = None
     round: int | None = None
+    summary_missing: bool = False
 
 
 def ledger_file(out_dir: Path) -> Path:
@@ -228,34 +233,35 @@ def verify_ledger(out_dir: Path) -> LedgerReport:
             "newline (cut off mid-write or by hand)",
         )
     summary_path = out_dir / "summary.json"
-    if summary_path.exists():
-        try:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except ValueError:
-            return _fail(len(complete), None, f"{summary_path.name} is not valid JSON")
-        head = summary.get(SUMMARY_KEY) if isinstance(summary, dict) else None
-        if isinstance(head, dict):
-            lines = head.get("lines")
-            if isinstance(lines, int) and lines > len(complete):
-                first_missing = (previous_round or 0) + 1
-                return _fail(
-                    len(complete),
-                    first_missing,
-                    f"round {first_missing} is missing: {summary_path.name} records "
-                    f"{lines} lines, {path.name} has {len(complete)} (truncated)",
-                )
-            if head.get("head_sha256") != previous_hash:
-                return _fail(
-                    len(complete) - 1,
-                    previous_round,
-                    f"round {previous_round} was tampered with: the last line's SHA-256 "
-                    f"is not the head {summary_path.name} recorded",
-                )
-            if SEAL_KEY in head and head[SEAL_KEY] != summary_sha256(summary):
-                return _fail(
-                    len(complete),
-                    None,
-                    f"{summary_path.name} was edited after the run wrote it: its content "
-                    f"does not match the {SUMMARY_KEY}.{SEAL_KEY} it was sealed with",
-                )
+    if not summary_path.exists():
+        return LedgerReport(ok=True, rounds=len(complete), summary_missing=True)
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except ValueError:
+        return _fail(len(complete), None, f"{summary_path.name} is not valid JSON")
+    head = summary.get(SUMMARY_KEY) if isinstance(summary, dict) else None
+    if isinstance(head, dict):
+        lines = head.get("lines")
+        if isinstance(lines, int) and lines > len(complete):
+            first_missing = (previous_round or 0) + 1
+            return _fail(
+                len(complete),
+                first_missing,
+                f"round {first_missing} is missing: {summary_path.name} records "
+                f"{lines} lines, {path.name} has {len(complete)} (truncated)",
+            )
+        if head.get("head_sha256") != previous_hash:
+            return _fail(
+                len(complete) - 1,
+                previous_round,
+                f"round {previous_round} was tampered with: the last line's SHA-256 "
+                f"is not the head {summary_path.name} recorded",
+            )
+        if SEAL_KEY in head and head[SEAL_KEY] != summary_sha256(summary):
+            return _fail(
+                len(complete),
+                None,
+                f"{summary_path.name} was edited after the run wrote it: its content "
+                f"does not match the {SUMMARY_KEY}.{SEAL_KEY} it was sealed with",
+            )
     return LedgerReport(ok=True, rounds=len(complete))

@@ -143,3 +143,13 @@ def test_a_compressed_run_is_verified_from_its_gzipped_file(tmp_path, capsys):
     assert verify_ledger(tmp_path).ok
     assert fairfl_main(["verify", str(tmp_path)]) == 0
     assert "rounds.jsonl.gz: 3 rounds, chain intact" in capsys.readouterr().out
+
+
+def test_a_run_without_summary_is_intact_but_flagged_unfinished(tmp_path):
+    # A run stopped mid-way (or whose summary.json was deleted) has no head to check the
+    # chain's end against: the report says so instead of "intact" alone.
+    _write_run(tmp_path, rounds=3, summary=False)
+    report = verify_ledger(tmp_path)
+    assert report.ok and report.rounds == 3 and report.summary_missing
+    _write_run(tmp_path / "done", rounds=3)
+    assert not verify_ledger(tmp_path / "done").summary_missing
