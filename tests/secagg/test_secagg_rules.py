@@ -224,3 +224,34 @@ def test_fedmgda_under_secagg_exits_2_with_one_line(tmp_path, capsys):
 def test_a_bad_setting_is_refused_naming_its_key(tmp_path, key, value):
     with pytest.raises(ValueError, match=f"run config {key} "):
         check_run({key: value, "out-dir": str(tmp_path)}, local_clients=False)
+
+
+def test_fairfl_compare_takes_the_key(tmp_path):
+    from fairfl.cli import main
+
+    out = tmp_path / "cmp"
+    code = main(
+        [
+            "compare",
+            "--rules",
+            "fedavg",
+            "term",
+            "--seeds",
+            "0",
+            "--set",
+            "secure-aggregation=secagg+",
+            "num-partitions=3",
+            "num-server-rounds=1",
+            "local-epochs=1",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    for rule in ("fedavg", "term"):
+        run = out / "runs" / rule / "seed-0"
+        assert json.loads((run / "summary.json").read_text())["config"]["secure-aggregation"] == (
+            "secagg+"
+        )
+        (line,) = [json.loads(x) for x in (run / "rounds.jsonl").read_text().splitlines()]
+        assert line["train"]["diagnostics"]["secagg-clients"] == 3
