@@ -43,7 +43,7 @@ def test_compare_serves_the_dashboard_while_it_runs(tmp_path, monkeypatch, capsy
         after.append(dashboard_threads())
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "wait_for_interrupt", user_stops_it)
+    monkeypatch.setattr("fairfl.cli.dashboard.wait_for_interrupt", user_stops_it)
     argv = ["compare", "--rules", "fedavg", "--out", str(tmp_path), "--dashboard", "0"]
     assert cli.main(argv) == 0
     assert len(during[0]) == 1  # served while the comparison ran
