@@ -227,6 +227,7 @@ class RoundLog:
         train = self.strategy.train_records.get(server_round)
         entry: dict[str, Any] = {
             "run_id": self.run_id,
+            "strategy": self.strategy.rule_name,  # a line read alone still names its rule
             "round": server_round,
             "wall_time": time.perf_counter() - self.started,
             "clients": [_client_entry(r) for r in evaluations],

@@ -23,6 +23,10 @@ def test_three_rounds_improve_accuracy_and_write_results(tmp_path):
     assert sum(w["weight"] for w in weights) == pytest.approx(1.0)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["rounds"] == 3 and summary["strategy"] == "FedAvg"
+    # Self-describing results: each round line names its rule, the summary the source.
+    assert {line["strategy"] for line in lines} == {"FedAvg"}
+    revision = summary["environment"]["revision"]  # the tests run from a git checkout
+    assert len(revision["commit"]) == 40 and isinstance(revision["modified"], bool)
     assert summary["final_metrics"]["acc-mean"] == pytest.approx(last)
     assert set(summary["test_samples_per_client"]) == {"0", "1", "2", "3", "4"}
     saved = np.load(tmp_path / "final_model.npz")
