@@ -13,22 +13,20 @@ from fairfl.client.activation import (
     loader_activation,
     penultimate_layer,
 )
-from fairfl.client.adapter import (
-    TrainFn,
-    fair_evaluate,
-    fair_train,
-    loader_evaluate,
-    loader_gradient,
-    loader_mean_loss,
-    qffl_h_for_config,
-    sgd_problems,
-)
+from fairfl.client.adapter import TrainFn, fair_evaluate, fair_train, sgd_problems
 from fairfl.client.batches import BatchKeys, split_batch
 from fairfl.client.objectives import (
     LocalObjective,
     local_objective,
     objective_loss,
     propfair_loss,
+)
+from fairfl.client.passes import (
+    loader_evaluate,
+    loader_gradient,
+    loader_group_counts,
+    loader_mean_loss,
+    qffl_h_for_config,
 )
 from fairfl.client.rcfl import (
     RCFLLocalResult,
@@ -37,6 +35,7 @@ from fairfl.client.rcfl import (
     train_rcfl,
     train_rcfl_loader,
 )
+from fairfl.client.steps import CLIENT_STEPS, ArraySplit, ClientRound, ClientStep
 from fairfl.client.training import (
     LossFn,
     activation_vector,
@@ -50,8 +49,12 @@ from fairfl.contract.activation import ActivationOptions
 from fairfl.contract.qffl import qffl_h, write_gradient_reply
 
 __all__ = [
+    "CLIENT_STEPS",
     "ActivationOptions",
+    "ArraySplit",
     "BatchKeys",
+    "ClientRound",
+    "ClientStep",
     "LocalObjective",
     "LossFn",
     "RCFLLocalResult",
@@ -66,6 +69,7 @@ __all__ = [
     "loader_activation",
     "loader_evaluate",
     "loader_gradient",
+    "loader_group_counts",
     "loader_mean_loss",
     "local_objective",
     "mean_loss",

@@ -15,45 +15,38 @@ with the loss the rule wants minimised, and writes the reply of wire contract v1
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, cast
 
-import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from fairfl.client.activation import loader_activation
-from fairfl.client.batches import BatchKeys, split_batch
-from fairfl.client.ditto import (
-    anchor_of,
-    ditto_settings,
-    load_personal,
-    personal_batches_step,
-    save_personal,
-    state_record,
-)
+# Registers fairfl's own client steps, which run_round finds by their config keys.
+import fairfl.client.builtin_steps  # noqa: F401
+from fairfl.client.batches import BatchKeys
+from fairfl.client.ditto import load_personal
 from fairfl.client.objectives import objective_loss
-from fairfl.client.rcfl import rcfl_settings, train_rcfl_loader
-from fairfl.client.training import LossFn
-from fairfl.contract import keys, write_evaluate_reply, write_train_reply
-from fairfl.contract.activation import ActivationOptions
-from fairfl.contract.config import get_config_value
-from fairfl.contract.qffl import qffl_h, write_gradient_reply
-from fairfl.contract.sensitive import group_counts
-from fairfl.logs import attach_flower_console
 
-logger = logging.getLogger(__name__)
+# The passes lived here before the client steps; their old import path still works.
+from fairfl.client.passes import (
+    AttributeFn,
+    console_warning,
+    loader_evaluate,
+    loader_group_counts,
+)
+from fairfl.client.passes import loader_gradient as loader_gradient
+from fairfl.client.passes import loader_mean_loss as loader_mean_loss
+from fairfl.client.passes import qffl_h_for_config as qffl_h_for_config
+from fairfl.client.steps import ClientRound, MetricValue, run_round
+from fairfl.client.training import LossFn
+from fairfl.contract import keys, write_evaluate_reply
+from fairfl.contract.config import get_config_value
 
 #: ``train_fn(model, trainloader, loss_fn, config) -> train loss or None``.
 TrainFn = Callable[[nn.Module, Any, LossFn, ConfigRecord], float | Tensor | None]
-
-#: ``attribute_fn(batch) -> each sample's sensitive attribute`` (ints in [0, G)).
-AttributeFn = Callable[[Any], Any]
 
 
 def fair_train(
@@ -195,128 +188,34 @@ def fair_train(
     config = cast(ConfigRecord, message.content[keys.CONFIG])
     sent = cast(ArrayRecord, message.content[keys.ARRAYS])
     run_on = _load(model, sent, device)
-    # Ditto's personal step, once the reply is copied out of model (nothing in other rounds).
-    personal_step = partial(
-        _personal_step,
-        model,
-        trainloader,
-        loss_fn,
-        config,
-        sent,
-        context,
-        partition_id,
-        run_on,
-        batch_keys=batch_keys,
-    )
-    if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: no local training
-        gradient, loss, count = loader_gradient(model, trainloader, loss_fn, run_on, batch_keys)
-        reply = write_gradient_reply(
-            ArrayRecord({key: gradient[key] for key in sent}),
-            num_examples=count,
-            loss_before_training=loss,
-            partition_id=partition_id,
-        )
-        personal_step(restore=sent)
-        return reply
-    acc_before = None
-    if bool(config.get(keys.WANT_ACCURACY, False)):  # FedFa: the accuracy of the same pass
-        loss_before, acc_before, num_examples = loader_evaluate(
-            model, trainloader, loss_fn, run_on, batch_keys
-        )
-    else:
-        loss_before, num_examples = loader_mean_loss(
-            model, trainloader, loss_fn, run_on, batch_keys
-        )
-    counts_before = None
-    if bool(config.get(keys.WANT_GROUP_COUNTS, False)) and attribute_fn is not None:
-        counts_before = loader_group_counts(  # FairFed: of the received model
-            model, trainloader, attribute_fn, num_groups, run_on, batch_keys
-        )
-    activation = None
-    if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable FL, before local steps
-        vector = loader_activation(
-            model,
-            trainloader,
-            run_on,
-            ActivationOptions.from_config(config),
-            activation_layer=activation_layer,
-            batch_keys=batch_keys,
-        )
-        activation = None if vector is None else vector.tolist()
-    rcfl, rcfl_eta, train_loss, ignored = rcfl_settings(config), None, None, None
-    if rcfl is not None:  # RC-FL: κ joint steps in (ω, η) on the smoothed objective
-        result = train_rcfl_loader(
-            model,
-            trainloader,
-            loss_fn,
-            settings=rcfl,
-            lr=get_config_value(config, keys.LR, float),
-            device=run_on,
-            batch_keys=batch_keys,
-        )
-        rcfl_eta, train_loss = result.eta, result.loss_last
-    else:
+
+    def train_app(round_: ClientRound) -> dict[str, MetricValue]:
         train_loss, ignored = _train_app(model, trainloader, loss_fn, train_fn, config)
-    acc_after = None
-    if bool(config.get(keys.WANT_ACCURACY_AFTER_TRAINING, False)):  # FedFa, as its experiments
-        acc_after = loader_evaluate(model, trainloader, loss_fn, run_on, batch_keys)[1]
-    state = {key: value.detach().cpu() for key, value in model.state_dict().items()}
-    state = {key: state[key] for key in sent}  # the received order
-    h = qffl_h_for_config(config, loss_before, sent, state)
-    reply = write_train_reply(
-        ArrayRecord(state),
-        num_examples=num_examples,
-        train_loss=train_loss,
-        loss_before_training=loss_before,
-        acc_before_training=acc_before,
-        acc_after_training=acc_after,
-        partition_id=partition_id,
-        activation=activation,
-        qffl_h=h,
-        rcfl_eta=rcfl_eta,
-        objective_ignored=ignored,
-        group_counts=counts_before,
-    )
-    trained = cast(ArrayRecord, reply[keys.ARRAYS])
-    personal_step(restore=trained)
-    return reply
+        added: dict[str, MetricValue] = {}
+        if train_loss is not None:
+            added[keys.TRAIN_LOSS] = train_loss
+        if ignored is not None:
+            added[keys.OBJECTIVE_IGNORED] = int(ignored)
+        return added
 
-
-def _personal_step(
-    model: nn.Module,
-    trainloader: Iterable[Any],
-    loss_fn: LossFn,
-    config: ConfigRecord,
-    sent: ArrayRecord,
-    context: Context | None,
-    partition_id: int | None,
-    run_on: torch.device,
-    *,
-    restore: ArrayRecord,
-    batch_keys: BatchKeys | None,
-) -> None:
-    """In a Ditto round, the personal step on v_k (Algorithm 1, line 6); else nothing.
-
-    Called once the reply is copied out of ``model``, whatever the global rule asked
-    (trained weights, or q-FedSGD's gradient); ``model`` then holds ``restore`` again
-    (what fair_train's caller expects to find in it).
-    """
-    ditto = ditto_settings(config)
-    if ditto is None:
-        return
-    if context is None or partition_id is None:
-        _warn(
-            "fair_train: a Ditto round (%s) needs context= and partition_id= to keep "
-            "the personal model; the personal step was skipped",
-            keys.DITTO_LAMBDA,
+    # The rule's own steps (fairfl.client.builtin_steps, a plug-in's) by its config keys.
+    return run_round(
+        ClientRound(
+            model=model,
+            config=config,
+            sent=sent,
+            device=run_on,
+            loss_fn=loss_fn,
+            batches=trainloader,
+            batch_keys=batch_keys,
+            attribute_fn=attribute_fn,
+            num_groups=num_groups,
+            activation_layer=activation_layer,
+            context=context,
+            partition_id=partition_id,
+            train_fn=train_app,
         )
-        return
-    personal = load_personal(context, partition_id, sent)
-    model.load_state_dict(personal.to_torch_state_dict(), strict=True)
-    anchor = anchor_of(model, sent, run_on)
-    personal_batches_step(model, trainloader, loss_fn, anchor, ditto, run_on, batch_keys)
-    save_personal(context, partition_id, state_record(model, sent.keys()))
-    model.load_state_dict(restore.to_torch_state_dict(), strict=True)
+    )
 
 
 def _train_app(
@@ -350,7 +249,7 @@ def _train_app(
     if wrapped is not loss_fn:  # the rule sent a client objective
         ignored = calls[0] == 0
         if ignored:
-            _warn(
+            console_warning(
                 "fair_train: the rule sent a client objective (%s) but train_fn never "
                 "called the loss_fn it was handed, so it was not applied; train with "
                 "that loss_fn (its 3rd argument) instead of the app's own criterion",
@@ -358,7 +257,7 @@ def _train_app(
             )
     if keys.QFFL_Q in config and keys.LR in config:
         for problem in sgd_problems(optimizers, get_config_value(config, keys.LR, float)):
-            _warn(
+            console_warning(
                 "fair_train: q-FFL computes L = 1/lr for plain SGD at the config's lr, "
                 "but train_fn %s; train with torch.optim.SGD(params, lr=config['lr']) "
                 "(no momentum), or set the strategy's client_learning_rate to the "
@@ -442,184 +341,6 @@ def fair_evaluate(
     )
 
 
-def loader_mean_loss(
-    model: nn.Module,
-    batches: Iterable[Any],
-    loss_fn: LossFn,
-    device: torch.device,
-    batch_keys: BatchKeys | None = None,
-) -> tuple[float, int]:
-    """Mean of ``loss_fn`` over all samples of ``batches`` and their number.
-
-    Eval mode, no gradients; a batch of n_b samples counts with weight n_b (``loss_fn``
-    returns batch means).
-
-    Raises
-    ------
-    ValueError
-        If ``batches`` yields no sample.
-    """
-    loss, _, count = _loader_pass(model, batches, loss_fn, device, batch_keys, accuracy=False)
-    return loss, count
-
-
-def loader_gradient(
-    model: nn.Module,
-    batches: Iterable[Any],
-    loss_fn: LossFn,
-    device: torch.device,
-    batch_keys: BatchKeys | None = None,
-) -> tuple[dict[str, Tensor], float, int]:
-    """Full-batch gradient ∇F_k(w) and F_k(w) of ``model`` in one pass over ``batches``.
-
-    q-FedSGD's client step (Li et al. 2020, Algorithm 1, line 5). ``F_k`` is the mean of
-    ``loss_fn`` over all samples: each batch's mean loss is weighted by its size n_b, so
-    the gradient is that of the mean loss over the whole split however the batches are
-    cut. Eval mode (the loss F_k that the reply reports, without dropout), gradients
-    accumulated over the batches; the model's weights are not changed and its ``.grad``
-    fields are left empty.
-
-    Parameters
-    ----------
-    model : nn.Module
-        The received model w^t, on ``device``.
-    batches : Iterable
-        ``(inputs, targets)`` pairs or dict batches (tensors or arrays), iterated once.
-    loss_fn : Callable[[Tensor, Tensor], Tensor]
-        The **mean** loss of a batch.
-    device : torch.device
-        Where the batches are moved.
-    batch_keys : tuple[str, str] | None
-        A dict batch's ``(inputs, targets)`` keys (:func:`fairfl.client.batches.split_batch`).
-
-    Returns
-    -------
-    tuple[dict[str, Tensor], float, int]
-        The gradient per ``state_dict`` key (CPU, each entry's dtype; zeros for buffers
-        and parameters without a gradient), F_k(w) and the number of samples.
-
-    Raises
-    ------
-    ValueError
-        If ``batches`` yields no sample.
-    TypeError
-        If a batch is neither an ``(inputs, targets)`` pair nor a dict.
-    """
-    model.eval()
-    parameters = dict(model.named_parameters())
-    model.zero_grad(set_to_none=True)
-    total_loss, count = 0.0, 0
-    with torch.enable_grad():
-        for batch in batches:
-            inputs, targets = split_batch(batch, batch_keys)
-            inputs = torch.as_tensor(inputs).to(device)
-            targets = torch.as_tensor(targets).to(device)
-            size = len(targets)
-            loss = loss_fn(model(inputs), targets)
-            (loss * size).backward()
-            total_loss += float(loss.detach()) * size
-            count += size
-    if count == 0:
-        raise ValueError("the loader yielded no sample")
-    gradient: dict[str, Tensor] = {}
-    for key, value in model.state_dict().items():
-        parameter = parameters.get(key)
-        if parameter is None or parameter.grad is None:
-            gradient[key] = torch.zeros_like(value, device="cpu")
-        else:
-            gradient[key] = (parameter.grad.detach() / count).to(value.dtype).cpu()
-    model.zero_grad(set_to_none=True)
-    return gradient, total_loss / count, count
-
-
-def loader_evaluate(
-    model: nn.Module,
-    batches: Iterable[Any],
-    loss_fn: LossFn,
-    device: torch.device,
-    batch_keys: BatchKeys | None = None,
-) -> tuple[float, float, int]:
-    """Mean loss, accuracy (fraction, argmax over dim 1) and sample count of ``batches``.
-
-    Raises
-    ------
-    ValueError
-        If ``batches`` yields no sample.
-    """
-    return _loader_pass(model, batches, loss_fn, device, batch_keys, accuracy=True)
-
-
-@torch.no_grad()
-def loader_group_counts(
-    model: nn.Module,
-    batches: Iterable[Any],
-    attribute_fn: AttributeFn,
-    num_groups: int,
-    device: torch.device,
-    batch_keys: BatchKeys | None = None,
-) -> list[int]:
-    """``group-counts`` of ``model``'s argmax predictions over ``batches``.
-
-    Entry ``4 a + 2 y + ŷ`` counts the samples with attribute ``a`` (``attribute_fn`` of
-    their batch), label ``y`` and prediction ``ŷ``
-    (:func:`fairfl.contract.sensitive.group_counts`).
-
-    Raises
-    ------
-    ValueError
-        If ``batches`` yields no sample, an attribute is outside [0, ``num_groups``), a
-        label or prediction is not 0 or 1, or ``attribute_fn`` gives another number of
-        values than the batch has samples.
-    """
-    model.eval()
-    attributes: list[Any] = []
-    labels: list[Any] = []
-    predictions: list[Any] = []
-    for batch in batches:
-        inputs, targets = split_batch(batch, batch_keys)
-        values = torch.as_tensor(attribute_fn(batch)).reshape(-1).cpu()
-        if len(values) != len(targets):
-            raise ValueError(
-                f"attribute_fn gave {len(values)} attribute values for a batch of "
-                f"{len(targets)} samples"
-            )
-        outputs = model(torch.as_tensor(inputs).to(device))
-        attributes.append(values.numpy())
-        labels.append(torch.as_tensor(targets).reshape(-1).cpu().numpy())
-        predictions.append(outputs.argmax(dim=1).cpu().numpy())
-    if not labels:
-        raise ValueError("the loader yielded no sample")
-    return group_counts(
-        np.concatenate(attributes), np.concatenate(labels), np.concatenate(predictions), num_groups
-    )
-
-
-@torch.no_grad()
-def _loader_pass(
-    model: nn.Module,
-    batches: Iterable[Any],
-    loss_fn: LossFn,
-    device: torch.device,
-    batch_keys: BatchKeys | None,
-    *,
-    accuracy: bool,
-) -> tuple[float, float, int]:
-    model.eval()
-    total_loss, correct, count = 0.0, 0, 0
-    for batch in batches:
-        inputs, targets = split_batch(batch, batch_keys)
-        inputs = torch.as_tensor(inputs).to(device)
-        targets = torch.as_tensor(targets).to(device)
-        outputs = model(inputs)
-        total_loss += float(loss_fn(outputs, targets)) * len(targets)
-        count += len(targets)
-        if accuracy:
-            correct += int((outputs.argmax(dim=1) == targets).sum())
-    if count == 0:
-        raise ValueError("the loader yielded no sample")
-    return total_loss / count, correct / count, count
-
-
 def _load(model: nn.Module, arrays: ArrayRecord, device: torch.device | str | None) -> torch.device:
     """Load the received weights into ``model``, move it to ``device``; return that."""
     model.load_state_dict(arrays.to_torch_state_dict(), strict=True)
@@ -629,25 +350,6 @@ def _load(model: nn.Module, arrays: ArrayRecord, device: torch.device | str | No
     run_on = torch.device(device)
     model.to(run_on)
     return run_on
-
-
-def qffl_h_for_config(
-    config: ConfigRecord, loss_before: float, sent: ArrayRecord, state: Mapping[str, Tensor]
-) -> float | None:
-    """h_k for the reply's ``qffl-h`` when the round is a q-FFL one, else ``None``.
-
-    The paper's client protocol (002, Algorithm 2): q-FFL sends ``qffl-q`` every round.
-    ``sent`` is the received global model, ``state`` the trained one (CPU tensors).
-    """
-    if keys.QFFL_Q not in config:
-        return None
-    return qffl_h(
-        loss_before,
-        sent.to_numpy_ndarrays(),
-        [state[key].numpy() for key in sent],
-        get_config_value(config, keys.QFFL_Q, float),
-        get_config_value(config, keys.LR, float),
-    )
 
 
 #: Config keys of the client objectives :func:`objective_loss` applies.
@@ -709,9 +411,3 @@ def _stepped_optimizers(model: nn.Module) -> Iterator[list[torch.optim.Optimizer
         yield seen
     finally:
         handle.remove()
-
-
-def _warn(message: str, *args: object) -> None:
-    """Log a WARNING where Flower's console shows it (a ClientApp has no handler)."""
-    attach_flower_console(level=None)
-    logger.warning(message, *args)

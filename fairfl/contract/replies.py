@@ -99,6 +99,39 @@ EVALUATE_METRICS: Mapping[str, FieldSpec] = {
     keys.DEVICE_INDEX: FieldSpec("int", lower=-1),
 }
 
+#: Train-reply metric keys outside the contract's table, declared by the client steps and
+#: the server rules that bring them (:func:`declare_train_metrics`).
+_DECLARED_TRAIN_METRICS: dict[str, FieldSpec] = {}
+
+
+def declare_train_metrics(specs: Mapping[str, FieldSpec]) -> None:
+    """Declare train-reply metric keys of a rule's own (a plug-in's client report).
+
+    Both halves of a rule declare its keys: the client step on registration
+    (:class:`fairfl.client.steps.ClientStep`'s ``metrics``), so that the reply writer
+    knows each value's kind, and the server half (its rule module, on import), so that
+    :func:`read_train_reply` checks each value against its range and keeps it in
+    ``TrainReply.metrics``. Declaring a key again with the same spec does nothing.
+
+    Raises
+    ------
+    ValueError
+        If a key is one of the contract's (:data:`TRAIN_METRICS`) or was declared
+        with another spec.
+    """
+    for key, spec in specs.items():
+        if key in TRAIN_METRICS:
+            raise ValueError(f"train metric {key!r} is the contract's own; it cannot be declared")
+        known = _DECLARED_TRAIN_METRICS.setdefault(key, spec)
+        if known != spec:
+            raise ValueError(f"train metric {key!r} is already declared as {known}, not {spec}")
+
+
+def train_metric_spec(key: str) -> FieldSpec | None:
+    """The spec of a train-reply metric key: the contract's or a declared one; else ``None``."""
+    return TRAIN_METRICS.get(key) or _DECLARED_TRAIN_METRICS.get(key)
+
+
 # Keys every train / evaluate reply must carry.
 REQUIRED_TRAIN_METRICS: tuple[str, ...] = (keys.NUM_EXAMPLES,)
 REQUIRED_EVALUATE_METRICS: tuple[str, ...] = (keys.NUM_EXAMPLES, keys.EVAL_LOSS, keys.EVAL_ACC)
@@ -323,7 +356,11 @@ def read_train_reply(
         Naming the node, the field and the reason.
     """
     node_id = int(message.metadata.src_node_id)
-    table = {weight_key: TRAIN_METRICS[keys.NUM_EXAMPLES], **TRAIN_METRICS}
+    table = {
+        weight_key: TRAIN_METRICS[keys.NUM_EXAMPLES],
+        **_DECLARED_TRAIN_METRICS,
+        **TRAIN_METRICS,
+    }
     loss_spec = _loss_spec(max_loss)
     table.update({keys.LOSS_BEFORE_TRAINING: loss_spec, keys.TRAIN_LOSS: loss_spec})
     table[keys.RCFL_ETA] = _eta_spec(max_loss)
@@ -520,6 +557,7 @@ def write_train_reply(
     acc_before_training: float | None = None,
     group_counts: Sequence[int] | None = None,
     acc_after_training: float | None = None,
+    metrics: Mapping[str, int | float | Sequence[int] | Sequence[float]] | None = None,
 ) -> RecordDict:
     """Build the content of a train reply (see ``TrainReply`` in the .proto).
 
@@ -532,6 +570,16 @@ def write_train_reply(
     ``objective_ignored`` is sent as 0 or 1 when given (whether the app's training
     skipped the rule's client objective). ``group_counts`` are the received model's on
     the training split (FairFed; :mod:`fairfl.contract.sensitive`).
+
+    ``metrics`` are those the round's client steps added (:mod:`fairfl.client.steps`),
+    by key: a contract key takes its place as if given by its keyword, any other must
+    be declared (:func:`declare_train_metrics`); each value is written as its spec's
+    kind says (an int, a float, or a list of them).
+
+    Raises
+    ------
+    ValueError
+        If a key of ``metrics`` is given by its keyword too, or is declared nowhere.
     """
     values: dict[str, int | float | list[int] | list[float]] = {
         keys.NUM_EXAMPLES: int(num_examples)
@@ -552,8 +600,28 @@ def write_train_reply(
         keys.GROUP_COUNTS: None if group_counts is None else [int(c) for c in group_counts],
         keys.ACC_AFTER_TRAINING: None if acc_after_training is None else float(acc_after_training),
     }
+    for key, value in (metrics or {}).items():
+        spec = train_metric_spec(key)
+        if spec is None:
+            raise ValueError(f"train metric {key!r} is not declared (declare_train_metrics)")
+        if optional.get(key) is not None or key == keys.NUM_EXAMPLES:
+            raise ValueError(f"train metric {key!r} is given twice")
+        optional[key] = _as_kind(value, spec.kind)  # a contract key keeps its place
     values.update({k: v for k, v in optional.items() if v is not None})
     return RecordDict({keys.ARRAYS: arrays, keys.METRICS: MetricRecord(values)})
+
+
+def _as_kind(
+    value: int | float | Sequence[int] | Sequence[float], kind: ValueKind
+) -> int | float | list[int] | list[float]:
+    """``value`` as the wire type of ``kind`` (what the keywords of the writer do)."""
+    if kind == "int":
+        return int(cast(int, value))
+    if kind == "float":
+        return float(cast(float, value))
+    if kind == "int-list":
+        return [int(v) for v in cast(Sequence[int], value)]
+    return [float(v) for v in cast(Sequence[float], value)]
 
 
 def write_evaluate_reply(
