@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fair federated learning on Flower: run, compare, report, verify.",
         epilog="exit codes: 0 done; 1 a run failed or verify found a broken chain; 2 bad "
         "arguments, a run config that fails its checks, or a missing extra (the line "
-        "names it); 130/143 stopped by SIGINT/SIGTERM",
+        "names it); 3 verify found the chains intact but a run without summary.json (it "
+        "did not finish); 130/143 stopped by SIGINT/SIGTERM",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log fairfl at INFO")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 #: Exit codes (fairfl.simulation.engine's EXIT_OK, EXIT_FAILED, EXIT_USAGE).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: ``fairfl verify``: every chain holds, but a run has no summary.json (it did not finish).
+EXIT_UNFINISHED = 3
 #: fairfl.report.compare.ENGINES and MAX_WORKERS.
 ENGINES = ("inprocess", "flwr", "ray")
 MAX_WORKERS = 2

@@ -87,6 +87,12 @@ def add_parser(commands: Any) -> None:
         "keeps torch's default)",
     )
     run.add_argument("--quiet", action="store_true", help="no per-round progress lines")
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a -c key the rule does not read (another rule's key), instead of "
+        "warning and ignoring it",
+    )
 
 
 def _run_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -127,6 +133,7 @@ def _run_one(args: argparse.Namespace) -> int:
     if args.engine == "flower":
         require_modules({"ray": "--engine flower (Flower's simulation engine)"})
     checked = check_run(config, local_clients=True)  # the clients run on this machine
+    _unread_keys(checked.settings.strategy, args.overrides, strict=args.strict)
     out_dir = Path(checked.settings.out_dir)
     print(
         f"fairfl run: {checked.settings.strategy} on {checked.settings.dataset}, "
@@ -154,6 +161,29 @@ def _run_one(args: argparse.Namespace) -> int:
     else:
         print(f"fairfl run: error: {message}", file=sys.stderr)
     return code
+
+
+def _unread_keys(rule: str, overrides: list[str], *, strict: bool) -> None:
+    """Warn (``--strict``: refuse) about ``-c`` keys of another rule that ``rule`` ignores.
+
+    Raises
+    ------
+    ValueError
+        With ``strict``, naming the keys and the rule.
+    """
+    from fairfl.server.config_values import keys_not_read
+
+    typed = [item.partition("=")[0].strip() for item in overrides]
+    ignored = keys_not_read(rule, typed)
+    if not ignored:
+        return
+    message = (
+        f"{rule} does not read {', '.join(ignored)} (another rule's "
+        f"key{'s' if len(ignored) > 1 else ''}: `fairfl rules` lists each rule's keys)"
+    )
+    if strict:
+        raise ValueError(message)
+    print(f"fairfl run: warning: {message}; ignored", file=sys.stderr, flush=True)
 
 
 def _run_in_process(

@@ -2,7 +2,9 @@
 
 A run's out-dir: its ``rounds.jsonl`` and sealed ``summary.json`` (the ledger,
 :mod:`fairfl.telemetry.ledger`); a comparison folder: every run its ``manifest.json``
-lists, tuning runs included. Exit 0 if it holds, 1 naming the first bad round.
+lists, tuning runs included. Exit 0 if it holds, 1 naming the first bad round, 3 when
+every chain holds but a run has no ``summary.json`` (stopped mid-run, or the summary was
+deleted: nothing then checks the chain's end).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fairfl.cli.common import EXIT_FAILED, EXIT_OK, MANIFEST_FILE
+from fairfl.cli.common import EXIT_FAILED, EXIT_OK, EXIT_UNFINISHED, MANIFEST_FILE
 
 
 def add_parser(commands: Any) -> None:
@@ -21,24 +23,37 @@ def add_parser(commands: Any) -> None:
     verify = commands.add_parser(
         "verify",
         help="check the hash chain of a run's rounds.jsonl and summary.json, or of every "
-        "run of a comparison (exit 1 naming the first bad round)",
+        "run of a comparison (exit 1 naming the first bad round; 3 when a run has no "
+        "summary.json: it did not finish)",
     )
     verify.add_argument(
         "folder", type=Path, metavar="DIR", help="a run's out-dir or a compare --out"
     )
 
 
-def _verify_run(folder: Path, label: str) -> bool:
-    """Print whether one run's ledger holds (stdout) or where it breaks (stderr)."""
+def _verify_run(folder: Path, label: str) -> int:
+    """Print whether one run's ledger holds (stdout) or where it breaks (stderr).
+
+    Returns :data:`EXIT_OK`, :data:`EXIT_FAILED` (broken) or :data:`EXIT_UNFINISHED`
+    (intact, but no ``summary.json``).
+    """
     from fairfl.telemetry.ledger import ledger_file, verify_ledger
 
     report = verify_ledger(folder)
     path = ledger_file(folder)
-    if report.ok:
-        print(f"fairfl verify: {label}{path}: {report.rounds} rounds, chain intact")
-        return True
-    print(f"fairfl verify: {label}{path}: {report.problem}", file=sys.stderr)
-    return False
+    if not report.ok:
+        print(f"fairfl verify: {label}{path}: {report.problem}", file=sys.stderr)
+        return EXIT_FAILED
+    if report.summary_missing:
+        print(
+            f"fairfl verify: {label}{path}: {report.rounds} rounds, chain intact, but "
+            f"{folder / 'summary.json'} is missing: the run did not finish (or its summary "
+            "was deleted), so rounds cut off at the end would go unseen",
+            file=sys.stderr,
+        )
+        return EXIT_UNFINISHED
+    print(f"fairfl verify: {label}{path}: {report.rounds} rounds, chain intact")
+    return EXIT_OK
 
 
 def _has_ledger(folder: Path) -> bool:
@@ -51,7 +66,7 @@ def _verify_comparison(folder: Path) -> int:
         folder,
         *([folder / "tuning"] if (folder / "tuning" / MANIFEST_FILE).is_file() else []),
     ]
-    checked = broken = 0
+    checked = broken = unfinished = 0
     for comparison in comparisons:
         try:
             manifest = json.loads((comparison / MANIFEST_FILE).read_text(encoding="utf-8"))
@@ -77,11 +92,19 @@ def _verify_comparison(folder: Path) -> int:
                 else:
                     print(f"fairfl verify: {label}{run_dir}: no rounds.jsonl", file=sys.stderr)
                     broken += 1
-            elif not _verify_run(run_dir, label):
-                broken += 1
+            else:
+                status = _verify_run(run_dir, label)
+                broken += status == EXIT_FAILED
+                unfinished += status == EXIT_UNFINISHED
     if broken:
         print(f"fairfl verify: {broken} of {checked} runs in {folder} failed", file=sys.stderr)
         return EXIT_FAILED
+    if unfinished:
+        print(
+            f"fairfl verify: {unfinished} of {checked} runs in {folder} did not finish",
+            file=sys.stderr,
+        )
+        return EXIT_UNFINISHED
     print(f"fairfl verify: all {checked} runs in {folder} intact")
     return EXIT_OK
 
@@ -96,7 +119,7 @@ def _verify(args: argparse.Namespace) -> int:
     if (folder / MANIFEST_FILE).is_file():
         return _verify_comparison(folder)
     if _has_ledger(folder):
-        return EXIT_OK if _verify_run(folder, "") else EXIT_FAILED
+        return _verify_run(folder, "")
     if not any(folder.iterdir()):
         raise ValueError(f"{folder} is empty: no run has written results there")
     raise ValueError(

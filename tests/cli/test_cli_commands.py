@@ -74,6 +74,10 @@ def test_run_trains_in_process_and_prints_the_final_fairness_line(tmp_path, caps
         (["--strategy", "qffl", "-c", "qffl-q=1e308"], "run config qffl-q (rule qffl) must be"),
         (["-c", "lr"], "-c: expected key=value, got 'lr'"),
         (["--torch-threads", "-1"], "--torch-threads must be >= 0, got -1"),
+        (
+            ["--strategy", "qffl", "-c", "ditto-lambda=1", "term-alpha=1", "--strict"],
+            "qffl does not read ditto-lambda, term-alpha (another rule's keys",
+        ),
     ],
 )
 def test_run_refuses_bad_config_with_one_line_and_exit_2(tmp_path, capsys, argv, message):
@@ -81,6 +85,13 @@ def test_run_refuses_bad_config_with_one_line_and_exit_2(tmp_path, capsys, argv,
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "out" / "rounds.jsonl").exists()
+
+
+def test_a_key_the_rule_does_not_read_is_a_warning_naming_it(tmp_path, capsys):
+    argv = ["run", "--strategy", "fedavg", "-c", "num-server-rounds=1", *SMALL]
+    assert main([*argv, "qffl-q=2", "--quiet", "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "fairfl run: warning: fedavg does not read qffl-q (another rule's key" in err
 
 
 def test_run_trains_on_one_torch_thread_unless_told(tmp_path, monkeypatch):

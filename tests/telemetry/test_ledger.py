@@ -153,3 +153,10 @@ def test_a_run_without_summary_is_intact_but_flagged_unfinished(tmp_path):
     assert report.ok and report.rounds == 3 and report.summary_missing
     _write_run(tmp_path / "done", rounds=3)
     assert not verify_ledger(tmp_path / "done").summary_missing
+
+
+def test_verify_exits_3_for_a_run_without_summary(tmp_path, capsys):
+    _write_run(tmp_path, rounds=3, summary=False)
+    assert fairfl_main(["verify", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "3 rounds, chain intact, but" in err and "summary.json is missing" in err
