@@ -3,7 +3,8 @@
 Starts its own simulation SuperLink on free loopback ports with a project-local
 FLWR_HOME, submits the app with `flwr run . --stream`, waits for the results files, and
 stops the SuperLink it started by PID (Flower's managed local SuperLink would otherwise
-stay alive in the background). The logic lives in `fairfl.simulation.engine`.
+stay alive in the background). The logic lives in `fairfl.simulation.engine`, its
+command line in `fairfl.simulation.engine_cli`.
 
 Usage: python scripts/flwr_sim.py --supernodes 20 -c "num-server-rounds=20 out-dir='...'"
 On a running Ray cluster: add --ray-address HOST:PORT (default: $RAY_ADDRESS); the
@@ -27,11 +28,11 @@ from fairfl.simulation.engine import (  # noqa: E402
     descendants,
     flower_env,
     free_port,
-    main,
     run_simulation,
     stop,
     wait_for_port,
 )
+from fairfl.simulation.engine_cli import main  # noqa: E402
 
 __all__ = [
     "ROOT",

@@ -92,7 +92,7 @@ class RaySweep:
     ------
     ValueError
         If no address is given (neither ``address`` nor ``$RAY_ADDRESS``) or no cluster
-        answers there (:func:`fairfl.simulation.engine.check_ray_address`), or
+        answers there (:func:`fairfl.simulation.ray_probe.check_ray_address`), or
         ``cpus_per_run`` is not positive, or more than any live node of the cluster has
         (:func:`check_cpus_per_run`; nothing is submitted), or ``retries`` negative.
     ModuleNotFoundError
@@ -109,7 +109,7 @@ class RaySweep:
         torch_threads: int = 1,
         log_level: int = logging.WARNING,
     ) -> None:
-        from fairfl.simulation.engine import RAY_ADDRESS_ENV, check_ray_address
+        from fairfl.simulation.ray_probe import RAY_ADDRESS_ENV, check_ray_address
 
         address = address or os.environ.get(RAY_ADDRESS_ENV) or None
         if address is None:

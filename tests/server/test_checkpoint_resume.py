@@ -314,7 +314,7 @@ def test_compare_into_a_used_folder_needs_overwrite_or_skip_existing(tmp_path, c
 
 
 def test_runner_force_adds_resume_force(monkeypatch, tmp_path):
-    from fairfl.simulation import engine
+    from fairfl.simulation import engine, engine_cli
 
     seen = []
 
@@ -322,9 +322,9 @@ def test_runner_force_adds_resume_force(monkeypatch, tmp_path):
         seen.append(run_config)
         return engine.SimulationResult(1, "mine", summary_path.parent, None, "stub")
 
-    monkeypatch.setattr(engine, "simulate", simulate)
+    monkeypatch.setattr(engine_cli, "simulate", simulate)
     with pytest.raises(SystemExit):
-        engine.main(["-c", f"out-dir='{tmp_path}'", "--force"])
+        engine_cli.main(["-c", f"out-dir='{tmp_path}'", "--force"])
     assert seen == [f"out-dir='{tmp_path}' resume-force=true"]
 
 

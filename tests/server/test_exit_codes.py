@@ -1,7 +1,7 @@
 """Honest outcome: every entry point exits non-zero on a failed run, with this run's summary.
 
 One test per exit-code path of the ServerApp, the simulation runner
-(``scripts/flwr_sim.py``, :func:`fairfl.simulation.engine.main`) and the ``fairfl``
+(``scripts/flwr_sim.py``, :func:`fairfl.simulation.engine_cli.main`) and the ``fairfl``
 CLI, driven in process. The runner's paths through the real simulation engine are in
 ``tests/simulation/test_lifecycle.py``.
 """
@@ -25,7 +25,7 @@ from fairfl.client.app import app as client_app
 from fairfl.server.app import main as server_app_main
 from fairfl.server.results import SUMMARY_FILE, SummaryError, summary_of_run
 from fairfl.server.run import RunFailedError
-from fairfl.simulation import engine, run_inprocess
+from fairfl.simulation import engine, engine_cli, run_inprocess
 from fairfl.simulation.engine import alive, stop_pids
 from fairfl.simulation.inprocess import InMemoryGrid, node_configs_for
 
@@ -223,10 +223,10 @@ def fake_simulate(tmp_path: Path, result_code: int, run_id: str = "mine"):
 
 
 def run_main(monkeypatch, tmp_path, simulate) -> int:
-    monkeypatch.setattr(engine, "simulate", simulate)
+    monkeypatch.setattr(engine_cli, "simulate", simulate)
     argv = ["--supernodes", "2", "--flwr-home", str(tmp_path / "home")]
     with pytest.raises(SystemExit) as exited:
-        engine.main([*argv, "-c", f"out-dir='{tmp_path / 'out'}'"])
+        engine_cli.main([*argv, "-c", f"out-dir='{tmp_path / 'out'}'"])
     return int(exited.value.code)
 
 
@@ -260,9 +260,9 @@ def test_runner_overwrite_adds_the_run_config_key(monkeypatch, tmp_path):
         return engine.run_outcome(summary_path.parent, "mine", 0)
 
     write_summary(tmp_path / "out", "mine")
-    monkeypatch.setattr(engine, "simulate", simulate)
+    monkeypatch.setattr(engine_cli, "simulate", simulate)
     with pytest.raises(SystemExit) as exited:
-        engine.main(["-c", f"out-dir='{tmp_path / 'out'}'", "--overwrite"])
+        engine_cli.main(["-c", f"out-dir='{tmp_path / 'out'}'", "--overwrite"])
     assert exited.value.code == 0
     assert seen == [f"out-dir='{tmp_path / 'out'}' overwrite=true"]
 
@@ -288,7 +288,7 @@ def test_runner_gives_124_past_its_timeout_and_stops_what_it_started(monkeypatch
 
 def test_runner_exits_2_on_a_bad_run_config(tmp_path, capsys):
     with pytest.raises(SystemExit) as exited:
-        engine.main(["--flwr-home", str(tmp_path), "-c", "out-dir='unterminated"])
+        engine_cli.main(["--flwr-home", str(tmp_path), "-c", "out-dir='unterminated"])
     assert exited.value.code == 2
     assert "error: --run-config" in capsys.readouterr().err
 

@@ -109,11 +109,11 @@ def test_cpus_per_run_no_node_has_is_refused_before_submitting(tmp_path, monkeyp
     # Issue 47: Ray queued such tasks forever, its infeasible-task warning muted by the
     # driver's logging level, and `fairfl compare` hung without a word.
     from fairfl.cli import main
-    from fairfl.simulation import engine
+    from fairfl.simulation import ray_probe
 
     ray = _FakeRay()
     monkeypatch.setitem(sys.modules, "ray", ray)
-    monkeypatch.setattr(engine, "check_ray_address", lambda address: None)
+    monkeypatch.setattr(ray_probe, "check_ray_address", lambda address: None)
     with pytest.raises(
         ValueError, match=r"--cpus-per-run 3 is more than any node .*at 127\.0\.0\.2:1"
     ) as refused:
