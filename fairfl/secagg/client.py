@@ -11,7 +11,8 @@ masks' generator); what differs is fairfl's:
   public keys and the train reply's metrics, its ArrayRecords emptied;
 * the collect stage masks the weight and payload of the rule's form
   (:func:`fairfl.secagg.forms.client_part`), not ``num_examples`` and the whole model;
-* a weight above ``secagg-max-weight`` is refused (an error reply), never wrapped.
+* a weight above ``secagg-max-weight`` is refused (an error reply), never wrapped;
+* the reply's ``qffl-h``, a function of ``‖Δ_k‖``, is dropped from the clear metrics.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from flwr.supercore.primitives.asymmetric import (
 )
 from numpy.typing import NDArray
 
+from fairfl.contract import keys
 from fairfl.secagg.forms import client_part
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
@@ -161,6 +163,9 @@ def _setup(
     )
     for record in out.content.array_records.values():
         record.clear()  # the server never receives this client's arrays
+    for metrics in out.content.metric_records.values():
+        # q-FFL's h_k holds ‖w^t - w_k‖²: it is masked as the weight, never sent clear.
+        metrics.pop(keys.QFFL_H, None)
     sk1, pk1 = generate_key_pairs()
     sk2, pk2 = generate_key_pairs()
     state.sk1, state.pk1 = private_key_to_bytes(sk1), public_key_to_bytes(pk1)

@@ -111,6 +111,8 @@ def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
     assert sum("masked_params" in s for s in stages) == 5  # only masked vectors came in
     for reply in wire:
         assert all(len(record) == 0 for record in reply.content.array_records.values())
+        for metrics in reply.content.metric_records.values():
+            assert "qffl-h" not in metrics  # h_k holds ‖w^t - w_k‖²: masked, never clear
     messages = [x for x in _flatten(handed) if isinstance(x, Message)]
     replies = [x for x in _flatten(handed) if hasattr(x, "arrays") and hasattr(x, "node_id")]
     assert len(messages) >= 5 and len(replies) >= 5
