@@ -22,24 +22,17 @@ from functools import lru_cache
 from typing import Any, cast
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
 
-from fairfl.client.activation import activation_for_config
-from fairfl.client.adapter import loader_gradient, qffl_h_for_config
-from fairfl.client.ditto import (
-    anchor_of,
-    ditto_settings,
-    load_personal,
-    save_personal,
-    state_record,
-)
+# Registers fairfl's own client steps, which run_round finds by their config keys.
+import fairfl.client.builtin_steps  # noqa: F401
+from fairfl.client.ditto import load_personal
 from fairfl.client.objectives import local_objective
-from fairfl.client.rcfl import rcfl_settings, train_rcfl
 from fairfl.client.sensitive import model_group_counts
+from fairfl.client.steps import ArraySplit, ClientRound, MetricValue, run_round
 from fairfl.client.training import (
     evaluate,
-    mean_loss,
     pick_device,
     train_local,
 )
@@ -48,10 +41,8 @@ from fairfl.contract import (
     keys,
     write_client_key_reply,
     write_evaluate_reply,
-    write_train_reply,
 )
 from fairfl.contract.config import get_config_value, get_config_value_or
-from fairfl.contract.qffl import write_gradient_reply
 from fairfl.data import ClientData, dataset_info, load_client_data
 from fairfl.data.sensitive import NUM_GROUPS
 from fairfl.logs import attach_flower_console
@@ -64,8 +55,8 @@ logger = logging.getLogger(__name__)
 # The SecAgg+ mod acts only on train messages that ask for secure aggregation.
 app = ClientApp(mods=[secaggplus_mod])
 
-#: Samples per forward pass of q-FedSGD's full-batch gradient (the sum is the same for
-#: any cut; this only bounds memory).
+#: Samples per batch a client step iterates (q-FedSGD's full-batch gradient, whose sum
+#: is the same for any cut, a plug-in's report); this only bounds memory.
 _GRADIENT_BATCH = 1024
 
 
@@ -198,7 +189,12 @@ def training_seed(seed: int, server_round: int, partition_id: int) -> int:
 
 @app.train()
 def train(message: Message, context: Context) -> Message:
-    """Train on the local split and reply weights, n_k and F_k(w^t)."""
+    """Train on the local split and reply weights, n_k, F_k(w^t) and what the rule asks.
+
+    The rule's train-config keys switch on its client steps
+    (:data:`fairfl.client.steps.CLIENT_STEPS`, a plug-in's included), run by
+    :func:`fairfl.client.steps.run_round` as under :func:`fairfl.client.fair_train`.
+    """
     attach_flower_console()
     settings, node = _run_settings(context)
     data = _client_data(settings, node)
@@ -206,142 +202,52 @@ def train(message: Message, context: Context) -> Message:
     # The server's train and evaluate messages carry a ConfigRecord under config.
     config = cast(ConfigRecord, message.content[keys.CONFIG])
     model = load_global_model(message, settings, device)
-    sent = cast(ArrayRecord, message.content[keys.ARRAYS])
-    if bool(config.get(keys.FULL_GRADIENT, False)):  # q-FedSGD: gradient, no training
-        content = _gradient_reply(model, data, device, node)
-        _personal_step(model, data, config, context, sent, settings, node, device)
-        return Message(content=content, reply_to=message)
-    acc_before = None
-    if bool(config.get(keys.WANT_ACCURACY, False)):  # FedFa: the accuracy of the same pass
-        loss_before, acc_before = evaluate(model, data.x_train, data.y_train, device)
-    else:
-        loss_before = mean_loss(model, data.x_train, data.y_train, device)
-    counts_before = None
-    if bool(config.get(keys.WANT_GROUP_COUNTS, False)) and data.has_attribute:  # FairFed
-        counts_before = model_group_counts(
-            model, data.x_train, data.y_train, data.a_train, NUM_GROUPS, device
-        )
     server_round = get_config_value(config, keys.SERVER_ROUND, int)
-    activation = None
-    if bool(config.get(keys.WANT_ACTIVATION, False)):  # Equitable-FL, before local steps
-        activation = activation_for_config(
-            model,
-            data.x_train,
-            device,
-            config,
-            sample_seed=training_seed(settings.seed, server_round, node.partition_id),
-        )
-    objective = local_objective(config)
-    rcfl, rcfl_eta = rcfl_settings(config), None
-    if rcfl is not None:  # RC-FL: κ joint steps in (ω, η) on the smoothed objective
-        rcfl_eta = train_rcfl(
-            model,
-            data.x_train,
-            data.y_train,
-            settings=rcfl,
-            lr=get_config_value(config, keys.LR, float),
-            device=device,
-            seed=training_seed(settings.seed, server_round, node.partition_id),
-        ).eta
-    else:
+    split = ArraySplit(
+        x=data.x_train,
+        y=data.y_train,
+        attributes=data.a_train if data.has_attribute else None,
+        seed=training_seed(settings.seed, server_round, node.partition_id),
+    )
+
+    def train_default(round_: ClientRound) -> dict[str, MetricValue]:
+        objective = local_objective(config)
         train_local(
             model,
-            data.x_train,
-            data.y_train,
+            split.x,
+            split.y,
             epochs=get_config_value(config, keys.LOCAL_EPOCHS, int),
             batch_size=get_config_value(config, keys.BATCH_SIZE, int),
             lr=get_config_value(config, keys.LR, float),
             device=device,
-            seed=training_seed(settings.seed, server_round, node.partition_id),
+            seed=split.seed,
             batch_objective=objective.batch_objective,
             proximal_mu=objective.proximal_mu,
             steps=get_config_value_or(config, keys.LOCAL_STEPS, int, 0),
         )
-    acc_after = None
-    if bool(config.get(keys.WANT_ACCURACY_AFTER_TRAINING, False)):  # FedFa, as its experiments
-        acc_after = evaluate(model, data.x_train, data.y_train, device)[1]
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    h = qffl_h_for_config(config, loss_before, sent, state)
-    content = write_train_reply(
-        ArrayRecord(state),
-        num_examples=len(data.y_train),
-        loss_before_training=loss_before,
-        acc_before_training=acc_before,
-        acc_after_training=acc_after,
-        train_loss=loss_before,  # also for a stock Flower QFedAvg server
-        partition_id=node.partition_id,
-        activation=activation,
-        qffl_h=h,
-        rcfl_eta=rcfl_eta,
-        group_counts=counts_before,
+        return {}
+
+    content = run_round(
+        ClientRound(
+            model=model,
+            config=config,
+            sent=cast(ArrayRecord, message.content[keys.ARRAYS]),
+            device=device,
+            loss_fn=torch.nn.functional.cross_entropy,
+            batches=[
+                (split.x[start : start + _GRADIENT_BATCH], split.y[start : start + _GRADIENT_BATCH])
+                for start in range(0, len(split.y), _GRADIENT_BATCH)
+            ],
+            split=split,
+            num_groups=NUM_GROUPS,
+            context=context,
+            partition_id=node.partition_id,
+            train_fn=train_default,
+        ),
+        # Also for a stock Flower QFedAvg server, which reads train_loss.
+        received_loss_as_train_loss=True,
     )
-    _personal_step(model, data, config, context, sent, settings, node, device)
     return Message(content=content, reply_to=message)
-
-
-def _personal_step(
-    model: FairModel,
-    data: ClientData,
-    config: ConfigRecord,
-    context: Context,
-    sent: ArrayRecord,
-    settings: RunSettings,
-    node: NodeSettings,
-    device: torch.device,
-) -> None:
-    """In a Ditto round, the personal step on v_k (Algorithm 1, line 6); else nothing.
-
-    Called once the reply is copied out of ``model``, whatever the global rule asked
-    (trained weights, or q-FedSGD's gradient): ``model`` is then overwritten with v_k.
-    """
-    ditto = ditto_settings(config)
-    if ditto is None:
-        return
-    personal = load_personal(context, node.partition_id, sent)
-    model.load_state_dict(personal.to_torch_state_dict(), strict=True)
-    train_local(
-        model,
-        data.x_train,
-        data.y_train,
-        epochs=ditto.epochs,
-        batch_size=get_config_value(config, keys.BATCH_SIZE, int),
-        lr=ditto.lr,
-        device=device,
-        seed=training_seed(
-            settings.seed, get_config_value(config, keys.SERVER_ROUND, int), node.partition_id
-        ),
-        proximal_mu=ditto.lam,
-        anchor=anchor_of(model, sent, device),
-        # The global step's budget in steps, unless the rule set its own personal epochs.
-        steps=(
-            get_config_value_or(config, keys.LOCAL_STEPS, int, 0)
-            if get_config_value_or(config, keys.DITTO_PERSONAL_EPOCHS, int, 0) == 0
-            else 0
-        ),
-    )
-    save_personal(context, node.partition_id, state_record(model, sent.keys()))
-
-
-def _gradient_reply(
-    model: FairModel, data: ClientData, device: torch.device, node: NodeSettings
-) -> RecordDict:
-    """q-FedSGD's reply: ∇F_k(w^t) over the whole training split and F_k(w^t)."""
-    batches = (
-        (
-            data.x_train[start : start + _GRADIENT_BATCH],
-            data.y_train[start : start + _GRADIENT_BATCH],
-        )
-        for start in range(0, len(data.y_train), _GRADIENT_BATCH)
-    )
-    gradient, loss, count = loader_gradient(
-        model, batches, torch.nn.functional.cross_entropy, device
-    )
-    return write_gradient_reply(
-        ArrayRecord(gradient),
-        num_examples=count,
-        loss_before_training=loss,
-        partition_id=node.partition_id,
-    )
 
 
 @app.evaluate()
