@@ -128,6 +128,7 @@ def test_this_environment_does_not_see_the_plugin():
     # The rule is installed in the fresh venv only: no leak into the checkout's venv.
     STRATEGIES.reload()
     assert "myrule" not in STRATEGIES
+    assert "worstclass" not in STRATEGIES
 
 
 @pytest.mark.integration
@@ -161,6 +162,60 @@ def test_the_plugin_rule_runs_in_process(plugin_venv, tmp_path):
     assert all(error < 1e-12 for error in result["weights-error"].values())
 
 
+CLIENT_REPORT = """
+import json, sys
+from fairfl.simulation import run_inprocess
+from fairfl_rule_plugin.rules import power_weights
+
+seen = {}
+def record(instruction, reply):
+    metrics = reply.content.metric_records.get("metrics")
+    if metrics is not None and "worst-class-loss" in metrics:
+        config = instruction.content.config_records["config"]
+        seen.setdefault(int(config["server-round"]), {})[int(reply.metadata.src_node_id)] = (
+            int(metrics["num-examples"]), float(metrics["worst-class-loss"]),
+            float(metrics["loss-before-training"]))
+    return reply
+
+out = run_inprocess(
+    {"strategy": "worstclass", "num-server-rounds": 2, "num-partitions": 3,
+     "out-dir": sys.argv[1]},
+    reply_filter=record,
+)
+weights, above = {}, True
+for server_round, replies in seen.items():
+    nodes = sorted(replies)
+    expected = power_weights([replies[n][0] for n in nodes], [replies[n][1] for n in nodes], 1.0)
+    got = out.strategy.train_records[server_round].weights
+    weights[server_round] = max(abs(got[n] - e) for n, e in zip(nodes, expected))
+    # The worst label's mean loss is at least the mean over all labels.
+    above = above and all(r[1] >= r[2] - 1e-9 for r in replies.values())
+print(json.dumps({"rounds": sorted(seen), "clients": [len(r) for r in seen.values()],
+                  "weights-error": weights, "worst-above-mean": above}))
+"""
+
+
+@pytest.mark.integration
+def test_a_plugin_rule_with_its_own_client_report_runs_in_process(plugin_venv, tmp_path):
+    # worstclass's server half asks want-worst-class-loss; its client step, from the
+    # entry-point group fairfl.client_steps, answers in fairfl's own ClientApp.
+    done = subprocess.run(
+        [str(plugin_venv / "python"), "-c", CLIENT_REPORT, str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rounds"] == [1, 2]
+    assert result["clients"] == [3, 3]
+    assert result["worst-above-mean"]
+    # The server weighed the replies by equation (2) of the new report.
+    assert all(error < 1e-12 for error in result["weights-error"].values())
+
+
 @pytest.fixture
 def flower(plugin_venv: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
     """``flwr run``'s environment, the fresh venv's commands first; its SuperLink by PID."""
@@ -168,14 +223,16 @@ def flower(plugin_venv: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 @pytest.mark.integration
-def test_the_plugin_rule_runs_with_flwr_run(plugin_venv, flower, tmp_path):
+@pytest.mark.parametrize("rule", ["myrule", "worstclass"])
+def test_the_plugin_rule_runs_with_flwr_run(plugin_venv, flower, tmp_path, rule):
+    # worstclass needs its client step on the SuperNodes: fairfl's ClientApp finds it.
     out = tmp_path / "out"
     code, text = flwr_run(
         ROOT,
         flower,
         tmp_path / "flwr.log",
         "-c",
-        f"strategy='myrule' num-server-rounds=2 out-dir='{out}'",
+        f"strategy='{rule}' num-server-rounds=2 out-dir='{out}'",
         cwd=tmp_path,
         timeout=600,
         bin_dir=plugin_venv,
@@ -184,7 +241,7 @@ def test_the_plugin_rule_runs_with_flwr_run(plugin_venv, flower, tmp_path):
     # `flwr run --stream` exits 0 whatever the run did: its results files say.
     assert (out / "summary.json").exists(), text[-5000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["config"]["strategy"] == "myrule"
+    assert summary["config"]["strategy"] == rule
     rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds] == [1, 2]
     assert "dropped reply" not in text
