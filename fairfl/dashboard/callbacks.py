@@ -1,0 +1,218 @@
+"""The dashboard page's callbacks: a cheap poll on every tick, and the drawing of a view.
+
+:func:`_register_callbacks` adds both to a Dash app. The draw callback builds only the
+parts (:data:`_PARTS`) of the open view whose inputs changed since they were last sent
+(:func:`_part_keys`); :func:`_build` makes one part's outputs from the followed runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs
+
+import dash
+from dash import Dash, Input, Output, State
+from dash.exceptions import PreventUpdate
+
+from fairfl.dashboard import answers, figures
+from fairfl.dashboard.follow import Registry, RunFollower
+from fairfl.dashboard.layout import (
+    _comparison,
+    _drops_table,
+    _head,
+    _headline,
+    _runs_table,
+    _table,
+)
+
+#: What the poll callback writes when the runs on disk changed.
+_POLL_OUTPUTS = (
+    ("version", "data"),
+    ("sources", "children"),
+    ("notes", "children"),
+    ("run", "options"),
+    ("run", "value"),
+)
+
+#: The parts the draw callback builds: their outputs and the view that shows them
+#: (None: always shown). A part is built only while its view is open, and only when
+#: what it depends on (its key, see :func:`_part_keys`) changed since it was last sent.
+_PARTS: dict[str, tuple[str | None, tuple[tuple[str, str], ...]]] = {
+    "count": (None, (("round-count", "children"),)),
+    "headline": (None, (("headline", "children"),)),
+    "metrics": ("fairness", (("metrics", "figure"), ("runs-table", "children"))),
+    "heatmap": ("fairness", (("client-heatmap", "figure"),)),
+    "distribution": ("fairness", (("distribution", "figure"),)),
+    "comparison": (
+        "fairness",
+        (("comparison", "figure"), ("gainers", "children"), ("compare-with", "options")),
+    ),
+    "rule": (
+        "rule",
+        (
+            ("weights", "figure"),
+            ("diagnostics", "figure"),
+            ("per-client-key", "options"),
+            ("per-client-key", "value"),
+        ),
+    ),
+    "per-client": ("rule", (("per-client", "figure"),)),
+    "participation": ("participation", (("participation", "figure"), ("drops", "children"))),
+    "facts": ("facts", (("facts", "children"),)),
+}
+
+
+def _part_keys(
+    version: int,
+    name: str | None,
+    run: RunFollower | None,
+    sort: str,
+    key: str | None,
+    other: str | None,
+    seeds: bool,
+) -> dict[str, list[Any]]:
+    """What each part of :data:`_PARTS` depends on; a part whose key is unchanged is kept."""
+    of_run = [name, run.version if run is not None else None]
+    return {
+        "count": of_run,
+        "headline": of_run,
+        "metrics": [version, seeds],
+        "comparison": [version, name, other],
+        "heatmap": [*of_run, sort],
+        "distribution": of_run,
+        "rule": of_run,
+        "per-client": [*of_run, key],
+        "participation": of_run,
+        "facts": of_run,
+    }
+
+
+def _register_callbacks(app: Dash, registry: Registry) -> None:
+    """Two callbacks: a cheap poll on every tick, and the drawing of the open view.
+
+    The page arrives with what was on disk when it was asked for (:func:`_layout`), so
+    ``draw`` starts at once. ``poll`` runs on each tick of the interval and answers only
+    when something changed on disk (a new version), with the page's head. ``draw`` runs
+    when the version, the run, the view, the row order or the per-client diagnostic
+    changes, and builds only the parts of the open view that are out of date
+    (``dash.no_update`` for the others): a page load builds and draws the first view
+    alone, and a tick with nothing new costs one small request. Ticks never cancel a
+    ``draw`` on its way (Dash keeps only a callback's newest answer): they trigger
+    ``poll`` only.
+    """
+
+    @app.callback(
+        *[Output(i, p) for i, p in _POLL_OUTPUTS],
+        Input("tick", "n_intervals"),
+        State("version", "data"),
+        State("run", "value"),
+        prevent_initial_call=True,
+    )
+    def poll(ticks: int | None, seen: int | None, selected: str | None) -> tuple[Any, ...]:
+        head = _head(registry, selected)
+        if head[0] == seen:
+            raise PreventUpdate
+        return head
+
+    @app.callback(
+        *[Output(i, p) for _, outputs in _PARTS.values() for i, p in outputs],
+        Output("shown", "data"),
+        Output("run", "value", allow_duplicate=True),
+        Input("version", "data"),
+        Input("run", "value"),
+        Input("view", "value"),
+        Input("sort", "value"),
+        Input("per-client-key", "value"),
+        Input("compare-with", "value"),
+        Input("seeds", "value"),
+        State("shown", "data"),
+        State("url", "search"),
+        prevent_initial_call="initial_duplicate",  # draw at once; poll also sets the run
+    )
+    def draw(
+        version: int,
+        selected: str | None,
+        view: str,
+        sort: str,
+        key: str | None,
+        other: str | None,
+        seeds: list[str] | None,
+        shown: dict[str, list[Any]] | None,
+        search: str | None,
+    ) -> tuple[Any, ...]:
+        runs = registry.runs()
+        picked: Any = dash.no_update
+        if dash.ctx.triggered_id is None:  # first load: ?run=NAME picks the run
+            asked = parse_qs((search or "").lstrip("?")).get("run", [None])[0]
+            if asked in runs and asked != selected:
+                selected = picked = asked
+        run = runs.get(selected) if selected else None
+        if run is not None:
+            _, names = figures.diagnostic_names(run)
+            key = key if key in names else (names[0] if names else None)
+        other = other if other in runs and other != selected else None
+        each_seed = "seeds" in (seeds or [])
+        keys = _part_keys(version, selected, run, sort, key, other, each_seed)
+        shown = dict(shown or {})
+        values: list[Any] = []
+        for part, (part_view, outputs) in _PARTS.items():
+            built = None
+            if part_view in (None, view) and shown.get(part) != keys[part]:
+                built = _build(part, registry, runs, run, _Choices(sort, key, other, each_seed))
+            if built is None:
+                values.extend([dash.no_update] * len(outputs))
+            else:
+                values.extend(built)
+                shown[part] = keys[part]
+        if all(value is dash.no_update for value in (*values, picked)):
+            raise PreventUpdate
+        return (*values, shown, picked)
+
+
+class _Choices(NamedTuple):
+    """What the user chose on the page besides the run and the view."""
+
+    sort: str
+    key: str | None
+    other: str | None
+    seeds: bool
+
+
+def _build(
+    part: str,
+    registry: Registry,
+    runs: dict[str, RunFollower],
+    run: RunFollower | None,
+    choices: _Choices,
+) -> tuple[Any, ...] | None:
+    """The outputs of one part of :data:`_PARTS`; None when it needs a run and has none."""
+    if part == "metrics":
+        return (figures.metrics_figure(runs, seeds=choices.seeds), _runs_table(runs))
+    if run is None:
+        return None
+    if part == "count":
+        return (f"rounds received: {len(run.rounds)} · status: {run.status}",)
+    if part == "headline":
+        return (_headline(answers.headline(run)),)
+    if part == "comparison":
+        return _comparison(run, runs, choices.other)
+    if part == "heatmap":
+        return (figures.client_heatmap(run, choices.sort),)  # type: ignore[arg-type]
+    if part == "distribution":
+        return (figures.distribution_figure(run),)
+    if part == "rule":
+        _, names = figures.diagnostic_names(run)
+        return (
+            figures.weights_heatmap(run),
+            figures.diagnostics_figure(run),
+            [{"label": figures.DIAGNOSTIC_TITLES.get(k, k), "value": k} for k in names],
+            choices.key,
+        )
+    if part == "per-client":
+        return (figures.per_client_figure(run, choices.key),)
+    if part == "participation":
+        return (figures.participation_figure(run), _drops_table(run))
+    if part == "facts":
+        manifest = next((s.manifest for s in registry.sources if run in s.runs.values()), None)
+        return ([_table(title, rows) for title, rows in figures.run_facts(run, manifest).items()],)
+    raise ValueError(f"unknown part {part!r}")
