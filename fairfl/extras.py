@@ -28,6 +28,7 @@ MODULE_EXTRAS: dict[str, str] = {
     "flask": "dashboard",
     "werkzeug": "dashboard",
     "selenium": "browser",
+    "dp_accounting": "privacy",
 }
 
 

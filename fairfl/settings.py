@@ -20,6 +20,7 @@ from fairfl.contract.config import (
 from fairfl.data import PARTITIONERS
 from fairfl.data.sources import NATURAL_FEDERATIONS, check_dataset
 from fairfl.models.names import MODELS
+from fairfl.privacy.config import PrivacySettings
 from fairfl.secagg.config import SecAggSettings
 from fairfl.telemetry.config import TelemetrySettings
 
@@ -101,6 +102,13 @@ class RunSettings:
     secagg_clipping_range: float = SecAggSettings.secagg_clipping_range
     secagg_quantization_range: int = SecAggSettings.secagg_quantization_range
     secagg_max_weight: float = SecAggSettings.secagg_max_weight
+    # Differential privacy (fairfl.privacy.config.PrivacySettings, which checks them).
+    dp: str = PrivacySettings.dp
+    dp_clipping_norm: float = PrivacySettings.dp_clipping_norm
+    dp_noise_multiplier: float = PrivacySettings.dp_noise_multiplier
+    dp_delta: float = PrivacySettings.dp_delta
+    dp_weight_cap: float = PrivacySettings.dp_weight_cap
+    dp_calibration: str = PrivacySettings.dp_calibration
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""
@@ -108,6 +116,11 @@ class RunSettings:
             **{item.name: getattr(self, item.name) for item in fields(TelemetrySettings)}
         )
         SecAggSettings(**{item.name: getattr(self, item.name) for item in fields(SecAggSettings)})
+        if self.privacy.enabled and self.secagg.enabled:
+            raise ValueError(
+                "run config dp and secure-aggregation are both on: central DP clips each "
+                "client's update, which SecAgg+ hides from the server (distributed DP: not yet)"
+            )
         try:
             check_dataset(self.dataset)
         except ValueError as error:
@@ -218,6 +231,13 @@ class RunSettings:
         """The secure-aggregation settings (checked: the error names the key)."""
         return SecAggSettings(
             **{item.name: getattr(self, item.name) for item in fields(SecAggSettings)}
+        )
+
+    @property
+    def privacy(self) -> PrivacySettings:
+        """The differential-privacy settings (checked: the error names the key)."""
+        return PrivacySettings(
+            **{item.name: getattr(self, item.name) for item in fields(PrivacySettings)}
         )
 
     @classmethod

@@ -157,6 +157,12 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
         settings.max_num_examples, settings.num_examples_clip, settings.count_flag_ratio
     )
     strategy.client_keys.claims = Claims(max_keys_per_node=settings.max_keys_per_node)
+    if settings.privacy.enabled:
+        from fairfl.strategies.private import attach_privacy
+
+        attach_privacy(
+            strategy, settings.privacy, sampling_rate=settings.fraction_train, seed=settings.seed
+        )
     if settings.node_auth and not settings.client_registration:
         # Flower does not tell a ServerApp whether its SuperLink authenticates SuperNodes
         # (every node reports a key, authenticated or not), so the deploy scripts say so.
@@ -218,6 +224,8 @@ def check_extras(settings: RunSettings, *, local_clients: bool) -> None:
             needed.update({"datasets": why, "flwr_datasets": why})
         if settings.dataset in TORCHVISION_DATASETS:
             needed["torchvision"] = f"run config dataset={settings.dataset!r}"
+    if settings.privacy.enabled:
+        needed["dp_accounting"] = f"run config dp={settings.dp!r} (its accountant)"
     for sink in filter(None, (s.strip() for s in settings.telemetry.split(","))):
         if sink in SINK_MODULES:
             needed[SINK_MODULES[sink]] = f"run config telemetry={settings.telemetry!r}"

@@ -76,7 +76,7 @@ class ReweightedStrategy(FairStrategy):
 
         ``apply`` may reuse sums of the uncapped λ (q-FFL's pass); the λ used are recorded.
         """
-        capped, capped_clients = share_capped(weights, self.max_client_share), None
+        capped, capped_clients = share_capped(weights, self.share_cap(server_round)), None
         if capped is None:
             new_arrays = apply(global_arrays, replies, weights)
         else:

@@ -1,0 +1,69 @@
+"""Run-config keys of differential privacy, parsed into :class:`PrivacySettings`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: Values of the ``dp`` run-config key (``central-adaptive`` and ``local``: not yet).
+MODES = ("none", "central-fixed")
+#: Values of ``dp-calibration``: how σ covers the rule's weights (see :class:`PrivacySettings`).
+CALIBRATIONS = ("max-weight", "cap")
+
+
+@dataclass(frozen=True)
+class PrivacySettings:
+    """Differential-privacy settings of a run (run-config keys hyphenated).
+
+    Attributes
+    ----------
+    dp : str
+        ``"none"`` (off, the default) or ``"central-fixed"``: the server clips each
+        client's update ``w_k - w^t`` to L2 norm C and adds Gaussian noise to the new model
+        (central DP with fixed clipping, McMahan et al., ICLR 2018).
+    dp_clipping_norm : float
+        C > 0, the L2 bound of one client's update.
+    dp_noise_multiplier : float
+        z > 0: the noise's standard deviation over the round's sensitivity.
+    dp_delta : float
+        δ in (0, 1) at which ε is reported.
+    dp_weight_cap : float
+        κ >= 1: in ``cap`` calibration no client weighs more than κ/m of the round's
+        weights (m: the clients sampled for the round).
+    dp_calibration : str
+        ``"max-weight"``: σ = z·C·max_k |λ_k|, the round's largest actual weight (z holds
+        exactly, σ varies by round). ``"cap"``: the weights are capped at κ/m and
+        renormalised, σ = z·C·κ/m is fixed ahead; a round whose weights still exceed
+        κ/m (fewer replies than m/κ) says so in its record.
+    """
+
+    dp: str = "none"
+    dp_clipping_norm: float = 1.0
+    dp_noise_multiplier: float = 1.0
+    dp_delta: float = 1e-5
+    dp_weight_cap: float = 1.0
+    dp_calibration: str = "max-weight"
+
+    def __post_init__(self) -> None:
+        """Check every value; the error names the run-config key."""
+        if self.dp not in MODES:
+            raise ValueError(f"run config dp must be one of {MODES}, got {self.dp!r}")
+        if self.dp_calibration not in CALIBRATIONS:
+            raise ValueError(
+                f"run config dp-calibration must be one of {CALIBRATIONS}, "
+                f"got {self.dp_calibration!r}"
+            )
+        checks = (
+            ("dp-clipping-norm", self.dp_clipping_norm, self.dp_clipping_norm > 0, "> 0"),
+            ("dp-noise-multiplier", self.dp_noise_multiplier, self.dp_noise_multiplier > 0, "> 0"),
+            ("dp-delta", self.dp_delta, 0 < self.dp_delta < 1, "in (0, 1)"),
+            ("dp-weight-cap", self.dp_weight_cap, self.dp_weight_cap >= 1, ">= 1 (κ in κ/m)"),
+        )
+        for key, value, ok, bound in checks:
+            if not math.isfinite(value) or not ok:
+                raise ValueError(f"run config {key} must be a finite number {bound}, got {value!r}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the run adds noise (``dp`` is not ``"none"``)."""
+        return self.dp != "none"

@@ -1,0 +1,66 @@
+"""Which rules central DP (:mod:`fairfl.privacy`) can calibrate, and attaching it to one.
+
+The noise of :class:`~fairfl.privacy.central.CentralFixedClipping` is ``z C max_k |λ_k|``:
+the sensitivity of ``w^t - Σ_k λ_k (w^t - w_k)`` to one clipped update. A rule whose new
+model is not of that form has another sensitivity, which is refused here rather than
+guessed:
+
+* FedMGDA+ and its variants (fedavg-n, fedmgda-plain, mgda-prox) and FedFV normalise or
+  project each update and pick λ by a QP or conflicts over the private updates themselves;
+* q-FedSGD steps along gradients divided by Σ h_k;
+* FedAdam and FedYogi rescale the mean update by the server optimiser's running moments,
+  and FedFa keeps a server momentum of the *un-noised* averages, so noise on the new model
+  has no λ C bound (and the momentum would carry un-noised updates into later rounds);
+* q-FFL's step is of the form, with λ_k = L F_k^q / Σ_j h_j, but h_j = q F_j^{q-1}
+  ‖Δ_j‖² + L F_j^q reads the private update's norm: λ then depends on the updates it
+  weighs, and the server's check of h_j against the clipped update would reject the
+  clipped replies. Its honest sensitivity needs h computed from the clipped update (not
+  done yet).
+"""
+
+from __future__ import annotations
+
+from fairfl.privacy.central import CentralFixedClipping
+from fairfl.privacy.config import PrivacySettings
+from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.fedfa import FedFa
+from fairfl.strategies.fedopt import FedOptRule
+from fairfl.strategies.qffl import QFFL
+
+__all__ = ["attach_privacy", "privacy_refusal"]
+
+
+def privacy_refusal(strategy: FairStrategy) -> str | None:
+    """Why central DP cannot be calibrated to ``strategy``'s update, or None if it can."""
+    if isinstance(strategy, FedOptRule | FedFa):
+        return (
+            f"{strategy.rule_name}'s server optimiser or momentum rescales and keeps the "
+            "un-noised mean update: noise on the new model has no max λ·C bound"
+        )
+    if isinstance(strategy, QFFL):
+        return (
+            f"{strategy.rule_name}'s weights λ_k = L F_k^q / Σ h_j read the private update norms "
+            "(h_j), which clipping changes: its sensitivity is not max λ·C of clear weights"
+        )
+    if not strategy.caps_client_share:
+        return (
+            f"{strategy.rule_name}'s update is not w - Σ λ_k (w - w_k) (it normalises, projects "
+            "or re-solves over the private updates): its sensitivity is not max λ·C"
+        )
+    return None
+
+
+def attach_privacy(
+    strategy: FairStrategy, settings: PrivacySettings, *, sampling_rate: float, seed: int
+) -> None:
+    """Give ``strategy`` central DP with fixed clipping (``dp = "central-fixed"``).
+
+    Raises
+    ------
+    ValueError
+        If the rule's update is not one the noise is calibrated to (:func:`privacy_refusal`).
+    """
+    reason = privacy_refusal(strategy)
+    if reason is not None:
+        raise ValueError(f"run config dp={settings.dp!r} is refused for this rule: {reason}")
+    strategy.privacy = CentralFixedClipping(settings, sampling_rate=sampling_rate, seed=seed)
