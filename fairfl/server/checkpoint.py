@@ -108,6 +108,9 @@ class Checkpoint:
     #: Client key -> that client's ``Context.state`` after ``server_round``, for the
     #: clients that live in the server's process ({} otherwise and in older checkpoints).
     client_state: dict[int, RecordDict] = field(default_factory=dict)
+    #: Central DP's account and noise generator (``FairStrategy.privacy_state``): {}
+    #: without DP and in older checkpoints.
+    privacy_state: dict[str, Any] = field(default_factory=dict)
 
 
 def _plain(value: Any) -> Any:
@@ -270,6 +273,7 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
         "fingerprint": checkpoint.fingerprint,
         "sampling_state": checkpoint.sampling_state,
         "client_claims": checkpoint.client_claims,
+        "privacy_state": checkpoint.privacy_state,
     }
     payload = {f"{_PREFIX}{key}": array.numpy() for key, array in checkpoint.arrays.items()}
     for key, state in checkpoint.client_state.items():
@@ -330,6 +334,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
             sampling_state=meta.get("sampling_state") or {},
             client_claims=meta.get("client_claims") or {},
             client_state=client_state,
+            privacy_state=meta.get("privacy_state") or {},
         )
     except CheckpointError:
         raise

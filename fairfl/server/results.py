@@ -299,6 +299,7 @@ class RoundLog:
                     sampling_state=self.strategy.sampling_state(),
                     client_claims=self.strategy.client_keys.claims.state_dict(),
                     client_state=client_states_of(self.grid),
+                    privacy_state=self.strategy.privacy_state(),
                 ),
             )
         metrics = entry["metrics"]
@@ -356,6 +357,10 @@ class RoundLog:
                     if r.get("train", {}).get("skipped")
                 },
                 "silenced_clients": silenced_throughout(self.rounds),
+                # dp = central-fixed: its settings and the final ε at δ (None: off).
+                "privacy": None
+                if self.strategy.privacy is None
+                else self.strategy.privacy.summary(),
                 "final_metrics": final.get("metrics", {}),
                 # Ditto: the personal models' statistics of the last round.
                 **(

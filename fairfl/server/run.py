@@ -412,6 +412,7 @@ def run_federation(
         )
         strategy.load_state_dict(checkpoint.strategy_state)
         strategy.load_sampling_state(checkpoint.sampling_state)
+        strategy.load_privacy_state(checkpoint.privacy_state)
         strategy.client_keys.claims.load_state_dict(
             checkpoint.client_claims, connected=grid.get_node_ids()
         )

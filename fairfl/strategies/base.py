@@ -199,6 +199,15 @@ class FairStrategy(FlowerFedAvg):
         if self.size_sampler is not None:
             self.size_sampler.load_state(state)
 
+    def privacy_state(self) -> dict[str, Any]:
+        """JSON-able DP state for a checkpoint (the account, the noise RNG; off: {})."""
+        return {} if self.privacy is None else self.privacy.state()
+
+    def load_privacy_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`privacy_state` output."""
+        if self.privacy is not None:
+            self.privacy.load_state(state)
+
     # ------------------------------------------------------------------ training
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
         """Rule-specific train-config keys sent to clients this round (none by default)."""
