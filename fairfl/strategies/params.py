@@ -145,6 +145,18 @@ class Spec:
         )
         return low and high
 
+    def allowed(self) -> str:
+        """The values a run config may give, for people: ``>= 0``, ``one of ('a', 'b')``."""
+        if self.kind == "choice":
+            text = f"one of {self.options!r}"
+        elif self.kind == "flag":
+            text = "true or false"
+        elif self.kind == "text":
+            text = "a non-empty string"
+        else:
+            text = self._range().strip().removeprefix("in ") or "any finite number"
+        return f"{text}, or unset" if self.optional else text
+
     def _range(self) -> str:
         if self.lower is not None and self.upper is not None:
             left, right = "(" if self.lower_open else "[", ")" if self.upper_open else "]"

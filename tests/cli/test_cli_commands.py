@@ -182,3 +182,23 @@ def test_run_through_flowers_engine_prints_the_final_fairness_line(tmp_path, cap
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["config"]["num-partitions"] == 2
     assert not processes_naming(home)  # the SuperLink and Ray were stopped
+
+
+def test_rules_fit_100_columns_and_show_the_runs_values(capsys):
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    # q-FFL's lr is the run's (0.1), not "None".
+    assert "lr=0.1, qffl-q=0.1" in out and "lr=None" not in out
+
+
+def test_one_rule_shows_its_paper_reports_and_keys(capsys):
+    assert main(["rules", "qffl"]) == 0
+    out = capsys.readouterr().out
+    assert "Fair Resource Allocation in Federated Learning" in out and "ICLR 2020" in out
+    assert "clients report: num-examples, loss-before-training" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert lines["qffl-q"].split()[1:] == ["0.1", ">=", "0;", "grid:", "0.01,", "0.1,", "1"]
+    assert "> 0, or unset" in lines["lr"]
+    assert main(["rules", "qfl"]) == 2
+    assert "Did you mean 'qffl'?" in capsys.readouterr().err
