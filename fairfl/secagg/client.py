@@ -56,9 +56,7 @@ from fairfl.secagg.forms import client_part
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
     CLIENT_PART,
-    LOSS_KEY,
     RECORD,
-    WEIGHT_KEY,
     Key,
     Stage,
     quantize_private,
@@ -71,9 +69,8 @@ logger = logging.getLogger(__name__)
 
 #: The client's protocol state (Flower's :class:`SecAggPlusState`) in ``Context.state``.
 STATE = "fairfl.secagg.state"
-#: Its update Δ_k and reported scalars, kept from setup to the collect stage.
+#: Its update Δ_k, kept from setup to the collect stage.
 UPDATE = "fairfl.secagg.update"
-SCALARS = "fairfl.secagg.scalars"
 #: A weight this far (relative) above ``max_weight`` is a float rounding of it, not a breach.
 WEIGHT_RTOL = 1e-9
 
@@ -158,9 +155,6 @@ def _setup(
         for key in sent
     }
     ctxt.state.array_records[UPDATE] = ArrayRecord({k: Array(v) for k, v in update.items()})
-    ctxt.state.config_records[SCALARS] = ConfigRecord(
-        _scalars(out, str(config[WEIGHT_KEY]), str(config[LOSS_KEY]))
-    )
     for record in out.content.array_records.values():
         record.clear()  # the server never receives this client's arrays
     for metrics in out.content.metric_records.values():
@@ -174,19 +168,6 @@ def _setup(
         {Key.PUBLIC_KEY_1: state.pk1, Key.PUBLIC_KEY_2: state.pk2}
     )
     return Message(out.content, reply_to=msg)
-
-
-def _scalars(out: Message, weight_key: str, loss_key: str) -> dict[str, Any]:
-    """n_k and F_k(w^t) as the train reply reports them (F_k only if present)."""
-    found: dict[str, Any] = {}
-    for record in out.content.metric_records.values():
-        if weight_key in record and "num-examples" not in found:
-            found["num-examples"] = int(cast(int, record[weight_key]))
-        if loss_key in record and "loss" not in found:
-            found["loss"] = float(cast(float, record[loss_key]))
-    if "num-examples" not in found:
-        raise ValueError(f"secure aggregation: the train reply has no metric {weight_key!r}")
-    return found
 
 
 def _share_keys(state: SecAggPlusState, config: ConfigRecord) -> dict[str, Any]:
@@ -237,15 +218,8 @@ def _collect_masked_vectors(
             )
         state.rd_seed_share_dict[source] = seed_share
         state.sk1_share_dict[source] = key_share
-    scalars = ctxt.state.config_records[SCALARS]
     update = [array.numpy() for array in ctxt.state.array_records[UPDATE].values()]
-    loss = scalars.get("loss")
-    weight, payload = client_part(
-        part,
-        int(cast(int, scalars["num-examples"])),
-        None if loss is None else float(cast(float, loss)),
-        update,
-    )
+    weight, payload = client_part(part, update)
     # The server's public scale puts the largest weight at a_max, up to float rounding.
     if weight > state.max_weight * (1 + WEIGHT_RTOL):
         raise ValueError(

@@ -40,6 +40,8 @@ WEIGHTS: tuple[WeightKind, ...] = ("num-examples", "qffl", "term", "broadcast")
 WEIGHT_KIND = "weight-kind"
 WEIGHT = "weight"  # broadcast: the client's weight λ_k
 WEIGHT_SCALE = "weight-scale"  # a public factor on n_k (num-examples, term), so a_k <= a_max
+NUM_EXAMPLES = "num-examples"  # n_k as the rule weighs it (after the server's count defences)
+LOSS = "loss"  # F_k(w^t) as the rule reads it (after the server's loss defences)
 QFFL_Q = "qffl-q"
 QFFL_LIPSCHITZ = "qffl-lipschitz"
 QFFL_BY_SIZE = "qffl-by-size"
@@ -101,12 +103,14 @@ class SecureForm:
 
 
 def client_part(
-    part: Mapping[str, Any],
-    num_examples: int,
-    loss: float | None,
-    update: list[NDArray[np.float64]],
+    part: Mapping[str, Any], update: list[NDArray[np.float64]]
 ) -> tuple[float, list[NDArray[np.float64]]]:
     """The weight a_k and payload u_k one client masks (spec table).
+
+    The server sends back the n_k and F_k(w^t) the rule read from the client's clear
+    reply (``num-examples``, ``loss``), after its defences (registered counts,
+    ``num-examples-clip``, ``loss-clip-mad``), so that the weight is the rule's; only what
+    depends on the update (q-FFL's h_k) is the client's alone.
 
     ``num-examples`` (FedAvg): ``a_k = σ n_k``, ``u_k = Δ_k``, with σ the public scale the
     server sends (``a_max / max_j n_j``: the counts are reported in the clear); a common
@@ -129,10 +133,6 @@ def client_part(
     ----------
     part : Mapping[str, Any]
         The client-part record the server sent (``weight-kind`` and its scalars).
-    num_examples : int
-        n_k, as the client reported it.
-    loss : float | None
-        F_k(w^t), as the client reported it (``None`` if it reported none).
     update : list[NDArray[np.float64]]
         Δ_k = w_k - w^t.
 
@@ -144,9 +144,10 @@ def client_part(
     """
     kind = part.get(WEIGHT_KIND)
     if kind == "num-examples":
-        weight, payload = float(part[WEIGHT_SCALE]) * num_examples, update
+        weight, payload = float(part[WEIGHT_SCALE]) * int(part[NUM_EXAMPLES]), update
     elif kind == "qffl":
-        value = _loss(loss, kind)
+        value = _loss(part, kind)
+        num_examples = int(part[NUM_EXAMPLES])
         q, lipschitz = float(part[QFFL_Q]), float(part[QFFL_LIPSCHITZ])
         distance = float(sum(np.vdot(d, d) for d in update))  # ‖w^t - w̄_k‖²
         h = h_term(value, distance, q=q, lipschitz=lipschitz)
@@ -155,9 +156,9 @@ def client_part(
         weight = h * (num_examples if bool(part[QFFL_BY_SIZE]) else 1.0)
         payload = [factor * d for d in update]
     elif kind == "term":
-        value = _loss(loss, kind)
+        value = _loss(part, kind)
         exponent = float(part[TERM_ALPHA]) * (value - float(part[TERM_SHIFT]))
-        weight = float(part[WEIGHT_SCALE]) * num_examples * math.exp(exponent)
+        weight = float(part[WEIGHT_SCALE]) * int(part[NUM_EXAMPLES]) * math.exp(exponent)
         payload = update
     elif kind == "broadcast":
         weight, payload = float(part[WEIGHT]), update
@@ -168,10 +169,9 @@ def client_part(
     return weight, payload
 
 
-def _loss(loss: float | None, kind: str) -> float:
-    if loss is None:
+def _loss(part: Mapping[str, Any], kind: str) -> float:
+    if LOSS not in part:
         raise ValueError(
-            f"secure aggregation: the {kind} weight needs F_k(w^t), and the client's train "
-            "reply has no loss under the rule's train_loss_key"
+            f"secure aggregation: the {kind} weight needs F_k(w^t), and the server sent none"
         )
-    return loss
+    return float(part[LOSS])

@@ -36,10 +36,8 @@ __all__ = [
 RECORD = "fairfl.secagg"
 #: The ConfigRecord of the collect stage holding the client's part (its form's scalars).
 CLIENT_PART = "fairfl.secagg.client-part"
-#: Setup-stage keys naming the records the client reads its update and scalars from.
+#: Setup-stage key naming the ArrayRecord the client's update is read from.
 ARRAYS_KEY = "arrays-key"
-WEIGHT_KEY = "weight-key"
-LOSS_KEY = "loss-key"
 
 
 def vector_dtype(modulus: int) -> type[np.unsignedinteger[Any]]:

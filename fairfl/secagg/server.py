@@ -39,9 +39,7 @@ from fairfl.secagg.config import MODULUS_RANGE, SecAggSettings
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
     CLIENT_PART,
-    LOSS_KEY,
     RECORD,
-    WEIGHT_KEY,
     Key,
     Stage,
     dequantized_mean,
@@ -146,8 +144,6 @@ class SecAggPlusDriver:
         client_parts: ClientParts,
         *,
         arrays_key: str,
-        weight_key: str,
-        loss_key: str,
         timeout: float | None = None,
     ) -> SecureSum:
         """Run the stages for the round's train ``messages``; the sum, or why none.
@@ -176,9 +172,7 @@ class SecAggPlusDriver:
                 f"max(2, the threshold {threshold})"
             )
         state = _Round(sampled, shares, threshold, messages[0].metadata.group_id)
-        setup = self._setup(
-            grid, messages, state, shares, timeout, arrays_key, weight_key, loss_key
-        )
+        setup = self._setup(grid, messages, state, shares, timeout, arrays_key)
         parts = client_parts([setup[nid] for nid in sorted(state.active)]) if state.active else {}
         state.keep(Stage.SETUP + " (refused by the rule)", parts)
         if (why := state.short(state.active)) is not None:
@@ -226,8 +220,6 @@ class SecAggPlusDriver:
         shares: int,
         timeout: float | None,
         arrays_key: str,
-        weight_key: str,
-        loss_key: str,
     ) -> dict[int, Message]:
         """Send the train instructions with the setup record; the clear replies by node."""
         settings = self.settings
@@ -243,8 +235,6 @@ class SecAggPlusDriver:
                     Key.MOD_RANGE: MODULUS_RANGE,
                     Key.MAX_WEIGHT: settings.secagg_max_weight,
                     ARRAYS_KEY: arrays_key,
-                    WEIGHT_KEY: weight_key,
-                    LOSS_KEY: loss_key,
                 }
             )
         replies: dict[int, Message] = {}
@@ -450,8 +440,8 @@ class SecureGrid(Grid):
         The round's protocol.
     client_parts : ClientParts
         The strategy's screen (its reader and weights) for the setup replies.
-    keys : Mapping[str, str]
-        ``arrays_key``, ``weight_key`` and ``loss_key`` of the strategy.
+    arrays_key : str
+        The ArrayRecord of the strategy's train messages and replies (``arrays``).
     """
 
     def __init__(
@@ -459,12 +449,12 @@ class SecureGrid(Grid):
         grid: Grid,
         driver: SecAggPlusDriver,
         client_parts: ClientParts,
-        keys: Mapping[str, str],
+        arrays_key: str,
     ) -> None:
         self.grid = grid
         self.driver = driver
         self.client_parts = client_parts
-        self.keys = dict(keys)
+        self.arrays_key = arrays_key
         self.last: SecureSum | None = None
 
     def send_and_receive(
@@ -475,7 +465,7 @@ class SecureGrid(Grid):
         if not batch or any(m.metadata.message_type != MessageType.TRAIN for m in batch):
             return self.grid.send_and_receive(batch, timeout=timeout)
         self.last = self.driver.run(
-            self.grid, batch, self.client_parts, timeout=timeout, **self.keys
+            self.grid, batch, self.client_parts, arrays_key=self.arrays_key, timeout=timeout
         )
         return list(self.last.replies)
 

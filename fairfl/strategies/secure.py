@@ -86,8 +86,8 @@ def check_secure(strategy: FairStrategy) -> SecureForm:
     Raises
     ------
     SecureAggregationRefusedError
-        Naming the rule and why: no declared form, a form that needs each update, or a
-        setting the clients' own weights cannot honour.
+        Naming the rule and why: no declared form, a form that needs each update, or
+        ``max-client-share`` < 1 with a form whose clients compute their weights.
     """
     name = strategy.registry_name or type(strategy).__name__
     form = secure_form_of(type(strategy))
@@ -106,18 +106,12 @@ def check_secure(strategy: FairStrategy) -> SecureForm:
             f"strategy {name}'s scalars-in-clear form needs weights from the clear metrics "
             "alone (a LossRule)"
         )
-    if form.kind == "one-round":
-        # The clients weigh themselves: settings that change weights on the server cannot.
-        for key, on in (
-            ("max-client-share", strategy.max_client_share < 1),
-            ("sampling", strategy.client_sampling != "uniform"),
-            ("loss-clip-mad", strategy.loss_clip_mad > 0),
-        ):
-            if on:
-                raise SecureAggregationRefusedError(
-                    f"strategy {name} with secure-aggregation=secagg+: run config {key} "
-                    "changes weights on the server, and its clients compute their own"
-                )
+    if form.kind == "one-round" and strategy.max_client_share < 1:
+        # The cap needs every client's weight, which the clients compute (q-FFL's h_k).
+        raise SecureAggregationRefusedError(
+            f"strategy {name} with secure-aggregation=secagg+: run config max-client-share "
+            "caps weights that its clients compute themselves; leave it at 1"
+        )
     return form
 
 
@@ -148,12 +142,8 @@ class SecureRounds:
     def wrap(self, grid: Grid) -> SecureGrid:
         """The Grid whose train rounds are secure (:class:`~fairfl.secagg.server.SecureGrid`)."""
         strategy = self.strategy
-        keys = {
-            "arrays_key": strategy.arrayrecord_key,
-            "weight_key": strategy.weighted_by_key,
-            "loss_key": strategy.train_loss_key,
-        }
-        self.grid = SecureGrid(grid, SecAggPlusDriver(self.settings), self.client_parts, keys)
+        driver = SecAggPlusDriver(self.settings)
+        self.grid = SecureGrid(grid, driver, self.client_parts, strategy.arrayrecord_key)
         return self.grid
 
     # ------------------------------------------------------------------ the screen
@@ -220,7 +210,14 @@ class SecureRounds:
             common[forms.TERM_ALPHA] = float(strategy.params.alpha)  # type: ignore[attr-defined]
             # c = max_k F_k(w^t): public (the losses are), and a_k <= n_k then.
             common[forms.TERM_SHIFT] = float(strategy.losses_of(replies).max())
-        return [dict(common) for _ in replies], 1.0
+        # n_k and F_k as the rule read them, after its count and loss defences.
+        parts = []
+        for reply in replies:
+            part = {**common, forms.NUM_EXAMPLES: reply.num_examples}
+            if strategy.has_loss(reply):
+                part[forms.LOSS] = strategy.loss_of(reply)
+            parts.append(part)
+        return parts, 1.0
 
     # ------------------------------------------------------------- the aggregate
     def aggregate_train(

@@ -18,9 +18,8 @@ UPDATE = [np.array([0.1, -0.2])]  # Δ_k = w̄_k - w^t
 
 
 def test_num_examples_weight_is_the_scaled_count():
-    weight, payload = client_part(
-        {"weight-kind": "num-examples", "weight-scale": 0.5}, 10, None, UPDATE
-    )
+    part = {"weight-kind": "num-examples", "weight-scale": 0.5, "num-examples": 10}
+    weight, payload = client_part(part, UPDATE)
     assert weight == 5.0  # σ n_k = 0.5 · 10
     np.testing.assert_array_equal(payload[0], UPDATE[0])
 
@@ -29,35 +28,50 @@ def test_qffl_weight_is_h_and_payload_minus_delta_over_h():
     # q = 1, L = 10, F = 0.5: Δw = L (w^t - w̄) = (-1, 2), ‖Δw‖² = 5,
     # h = q F^{q-1} ‖Δw‖² + L F^q = 5 + 5 = 10, Δ^q = F^q Δw = (-0.5, 1),
     # u = -Δ^q / h = (0.05, -0.1).
-    part = {"weight-kind": "qffl", "qffl-q": 1.0, "qffl-lipschitz": 10.0, "qffl-by-size": False}
-    weight, payload = client_part(part, 7, 0.5, UPDATE)
+    part = {
+        "weight-kind": "qffl",
+        "qffl-q": 1.0,
+        "qffl-lipschitz": 10.0,
+        "qffl-by-size": False,
+        "num-examples": 7,
+        "loss": 0.5,
+    }
+    weight, payload = client_part(part, UPDATE)
     assert weight == pytest.approx(10.0)
     np.testing.assert_allclose(payload[0], [0.05, -0.1])
     # The "p" weighting: the weight is n_k h_k = 70, the payload the same.
-    weight, _ = client_part({**part, "qffl-by-size": True}, 7, 0.5, UPDATE)
+    weight, _ = client_part({**part, "qffl-by-size": True}, UPDATE)
     assert weight == pytest.approx(70.0)
 
 
 def test_term_weight_is_tilted_by_the_public_shift():
     # σ n_k e^{α (F_k - c)} = 2 · 10 · e^{0.5 (2 - 3)} = 20 e^{-0.5} = 12.1306
-    part = {"weight-kind": "term", "weight-scale": 2.0, "term-alpha": 0.5, "term-shift": 3.0}
-    weight, payload = client_part(part, 10, 2.0, UPDATE)
+    part = {
+        "weight-kind": "term",
+        "weight-scale": 2.0,
+        "term-alpha": 0.5,
+        "term-shift": 3.0,
+        "num-examples": 10,
+        "loss": 2.0,
+    }
+    weight, payload = client_part(part, UPDATE)
     assert weight == pytest.approx(20 * math.exp(-0.5))
     np.testing.assert_array_equal(payload[0], UPDATE[0])
 
 
 def test_broadcast_weight_is_the_servers():
-    weight, _ = client_part({"weight-kind": "broadcast", "weight": 7.5}, 10, None, UPDATE)
+    weight, _ = client_part({"weight-kind": "broadcast", "weight": 7.5}, UPDATE)
     assert weight == 7.5
 
 
 def test_a_bad_part_is_refused():
     with pytest.raises(ValueError, match="unknown client weight 'bogus'"):
-        client_part({"weight-kind": "bogus"}, 1, None, UPDATE)
+        client_part({"weight-kind": "bogus"}, UPDATE)
+    term = {"weight-kind": "term", "weight-scale": 1.0, "term-alpha": 1.0, "term-shift": 0.0}
     with pytest.raises(ValueError, match="needs F_k"):
-        client_part({"weight-kind": "term", "term-alpha": 1.0, "term-shift": 0.0}, 1, None, UPDATE)
+        client_part({**term, "num-examples": 1}, UPDATE)
     with pytest.raises(ValueError, match=r"weight is -1\.0"):
-        client_part({"weight-kind": "broadcast", "weight": -1.0}, 1, None, UPDATE)
+        client_part({"weight-kind": "broadcast", "weight": -1.0}, UPDATE)
 
 
 @pytest.mark.parametrize(

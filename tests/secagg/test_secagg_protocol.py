@@ -15,6 +15,8 @@ quantisation bound is ``n (2C + U) / Σ round(Q a_k / a_max)`` (fairfl.secagg.pr
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from flwr.app import (
@@ -71,20 +73,25 @@ def _run(settings, reply_filter=None, app=None, parts=None):
             Message(content, dst_node_id=k, message_type=MessageType.TRAIN, group_id="1")
             for k in NODES
         ]
-        screen = parts or (
-            lambda replies: {
-                int(r.metadata.src_node_id): {"weight-kind": "num-examples", "weight-scale": 1.0}
-                for r in replies
-            }
-        )
+        screen = parts or partial(_fedavg_parts, scale=1.0)
         return SecAggPlusDriver(settings).run(
             grid,
             messages,
             screen,
             arrays_key="arrays",
-            weight_key="num-examples",
-            loss_key="loss-before-training",
         )
+
+
+def _fedavg_parts(replies: list[Message], scale: float) -> dict[int, dict]:
+    """FedAvg's client part of each reply: σ n_k, n_k as the reply reports it."""
+    return {
+        int(r.metadata.src_node_id): {
+            "weight-kind": "num-examples",
+            "weight-scale": scale,
+            "num-examples": int(r.content.metric_records["metrics"]["num-examples"]),
+        }
+        for r in replies
+    }
 
 
 def _silent(stage: str, nodes: set[int]):
@@ -215,11 +222,7 @@ def test_a_weight_scaled_to_max_weight_is_not_refused_for_its_rounding():
         secagg_max_weight=max_weight,
     )
 
-    def parts(replies):
-        part = {"weight-kind": "num-examples", "weight-scale": max_weight / 50}
-        return {int(r.metadata.src_node_id): part for r in replies}
-
-    result = _run(settings, parts=parts)
+    result = _run(settings, parts=partial(_fedavg_parts, scale=max_weight / 50))
     assert result.lost == {} and result.num_clients == 5
     # Node k's ratio is k/5 (node 5's clamped to 1): Σ round(2^22 k / 5) over k = 1..5.
     assert result.weight_total == sum(round(2**22 * k / 5) for k in NODES)
