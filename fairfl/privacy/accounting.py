@@ -18,6 +18,7 @@ gives the same ε bit for bit.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,15 +44,20 @@ def round_event(sampling_rate: float, noise_multiplier: float) -> Any:
 def epsilon_of(rounds: list[tuple[float, float]], delta: float) -> float:
     """ε at ``delta`` of the composition of ``rounds`` ((q, z_eff) per round), RDP.
 
-    0 for no round; ``inf`` when a round had no noise (z_eff = 0).
+    Equal rounds are composed as one ``SelfComposedDpEvent`` (RDP adds up, so this is
+    the same account): the subsampled Gaussian's RDP costs ~0.2 s per event, and a run
+    with a fixed z_eff then costs one event whatever its length. 0 for no round; ``inf``
+    when a round had no noise (z_eff = 0).
     """
+    import dp_accounting
     from dp_accounting.rdp import RdpAccountant
 
     if any(z <= 0 for _, z in rounds):
         return float("inf")
+    counts = Counter(rounds)  # first-seen order: the same list composes the same way
     accountant = RdpAccountant()
-    for q, z in rounds:
-        accountant.compose(round_event(q, z))
+    for (q, z), count in counts.items():
+        accountant.compose(dp_accounting.SelfComposedDpEvent(round_event(q, z), count))
     return float(accountant.get_epsilon(delta))
 
 

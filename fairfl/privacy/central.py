@@ -141,7 +141,10 @@ class CentralFixedClipping:
             )
         else:
             std = noise_std(settings.dp_noise_multiplier, settings.dp_clipping_norm, lam_max)
-        z_eff = effective_noise_multiplier(std, settings.dp_clipping_norm, lam_max)
+        if settings.dp_calibration == "cap" or lam_max == 0:
+            z_eff = effective_noise_multiplier(std, settings.dp_clipping_norm, lam_max)
+        else:  # σ / (C λ_max) = z by construction; z itself keeps the account's rounds equal
+            z_eff = settings.dp_noise_multiplier
         noised = []
         for array in new_arrays:
             if not np.issubdtype(np.asarray(array).dtype, np.floating):
