@@ -56,9 +56,11 @@ suppress_warnings = ["myst.xref_ambiguous"]
 
 # MathJax: Debian's libjs-mathjax (MathJax 2.7, CommonHTML output) when installed, copied
 # into the site by fairfl_docs, so that equations render offline (CI, the browser test);
-# else Sphinx's default, MathJax 3 from its CDN.
+# else Sphinx's default, MathJax 3 from its CDN, which the build refuses
+# (:func:`warn_without_local_mathjax`).
 LOCAL_MATHJAX = Path("/usr/share/javascript/mathjax")
-if (LOCAL_MATHJAX / "config" / "TeX-AMS_CHTML.js").exists():
+HAS_LOCAL_MATHJAX = (LOCAL_MATHJAX / "config" / "TeX-AMS_CHTML.js").exists()
+if HAS_LOCAL_MATHJAX:
     mathjax_path = "mathjax/MathJax.js?config=TeX-AMS_CHTML"
     # MyST marks its sections tex2jax_ignore and the maths "math"; MathJax 2 is told so
     # in its own configuration (MyST's is MathJax 3's).
@@ -104,7 +106,25 @@ def drop_generic_bases(app: object, name: str, obj: object, options: object, bas
     bases[:] = [base for base in bases if getattr(base, "__origin__", None) is not typing.Generic]
 
 
+def warn_without_local_mathjax(app: object) -> None:
+    """A warning (an error under ``-W``, as scripts/docs.sh builds) when MathJax is not local.
+
+    Without Debian's libjs-mathjax every page would load MathJax from a CDN, and its
+    equations would show as raw TeX offline.
+    """
+    if HAS_LOCAL_MATHJAX:
+        return
+    from sphinx.util import logging as sphinx_logging
+
+    sphinx_logging.getLogger(__name__).warning(
+        "MathJax is not installed locally (%s): the equations would load MathJax from a "
+        "CDN and show as raw TeX offline; install Debian's libjs-mathjax",
+        LOCAL_MATHJAX,
+    )
+
+
 def setup(app: object) -> None:
-    """Connect :func:`skip_type_aliases` and :func:`drop_generic_bases`."""
+    """Connect :func:`skip_type_aliases`, :func:`drop_generic_bases` and the MathJax check."""
     app.connect("autodoc-skip-member", skip_type_aliases)  # type: ignore[attr-defined]
     app.connect("autodoc-process-bases", drop_generic_bases)  # type: ignore[attr-defined]
+    app.connect("builder-inited", warn_without_local_mathjax)  # type: ignore[attr-defined]

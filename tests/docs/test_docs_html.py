@@ -95,3 +95,14 @@ def test_every_committed_report_has_a_results_page(built_site):
     assert names
     for name in [*names, "benchmarks"]:
         assert (built_site / "_generated" / "results" / f"{name}.html").exists(), name
+
+
+def test_no_page_loads_a_script_from_a_cdn(built_site):
+    # Equations render offline: MathJax is copied into the site (Debian's libjs-mathjax;
+    # the strict build refuses to fall back to a CDN, docs/site/conf.py).
+    remote = re.compile(r'<script[^>]+src="(?:https?:)?//[^"]+"')
+    offenders = {
+        page.relative_to(built_site).as_posix(): remote.findall(page.read_text(encoding="utf-8"))
+        for page in built_site.rglob("*.html")
+    }
+    assert not {page: found for page, found in offenders.items() if found}
