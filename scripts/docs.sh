@@ -13,6 +13,18 @@ if [ "${1:-}" = serve ]; then
   [ -f build/docs/index.html ] || bash "$0"
   exec "$PYTHON" -m http.server "${DOCS_PORT:-8000}" --bind 127.0.0.1 --directory build/docs
 fi
+# Equations render offline from Debian's MathJax; the strict build refuses a CDN.
+if [ ! -f /usr/share/javascript/mathjax/MathJax.js ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "docs: installing Debian's libjs-mathjax (equations render offline)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq libjs-mathjax >/dev/null 2>&1 \
+      || { apt-get update -qq && apt-get install -y -qq libjs-mathjax >/dev/null; }
+  else
+    echo "docs: MathJax is not installed: sudo apt-get install libjs-mathjax" >&2
+    exit 2
+  fi
+fi
 export FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 export FLWR_HOME="${FLWR_HOME:-$PWD/.flwr-home}"
 "$PYTHON" -m sphinx -b html -W --keep-going -n -q -d build/docs-doctrees docs/site build/docs
