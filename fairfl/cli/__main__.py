@@ -4,4 +4,5 @@ import sys
 
 from fairfl.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # the API reference imports this module: it must not run
+    sys.exit(main())
