@@ -159,6 +159,7 @@ def test_core_dependencies_leave_out_the_extras():
         "simulation",
         "telemetry",
         "dashboard",
+        "privacy",
     }
     # the trackers' libraries are an extra: a server install stays light
     assert not core & {"tensorboard", "mlflow-skinny", "wandb", "prometheus-client"}
