@@ -8,8 +8,11 @@ simulation engine with one SuperNode per partition.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +54,8 @@ def add_parser(commands: Any) -> None:
     run.add_argument(
         "--out",
         type=Path,
-        help="results folder (shorthand for -c out-dir=DIR; default outputs/latest)",
+        help="results folder (shorthand for -c out-dir=DIR; default a new "
+        "outputs/<time>-<rule> per run, with outputs/latest pointing at the newest)",
     )
     run.add_argument(
         "--engine",
@@ -129,10 +133,20 @@ def _run_one(args: argparse.Namespace) -> int:
     if args.torch_threads < 0:
         raise ValueError(f"--torch-threads must be >= 0, got {args.torch_threads}")
     config = _run_config(args)
-    config.setdefault("out-dir", str(Path(RunSettings.out_dir).absolute()))
+    fresh = "out-dir" not in config
+    if fresh:  # a folder of its own, so a second run is never refused for the first's
+        config["out-dir"] = str(per_run_out_dir(str(config.get("strategy", RunSettings.strategy))))
     if args.engine == "flower":
         require_modules({"ray": "--engine flower (Flower's simulation engine)"})
-    checked = check_run(config, local_clients=True)  # the clients run on this machine
+    try:
+        checked = check_run(config, local_clients=True)  # the clients run on this machine
+    except BaseException:
+        if fresh:  # leave no empty folder behind a refused run
+            with contextlib.suppress(OSError):
+                Path(config["out-dir"]).rmdir()
+        raise
+    if fresh:
+        point_latest(Path(config["out-dir"]))
     _unread_keys(checked.settings.strategy, args.overrides, strict=args.strict)
     out_dir = Path(checked.settings.out_dir)
     print(
@@ -161,6 +175,34 @@ def _run_one(args: argparse.Namespace) -> int:
     else:
         print(f"fairfl run: error: {message}", file=sys.stderr)
     return code
+
+
+def per_run_out_dir(rule: str, root: Path = Path("outputs")) -> Path:
+    """``outputs/<YYYYmmdd-HHMMSS>-<rule>`` (absolute), with ``-2``, ``-3`` ... if taken."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = "".join(c if c.isalnum() or c in "-_+." else "_" for c in rule) or "run"
+    base = root.absolute() / f"{stamp}-{name}"
+    candidate, count = base, 1
+    while candidate.exists():
+        count += 1
+        candidate = base.with_name(f"{base.name}-{count}")
+    return candidate
+
+
+def point_latest(out_dir: Path) -> None:
+    """Point ``<out_dir's parent>/latest`` at ``out_dir`` (a relative symlink, replaced atomically).
+
+    A ``latest`` that is a real folder (results of an older fairfl's default) is left
+    alone, with one line saying so.
+    """
+    link = out_dir.parent / "latest"
+    if link.exists() and not link.is_symlink():
+        print(f"fairfl run: {link} is a folder, not a link: left as it is", file=sys.stderr)
+        return
+    staging = link.with_name(f".latest-{os.getpid()}")
+    staging.unlink(missing_ok=True)
+    staging.symlink_to(out_dir.name)
+    os.replace(staging, link)
 
 
 def _unread_keys(rule: str, overrides: list[str], *, strict: bool) -> None:

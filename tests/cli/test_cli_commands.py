@@ -202,3 +202,22 @@ def test_one_rule_shows_its_paper_reports_and_keys(capsys):
     assert "> 0, or unset" in lines["lr"]
     assert main(["rules", "qfl"]) == 2
     assert "Did you mean 'qffl'?" in capsys.readouterr().err
+
+
+def test_each_run_gets_its_own_default_folder_and_latest_points_at_the_newest(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "--strategy", "fedavg", "-c", "num-server-rounds=1", *SMALL, "--quiet"]
+    assert main(argv) == 0 and main(argv) == 0  # the second is not refused
+    runs = sorted(p.name for p in (tmp_path / "outputs").iterdir() if not p.is_symlink())
+    assert len(runs) == 2 and all(name.endswith("-fedavg") or "-fedavg-" in name for name in runs)
+    latest = tmp_path / "outputs" / "latest"
+    assert latest.is_symlink() and (latest / "summary.json").is_file()
+    assert latest.resolve().name == max(
+        runs, key=lambda n: (tmp_path / "outputs" / n).stat().st_mtime
+    )
+    # A run refused at its checks leaves no folder behind.
+    assert main(["run", "-c", "seed=-1"]) == 2
+    left = sorted(p.name for p in (tmp_path / "outputs").iterdir() if not p.is_symlink())
+    assert left == runs
