@@ -63,7 +63,7 @@ from fairfl.secagg.protocol import (
     vector_dtype,
 )
 
-__all__ = ["secaggplus_mod"]
+__all__ = ["STATE", "UPDATE", "WEIGHT_RTOL", "secaggplus_mod"]
 
 logger = logging.getLogger(__name__)
 

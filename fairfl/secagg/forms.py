@@ -5,7 +5,8 @@ weight a_k and a payload u_k (the spec's table, ``docs/specs/spec-secure-aggrega
 and the new global model is ``w^{t+1} = w^t + s Σ_k a_k u_k / Σ_k a_k`` with s the
 rule's step scale (1 unless the server's weights do not sum to 1). A rule declares one
 :class:`SecureForm` beside its parameters; :func:`client_part` is what a client computes
-from its update ``Δ_k = w_k - w^t``, its reported scalars and those the server sends.
+from its update ``Δ_k = w_k - w^t`` and the scalars the server sends (its n_k and F_k as
+the rule read them, public constants, or its weight).
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from fairfl.contract.qffl import QFFL_EPSILON, h_term
 
 __all__ = [
     "FORM_KINDS",
+    "LOSS",
+    "NUM_EXAMPLES",
+    "QFFL_BY_SIZE",
+    "QFFL_LIPSCHITZ",
+    "QFFL_Q",
+    "TERM_ALPHA",
+    "TERM_SHIFT",
+    "WEIGHT",
     "WEIGHTS",
+    "WEIGHT_KIND",
+    "WEIGHT_SCALE",
     "FormKind",
     "SecureForm",
     "WeightKind",

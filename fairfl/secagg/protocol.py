@@ -23,6 +23,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import Key, Stage
 from numpy.typing import NDArray
 
 __all__ = [
+    "ARRAYS_KEY",
     "CLIENT_PART",
     "RECORD",
     "Key",
@@ -30,6 +31,7 @@ __all__ = [
     "dequantized_mean",
     "quantisation_bound",
     "quantize_private",
+    "vector_dtype",
 ]
 
 #: The ConfigRecord of every secure-aggregation message, both ways.
@@ -110,7 +112,7 @@ def quantisation_bound(
 
     Stochastic rounding moves each ``r̂_k u_k`` by less than one step 2C/Q, n steps in
     the sum, divided by ``R̂ = Σ r̂_k``; rounding each weight ratio to a multiple of 1/Q
-    (|r̂_k - r_k| <= 1/(2Q)) moves the normalised weights by at most ``Σ_k |π̂_k - π_k|
+    (``|r̂_k - r_k| <= 1/(2Q)``) moves the normalised weights by at most ``Σ_k |π̂_k - π_k|
     <= 2 Σ_k |r̂_k - r_k| / R̂ <= n / (Q R̂)`` in total, each multiplying a payload of
     at most U. The spec (``docs/specs/spec-secure-aggregation.md``) gives both terms.
 

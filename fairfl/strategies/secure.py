@@ -36,6 +36,9 @@ from fairfl.strategies.records import TrainRoundRecord, app_metrics, global_mode
 from fairfl.strategies.reweighted import LossRule
 
 __all__ = [
+    "AGGREGATE_METHODS",
+    "BROADCAST_METHODS",
+    "NO_ARRAYS",
     "SecureAggregationRefusedError",
     "SecureRounds",
     "check_secure",
