@@ -141,6 +141,13 @@ class SecureRounds:
         self.grid: SecureGrid | None = None
         self.step_scale: dict[int, float] = {}  # s of each round (Σ λ of broadcast weights)
         strategy.aggregate_train = self.aggregate_train  # type: ignore[method-assign]
+        logger.info(
+            "secure aggregation: SecAgg+ for %s (%s form, %s weights): %s",
+            strategy.rule_name,
+            self.form.kind,
+            self.form.weight,
+            self.form.reason,
+        )
 
     def wrap(self, grid: Grid) -> SecureGrid:
         """The Grid whose train rounds are secure (:class:`~fairfl.secagg.server.SecureGrid`)."""
