@@ -299,9 +299,13 @@ class SecureRounds:
         """
         in_sum = {int(m.metadata.src_node_id) for m in secure.replies}
         record.accepted = [nid for nid in record.accepted if nid in in_sum]
-        for nid, stage in secure.lost.items():
-            if nid not in in_sum and nid not in record.dropped and nid not in record.unanswered:
-                record.dropped[nid] = f"secure aggregation: lost at the {stage} stage"
+        for nid, lost in secure.lost.items():
+            # A node silent at setup stays unanswered; an error or a later loss is a drop.
+            silent_at_setup = nid in record.unanswered and "(" not in lost
+            if nid in in_sum or nid in record.dropped or silent_at_setup:
+                continue
+            record.unanswered = [n for n in record.unanswered if n != nid]
+            record.dropped[nid] = f"secure aggregation: lost at stage {lost}"
         settings = self.settings
         record.diagnostics.update(
             {

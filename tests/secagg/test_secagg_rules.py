@@ -267,3 +267,29 @@ def test_fairfl_compare_takes_the_key(tmp_path):
         )
         (line,) = [json.loads(x) for x in (run / "rounds.jsonl").read_text().splitlines()]
         assert line["train"]["diagnostics"]["secagg-clients"] == 3
+
+
+def test_a_client_error_at_a_stage_is_recorded_as_its_drop(tmp_path):
+    # Node 1005's ClientApp fails at the collect stage: its vector is not in the sum, its
+    # record names the stage and the error, and the round completes over the other four.
+    from flwr.app import Error
+
+    def failing(instruction: Message, reply: Message) -> Message:
+        record = instruction.content.config_records.get(RECORD)
+        node = instruction.metadata.dst_node_id
+        if record is not None and record["stage"] == Stage.COLLECT_MASKED_VECTORS and node == 1005:
+            return Message(
+                Error(code=0, reason="Traceback ...\nValueError: boom"), reply_to=instruction
+            )
+        return reply
+
+    outcome = run_inprocess(
+        _config(tmp_path, "secure", **SHARES, **{"secure-aggregation": "secagg+"}),
+        reply_filter=failing,
+    )
+    record = outcome.strategy.train_records[1]
+    assert record.accepted == [1001, 1002, 1003, 1004]
+    assert record.dropped[1005] == (
+        "secure aggregation: lost at stage collect_masked_vectors (error: ValueError: boom)"
+    )
+    assert 1005 not in record.unanswered and record.skipped is None
