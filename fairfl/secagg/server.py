@@ -198,13 +198,13 @@ class SecAggPlusDriver:
             settings.secagg_clipping_range,
             settings.secagg_quantization_range,
         )
+        lost = {nid: why for nid, why in state.lost.items() if nid not in in_sum}
         logger.info(
             "secure aggregation: summed %d of %d clients (lost: %s)",
             len(in_sum),
             len(sampled),
-            state.lost or "none",
+            lost or "none",
         )
-        lost = {nid: why for nid, why in state.lost.items() if nid not in in_sum}
         return SecureSum(replies, mean, weight_total, lost)
 
     def _skipped(self, state: _Round, why: str, setup: Mapping[int, Message]) -> SecureSum:
