@@ -462,7 +462,11 @@ class SecureGrid(Grid):
     ) -> Iterable[Message]:
         """A secure round for train messages; the wrapped grid's answer for others."""
         batch = list(messages)
-        if not batch or any(m.metadata.message_type != MessageType.TRAIN for m in batch):
+        if not batch:
+            # Nothing sampled (an evaluate batch may be empty too: the next train sets it).
+            self.last = SecureSum(skipped="no client was sent a train message")
+            return []
+        if any(m.metadata.message_type != MessageType.TRAIN for m in batch):
             return self.grid.send_and_receive(batch, timeout=timeout)
         self.last = self.driver.run(
             self.grid, batch, self.client_parts, arrays_key=self.arrays_key, timeout=timeout

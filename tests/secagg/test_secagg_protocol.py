@@ -239,3 +239,11 @@ def test_three_shares_threshold_two_a_ring_of_neighbours():
 class _Ctx:
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
+
+
+def test_a_round_that_sampled_nobody_is_skipped_not_an_error():
+    from fairfl.secagg.server import SecureGrid
+
+    grid = SecureGrid(InMemoryGrid(_app(), {}, {}), SecAggPlusDriver(_settings()), dict, "arrays")
+    assert list(grid.send_and_receive([])) == []
+    assert grid.last is not None and grid.last.skipped == "no client was sent a train message"
