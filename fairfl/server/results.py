@@ -286,6 +286,7 @@ class RoundLog:
         self.rounds.append(entry)
         if self.checkpoint:
             python_random, numpy_random = capture_random_state()
+            sampler, privacy = self.strategy.size_sampler, self.strategy.privacy
             save_checkpoint(
                 self.out_dir / CHECKPOINT_FILE,
                 Checkpoint(
@@ -296,10 +297,10 @@ class RoundLog:
                     numpy_random=numpy_random,
                     rounds=self.rounds,
                     fingerprint=self.fingerprint,
-                    sampling_state=self.strategy.sampling_state(),
+                    sampling_state=sampler.state() if sampler is not None else {},
                     client_claims=self.strategy.client_keys.claims.state_dict(),
                     client_state=client_states_of(self.grid),
-                    privacy_state=self.strategy.privacy_state(),
+                    privacy_state=privacy.state() if privacy is not None else {},
                 ),
             )
         metrics = entry["metrics"]

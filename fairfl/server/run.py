@@ -411,8 +411,10 @@ def run_federation(
             checkpoint, fingerprint, Path(settings.resume_from), force=settings.resume_force
         )
         strategy.load_state_dict(checkpoint.strategy_state)
-        strategy.load_sampling_state(checkpoint.sampling_state)
-        strategy.load_privacy_state(checkpoint.privacy_state)
+        if strategy.size_sampler is not None:  # size-proportional sampling's state
+            strategy.size_sampler.load_state(checkpoint.sampling_state)
+        if strategy.privacy is not None:
+            strategy.privacy.load_state(checkpoint.privacy_state)
         strategy.client_keys.claims.load_state_dict(
             checkpoint.client_claims, connected=grid.get_node_ids()
         )

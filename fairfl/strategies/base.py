@@ -31,7 +31,6 @@ from fairfl.contract import (
     read_evaluate_reply,
 )
 from fairfl.logs import attach_flower_console
-from fairfl.privacy.central import CentralFixedClipping
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_fraction, check_positive_int
 from fairfl.strategies.client_keys import ClientKeys
@@ -43,6 +42,7 @@ from fairfl.strategies.errors import MissingMetricError as MissingMetricError
 from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
 from fairfl.strategies.options import ConstructorSignature, StrategyOptions, rule_settings
 from fairfl.strategies.params import NoParameters, RuleParameters
+from fairfl.strategies.private_rounds import PrivateRounds
 from fairfl.strategies.records import (
     CLIENT_REPORT_KEYS,
     MetricValue,
@@ -83,7 +83,7 @@ __all__ = [
 ]
 
 
-class FairStrategy(FlowerFedAvg):
+class FairStrategy(PrivateRounds, FlowerFedAvg):
     """Base class of the fairfl rules (Flower Message API): it orchestrates a round.
 
     It keeps Flower's FedAvg sampling and message construction; each train reply is
@@ -146,8 +146,6 @@ class FairStrategy(FlowerFedAvg):
         self.sample_timeout: float = 3600.0  # sampling's wait; start() sets its timeout
         sizes = options.client_sampling == "size-proportional"
         self.size_sampler: SizeSampler | None = SizeSampler() if sizes else None
-        #: Central DP (``dp = "central-fixed"``, :mod:`fairfl.privacy`): None, off.
-        self.privacy: CentralFixedClipping | None = None
 
     # ------------------------------------------------------------------ settings
     @property
@@ -189,24 +187,6 @@ class FairStrategy(FlowerFedAvg):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (stateless rules: nothing to do)."""
-
-    def sampling_state(self) -> dict[str, Any]:
-        """JSON-able sampling state for a checkpoint (:meth:`.SizeSampler.state`; uniform: {})."""
-        return {} if self.size_sampler is None else self.size_sampler.state()
-
-    def load_sampling_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`sampling_state` output."""
-        if self.size_sampler is not None:
-            self.size_sampler.load_state(state)
-
-    def privacy_state(self) -> dict[str, Any]:
-        """JSON-able DP state for a checkpoint (the account, the noise RNG; off: {})."""
-        return {} if self.privacy is None else self.privacy.state()
-
-    def load_privacy_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`privacy_state` output."""
-        if self.privacy is not None:
-            self.privacy.load_state(state)
 
     # ------------------------------------------------------------------ training
     def train_config(self, server_round: int) -> dict[str, ConfigValue]:
@@ -350,8 +330,7 @@ class FairStrategy(FlowerFedAvg):
         unanswered = intake.unanswered("aggregate_train", messages, self.in_flight)
         record = TrainRoundRecord.of(accepted, dropped, unanswered)
         self.train_records[server_round] = record
-        if self.privacy is not None and accepted:
-            accepted = self.clipped_replies(accepted, record)
+        accepted = self.clipped_replies(accepted, record)  # central DP, if on
         record.diagnostics.update(self.client_keys.diagnostics)  # claimed or flagged counts
         if self.loss_clip is not None:
             record.diagnostics.update(self.loss_clip.diagnostics())
@@ -364,13 +343,7 @@ class FairStrategy(FlowerFedAvg):
         if result is None:
             log_no_usable_reply(server_round, len(dropped))
             return None, None
-        new_arrays, diagnostics = result
-        if self.privacy is not None:
-            new_arrays, noise = self.privacy.release(
-                new_arrays, record.weights.values(), self.sampled_train(server_round)
-            )
-            diagnostics = {**diagnostics, **noise}
-        record.diagnostics.update(diagnostics)
+        new_arrays = self.noised(server_round, result, record)  # + central DP's noise, if on
         nodes = [r.node_id for r in accepted]
         metrics = app_metrics(
             "aggregate_train", self.train_metrics_aggr_fn, messages, nodes, self.weighted_by_key
@@ -378,37 +351,11 @@ class FairStrategy(FlowerFedAvg):
         arrays, problem = global_model(layout, new_arrays, self.max_abs_weight)
         if problem is None:
             deferred.apply()  # the round is accepted
-            if self.privacy is not None:
-                record.diagnostics.update(self.privacy.commit())  # released: accounted
         else:
             record.skip(server_round, problem)
-            if self.privacy is not None:
-                self.privacy.discard()
+        self.account(record, released=problem is None)
         metrics.update(round_metrics(len(accepted), record))
         return arrays, MetricRecord(metrics)
-
-    def sampled_train(self, server_round: int) -> int:
-        """m: the train messages sent in ``server_round`` (0 before any)."""
-        return self.sampled.get(server_round, {}).get("train", 0)
-
-    def share_cap(self, server_round: int) -> float:
-        """The largest share of λ one client may carry: ``max_client_share``, or κ/m under DP."""
-        if self.privacy is None:
-            return self.max_client_share
-        return min(self.max_client_share, self.privacy.share_cap(self.sampled_train(server_round)))
-
-    def clipped_replies(
-        self, replies: list[TrainReply], record: TrainRoundRecord
-    ) -> list[TrainReply]:
-        """The replies with each update ``w_k - w^t`` clipped to ``dp-clipping-norm``.
-
-        Records the share of replies clipped (``dp-clip-fraction``).
-        """
-        assert self.privacy is not None and self.current_arrays is not None
-        global_arrays = [array_view(array) for array in self.current_arrays.values()]
-        clipped, fraction = self.privacy.clip(global_arrays, [r.arrays for r in replies])
-        record.diagnostics["dp-clip-fraction"] = fraction
-        return [replace(r, arrays=arrays) for r, arrays in zip(replies, clipped, strict=True)]
 
     def value_errors(
         self, replies: list[TrainReply], squared_norms: NDArray[np.float64]
