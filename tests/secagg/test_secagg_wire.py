@@ -51,7 +51,11 @@ def check_record(record, message, *, optional: bool = False) -> None:
     for key, value in record.items():
         field = fields[key]
         kind = PYTHON_TYPE[field.type]
-        if field.label == FieldDescriptor.LABEL_REPEATED:
+        # protobuf >= 5.28 has is_repeated (label() is deprecated there); older, only label.
+        repeated = getattr(field, "is_repeated", None)
+        if repeated is None:
+            repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        if repeated:
             assert isinstance(value, list) and all(type(v) is kind for v in value), key
         else:
             assert type(value) is kind, (key, value)
