@@ -316,3 +316,16 @@ def test_a_client_error_at_a_stage_is_recorded_as_its_drop(tmp_path):
         "secure aggregation: lost at stage collect_masked_vectors (error: ValueError: boom)"
     )
     assert 1005 not in record.unanswered and record.skipped is None
+
+
+def test_negative_weights_stop_the_run_naming_them(tmp_path, monkeypatch):
+    # VRed's λ go negative for a β above the round's β_max: a negative weight cannot be
+    # masked. Here the rule's λ are made (0.5, 0.75, -0.25) for three clients.
+    from flwr.serverapp.exception import AggregationError
+
+    from fairfl.strategies.reweighted import LossRule
+
+    monkeypatch.setattr(LossRule, "lambdas", lambda self, r, replies: np.array([0.5, 0.75, -0.25]))
+    config = _config(tmp_path, "secure", strategy="vred", **{"num-partitions": 3})
+    with pytest.raises(AggregationError, match=r"not all >= 0"):
+        run_inprocess({**config, "secure-aggregation": "secagg+"})
