@@ -11,9 +11,12 @@ import argparse
 import inspect
 import sys
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairfl.cli.common import EXIT_OK
+
+if TYPE_CHECKING:
+    from fairfl.strategies.registry import RuleSpec
 
 #: Width the listing fits (a terminal, a docs page's code block).
 WIDTH = 100
@@ -29,14 +32,14 @@ def add_parser(commands: Any) -> None:
     rules.add_argument("rule", nargs="?", help="a rule's name (qffl, ditto+term, ...)")
 
 
-def _run_defaults(rule: str) -> dict[str, Any]:
-    """Each key of ``rule`` with the value a run uses when it is not set."""
-    from fairfl.server.config_values import rule_keys, shared_keys
+def _run_defaults(spec: RuleSpec) -> dict[str, Any]:
+    """Each key of the rule with the value a run uses when it is not set."""
+    from fairfl.server.config_values import shared_keys
 
-    shared = shared_keys()
+    shared, defaults = shared_keys(), spec.defaults()
     return {
-        key: shared[key] if default is None and key in shared else default
-        for key, default in rule_keys(rule).items()
+        key: shared[key] if defaults.get(key) is None and key in shared else defaults.get(key)
+        for key in spec.parameters
     }
 
 
@@ -59,7 +62,7 @@ def _list_rules(args: argparse.Namespace) -> int:
         return _show_rule(args.rule)
     print(f"{'rule':14s} {'class':14s} run-config keys (value when unset)")
     for name, spec in STRATEGIES.items():
-        keys = ", ".join(f"{k}={_value(v)}" for k, v in _run_defaults(name).items())
+        keys = ", ".join(f"{k}={_value(v)}" for k, v in _run_defaults(spec).items())
         head = f"{name:14s} {spec.strategy.__name__:14s} "
         print(
             textwrap.fill(
@@ -103,7 +106,7 @@ def _show_rule(name: str) -> int:
         )
     )
     specs = {s.key: s for s in rule.Parameters.specs().values() if s.key is not None}
-    defaults = _run_defaults(name)
+    defaults = _run_defaults(spec)
     if not defaults:
         print("keys: none (no hyperparameters)")
         return EXIT_OK
