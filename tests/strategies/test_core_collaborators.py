@@ -68,8 +68,8 @@ def test_a_share_cap_is_refused_for_a_rule_without_weights_naming_the_rule():
 
 
 def test_sampling_keywords_pick_the_phase_and_follow_the_server():
-    from fairfl.strategies.fedavg import FedAvg
     from fairfl.strategies.base import sampling_keywords
+    from fairfl.strategies.fedavg import FedAvg
 
     strategy = FedAvg(fraction_train=0.25, fraction_evaluate=0.75, min_train_nodes=3)
     assert sampling_keywords(strategy, train=True)["fraction"] == 0.25
