@@ -11,7 +11,7 @@ L2 sensitivity is ``S = C max_k |λ_k|`` given the weights. Flower's
 
 * ``max-weight``: ``σ = z C max_k |λ_k|`` (z_eff = z exactly), or
 * ``cap``: the weights capped at κ/m of their sum and ``σ = z C κ / m`` (fixed ahead;
-  z_eff = σ / (C max_k |λ_k|), below z when the cap could not hold).
+  ``z_eff = σ / (C max_k |λ_k|)``, below z when the cap could not hold).
 
 The weights are those the rule computed from what the clients sent in the clear (losses,
 counts): the bound holds *given* that release, which this noise does not protect (the

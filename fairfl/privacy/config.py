@@ -31,7 +31,7 @@ class PrivacySettings:
         κ >= 1: in ``cap`` calibration no client weighs more than κ/m of the round's
         weights (m: the clients sampled for the round).
     dp_calibration : str
-        ``"max-weight"``: σ = z·C·max_k |λ_k|, the round's largest actual weight (z holds
+        ``"max-weight"``: ``σ = z·C·max_k |λ_k|``, the round's largest actual weight (z holds
         exactly, σ varies by round). ``"cap"``: the weights are capped at κ/m and
         renormalised, σ = z·C·κ/m is fixed ahead; a round whose weights still exceed
         κ/m (fewer replies than m/κ) says so in its record.

@@ -79,7 +79,10 @@ __all__ = [
     "aggregate_app_metrics",
     "check_fraction",
     "check_positive_int",
+    "current_options",
     "global_model_problem",
+    "log_summary",
+    "sampling_keywords",
 ]
 
 

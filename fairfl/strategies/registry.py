@@ -224,9 +224,10 @@ def pairing(name: str, rules: Mapping[str, RuleSpec]) -> RuleSpec | None:
 
 
 def did_you_mean(name: object) -> str:
-    """``". Did you mean 'qffl'?"`` for a name close to a registered rule's, else ``""``.
+    """The suggestion for a name close to a registered rule's, or an empty string.
 
-    A ``ditto+<rule>`` pairing is matched on its rule: ``ditto+qfl`` -> ``ditto+qffl``.
+    The suggestion ends an error message: ``Did you mean 'qffl'?`` for ``qfl``. A
+    ``ditto+<rule>`` pairing is matched on its rule: ``ditto+qfl`` gives ``ditto+qffl``.
     """
     from fairfl.strategies.ditto import PAIRING_PREFIX
 
