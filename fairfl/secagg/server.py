@@ -35,6 +35,7 @@ from flwr.serverapp import Grid
 from flwr.supercore.primitives.asymmetric import bytes_to_private_key, bytes_to_public_key
 from numpy.typing import NDArray
 
+from fairfl._grid import PassThroughGrid
 from fairfl.secagg.config import MODULUS_RANGE, SecAggSettings
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
@@ -424,7 +425,7 @@ def _setup_problem(reply: Message) -> str | None:
     return None
 
 
-class SecureGrid(Grid):
+class SecureGrid(PassThroughGrid):
     """A Grid that runs each batch of train messages as a SecAgg+ round.
 
     ``send_and_receive`` of train messages runs :meth:`SecAggPlusDriver.run` on the
@@ -451,7 +452,7 @@ class SecureGrid(Grid):
         client_parts: ClientParts,
         arrays_key: str,
     ) -> None:
-        self.grid = grid
+        super().__init__(grid)
         self.driver = driver
         self.client_parts = client_parts
         self.arrays_key = arrays_key
@@ -472,39 +473,3 @@ class SecureGrid(Grid):
             self.grid, batch, self.client_parts, arrays_key=self.arrays_key, timeout=timeout
         )
         return list(self.last.replies)
-
-    def create_message(
-        self,
-        content: RecordDict,
-        message_type: str,
-        dst_node_id: int,
-        group_id: str,
-        ttl: float | None = None,
-    ) -> Message:
-        """The wrapped grid's."""
-        return self.grid.create_message(content, message_type, dst_node_id, group_id, ttl)
-
-    def get_node_ids(self) -> Iterable[int]:
-        """The wrapped grid's."""
-        return self.grid.get_node_ids()
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        """The wrapped grid's (no secure round: only ``send_and_receive`` runs one)."""
-        return self.grid.push_messages(messages)
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        """The wrapped grid's."""
-        return self.grid.pull_messages(message_ids)
-
-    def set_run(self, run: Any) -> None:
-        """The wrapped grid's."""
-        self.grid.set_run(run)
-
-    @property
-    def run(self) -> Any:
-        """The wrapped grid's run."""
-        return self.grid.run
-
-    def __getattr__(self, name: str) -> Any:
-        """Anything else a runtime's grid offers (``get_nodes``) is the wrapped grid's."""
-        return getattr(self.grid, name)

@@ -34,10 +34,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
+from fairfl._grid import PassThroughGrid
 from fairfl.logs import attach_flower_console
 from fairfl.metrics import fairness_metrics
 from fairfl.telemetry.config import TelemetrySettings
@@ -193,48 +194,12 @@ class RoundRecorder:
         return json_safe(entry)
 
 
-class RecordingGrid(Grid):
+class RecordingGrid(PassThroughGrid):
     """A Grid that passes every call to ``grid`` and shows rounds to a :class:`RoundRecorder`."""
 
     def __init__(self, grid: Grid, recorder: RoundRecorder):
-        self.grid = grid
+        super().__init__(grid)
         self.recorder = recorder
-
-    def set_run(self, run: Any) -> None:
-        """Pass through."""
-        self.grid.set_run(run)
-
-    @property
-    def run(self) -> Any:
-        """Pass through."""
-        return self.grid.run
-
-    def create_message(
-        self,
-        content: RecordDict,
-        message_type: str,
-        dst_node_id: int,
-        group_id: str,
-        ttl: float | None = None,
-    ) -> Message:
-        """Pass through."""
-        return self.grid.create_message(content, message_type, dst_node_id, group_id, ttl)
-
-    def get_node_ids(self) -> Iterable[int]:
-        """Pass through."""
-        return self.grid.get_node_ids()
-
-    def get_nodes(self) -> Iterable[Any]:
-        """Pass through."""
-        return self.grid.get_nodes()
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        """Pass through (not recorded: Flower's strategies use :meth:`send_and_receive`)."""
-        return self.grid.push_messages(messages)
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        """Pass through."""
-        return self.grid.pull_messages(message_ids)
 
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: float | None = None
