@@ -58,8 +58,8 @@ def keys_not_read(rule: str, given: Iterable[str]) -> list[str]:
     ValueError
         If the rule is not registered.
     """
-    read = set(shared_keys()) | set(rule_keys(rule))
-    return [key for key in given if key not in read and key in all_keys()]
+    read, known = set(shared_keys()) | set(rule_keys(rule)), all_keys()
+    return [key for key in given if key not in read and key in known]
 
 
 def known_default(key: str) -> tuple[bool, Any]:
