@@ -57,6 +57,7 @@ from fairfl.secagg.protocol import (
     ARRAYS_KEY,
     CLIENT_PART,
     RECORD,
+    REPLY_ARRAYS_KEY,
     Key,
     Stage,
     quantize_private,
@@ -142,18 +143,19 @@ def _setup(
     if out.has_error():
         return out
     arrays_key = str(config[ARRAYS_KEY])
-    sent, trained = msg.content.array_records[arrays_key], out.content.array_records[arrays_key]
+    reply_key = str(config.get(REPLY_ARRAYS_KEY, arrays_key))
+    sent, trained = msg.content.array_records[arrays_key], out.content.array_records[reply_key]
     if list(sent.keys()) != list(trained.keys()):
         raise ValueError(
             f"secure aggregation: the train reply's arrays {list(trained.keys())} differ "
             f"from the global model's {list(sent.keys())}"
         )
-    # Δ_k in float64: the difference of two float32 arrays is exact there.
-    update = {
-        key: np.asarray(trained[key].numpy(), np.float64)
-        - np.asarray(sent[key].numpy(), np.float64)
-        for key in sent
-    }
+    update = {key: np.asarray(trained[key].numpy(), np.float64) for key in sent}
+    if reply_key == arrays_key:
+        # A model: Δ_k = w_k - w^t, in float64 (where the difference of two float32
+        # arrays is exact). A record of its own (q-FedSGD's gradient) is the update.
+        for key in sent:
+            update[key] -= np.asarray(sent[key].numpy(), np.float64)
     ctxt.state.array_records[UPDATE] = ArrayRecord({k: Array(v) for k, v in update.items()})
     for record in out.content.array_records.values():
         record.clear()  # the server never receives this client's arrays

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from fairfl.contract.qffl import QFFL_EPSILON, h_term
+from fairfl.contract.qffl import QFFL_EPSILON, h_term, lipschitz_estimate
 
 __all__ = [
     "FORM_KINDS",
@@ -43,9 +43,9 @@ __all__ = [
 FormKind = Literal["one-round", "scalars-in-clear", "two-rounds", "impossible"]
 #: The forms of the issue (#48): the first two run under fairfl's SecAgg+.
 FORM_KINDS: tuple[FormKind, ...] = ("one-round", "scalars-in-clear", "two-rounds", "impossible")
-WeightKind = Literal["num-examples", "qffl", "term", "broadcast"]
+WeightKind = Literal["num-examples", "qffl", "qfedsgd", "term", "broadcast"]
 #: The client weights :func:`client_part` computes.
-WEIGHTS: tuple[WeightKind, ...] = ("num-examples", "qffl", "term", "broadcast")
+WEIGHTS: tuple[WeightKind, ...] = ("num-examples", "qffl", "qfedsgd", "term", "broadcast")
 
 #: Keys of the client part's ConfigRecord (server -> client, collect stage).
 WEIGHT_KIND = "weight-kind"
@@ -134,6 +134,13 @@ def client_part(
     (s_k = 1, or n_k for the ``"p"`` weighting). ``|u_k| <= |Δ_k|`` since
     ``h_k >= L (F_k + ε)^q``.
 
+    ``qfedsgd`` (q-FedSGD, Li et al., ICLR 2020, Algorithm 1 l. 5-7): the client's
+    "update" is its full-batch gradient ``g_k = ∇F_k(w^t)`` (the reply's ``gradient``
+    record, not a difference of models), ``Δ_k = (F_k + ε)^q g_k`` and
+    ``h_k = q (F_k + ε)^{q-1} ‖g_k‖² + L (F_k + ε)^q`` (Lemma 3, eq. 3); ``a_k = s_k h_k``
+    and ``u_k = -Δ_k / h_k``, so the sum gives ``w^t - Σ s_k Δ_k / Σ s_k h_k``,
+    Algorithm 1's step. ``|u_k| <= |g_k| / L``.
+
     ``term`` (TERM, Li et al., ICLR 2021): ``a_k = σ n_k exp(α (F_k - c))``, ``u_k = Δ_k``,
     with c the public shift the server sends (the largest reported loss, so a_k <= σ n_k).
 
@@ -166,6 +173,14 @@ def client_part(
         factor = lipschitz * (value + QFFL_EPSILON) ** q / h
         weight = h * (num_examples if bool(part[QFFL_BY_SIZE]) else 1.0)
         payload = [factor * d for d in update]
+    elif kind == "qfedsgd":
+        value = _loss(part, kind)
+        q, lipschitz = float(part[QFFL_Q]), float(part[QFFL_LIPSCHITZ])
+        squared_norm = float(sum(np.vdot(g, g) for g in update))  # ‖∇F_k(w^t)‖²
+        h = lipschitz_estimate(value, squared_norm, q=q, lipschitz=lipschitz)
+        factor = -((value + QFFL_EPSILON) ** q) / h  # u_k = -Δ_k / h_k
+        weight = h * (int(part[NUM_EXAMPLES]) if bool(part[QFFL_BY_SIZE]) else 1.0)
+        payload = [factor * g for g in update]
     elif kind == "term":
         value = _loss(part, kind)
         exponent = float(part[TERM_ALPHA]) * (value - float(part[TERM_SHIFT]))

@@ -26,6 +26,7 @@ __all__ = [
     "ARRAYS_KEY",
     "CLIENT_PART",
     "RECORD",
+    "REPLY_ARRAYS_KEY",
     "Key",
     "Stage",
     "dequantized_mean",
@@ -40,6 +41,10 @@ RECORD = "fairfl.secagg"
 CLIENT_PART = "fairfl.secagg.client-part"
 #: Setup-stage key naming the ArrayRecord the client's update is read from.
 ARRAYS_KEY = "arrays-key"
+#: Setup-stage key naming the ArrayRecord of the train reply, where it differs from
+#: :data:`ARRAYS_KEY`'s: the reply then carries the client's update itself (q-FedSGD's
+#: full-batch gradient), not a model to take the difference of.
+REPLY_ARRAYS_KEY = "reply-arrays-key"
 
 
 def vector_dtype(modulus: int) -> type[np.unsignedinteger[Any]]:

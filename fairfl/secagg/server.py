@@ -41,6 +41,7 @@ from fairfl.secagg.protocol import (
     ARRAYS_KEY,
     CLIENT_PART,
     RECORD,
+    REPLY_ARRAYS_KEY,
     Key,
     Stage,
     dequantized_mean,
@@ -145,13 +146,16 @@ class SecAggPlusDriver:
         client_parts: ClientParts,
         *,
         arrays_key: str,
+        reply_arrays_key: str | None = None,
         timeout: float | None = None,
     ) -> SecureSum:
         """Run the stages for the round's train ``messages``; the sum, or why none.
 
         ``client_parts`` screens the clear setup replies (the rule's reader and weights)
         and gives each admitted client its part. A stage after which some node keeps
-        fewer live neighbours than the threshold ends the round without a sum.
+        fewer live neighbours than the threshold ends the round without a sum. The
+        clients read their update from the reply's ``reply_arrays_key`` record (default
+        ``arrays_key``: the trained model, less the one sent).
 
         Raises
         ------
@@ -173,7 +177,8 @@ class SecAggPlusDriver:
                 f"max(2, the threshold {threshold})"
             )
         state = _Round(sampled, shares, threshold, messages[0].metadata.group_id)
-        setup = self._setup(grid, messages, state, shares, timeout, arrays_key)
+        keys = (arrays_key, reply_arrays_key or arrays_key)
+        setup = self._setup(grid, messages, state, shares, timeout, keys)
         parts = client_parts([setup[nid] for nid in sorted(state.active)]) if state.active else {}
         state.keep(Stage.SETUP + " (refused by the rule)", parts)
         if (why := state.short(state.active)) is not None:
@@ -220,7 +225,7 @@ class SecAggPlusDriver:
         state: _Round,
         shares: int,
         timeout: float | None,
-        arrays_key: str,
+        arrays_keys: tuple[str, str],
     ) -> dict[int, Message]:
         """Send the train instructions with the setup record; the clear replies by node."""
         settings = self.settings
@@ -235,7 +240,8 @@ class SecAggPlusDriver:
                     Key.TARGET_RANGE: settings.secagg_quantization_range,
                     Key.MOD_RANGE: MODULUS_RANGE,
                     Key.MAX_WEIGHT: settings.secagg_max_weight,
-                    ARRAYS_KEY: arrays_key,
+                    ARRAYS_KEY: arrays_keys[0],
+                    REPLY_ARRAYS_KEY: arrays_keys[1],
                 }
             )
         replies: dict[int, Message] = {}
@@ -443,6 +449,8 @@ class SecureGrid(PassThroughGrid):
         The strategy's screen (its reader and weights) for the setup replies.
     arrays_key : str
         The ArrayRecord of the strategy's train messages and replies (``arrays``).
+    reply_arrays_key : str | None
+        The replies' ArrayRecord where it differs (q-FedSGD's ``gradient``).
     """
 
     def __init__(
@@ -451,11 +459,13 @@ class SecureGrid(PassThroughGrid):
         driver: SecAggPlusDriver,
         client_parts: ClientParts,
         arrays_key: str,
+        reply_arrays_key: str | None = None,
     ) -> None:
         super().__init__(grid)
         self.driver = driver
         self.client_parts = client_parts
         self.arrays_key = arrays_key
+        self.reply_arrays_key = reply_arrays_key
         self.last: SecureSum | None = None
 
     def send_and_receive(
@@ -470,6 +480,11 @@ class SecureGrid(PassThroughGrid):
         if any(m.metadata.message_type != MessageType.TRAIN for m in batch):
             return self.grid.send_and_receive(batch, timeout=timeout)
         self.last = self.driver.run(
-            self.grid, batch, self.client_parts, arrays_key=self.arrays_key, timeout=timeout
+            self.grid,
+            batch,
+            self.client_parts,
+            arrays_key=self.arrays_key,
+            reply_arrays_key=self.reply_arrays_key,
+            timeout=timeout,
         )
         return list(self.last.replies)

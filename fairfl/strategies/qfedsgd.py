@@ -32,6 +32,7 @@ from flwr.serverapp import Grid
 from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, keys
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies._ops.passes import direction_sums_and_squared_norms
 from fairfl.strategies.aggregation import apply_summed_step, sample_weights
 from fairfl.strategies.base import Aggregate, ConfigValue, FairStrategy, RejectedReplies
@@ -113,6 +114,9 @@ class QFedSGD(FairStrategy):
     checks_array_values: ClassVar[bool] = True
     rule_name = "q-FedSGD"
     registry_name = "qfedsgd"
+    #: Under SecAgg+ (issue #48) each client computes its Δ_k and h_k from its gradient
+    #: and masks h_k and -Δ_k / h_k (:func:`fairfl.secagg.forms.client_part`).
+    secure_form = SecureForm.one_round("qfedsgd", "the server sees F_k, never ‖∇F_k(w^t)‖")
     Parameters = QFedSGDParameters
     params: QFedSGDParameters
 

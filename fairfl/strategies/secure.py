@@ -153,7 +153,8 @@ class SecureRounds:
         """The Grid whose train rounds are secure (:class:`~fairfl.secagg.server.SecureGrid`)."""
         strategy = self.strategy
         driver = SecAggPlusDriver(self.settings)
-        self.grid = SecureGrid(grid, driver, self.client_parts, strategy.arrayrecord_key)
+        key, reply_key = strategy.arrayrecord_key, strategy.reply_arrays_key
+        self.grid = SecureGrid(grid, driver, self.client_parts, key, reply_key)
         return self.grid
 
     # ------------------------------------------------------------------ the screen
@@ -211,7 +212,7 @@ class SecureRounds:
             forms.WEIGHT_KIND: weight,
             forms.WEIGHT_SCALE: max_weight / float(counts.max()),
         }
-        if weight == "qffl":
+        if weight in ("qffl", "qfedsgd"):
             common[forms.WEIGHT_SCALE] = 1.0  # h_k depends on ‖Δ_k‖, which the server never sees
             common[forms.QFFL_Q] = float(strategy.q)  # type: ignore[attr-defined]
             common[forms.QFFL_LIPSCHITZ] = float(strategy.lipschitz)  # type: ignore[attr-defined]

@@ -44,6 +44,26 @@ def test_qffl_weight_is_h_and_payload_minus_delta_over_h():
     assert weight == pytest.approx(70.0)
 
 
+def test_qfedsgd_weight_is_h_of_the_gradient_and_payload_minus_delta_over_h():
+    # The update is the gradient g = (0.1, -0.2). q = 1, L = 10, F = 0.5: ‖g‖² = 0.05,
+    # h = q F^{q-1} ‖g‖² + L F^q = 0.05 + 5 = 5.05, Δ = F^q g = (0.05, -0.1),
+    # u = -Δ / h = (-0.05, 0.1) / 5.05.
+    part = {
+        "weight-kind": "qfedsgd",
+        "qffl-q": 1.0,
+        "qffl-lipschitz": 10.0,
+        "qffl-by-size": False,
+        "num-examples": 7,
+        "loss": 0.5,
+    }
+    weight, payload = client_part(part, UPDATE)
+    assert weight == pytest.approx(5.05)
+    np.testing.assert_allclose(payload[0], [-0.05 / 5.05, 0.1 / 5.05])
+    # The "p" weighting: n_k h_k = 35.35; summed, Σ n_k Δ_k / Σ n_k h_k as Algorithm 1.
+    weight, _ = client_part({**part, "qffl-by-size": True}, UPDATE)
+    assert weight == pytest.approx(35.35)
+
+
 def test_term_weight_is_tilted_by_the_public_shift():
     # σ n_k e^{α (F_k - c)} = 2 · 10 · e^{0.5 (2 - 3)} = 20 e^{-0.5} = 12.1306
     part = {
@@ -79,6 +99,7 @@ def test_a_bad_part_is_refused():
     [
         ("fedavg", "one-round", "num-examples"),
         ("qffl", "one-round", "qffl"),
+        ("qfedsgd", "one-round", "qfedsgd"),
         ("term", "one-round", "term"),
         ("afl", "scalars-in-clear", "broadcast"),
         ("deltafl", "scalars-in-clear", "broadcast"),
@@ -95,7 +116,7 @@ def test_each_rule_declares_its_form(rule, kind, weight):
     assert form.reason
 
 
-@pytest.mark.parametrize("rule", ["fedadam", "fedfa", "qfedsgd", "rcfl"])
+@pytest.mark.parametrize("rule", ["fedadam", "fedfa", "rcfl"])
 def test_rules_that_change_the_aggregation_inherit_no_form(rule):
     # FedAdam overrides LossRule's aggregate; the others are not LossRules and declare none.
     assert secure_form_of(STRATEGIES[rule].strategy) is None

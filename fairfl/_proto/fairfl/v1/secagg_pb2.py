@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x66\x61irfl/v1/secagg.proto\x12\tfairfl.v1\"\xa9\x02\n\x0bSecAggSetup\x12\x14\n\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1e\n\nsample_num\x18\x02 \x01(\x03R\nsample_num\x12\x1c\n\tshare_num\x18\x03 \x01(\x03R\tshare_num\x12\x1c\n\tthreshold\x18\x04 \x01(\x03R\tthreshold\x12&\n\x0e\x63lipping_range\x18\x05 \x01(\x01R\x0e\x63lipping_range\x12\"\n\x0ctarget_range\x18\x06 \x01(\x03R\x0ctarget_range\x12\x1c\n\tmod_range\x18\x07 \x01(\x03R\tmod_range\x12\x1e\n\nmax_weight\x18\x08 \x01(\x01R\nmax_weight\x12\x1e\n\narrays_key\x18\t \x01(\tR\narrays-key\"6\n\x10SecAggSetupReply\x12\x10\n\x03pk1\x18\x01 \x01(\x0cR\x03pk1\x12\x10\n\x03pk2\x18\x02 \x01(\x0cR\x03pk2\"\'\n\x0fSecAggShareKeys\x12\x14\n\x05stage\x18\x01 \x01(\tR\x05stage\"@\n\x14SecAggShareKeysReply\x12\x12\n\x04\x64sts\x18\x01 \x03(\x03R\x04\x64sts\x12\x14\n\x05\x63txts\x18\x02 \x03(\x0cR\x05\x63txts\"O\n\rSecAggCollect\x12\x14\n\x05stage\x18\x01 \x01(\tR\x05stage\x12\x14\n\x05\x63txts\x18\x02 \x03(\x0cR\x05\x63txts\x12\x12\n\x04srcs\x18\x03 \x03(\x03R\x04srcs\"\xfc\x03\n\x10SecAggClientPart\x12 \n\x0bweight_kind\x18\x01 \x01(\tR\x0bweight-kind\x12\'\n\x0cweight_scale\x18\x02 \x01(\x01H\x00R\x0cweight-scale\x88\x01\x01\x12\'\n\x0cnum_examples\x18\x03 \x01(\x03H\x01R\x0cnum-examples\x88\x01\x01\x12\x17\n\x04loss\x18\x04 \x01(\x01H\x02R\x04loss\x88\x01\x01\x12\x1b\n\x06weight\x18\x05 \x01(\x01H\x03R\x06weight\x88\x01\x01\x12\x1b\n\x06qffl_q\x18\x06 \x01(\x01H\x04R\x06qffl-q\x88\x01\x01\x12+\n\x0eqffl_lipschitz\x18\x07 \x01(\x01H\x05R\x0eqffl-lipschitz\x88\x01\x01\x12\'\n\x0cqffl_by_size\x18\x08 \x01(\x08H\x06R\x0cqffl-by-size\x88\x01\x01\x12#\n\nterm_alpha\x18\t \x01(\x01H\x07R\nterm-alpha\x88\x01\x01\x12#\n\nterm_shift\x18\n \x01(\x01H\x08R\nterm-shift\x88\x01\x01\x42\x0f\n\r_weight_scaleB\x0f\n\r_num_examplesB\x07\n\x05_lossB\t\n\x07_weightB\t\n\x07_qffl_qB\x11\n\x0f_qffl_lipschitzB\x0f\n\r_qffl_by_sizeB\r\n\x0b_term_alphaB\r\n\x0b_term_shift\":\n\x12SecAggCollectReply\x12$\n\rmasked_params\x18\x01 \x03(\x0cR\rmasked_params\"d\n\x0cSecAggUnmask\x12\x14\n\x05stage\x18\x01 \x01(\tR\x05stage\x12 \n\x0b\x61\x63tive_nids\x18\x02 \x03(\x03R\x0b\x61\x63tive_nids\x12\x1c\n\tdead_nids\x18\x03 \x03(\x03R\tdead_nids\"?\n\x11SecAggUnmaskReply\x12\x12\n\x04nids\x18\x01 \x03(\x03R\x04nids\x12\x16\n\x06shares\x18\x02 \x03(\x0cR\x06sharesb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x66\x61irfl/v1/secagg.proto\x12\tfairfl.v1\"\xd5\x02\n\x0bSecAggSetup\x12\x14\n\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1e\n\nsample_num\x18\x02 \x01(\x03R\nsample_num\x12\x1c\n\tshare_num\x18\x03 \x01(\x03R\tshare_num\x12\x1c\n\tthreshold\x18\x04 \x01(\x03R\tthreshold\x12&\n\x0e\x63lipping_range\x18\x05 \x01(\x01R\x0e\x63lipping_range\x12\"\n\x0ctarget_range\x18\x06 \x01(\x03R\x0ctarget_range\x12\x1c\n\tmod_range\x18\x07 \x01(\x03R\tmod_range\x12\x1e\n\nmax_weight\x18\x08 \x01(\x01R\nmax_weight\x12\x1e\n\narrays_key\x18\t \x01(\tR\narrays-key\x12*\n\x10reply_arrays_key\x18\n \x01(\tR\x10reply-arrays-key\"6\n\x10SecAggSetupReply\x12\x10\n\x03pk1\x18\x01 \x01(\x0cR\x03pk1\x12\x10\n\x03pk2\x18\x02 \x01(\x0cR\x03pk2\"\'\n\x0fSecAggShareKeys\x12\x14\n\x05stage\x18\x01 \x01(\tR\x05stage\"@\n\x14SecAggShareKeysReply\x12\x12\n\x04\x64sts\x18\x01 \x03(\x03R\x04\x64sts\x12\x14\n\x05\x63txts\x18\x02 \x03(\x0cR\x05\x63txts\"O\n\rSecAggCollect\x12\x14\n\x05stage\x18\x01 \x01(\tR\x05stage\x12\x14\n\x05\x63txts\x18\x02 \x03(\x0cR\x05\x63txts\x12\x12\n\x04srcs\x18\x03 \x03(\x03R\x04srcs\"\xfc\x03\n\x10SecAggClientPart\x12 \n\x0bweight_kind\x18\x01 \x01(\tR\x0bweight-kind\x12\'\n\x0cweight_scale\x18\x02 \x01(\x01H\x00R\x0cweight-scale\x88\x01\x01\x12\'\n\x0cnum_examples\x18\x03 \x01(\x03H\x01R\x0cnum-examples\x88\x01\x01\x12\x17\n\x04loss\x18\x04 \x01(\x01H\x02R\x04loss\x88\x01\x01\x12\x1b\n\x06weight\x18\x05 \x01(\x01H\x03R\x06weight\x88\x01\x01\x12\x1b\n\x06qffl_q\x18\x06 \x01(\x01H\x04R\x06qffl-q\x88\x01\x01\x12+\n\x0eqffl_lipschitz\x18\x07 \x01(\x01H\x05R\x0eqffl-lipschitz\x88\x01\x01\x12\'\n\x0cqffl_by_size\x18\x08 \x01(\x08H\x06R\x0cqffl-by-size\x88\x01\x01\x12#\n\nterm_alpha\x18\t \x01(\x01H\x07R\nterm-alpha\x88\x01\x01\x12#\n\nterm_shift\x18\n \x01(\x01H\x08R\nterm-shift\x88\x01\x01\x42\x0f\n\r_weight_scaleB\x0f\n\r_num_examplesB\x07\n\x05_lossB\t\n\x07_weightB\t\n\x07_qffl_qB\x11\n\x0f_qffl_lipschitzB\x0f\n\r_qffl_by_sizeB\r\n\x0b_term_alphaB\r\n\x0b_term_shift\":\n\x12SecAggCollectReply\x12$\n\rmasked_params\x18\x01 \x03(\x0cR\rmasked_params\"d\n\x0cSecAggUnmask\x12\x14\n\x05stage\x18\x01 \x01(\tR\x05stage\x12 \n\x0b\x61\x63tive_nids\x18\x02 \x03(\x03R\x0b\x61\x63tive_nids\x12\x1c\n\tdead_nids\x18\x03 \x03(\x03R\tdead_nids\"?\n\x11SecAggUnmaskReply\x12\x12\n\x04nids\x18\x01 \x03(\x03R\x04nids\x12\x16\n\x06shares\x18\x02 \x03(\x0cR\x06sharesb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,21 +32,21 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'fairfl.v1.secagg_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SECAGGSETUP']._serialized_start=38
-  _globals['_SECAGGSETUP']._serialized_end=335
-  _globals['_SECAGGSETUPREPLY']._serialized_start=337
-  _globals['_SECAGGSETUPREPLY']._serialized_end=391
-  _globals['_SECAGGSHAREKEYS']._serialized_start=393
-  _globals['_SECAGGSHAREKEYS']._serialized_end=432
-  _globals['_SECAGGSHAREKEYSREPLY']._serialized_start=434
-  _globals['_SECAGGSHAREKEYSREPLY']._serialized_end=498
-  _globals['_SECAGGCOLLECT']._serialized_start=500
-  _globals['_SECAGGCOLLECT']._serialized_end=579
-  _globals['_SECAGGCLIENTPART']._serialized_start=582
-  _globals['_SECAGGCLIENTPART']._serialized_end=1090
-  _globals['_SECAGGCOLLECTREPLY']._serialized_start=1092
-  _globals['_SECAGGCOLLECTREPLY']._serialized_end=1150
-  _globals['_SECAGGUNMASK']._serialized_start=1152
-  _globals['_SECAGGUNMASK']._serialized_end=1252
-  _globals['_SECAGGUNMASKREPLY']._serialized_start=1254
-  _globals['_SECAGGUNMASKREPLY']._serialized_end=1317
+  _globals['_SECAGGSETUP']._serialized_end=379
+  _globals['_SECAGGSETUPREPLY']._serialized_start=381
+  _globals['_SECAGGSETUPREPLY']._serialized_end=435
+  _globals['_SECAGGSHAREKEYS']._serialized_start=437
+  _globals['_SECAGGSHAREKEYS']._serialized_end=476
+  _globals['_SECAGGSHAREKEYSREPLY']._serialized_start=478
+  _globals['_SECAGGSHAREKEYSREPLY']._serialized_end=542
+  _globals['_SECAGGCOLLECT']._serialized_start=544
+  _globals['_SECAGGCOLLECT']._serialized_end=623
+  _globals['_SECAGGCLIENTPART']._serialized_start=626
+  _globals['_SECAGGCLIENTPART']._serialized_end=1134
+  _globals['_SECAGGCOLLECTREPLY']._serialized_start=1136
+  _globals['_SECAGGCOLLECTREPLY']._serialized_end=1194
+  _globals['_SECAGGUNMASK']._serialized_start=1196
+  _globals['_SECAGGUNMASK']._serialized_end=1296
+  _globals['_SECAGGUNMASKREPLY']._serialized_start=1298
+  _globals['_SECAGGUNMASKREPLY']._serialized_end=1361
 # @@protoc_insertion_point(module_scope)

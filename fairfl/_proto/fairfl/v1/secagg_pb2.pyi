@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SecAggSetup(_message.Message):
-    __slots__ = ("stage", "sample_num", "share_num", "threshold", "clipping_range", "target_range", "mod_range", "max_weight", "arrays_key")
+    __slots__ = ("stage", "sample_num", "share_num", "threshold", "clipping_range", "target_range", "mod_range", "max_weight", "arrays_key", "reply_arrays_key")
     STAGE_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_NUM_FIELD_NUMBER: _ClassVar[int]
     SHARE_NUM_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class SecAggSetup(_message.Message):
     MOD_RANGE_FIELD_NUMBER: _ClassVar[int]
     MAX_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     ARRAYS_KEY_FIELD_NUMBER: _ClassVar[int]
+    REPLY_ARRAYS_KEY_FIELD_NUMBER: _ClassVar[int]
     stage: str
     sample_num: int
     share_num: int
@@ -26,7 +27,8 @@ class SecAggSetup(_message.Message):
     mod_range: int
     max_weight: float
     arrays_key: str
-    def __init__(self, stage: _Optional[str] = ..., sample_num: _Optional[int] = ..., share_num: _Optional[int] = ..., threshold: _Optional[int] = ..., clipping_range: _Optional[float] = ..., target_range: _Optional[int] = ..., mod_range: _Optional[int] = ..., max_weight: _Optional[float] = ..., arrays_key: _Optional[str] = ...) -> None: ...
+    reply_arrays_key: str
+    def __init__(self, stage: _Optional[str] = ..., sample_num: _Optional[int] = ..., share_num: _Optional[int] = ..., threshold: _Optional[int] = ..., clipping_range: _Optional[float] = ..., target_range: _Optional[int] = ..., mod_range: _Optional[int] = ..., max_weight: _Optional[float] = ..., arrays_key: _Optional[str] = ..., reply_arrays_key: _Optional[str] = ...) -> None: ...
 
 class SecAggSetupReply(_message.Message):
     __slots__ = ("pk1", "pk2")
