@@ -4,11 +4,16 @@
 # checked by docs/site/_ext/check_links.py); `serve` serves the built site on 127.0.0.1
 # (port: $DOCS_PORT, default 8000). Executed blocks' outputs are cached outside the
 # checkout, by their program and everything they run ($FAIRFL_DOCS_CACHE, default
-# ~/.cache/fairfl-docs): a build with nothing changed runs no block again.
+# ~/.cache/fairfl-docs): a build with nothing changed runs no block again. On a fresh
+# clone (no .venv, or one without Sphinx) it runs scripts/setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=.venv/bin/python
-[ -x "$PYTHON" ] || PYTHON=python3
+# A fresh clone: set up .venv (fairfl with every extra and the docs tools) first.
+if ! { [ -x "$PYTHON" ] && "$PYTHON" -c "import sphinx, myst_parser, numpydoc, furo" 2>/dev/null; }; then
+  echo "docs: Sphinx is not in .venv yet: bash scripts/setup.sh"
+  bash scripts/setup.sh
+fi
 if [ "${1:-}" = serve ]; then
   [ -f build/docs/index.html ] || bash "$0"
   exec "$PYTHON" -m http.server "${DOCS_PORT:-8000}" --bind 127.0.0.1 --directory build/docs
