@@ -124,9 +124,17 @@ class CentralFixedClipping:
         return min(1.0, self.settings.dp_weight_cap / sampled)
 
     def release(
-        self, new_arrays: list[NDArray[Any]], weights: Iterable[float], sampled: int
+        self,
+        new_arrays: list[NDArray[Any]],
+        weights: Iterable[float],
+        sampled: int,
+        sensitivity_weight: float | None = None,
     ) -> tuple[list[NDArray[np.float64]], dict[str, Any]]:
         """The new model plus N(0, σ²) per value, and the round's DP diagnostics.
+
+        ``sensitivity_weight``: S / C of a rule whose sensitivity is not ``C max_k |λ_k|``
+        (q-FFL's, ``qffl_sensitivity_share`` of ``fairfl.strategies.qffl_step``); it then
+        takes λ_max's place in σ and z_eff. None: ``max_k |λ_k|``.
 
         Raises
         ------
@@ -134,7 +142,8 @@ class CentralFixedClipping:
             If the model has a non-float array (noise would be rounded away).
         """
         settings = self.settings
-        lam_max = max((abs(w) for w in weights), default=0.0)
+        lam_actual = max((abs(w) for w in weights), default=0.0)
+        lam_max = lam_actual if sensitivity_weight is None else sensitivity_weight
         if settings.dp_calibration == "cap":
             std = noise_std(
                 settings.dp_noise_multiplier, settings.dp_clipping_norm, self.share_cap(sampled)
@@ -171,7 +180,7 @@ class CentralFixedClipping:
         diagnostics: dict[str, Any] = {
             "dp-calibration": settings.dp_calibration,
             "dp-noise-std": std,
-            "dp-lambda-max": lam_max,
+            "dp-lambda-max": lam_actual,
             "dp-noise-multiplier-effective": z_eff,
             "dp-weights-exceed-noise": int(exceeded),
         }

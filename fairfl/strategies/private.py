@@ -10,12 +10,12 @@ guessed:
 * q-FedSGD steps along gradients divided by Σ h_k;
 * FedAdam and FedYogi rescale the mean update by the server optimiser's running moments,
   and FedFa keeps a server momentum of the *un-noised* averages, so noise on the new model
-  has no λ C bound (and the momentum would carry un-noised updates into later rounds);
-* q-FFL's step is of the form, with λ_k = L F_k^q / Σ_j h_j, but h_j = q F_j^{q-1}
-  ‖Δ_j‖² + L F_j^q reads the private update's norm: λ then depends on the updates it
-  weighs, and the server's check of h_j against the clipped update would reject the
-  clipped replies. Its honest sensitivity needs h computed from the clipped update (not
-  done yet).
+  has no λ C bound (and the momentum would carry un-noised updates into later rounds).
+
+q-FFL's step is of the form, with λ_k = L F_k^q / Σ h_j, but h_j reads the update's
+norm: under DP it is computed from the clipped update (the clients' ``qffl-h`` is not
+used) and the noise is calibrated to the step's own bound given the losses,
+:func:`~fairfl.strategies.qffl_step.qffl_sensitivity_share`, not to max λ.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from fairfl.privacy.config import PrivacySettings
 from fairfl.strategies.base import FairStrategy
 from fairfl.strategies.fedfa import FedFa
 from fairfl.strategies.fedopt import FedOptRule
-from fairfl.strategies.qffl import QFFL
 
 __all__ = ["attach_privacy", "privacy_refusal"]
 
@@ -36,11 +35,6 @@ def privacy_refusal(strategy: FairStrategy) -> str | None:
         return (
             f"{strategy.rule_name}'s server optimiser or momentum rescales and keeps the "
             "un-noised mean update: noise on the new model has no max λ·C bound"
-        )
-    if isinstance(strategy, QFFL):
-        return (
-            f"{strategy.rule_name}'s weights λ_k = L F_k^q / Σ h_j read the private update norms "
-            "(h_j), which clipping changes: its sensitivity is not max λ·C of clear weights"
         )
     if not strategy.caps_client_share:
         return (

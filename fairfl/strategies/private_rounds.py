@@ -71,7 +71,10 @@ class PrivateRounds:
         if self.privacy is None:
             return new_arrays
         noisy, noise = self.privacy.release(
-            new_arrays, record.weights.values(), self.sampled_train(server_round)
+            new_arrays,
+            record.weights.values(),
+            self.sampled_train(server_round),
+            record.diagnostics.get("dp-sensitivity-weight"),  # q-FFL's bound, if set
         )
         record.diagnostics.update(noise)
         return noisy

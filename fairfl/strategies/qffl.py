@@ -53,6 +53,7 @@ from fairfl.strategies.qffl_step import (
     qfedavg_squared_norms,
     qffl_coefficients,
     qffl_numerators,
+    qffl_sensitivity_share,
     round_learning_rate,
 )
 from fairfl.strategies.reweighted import ReweightedStrategy
@@ -278,6 +279,8 @@ class QFFL(ReweightedStrategy):
         if errors:
             return RejectedReplies(errors)
         client_h = [float(r.metrics.get(keys.QFFL_H, math.nan)) for r in replies]  # type: ignore[arg-type]
+        if self.privacy is not None:  # a client's h read its unclipped update
+            client_h = [math.nan] * len(replies)
         return DistancePass(np.array(distances), np.array(client_h), sums, top)
 
     def _reply_error(
@@ -300,7 +303,7 @@ class QFFL(ReweightedStrategy):
                 except ReplyError as error:
                     return error
         sent = reply.metrics.get(keys.QFFL_H)
-        if sent is None:
+        if sent is None or self.privacy is not None:  # under DP h is the clipped update's
             return None
         own = h_term(self.loss_of(reply), distance, q=self.q, lipschitz=self.lipschitz)
         if math.isclose(float(sent), own, rel_tol=self.h_rtol):  # type: ignore[arg-type]
@@ -340,6 +343,14 @@ class QFFL(ReweightedStrategy):
         diagnostics = self.train_records[server_round].diagnostics
         diagnostics["qffl-h-sum"] = float(h.sum())
         diagnostics["qffl-client-h"] = int(np.count_nonzero(np.isfinite(found.client_h)))
+        if self.privacy is not None:  # S / C of the step given the losses (central DP)
+            diagnostics["dp-sensitivity-weight"] = qffl_sensitivity_share(
+                losses,
+                q=self.q,
+                lipschitz=lipschitz,
+                clipping_norm=self.privacy.settings.dp_clipping_norm,
+                weights=weights,
+            )
         logger.info(
             "aggregate_train: round %d q-FFL step scale Σλ %.4g, Σh %.4g (%d client h)",
             server_round,

@@ -237,3 +237,38 @@ def round_learning_rate(config: ConfigRecord, needs: str) -> float:
             f"has {keys.LR}={lr!r}"
         )
     return float(lr)  # type: ignore[arg-type]
+
+
+def qffl_sensitivity_share(
+    losses: ArrayLike,
+    *,
+    q: float,
+    lipschitz: float,
+    clipping_norm: float,
+    weights: ArrayLike | None = None,
+    epsilon: float = QFFL_EPSILON,
+) -> float:
+    """``S / C`` of q-FedAvg's step on updates clipped to C, given the losses (central DP).
+
+    The step is ``U = Σ_k a_k d_k / Σ_j h_j`` on the clipped updates ``d_k = w^t - w̄_k``
+    (``‖d_k‖ <= C``), with ``a_k = L s_k (F_k + ε)^q`` and, from eq. (3) on
+    ``Δw_k = L d_k``, ``h_k = a_k + q L² s_k (F_k + ε)^{q-1} ‖d_k‖²`` (Li et al. 2020,
+    Alg. 2). Zeroing client k's update (``d_k = 0``, so ``h_k = a_k``; the adjacency of
+    McMahan et al., ICLR 2018) moves U by ``(a_k d_k - (h_k - a_k) U_0) / (D' + h_k)``
+    with ``U_0`` the step without it and ``D'`` the others' ``Σ h_j``. As ``a_j <= h_j``,
+    ``‖U_0‖ <= C``, so the move is at most ``C h_k / (D' + h_k)``, which grows with h_k and
+    shrinks with D'. With ``ĥ_k = a_k + q L² s_k (F_k + ε)^{q-1} C²`` (h_k at ‖d_k‖ = C)
+    and ``D' >= A'_k = Σ_{j≠k} a_j``::
+
+        S = C max_k ĥ_k / (A'_k + ĥ_k)
+
+    which reads only the losses and C, never an update. At q = 0 (ĥ = a) it is
+    ``C max_k a_k / Σ_j a_j``, the weighted mean's ``C λ_max``; for q > 0 it is at least
+    the round's ``C max_k λ_k`` (``λ_k = a_k / Σ_j h_j``).
+    """
+    f = np.asarray(losses, dtype=np.float64) + epsilon
+    s = np.ones_like(f) if weights is None else np.asarray(weights, dtype=np.float64)
+    a = lipschitz * s * np.float_power(f, q)
+    h_max = a + q * lipschitz**2 * s * np.float_power(f, q - 1) * clipping_norm**2
+    others = a.sum() - a
+    return float(np.max(h_max / (others + h_max)))

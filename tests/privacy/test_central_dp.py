@@ -20,7 +20,7 @@ from fairfl.settings import RunSettings
 from fairfl.strategies import TERM
 from fairfl.strategies.fedmgda import FedMGDAPlus
 from fairfl.strategies.private import attach_privacy, privacy_refusal
-from fairfl.strategies.qffl import QFFL
+from fairfl.strategies.qfedsgd import QFedSGD
 from tests.strategies.baseline_helpers import aggregate_round, loss_reply, round_weights
 
 LN3 = math.log(3.0)
@@ -140,7 +140,7 @@ def test_epsilon_equals_dp_accountings_and_grows_with_rounds():
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("dp", "local", "run config dp must be one of"),
+        ("dp", "gaussian", "run config dp must be one of"),
         ("dp-clipping-norm", 0.0, "run config dp-clipping-norm must be a finite number > 0"),
         ("dp-noise-multiplier", -1.0, "run config dp-noise-multiplier must be"),
         ("dp-delta", 1.5, r"run config dp-delta must be a finite number in \(0, 1\)"),
@@ -158,7 +158,7 @@ def test_dp_with_secure_aggregation_is_refused():
         RunSettings.from_run_config({"dp": "central-fixed", "secure-aggregation": "secagg+"})
 
 
-@pytest.mark.parametrize("rule", [FedMGDAPlus, QFFL])
+@pytest.mark.parametrize("rule", [FedMGDAPlus, QFedSGD])
 def test_rules_without_the_max_weight_bound_are_refused(rule):
     strategy = rule()
     assert privacy_refusal(strategy) is not None
