@@ -35,6 +35,7 @@ from flwr.serverapp.strategy.fedopt import FedOpt as FlowerFedOpt
 from numpy.typing import NDArray
 
 from fairfl.contract import TrainReply, keys
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
 from fairfl.strategies.params import RuleParameters, flag, real
 from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
@@ -102,6 +103,11 @@ class FedOptRule(LossRule):
     """
 
     needs_loss = False
+    #: Under SecAgg+ (issue #48): the server optimiser reads only the average, so each
+    #: client masks n_k and Δ_k as for FedAvg and the step runs on the unmasked mean.
+    secure_form = SecureForm.one_round(
+        "num-examples", "the server sees n_k in the clear; its optimiser steps from the sum"
+    )
     #: Flower's strategy whose ``aggregate_train`` makes the step (its FedAvg half replaced).
     flower_step: ClassVar[type[_GivenAverage]]
     params: FedAdamParameters | FedYogiParameters
@@ -141,6 +147,21 @@ class FedOptRule(LossRule):
         if isinstance(averaged, RejectedReplies):
             return averaged
         average, diagnostics = averaged
+        new_arrays, step_diagnostics = self.step_from_average(server_round, global_arrays, average)
+        diagnostics.update(step_diagnostics)
+        return new_arrays, diagnostics
+
+    def step_from_average(
+        self,
+        server_round: int,
+        global_arrays: list[NDArray[Any]],
+        average: list[NDArray[Any]],
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+        """Flower's step from w^t and the average w̄ (m, v deferred); its diagnostics.
+
+        The step reads the average only, never a reply: under secure aggregation
+        (:class:`fairfl.strategies.secure.SecureRounds`) it runs on the unmasked sum's.
+        """
         assert self.current_arrays is not None  # set by configure_train
         names = list(self.current_arrays.keys())
         floating = [
@@ -159,8 +180,8 @@ class FedOptRule(LossRule):
         for i in floating:
             new_arrays[i] = stepped[names[i]].astype(global_arrays[i].dtype)
         moves = (stepped[names[i]] - global_arrays[i] for i in floating)
-        diagnostics["fedopt-step-norm"] = float(np.sqrt(sum(float(np.vdot(d, d)) for d in moves)))
-        return new_arrays, diagnostics
+        norm = float(np.sqrt(sum(float(np.vdot(d, d)) for d in moves)))
+        return new_arrays, {"fedopt-step-norm": norm}
 
     def flower_strategy(self, server_round: int) -> _GivenAverage:
         """A fresh :attr:`flower_step` with the rule's η, β_1, β_2 and τ for ``server_round``.

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from flwr.app import ArrayRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.exception import AggregationError
+from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, array_view
 from fairfl.secagg import forms
@@ -41,6 +42,7 @@ __all__ = [
     "NO_ARRAYS",
     "SecureAggregationRefusedError",
     "SecureRounds",
+    "StepsFromAverage",
     "check_secure",
     "secure_form_of",
     "secure_rounds",
@@ -54,6 +56,23 @@ AGGREGATE_METHODS = ("aggregate", "aggregate_train", "lambdas", "weights", "read
 BROADCAST_METHODS = ("aggregate", "aggregate_train", "lambdas")
 #: A reply with no arrays: the screen reads the clear metrics against it.
 NO_ARRAYS = ModelLayout(keys=(), shapes=(), dtypes=())
+
+
+@runtime_checkable
+class StepsFromAverage(Protocol):
+    """A rule whose new model is a function of w^t and the weighted average alone.
+
+    FedAdam and FedYogi (:class:`~fairfl.strategies.fedopt.FedOptRule`): their server
+    optimiser runs on the average, so under SecAgg+ it runs on the unmasked one.
+    """
+
+    def step_from_average(
+        self,
+        server_round: int,
+        global_arrays: list[NDArray[Any]],
+        average: list[NDArray[Any]],
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+        """w^{t+1} from w^t and the average, and the step's diagnostics."""
 
 
 class SecureAggregationRefusedError(ValueError):
@@ -276,6 +295,9 @@ class SecureRounds:
             np.asarray(w, dtype=np.float64) + scale * m
             for w, m in zip(current, secure.mean, strict=True)
         ]
+        if isinstance(strategy, StepsFromAverage):  # the server optimiser, on the average
+            new_arrays, diagnostics = strategy.step_from_average(server_round, current, new_arrays)
+            record.diagnostics.update(diagnostics)
         arrays, problem = global_model(layout, new_arrays, strategy.max_abs_weight)
         if problem is None:
             deferred.apply()
@@ -296,7 +318,8 @@ class SecureRounds:
         """The clients lost after the screen leave ``accepted``; the sum's diagnostics.
 
         ``secagg-bound`` is the documented bound on each coordinate's quantisation error
-        (:func:`~fairfl.secagg.protocol.quantisation_bound`, times the step scale s).
+        (:func:`~fairfl.secagg.protocol.quantisation_bound`, times the step scale s), on
+        the new model or, for a :class:`StepsFromAverage` rule, on the average it steps from.
         """
         in_sum = {int(m.metadata.src_node_id) for m in secure.replies}
         record.accepted = [nid for nid in record.accepted if nid in in_sum]

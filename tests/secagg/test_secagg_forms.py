@@ -100,6 +100,8 @@ def test_a_bad_part_is_refused():
         ("fedavg", "one-round", "num-examples"),
         ("qffl", "one-round", "qffl"),
         ("qfedsgd", "one-round", "qfedsgd"),
+        ("fedadam", "one-round", "num-examples"),
+        ("fedyogi", "one-round", "num-examples"),
         ("term", "one-round", "term"),
         ("afl", "scalars-in-clear", "broadcast"),
         ("deltafl", "scalars-in-clear", "broadcast"),
@@ -116,9 +118,9 @@ def test_each_rule_declares_its_form(rule, kind, weight):
     assert form.reason
 
 
-@pytest.mark.parametrize("rule", ["fedadam", "fedfa", "rcfl"])
+@pytest.mark.parametrize("rule", ["fedfa", "rcfl"])
 def test_rules_that_change_the_aggregation_inherit_no_form(rule):
-    # FedAdam overrides LossRule's aggregate; the others are not LossRules and declare none.
+    # Not LossRules, and they declare none.
     assert secure_form_of(STRATEGIES[rule].strategy) is None
 
 
@@ -153,3 +155,17 @@ def test_the_defaults_are_flowers():
 def test_shares_and_threshold_of_a_round(shares, threshold, sampled, expected):
     settings = SecAggSettings(secagg_num_shares=shares, secagg_reconstruction_threshold=threshold)
     assert settings.shares_and_threshold(sampled) == expected
+
+
+def test_a_subclass_that_overrides_the_aggregate_loses_an_inherited_form():
+    from fairfl.strategies.fedavg import FedAvg
+
+    class Reaggregated(FedAvg):
+        def aggregate(self, server_round, global_arrays, replies):
+            return super().aggregate(server_round, global_arrays, replies)
+
+    class Renamed(FedAvg):
+        rule_name = "renamed"
+
+    assert secure_form_of(Reaggregated) is None
+    assert secure_form_of(Renamed) == FedAvg.secure_form
