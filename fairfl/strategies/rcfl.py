@@ -40,6 +40,7 @@ from fairfl.contract import (
     keys,
     sorted_client_keys,
 )
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
@@ -170,6 +171,13 @@ class RCFL(ReweightedStrategy):
     required_train_metrics = (keys.RCFL_ETA,)
     rule_name = "RC-FL"
     registry_name = "rcfl"
+    #: Under SecAgg+ (issue #48): W_j depends on no loss (the counts, or the server's
+    #: own draws), so the server sends it and each client masks W_j Δω_j; η_j is a
+    #: scalar reported in the clear, averaged with W by :meth:`aggregate_scalars`.
+    secure_form = SecureForm.one_round(
+        "broadcast",
+        "the server sees n_k and η_k in the clear (W from the counts or its own draws)",
+    )
     Parameters = RCFLParameters
     params: RCFLParameters
 
@@ -448,6 +456,17 @@ class RCFL(ReweightedStrategy):
         if isinstance(averaged, RejectedReplies):
             return averaged
         new_arrays, diagnostics = averaged
+        diagnostics.update(self.aggregate_scalars(server_round, replies))
+        return new_arrays, diagnostics
+
+    def aggregate_scalars(self, server_round: int, replies: list[TrainReply]) -> dict[str, Any]:
+        """η^{t+1} = Σ W_j η_j / Σ W_j from the clear ``rcfl-eta``; q_i and η diagnostics.
+
+        Reads the replies' metrics and the round's recorded W only, never an array: under
+        secure aggregation (:class:`fairfl.strategies.secure.SecureRounds`) it runs on the
+        clear replies of the clients in the sum.
+        """
+        diagnostics: dict[str, Any] = {}
         record = self.train_records[server_round]
         weights = np.array([record.weights[r.node_id] for r in replies], dtype=np.float64)
         # The reply reader validated rcfl-eta as a finite number.
@@ -491,4 +510,4 @@ class RCFL(ReweightedStrategy):
             )
         diagnostics["rcfl-eta"] = new_eta
         self.state_updates.set(self, eta=new_eta, probe_done=True)
-        return new_arrays, diagnostics
+        return diagnostics

@@ -34,12 +34,13 @@ from fairfl.strategies import intake
 from fairfl.strategies.base import FairStrategy
 from fairfl.strategies.defences import share_capped
 from fairfl.strategies.records import TrainRoundRecord, app_metrics, global_model, round_metrics
-from fairfl.strategies.reweighted import LossRule
+from fairfl.strategies.reweighted import ReweightedStrategy
 
 __all__ = [
     "AGGREGATE_METHODS",
     "BROADCAST_METHODS",
     "NO_ARRAYS",
+    "AggregatesClearScalars",
     "SecureAggregationRefusedError",
     "SecureRounds",
     "StepsFromAverage",
@@ -73,6 +74,19 @@ class StepsFromAverage(Protocol):
         average: list[NDArray[Any]],
     ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
         """w^{t+1} from w^t and the average, and the step's diagnostics."""
+
+
+@runtime_checkable
+class AggregatesClearScalars(Protocol):
+    """A rule whose state also moves with scalars its clients report in the clear.
+
+    RC-FL (:class:`~fairfl.strategies.rcfl.RCFL`): η^{t+1} is the W-weighted mean of the
+    reported η_j, which the server computes from the clear replies of the clients in
+    the sum once the secure step is taken.
+    """
+
+    def aggregate_scalars(self, server_round: int, replies: list[TrainReply]) -> dict[str, Any]:
+        """Defer the state the clear scalars give; return the round's diagnostics."""
 
 
 class SecureAggregationRefusedError(ValueError):
@@ -123,10 +137,10 @@ def check_secure(strategy: FairStrategy) -> SecureForm:
             f"strategy {name} cannot run with secure-aggregation=secagg+ ({form.kind}): "
             f"{form.reason}"
         )
-    if form.weight == "broadcast" and not isinstance(strategy, LossRule):
+    if form.weight == "broadcast" and not isinstance(strategy, ReweightedStrategy):
         raise SecureAggregationRefusedError(
-            f"strategy {name}'s scalars-in-clear form needs weights from the clear metrics "
-            "alone (a LossRule)"
+            f"strategy {name}'s form sends each client its weight, which needs weights from "
+            "the clear metrics alone (a ReweightedStrategy's lambdas)"
         )
     if form.kind == "one-round" and strategy.max_client_share < 1:
         # The cap needs every client's weight, which the clients compute (q-FFL's h_k).
@@ -159,6 +173,7 @@ class SecureRounds:
         self.settings = settings
         self.grid: SecureGrid | None = None
         self.step_scale: dict[int, float] = {}  # s of each round (Σ λ of broadcast weights)
+        self.screened: dict[int, list[TrainReply]] = {}  # each round's admitted clear replies
         strategy.aggregate_train = self.aggregate_train  # type: ignore[method-assign]
         logger.info(
             "secure aggregation: SecAgg+ for %s (%s form, %s weights): %s",
@@ -196,6 +211,7 @@ class SecureRounds:
             return {}
         parts, scale = self._parts(server_round, accepted)
         self.step_scale[server_round] = scale
+        self.screened[server_round] = accepted
         return {reply.node_id: part for reply, part in zip(accepted, parts, strict=True)}
 
     def _round_sent(self) -> int:
@@ -275,6 +291,7 @@ class SecureRounds:
             record = TrainRoundRecord(unanswered=sorted(secure.lost))
             strategy.train_records[server_round] = record
         scale = self.step_scale.pop(server_round, 1.0)
+        screened = self.screened.pop(server_round, [])
         self._record_lost(record, secure, scale)
         deferred = strategy.state_updates
         if secure.skipped is not None or secure.mean is None:
@@ -298,6 +315,10 @@ class SecureRounds:
         if isinstance(strategy, StepsFromAverage):  # the server optimiser, on the average
             new_arrays, diagnostics = strategy.step_from_average(server_round, current, new_arrays)
             record.diagnostics.update(diagnostics)
+        if isinstance(strategy, AggregatesClearScalars):  # RC-FL's η, from the clear η_j
+            in_sum = set(record.accepted)
+            summed = [reply for reply in screened if reply.node_id in in_sum]
+            record.diagnostics.update(strategy.aggregate_scalars(server_round, summed))
         arrays, problem = global_model(layout, new_arrays, strategy.max_abs_weight)
         if problem is None:
             deferred.apply()

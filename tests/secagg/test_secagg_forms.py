@@ -102,6 +102,7 @@ def test_a_bad_part_is_refused():
         ("qfedsgd", "one-round", "qfedsgd"),
         ("fedadam", "one-round", "num-examples"),
         ("fedyogi", "one-round", "num-examples"),
+        ("rcfl", "one-round", "broadcast"),
         ("term", "one-round", "term"),
         ("afl", "scalars-in-clear", "broadcast"),
         ("deltafl", "scalars-in-clear", "broadcast"),
@@ -118,9 +119,9 @@ def test_each_rule_declares_its_form(rule, kind, weight):
     assert form.reason
 
 
-@pytest.mark.parametrize("rule", ["fedfa", "rcfl"])
+@pytest.mark.parametrize("rule", ["fedfa"])
 def test_rules_that_change_the_aggregation_inherit_no_form(rule):
-    # Not LossRules, and they declare none.
+    # Not a LossRule, and it declares none.
     assert secure_form_of(STRATEGIES[rule].strategy) is None
 
 

@@ -123,6 +123,9 @@ def test_secure_model_equals_the_clear_one_within_the_quantisation_bound(
         assert 0 < gap <= bound + slack
         return
     assert _largest_gap(clear.arrays, secure.arrays) <= bound + slack
+    if case == "rcfl":  # η^{t+1} = Σ W_j η_j from the clear η_j: the clear run's
+        assert secure.strategy.eta == pytest.approx(clear.strategy.eta, rel=1e-12)
+        assert secure.strategy.eta != secure.strategy.params.eta_init
     # The secure run's round is the clear one's: same clients, no drop.
     assert secure.strategy.train_records[1].accepted == clear.strategy.train_records[1].accepted
 
