@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT))
 from fairfl.data import load_client_data  # noqa: E402 (after sys.path)
 from fairfl.data.synthetic import NUM_CLASSES  # noqa: E402
 from fairfl.metrics import fairness_metrics, in_percent  # noqa: E402
-from fairfl.report.recipes import QFFL_SYNTHETIC  # noqa: E402
+from fairfl.sweep.recipes import QFFL_SYNTHETIC  # noqa: E402
 
 #: Data set of each device-size σ (``n_k = floor(LogNormal(4, σ)) + 50``).
 DATASETS: dict[float, str] = {2.0: "synthetic", 0.75: "synthetic-1-1-sigma0.75"}

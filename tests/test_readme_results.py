@@ -411,7 +411,7 @@ def test_tuned_grid_edges_in_the_readme_and_tuning_md_are_those_of_tuning_json(t
     # committed tuning.md is what `fairfl report` renders from tuning.json.
     import shutil
 
-    from fairfl.report.tune import write_tuning_markdown
+    from fairfl.sweep.tune import write_tuning_markdown
 
     folder = ROOT / "docs/results/digits-table6-tuned"
     tuning = json.loads((folder / "tuning.json").read_text())
@@ -556,8 +556,8 @@ def test_widened_grid_comparison_and_new_edge_in_the_readme_come_from_the_result
     import csv
     import shutil
 
-    from fairfl.report.tune import write_tuning_markdown
     from fairfl.strategies.qffl import QFFL
+    from fairfl.sweep.tune import write_tuning_markdown
 
     section = widened_section()
     paper_rows, wide_rows = table6_rows("digits-table6-tuned"), table6_rows(WIDE)
@@ -714,7 +714,7 @@ def test_qffl_optimum_runs_converged():
 def test_qffl_optimum_table_and_paragraph_come_from_the_results_file():
     # The README's optima table (mean ± population std over seeds 1-5 of the statistics
     # worked from the per-device counts) and every number of the paragraph under it.
-    from fairfl.report.recipes import QFFL_SYNTHETIC
+    from fairfl.sweep.recipes import QFFL_SYNTHETIC
 
     result = qffl_optimum()
     table = readme_table("| Optimum of f_q, test accuracy, mean ± std over seeds |")

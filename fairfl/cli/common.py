@@ -11,10 +11,10 @@ from __future__ import annotations
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: ``fairfl verify``: every chain holds, but a run has no summary.json (it did not finish).
 EXIT_UNFINISHED = 3
-#: fairfl.report.compare.ENGINES and MAX_WORKERS.
+#: fairfl.sweep.compare.ENGINES and MAX_WORKERS.
 ENGINES = ("inprocess", "flwr", "ray")
 MAX_WORKERS = 2
-#: fairfl.report.recipes.RECIPES, fairfl.report.tables.COLUMN_SETS.
+#: fairfl.sweep.recipes.RECIPES, fairfl.report.tables.COLUMN_SETS.
 RECIPE_NAMES = (
     "digits-table6",
     "fairfed-adult",
@@ -27,7 +27,7 @@ RECIPE_NAMES = (
     "qffl-synthetic-light",
 )
 COLUMN_SETS = ("flamby-heart", "group", "personal", "qffl", "table6")
-#: fairfl.report.tune's CRITERIA, DEFAULT_CRITERION, DEFAULT_TOLERANCE,
+#: fairfl.sweep.tune's CRITERIA, DEFAULT_CRITERION, DEFAULT_TOLERANCE,
 #: DEFAULT_VALIDATION_FRACTION and TUNING_JSON.
 TUNE_CRITERIA = ("worst10-near-baseline", "worst10", "mean")
 DEFAULT_CRITERION = "worst10-near-baseline"

@@ -103,7 +103,7 @@ def add_parser(commands: Any) -> None:
         "tuning (--tune)",
         "choose each rule's hyperparameters on per-client validation splits of the training "
         "data (tuning seeds), then run the chosen settings on --seeds and report on test "
-        "(fairfl.report.tune)",
+        "(fairfl.sweep.tune)",
     )
     tune.add_argument("--tune", action="store_true", help="tuned comparison")
     tune.add_argument(
@@ -152,10 +152,10 @@ def add_parser(commands: Any) -> None:
 
 
 def _run_compare(args: argparse.Namespace, argv: list[str]) -> int:
-    from fairfl.report.compare import compare
-    from fairfl.report.recipes import RECIPES
     from fairfl.report.results import read_manifest
     from fairfl.strategies.registry import STRATEGIES
+    from fairfl.sweep.compare import compare
+    from fairfl.sweep.recipes import RECIPES
 
     recipe = RECIPES[args.recipe] if args.recipe else None
     rules = args.rules or (list(recipe.rules or STRATEGIES) if recipe else None)
@@ -254,7 +254,7 @@ def _run_tuned(
 ) -> int:
     """``fairfl compare --tune``: tune on validation splits, report on fresh seeds."""
     from fairfl.report.results import read_manifest
-    from fairfl.report.tune import tune_and_compare
+    from fairfl.sweep.tune import tune_and_compare
 
     if args.grid is not None:
         raise ValueError("--tune takes --tune-grid, not --grid")

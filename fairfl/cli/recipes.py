@@ -14,7 +14,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _list_recipes(args: argparse.Namespace) -> int:
-    from fairfl.report.recipes import RECIPES
+    from fairfl.sweep.recipes import RECIPES
 
     for recipe in RECIPES.values():
         print(f"{recipe.name}: {recipe.title}\n    {recipe.description}\n")

@@ -27,7 +27,7 @@ def add_parser(commands: Any) -> None:
 
 def _run_report(args: argparse.Namespace) -> int:
     from fairfl.report.build import build_report
-    from fairfl.report.tune import write_tuning_markdown
+    from fairfl.sweep.tune import write_tuning_markdown
 
     report = build_report(
         args.folder,

@@ -21,10 +21,16 @@ def test_parser_constants_match_the_modules_that_own_them():
 
     from fairfl.simulation import engine
 
-    # fairfl.report re-exports a function named compare: import the modules by name.
+    # fairfl.sweep re-exports a function named compare: import the modules by name.
     compare, recipes, results, tables, tune = (
-        importlib.import_module(f"fairfl.report.{name}")
-        for name in ("compare", "recipes", "results", "tables", "tune")
+        importlib.import_module(f"fairfl.{package}.{name}")
+        for package, name in (
+            ("sweep", "compare"),
+            ("sweep", "recipes"),
+            ("report", "results"),
+            ("report", "tables"),
+            ("sweep", "tune"),
+        )
     )
 
     assert (cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE) == (

@@ -81,6 +81,6 @@ def test_run_imports_nothing_of_the_report_or_the_dashboard(tmp_path: Path):
     heavy = {
         m
         for m in _imported(result.stderr, top=False)
-        if m.startswith(("fairfl.report", "fairfl.dashboard"))
+        if m.startswith(("fairfl.report", "fairfl.sweep", "fairfl.dashboard"))
     }
     assert not heavy, heavy

@@ -7,8 +7,8 @@ import threading
 
 from fairfl import cli
 
-#: The module (fairfl.report re-exports its function compare under the same name).
-COMPARE_MODULE = importlib.import_module("fairfl.report.compare")
+#: The module (fairfl.sweep re-exports its function compare under the same name).
+COMPARE_MODULE = importlib.import_module("fairfl.sweep.compare")
 
 
 class FakeReport:

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from fairfl.cli import main
-from fairfl.report.recipes import RECIPES
 from fairfl.report.results import round_metrics
 from fairfl.report.tables import COLUMN_SETS
+from fairfl.sweep.recipes import RECIPES
 
 
 def test_the_recipe_is_flambys_budget():

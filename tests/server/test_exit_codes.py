@@ -353,9 +353,9 @@ def compare(**kwargs):
     time.sleep(60)
 
 import importlib
-# the CLI imports it when the command runs (fairfl.report re-exports the function
+# the CLI imports it when the command runs (fairfl.sweep re-exports the function
 # under the module's name, so the module is reached through importlib)
-importlib.import_module("fairfl.report.compare").compare = compare
+importlib.import_module("fairfl.sweep.compare").compare = compare
 sys.exit(cli.main(sys.argv[1:]))
 """
 

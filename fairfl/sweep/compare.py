@@ -7,7 +7,7 @@ train/test split, the same initial model and the same client shuffling (all deri
 from ``seed``). Runs go through the in-process runner
 (:func:`fairfl.simulation.run_inprocess`) by default, optionally in 2 worker processes,
 through Flower's simulation engine (:func:`fairfl.simulation.engine.run_simulation`), or
-as tasks on a Ray cluster (:mod:`fairfl.report.ray_sweep`, ``--engine ray``).
+as tasks on a Ray cluster (:mod:`fairfl.sweep.ray_sweep`, ``--engine ray``).
 
 Output folder layout::
 
@@ -27,7 +27,7 @@ Grid and setting syntax (``fairfl compare --grid``/``--set``):
 Values take the type of the key's default (``RunSettings`` or the rule's constructor),
 so ``lr=1`` is the float 1.0; unknown keys are rejected.
 
-``fairfl compare --tune`` (:mod:`fairfl.report.tune`) runs two comparisons: the grid on
+``fairfl compare --tune`` (:mod:`fairfl.sweep.tune`) runs two comparisons: the grid on
 tuning seeds with validation splits, then each rule's chosen setting on ``--seeds``.
 """
 
@@ -54,8 +54,7 @@ from fairfl.report.results import (
     ROUNDS_FILE,
     SUMMARY_FILE,
 )
-from fairfl.report.worker import RunStatus, configure_worker, run_one
-from fairfl.server.config_values import (  # re-exported: fairfl.report.compare's names
+from fairfl.server.config_values import (  # re-exported: fairfl.sweep.compare's names
     all_keys,
     known_default,
     parse_value,
@@ -65,9 +64,10 @@ from fairfl.server.config_values import (  # re-exported: fairfl.report.compare'
 from fairfl.server.preflight import OutDirError, check_run, prepare_out_dir
 from fairfl.settings import RunSettings
 from fairfl.strategies.registry import STRATEGIES
+from fairfl.sweep.worker import RunStatus, configure_worker, run_one
 
 if TYPE_CHECKING:
-    from fairfl.report.ray_sweep import RaySweep
+    from fairfl.sweep.ray_sweep import RaySweep
 
 logger = logging.getLogger(__name__)
 
@@ -426,7 +426,7 @@ def execute(
         workers = 1  # Ray already uses every core; runs go one after another
     if (engine == "ray") != (ray is not None):
         raise ValueError("engine 'ray' needs a RaySweep (ray=...), and only it takes one")
-    from fairfl.report.ray_sweep import settle
+    from fairfl.sweep.ray_sweep import settle
 
     statuses: dict[str, RunStatus] = {}
     todo = []
@@ -631,7 +631,7 @@ def compare(
         ``engine="ray"``: the cluster's address (None: ``$RAY_ADDRESS``).
     cpus_per_run : float (default: 1.0)
         ``engine="ray"``: CPUs each run's task asks for
-        (:class:`fairfl.report.ray_sweep.RaySweep`).
+        (:class:`fairfl.sweep.ray_sweep.RaySweep`).
 
     Raises
     ------
@@ -698,7 +698,7 @@ def compare(
     with contextlib.ExitStack() as stack:
         sweep = None
         if engine == "ray":
-            from fairfl.report.ray_sweep import RaySweep
+            from fairfl.sweep.ray_sweep import RaySweep
 
             sweep = stack.enter_context(
                 RaySweep(

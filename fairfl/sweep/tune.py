@@ -50,7 +50,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fairfl.report.compare import (
+from fairfl.report.results import group_by_label, load_runs, read_manifest
+from fairfl.server.config_values import shared_keys
+from fairfl.strategies.ditto import PAIRING_PREFIX, DittoParameters
+from fairfl.strategies.registry import STRATEGIES
+from fairfl.sweep.compare import (
     Assignment,
     compare,
     expand_variants,
@@ -58,10 +62,6 @@ from fairfl.report.compare import (
     split_settings,
     write_manifest,
 )
-from fairfl.report.results import group_by_label, load_runs, read_manifest
-from fairfl.server.config_values import shared_keys
-from fairfl.strategies.ditto import PAIRING_PREFIX, DittoParameters
-from fairfl.strategies.registry import STRATEGIES
 
 logger = logging.getLogger(__name__)
 
@@ -565,10 +565,10 @@ def tune_and_compare(
         Rule whose setting is Table 2's baseline (and the criterion's reference), and
         whose weights are plotted.
     title, description, command
-        As :func:`fairfl.report.compare.compare`; the description gets the tuning
+        As :func:`fairfl.sweep.compare.compare`; the description gets the tuning
         summary appended.
     **compare_options
-        Passed to both :func:`fairfl.report.compare.compare` calls (``workers``,
+        Passed to both :func:`fairfl.sweep.compare.compare` calls (``workers``,
         ``keep_models``, ``compress_runs``, ``overwrite``, ``reference``, ...).
 
     Raises

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fairfl.cli import main
-from fairfl.report.compare import (
+from fairfl.sweep.compare import (
     Assignment,
     execute,
     expand_variants,
@@ -221,8 +221,8 @@ def test_cli_lists_rules_and_recipes(capsys):
 
 
 def test_recipes_parse_and_plan(tmp_path):
-    from fairfl.report.recipes import RECIPES
     from fairfl.strategies.registry import STRATEGIES
+    from fairfl.sweep.recipes import RECIPES
 
     for recipe in RECIPES.values():
         base, per_rule = split_settings(recipe.settings)
@@ -236,8 +236,8 @@ def test_recipes_parse_and_plan(tmp_path):
 
 
 def test_the_digits_recipe_runs_fedfa_and_fedfv(tmp_path):
-    from fairfl.report.recipes import RECIPES
     from fairfl.strategies.registry import STRATEGIES
+    from fairfl.sweep.recipes import RECIPES
 
     recipe = RECIPES["digits-table6"]
     base, per_rule = split_settings(recipe.settings)
@@ -252,7 +252,7 @@ def test_a_recipe_run_with_changed_flags_says_so_in_its_description():
     # A report opens with its recipe's description; flags that narrow or change the
     # recipe are named after it, so "every registered rule" is not left unqualified.
     from fairfl.cli import _description, build_parser
-    from fairfl.report.recipes import RECIPES
+    from fairfl.sweep.recipes import RECIPES
 
     recipe = RECIPES["digits-table6"]
     plain = build_parser().parse_args(["compare", "--recipe", "digits-table6", "--out", "x"])
@@ -340,7 +340,7 @@ def test_cli_compare_unwritable_out_is_a_clear_usage_error(tmp_path, capsys):
 
 
 def test_manifest_records_each_runs_effective_config_and_versions(tmp_path):
-    from fairfl.report.compare import check_plan
+    from fairfl.sweep.compare import check_plan
 
     variants = expand_variants(["qffl"])
     plan = check_plan(plan_runs(variants, [3], {"num-partitions": 3}, tmp_path), tmp_path)

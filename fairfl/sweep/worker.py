@@ -1,6 +1,6 @@
 """One run of a sweep, in this process, a worker process or a Ray task.
 
-:mod:`fairfl.report.compare` plans and schedules the runs, :mod:`fairfl.report.ray_sweep`
+:mod:`fairfl.sweep.compare` plans and schedules the runs, :mod:`fairfl.sweep.ray_sweep`
 sends them to a Ray cluster; both execute each run here, so neither imports the other's
 internals.
 """

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from fairfl.report.compare import execute
-from fairfl.report.ray_sweep import RaySweep, settle
-from fairfl.report.worker import RunStatus
+from fairfl.sweep.compare import execute
+from fairfl.sweep.ray_sweep import RaySweep, settle
+from fairfl.sweep.worker import RunStatus
 
 
 def test_the_ray_engine_needs_an_address_and_positive_resources(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from fairfl.cli import main
-from fairfl.report.recipes import RECIPES
+from fairfl.sweep.recipes import RECIPES
 
 
 def run_recipe(name, out, data_root):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import fairfl.client.app as client_app
 from fairfl.cli import main
-from fairfl.report.tune import (
+from fairfl.sweep.tune import (
     Candidate,
     GridEdge,
     choose_settings,
@@ -284,10 +284,10 @@ def test_grid_edges_in_rule_then_grid_order():
 
 
 def test_grid_edges_are_logged_as_warnings_naming_the_axis_and_the_fix(caplog):
-    with caplog.at_level(logging.WARNING, logger="fairfl.report.tune"):
+    with caplog.at_level(logging.WARNING, logger="fairfl.sweep.tune"):
         edges = warn_grid_edges(EDGE_RULES, EDGE_GRID, EDGE_CHOSEN)
     assert len(edges) == 3
-    messages = [r.getMessage() for r in caplog.records if r.name == "fairfl.report.tune"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "fairfl.sweep.tune"]
     assert messages[2] == (
         "tune_and_compare: fedmgda: fedmgda-epsilon=0.05 is the lowest value of its grid "
         "(0.05, 0.1, 0.5, 1); the best setting may lie beyond it: widen the grid "

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fairfl.report.results import ERROR_FILE, MANIFEST_FILE
-from fairfl.report.worker import RunStatus, configure_worker, run_one
+from fairfl.sweep.worker import RunStatus, configure_worker, run_one
 from fairfl.telemetry.ledger import verify_ledger
 
 #: Times Ray runs a run's task again after the worker running it died.
@@ -86,7 +86,7 @@ class RaySweep:
     retries : int (default: :data:`RETRIES`)
         ``max_retries`` of each task: runs again after its worker died.
     torch_threads, log_level : int
-        The per-process set-up of :func:`fairfl.report.compare.execute`'s workers.
+        The per-process set-up of :func:`fairfl.sweep.compare.execute`'s workers.
 
     Raises
     ------
