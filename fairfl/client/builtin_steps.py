@@ -31,6 +31,7 @@ from fairfl.client.passes import (
     loader_group_counts,
     qffl_h_for_config,
 )
+from fairfl.client.private_signal import PRIVATE_LOSS_STEP
 from fairfl.client.rcfl import rcfl_settings, train_rcfl, train_rcfl_loader
 from fairfl.client.sensitive import model_group_counts
 from fairfl.client.steps import CLIENT_STEPS, ClientRound, ClientStep, MetricValue
@@ -226,6 +227,7 @@ BUILTIN_STEPS: tuple[ClientStep, ...] = (
         _specs(keys.NUM_EXAMPLES, keys.LOSS_BEFORE_TRAINING),
         phase="reply",
     ),
+    PRIVATE_LOSS_STEP,  # DP on F_k(w^t): before every step that reads it
     ClientStep(
         keys.WANT_ACCURACY,
         accuracy_before,

@@ -1,0 +1,39 @@
+"""The client half of the private fairness signal: noise F_k(w^t) before it is sent.
+
+A ``before`` step (:mod:`fairfl.client.steps`) switched on by the train-config key
+``dp-loss-noise-multiplier``, which the server sends under ``dp`` with a loss noise
+(:mod:`fairfl.privacy.signal`). It replaces
+:attr:`~fairfl.client.steps.ClientRound.loss_before` by the clipped and noised value, so
+every later step and the reply read that one. It is registered before the other
+``before`` steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from fairfl.client.steps import ClientRound, ClientStep, MetricValue
+from fairfl.privacy.signal import DP_LOSS_BOUND, DP_LOSS_NOISE_MULTIPLIER, noised_loss
+
+
+def private_loss_before(
+    round_: ClientRound, rng: np.random.Generator | None = None
+) -> Mapping[str, MetricValue]:
+    """Clip F_k(w^t) to [0, B] and add N(0, (z_F B)²) (``rng`` None: fresh OS entropy)."""
+    config = round_.config
+    bound = float(config[DP_LOSS_BOUND])  # type: ignore[arg-type]
+    multiplier = float(config[DP_LOSS_NOISE_MULTIPLIER])  # type: ignore[arg-type]
+    if not (bound > 0 and multiplier >= 0):
+        raise ValueError(
+            f"train config {DP_LOSS_BOUND}={bound!r} and {DP_LOSS_NOISE_MULTIPLIER}="
+            f"{multiplier!r}: need a bound > 0 and a multiplier >= 0"
+        )
+    generator = np.random.default_rng() if rng is None else rng
+    round_.loss_before = noised_loss(round_.loss_before, bound, multiplier, generator)
+    return {}
+
+
+#: The step, registered by :mod:`fairfl.client.builtin_steps` before the other ``before`` ones.
+PRIVATE_LOSS_STEP = ClientStep(DP_LOSS_NOISE_MULTIPLIER, private_loss_before, when="present")
