@@ -56,3 +56,24 @@ def test_the_install_table_lists_every_extra_of_all(page):
     )
     listed = re.findall(r"`(\w+)`", row.split("|")[2])
     assert sorted(listed) == sorted(all_extras()), (page, listed)
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/site/get-started.md"])
+def test_the_default_runs_numbers_are_its_committed_summary(page):
+    import json
+
+    summary = json.loads((ROOT / "docs/results/default-simulation/summary.json").read_text())
+    final = summary["final_metrics"]
+    shown = (
+        f"final mean {100 * final['acc-mean']:.2f} %, worst-10 % "
+        f"{100 * final['acc-worst-10']:.2f} %, std {100 * final['acc-std']:.2f}"
+    )
+    text = " ".join((ROOT / page).read_text("utf-8").split())
+    assert shown in text, shown
+    assert "fairfl run --out docs/results/default-simulation" in text
+    config = summary["config"]
+    assert (config["strategy"], config["num-partitions"], config["num-server-rounds"]) == (
+        "fedavg",
+        20,
+        20,
+    )
