@@ -109,6 +109,8 @@ class RunSettings:
     dp_delta: float = PrivacySettings.dp_delta
     dp_weight_cap: float = PrivacySettings.dp_weight_cap
     dp_calibration: str = PrivacySettings.dp_calibration
+    dp_loss_noise_multiplier: float = PrivacySettings.dp_loss_noise_multiplier
+    dp_loss_bound: float = PrivacySettings.dp_loss_bound
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""

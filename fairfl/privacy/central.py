@@ -31,6 +31,11 @@ from numpy.typing import NDArray
 
 from fairfl.privacy.accounting import PrivacyAccount
 from fairfl.privacy.config import PrivacySettings
+from fairfl.privacy.signal import (
+    DP_LOSS_BOUND,
+    DP_LOSS_NOISE_MULTIPLIER,
+    round_noise_multiplier,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +122,16 @@ class CentralFixedClipping:
         fraction = sum(c for _, c in results) / len(results) if results else 0.0
         return [arrays for arrays, _ in results], fraction
 
+    def train_config(self) -> dict[str, float]:
+        """The keys that switch on the clients' loss noise (none when z_F = 0)."""
+        settings = self.settings
+        if settings.dp_loss_noise_multiplier <= 0:
+            return {}
+        return {
+            DP_LOSS_NOISE_MULTIPLIER: settings.dp_loss_noise_multiplier,
+            DP_LOSS_BOUND: settings.dp_loss_bound,
+        }
+
     def share_cap(self, sampled: int) -> float:
         """The largest share of the weights a client may carry: κ/m in ``cap`` mode, else 1."""
         if self.settings.dp_calibration != "cap" or sampled <= 0:
@@ -176,7 +191,8 @@ class CentralFixedClipping:
                 z_eff,
                 settings.dp_noise_multiplier,
             )
-        self.pending = z_eff
+        z_loss = settings.dp_loss_noise_multiplier
+        self.pending = round_noise_multiplier(z_eff, z_loss)
         diagnostics: dict[str, Any] = {
             "dp-calibration": settings.dp_calibration,
             "dp-noise-std": std,
@@ -184,6 +200,9 @@ class CentralFixedClipping:
             "dp-noise-multiplier-effective": z_eff,
             "dp-weights-exceed-noise": int(exceeded),
         }
+        if z_loss > 0:  # the model's and the losses' releases, one Gaussian (signal)
+            diagnostics["dp-loss-noise-multiplier"] = z_loss
+            diagnostics["dp-noise-multiplier-round"] = self.pending
         return noised, diagnostics
 
     def commit(self) -> dict[str, float]:
@@ -194,9 +213,18 @@ class CentralFixedClipping:
         self.pending = None
         return {"dp-epsilon": epsilon, "dp-delta": self.settings.dp_delta}
 
-    def discard(self) -> None:
-        """Forget the round noised but not released (its model was not kept)."""
+    def discard(self) -> dict[str, float]:
+        """Forget the model noised but not released (not kept); account the losses sent.
+
+        Under loss noise the clients released their losses all the same: the round is
+        accounted at z_F alone (ε so far returned); otherwise nothing.
+        """
         self.pending = None
+        z_loss = self.settings.dp_loss_noise_multiplier
+        if z_loss <= 0:
+            return {}
+        epsilon = self.account.compose(self.sampling_rate, z_loss)
+        return {"dp-epsilon": epsilon, "dp-delta": self.settings.dp_delta}
 
     def state(self) -> dict[str, Any]:
         """JSON-able state for a checkpoint: the account and the noise generator's state."""
@@ -217,6 +245,8 @@ class CentralFixedClipping:
             "clipping_norm": self.settings.dp_clipping_norm,
             "noise_multiplier": self.settings.dp_noise_multiplier,
             "weight_cap": self.settings.dp_weight_cap,
+            "loss_noise_multiplier": self.settings.dp_loss_noise_multiplier,
+            "loss_bound": self.settings.dp_loss_bound,
             "delta": self.settings.dp_delta,
             "sampling_rate": self.sampling_rate,
             "released_rounds": len(self.account.rounds),

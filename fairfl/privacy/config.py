@@ -35,6 +35,12 @@ class PrivacySettings:
         exactly, σ varies by round). ``"cap"``: the weights are capped at κ/m and
         renormalised, σ = z·C·κ/m is fixed ahead; a round whose weights still exceed
         κ/m (fewer replies than m/κ) says so in its record.
+    dp_loss_noise_multiplier : float
+        z_F >= 0: each client clips its loss F_k(w^t) to [0, B] and adds N(0, (z_F B)²)
+        before sending it (:mod:`~fairfl.privacy.signal`); 0 (the default): the loss is
+        sent in the clear, as the rules read it without DP.
+    dp_loss_bound : float
+        B > 0, the bound of the loss a client sends under loss noise.
     """
 
     dp: str = "none"
@@ -43,6 +49,8 @@ class PrivacySettings:
     dp_delta: float = 1e-5
     dp_weight_cap: float = 1.0
     dp_calibration: str = "max-weight"
+    dp_loss_noise_multiplier: float = 0.0
+    dp_loss_bound: float = 5.0
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""
@@ -58,10 +66,18 @@ class PrivacySettings:
             ("dp-noise-multiplier", self.dp_noise_multiplier, self.dp_noise_multiplier > 0, "> 0"),
             ("dp-delta", self.dp_delta, 0 < self.dp_delta < 1, "in (0, 1)"),
             ("dp-weight-cap", self.dp_weight_cap, self.dp_weight_cap >= 1, ">= 1 (κ in κ/m)"),
-        )
+            ("dp-loss-noise-multiplier", self.dp_loss_noise_multiplier,
+             self.dp_loss_noise_multiplier >= 0, ">= 0"),
+            ("dp-loss-bound", self.dp_loss_bound, self.dp_loss_bound > 0, "> 0"),
+        )  # fmt: skip
         for key, value, ok, bound in checks:
             if not math.isfinite(value) or not ok:
                 raise ValueError(f"run config {key} must be a finite number {bound}, got {value!r}")
+        if self.dp_loss_noise_multiplier > 0 and self.dp == "none":
+            raise ValueError(
+                "run config dp-loss-noise-multiplier > 0 needs dp (the account is the model's): "
+                "set dp, or dp-loss-noise-multiplier = 0"
+            )
 
     @property
     def enabled(self) -> bool:

@@ -206,7 +206,8 @@ class FairStrategy(PrivateRounds, FlowerFedAvg):
         server_round += self.round_offset
         self.current_arrays = arrays
         round_config = ConfigRecord(dict(config))
-        for key, value in self.train_config(server_round).items():
+        sent = {**self.train_config(server_round), **self.private_train_config()}  # + DP's
+        for key, value in sent.items():
             round_config[key] = value
         sampler, keys_of = self.size_sampler, partial(self.learn_client_keys, grid)
         draw = None if sampler is None else partial(sampler.draw, client_keys=keys_of)

@@ -86,4 +86,8 @@ class PrivateRounds:
         if released:
             record.diagnostics.update(self.privacy.commit())
         else:
-            self.privacy.discard()
+            record.diagnostics.update(self.privacy.discard())
+
+    def private_train_config(self) -> dict[str, float]:
+        """Train-config keys of DP the clients act on (their loss noise); DP off: none."""
+        return {} if self.privacy is None else self.privacy.train_config()
