@@ -142,6 +142,12 @@ def test_resume_through_the_engine_is_bit_identical(engine_runs, rule):
         == load_checkpoint(whole / CHECKPOINT_FILE).strategy_state
     )
     assert [x["round"] for x in lines(resumed)] == [1, 2, 3, 4]
+    # Every reply of every round was taken (none dropped at intake) and every client
+    # evaluated: the rule runs through the engine, not only resumes through it.
+    for line in lines(whole) + lines(resumed):
+        assert line["train"]["dropped"] == {}
+        assert len(line["train"]["weights"]) == line["train"]["accepted"] > 0
+        assert len(line["clients"]) == SUPERNODES
     # Node ids differ between the runs, partitions and every metric do not.
     assert [x["metrics"] for x in lines(resumed)] == [x["metrics"] for x in lines(whole)]
     by_partition = [
