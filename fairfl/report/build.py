@@ -299,9 +299,12 @@ def build_report(
         path.write_text(text, encoding="utf-8")
         files[name] = path
 
-    summary = tables.summarize(groups, tables.TABLE6_COLUMNS)
-    write("table6.md", tables.table6_markdown(summary))
-    write("table6.csv", tables.table6_csv(summary))
+    # Table 6, with ε beside accuracy and fairness when a run has DP.
+    private = any("dp-epsilon" in run.final_metrics() for run in runs)
+    main_columns = (*tables.TABLE6_COLUMNS, *((tables.EPSILON_COLUMN,) if private else ()))
+    summary = tables.summarize(groups, main_columns)
+    write("table6.md", tables.table6_markdown(summary, main_columns))
+    write("table6.csv", tables.table6_csv(summary, main_columns))
     if columns != "table6":
         extra = tables.summarize(groups, column_set)
         write(f"table_{columns}.md", tables.table6_markdown(extra, column_set))

@@ -154,6 +154,9 @@ def round_metrics(entry: dict[str, Any]) -> dict[str, float]:
     group_counts = [c["group_counts"] for c in clients if c.get("group_counts")]
     if group_counts:
         metrics.update(pooled_group_metrics(group_counts)[0])
+    epsilon = ((entry.get("train") or {}).get("diagnostics") or {}).get("dp-epsilon")
+    if epsilon is not None:  # central DP (fairfl.privacy): ε so far at the run's δ
+        metrics["dp-epsilon"] = float(epsilon)
     personal = [c for c in clients if c.get("personal_eval_acc") is not None]
     if personal:  # Ditto: the same statistics over the personal models, "personal-" first
         stats = fairness_metrics(

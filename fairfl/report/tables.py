@@ -90,6 +90,9 @@ TABLE6_COLUMNS: tuple[Column, ...] = (
     Column("Jain", "jain-index", unit="", digits=3),
 )
 
+#: ε at the run's δ after its last round (runs with ``dp``; :mod:`fairfl.privacy`).
+EPSILON_COLUMN = Column("ε", "dp-epsilon", unit="")
+
 #: The q-FFL paper's (Li et al. 2020) table columns; Variance in %² as the paper shows it.
 QFFL_COLUMNS: tuple[Column, ...] = (
     Column("Average", "acc-mean"),
