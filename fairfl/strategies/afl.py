@@ -45,9 +45,12 @@ from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 class AFLParameters(RuleParameters):
     """AFL's hyperparameters: the λ step size and the variant (see :class:`AFL`)."""
 
-    # Malekmohammadi & Yu (App. B.2) fixes γ_λ = 0.1 without a grid; the grid is Hu et al.'s
-    # (FedMGDA+, Table 5), where AFL is a baseline.
-    lambda_lr: float = real(0.1, key="afl-lambda-lr", lower=0.0, grid=(0.01, 0.1, 0.2, 0.5))
+    # Malekmohammadi & Yu (App. B.2) fixes γ_λ = 0.1 without a grid, so `fairfl compare
+    # --tune` keeps it (tune=()); the grid is Hu et al.'s (FedMGDA+, Table 5), where AFL is
+    # a baseline: `--tune-grid afl:afl-lambda-lr=0.01,0.1,0.2,0.5` searches it.
+    lambda_lr: float = real(
+        0.1, key="afl-lambda-lr", lower=0.0, grid=(0.01, 0.1, 0.2, 0.5), tune=()
+    )
     variant: Variant = choice("mohri", VARIANTS, key="afl-variant")
 
 

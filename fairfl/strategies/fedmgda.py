@@ -51,6 +51,7 @@ from fairfl.strategies.fedmgda_qp import (
     QP_NO_DIRECTION,
     Prior,
     check_qp_solver,
+    decay_grid,
     fedmgda_update,
     min_norm_weights,
     normalize_gram,
@@ -73,10 +74,27 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class FedMGDAParameters(RuleParameters):
+class StepScheduleParameters(RuleParameters):
+    """The parameters of a rule with FedMGDA+'s step schedule (a ``global_lr_decay`` field)."""
+
+    @classmethod
+    def run_length_grid(cls, num_server_rounds: int) -> dict[str, tuple[Any, ...]]:
+        """Hu et al.'s Table 5 decays as β (:func:`~fairfl.strategies.fedmgda_qp.decay_grid`).
+
+        Its Decay grid is the total decay over the run, so β depends on the run's
+        length; none for a run of at most 100 rounds, where the step never decays.
+        """
+        betas = decay_grid(num_server_rounds)
+        key = cls.specs()["global_lr_decay"].key
+        return {key: betas} if betas and key is not None else {}
+
+
+@dataclass(frozen=True)
+class FedMGDAParameters(StepScheduleParameters):
     """FedMGDA+'s hyperparameters (see :class:`FedMGDAPlus`)."""
 
-    epsilon: float = real(1.0, key="fedmgda-epsilon", lower=0.0)
+    # Grid: Hu et al., Table 5 and Fig. 1.
+    epsilon: float = real(1.0, key="fedmgda-epsilon", lower=0.0, grid=(0.05, 0.1, 0.5, 1.0))
     # Grid: Hu et al., Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
     # is the total decay over the run, not global_lr_decay (β per decay_every rounds).
     global_lr: float = real(
@@ -97,7 +115,7 @@ class FedMGDAParameters(RuleParameters):
 
 
 @dataclass(frozen=True)
-class FedAvgNParameters(RuleParameters):
+class FedAvgNParameters(StepScheduleParameters):
     """FedAvg-n's hyperparameters: FedMGDA+'s step size schedule and prior (ε = 0)."""
 
     # Grid: Hu et al., Table 5 (FedMGDA+, FedAvg-n and MGDA-Prox alike). Its Decay grid
@@ -113,7 +131,7 @@ class FedAvgNParameters(RuleParameters):
 
 
 @dataclass(frozen=True)
-class MGDAProxParameters(RuleParameters):
+class MGDAProxParameters(StepScheduleParameters):
     """MGDA-Prox's hyperparameters: FedMGDA+'s with μ > 0 of its own key (see :class:`MGDAProx`)."""
 
     proximal_mu: float = real(0.2, key="mgda-prox-mu", lower=0.0, lower_open=True)

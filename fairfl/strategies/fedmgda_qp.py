@@ -40,6 +40,10 @@ BUFFER_SUFFIXES: tuple[str, ...] = ("running_mean", "running_var", "num_batches_
 #: ``paper_decay_factor(0.1, 2000)``.
 PAPER_DECAY_FACTOR = 0.1 ** (100 / 2000)
 
+#: The decays of Hu et al.'s Table 5 grid: the fraction η shrinks to by the last round
+#: (1: none), searched as β = decay^{100/T} (:func:`decay_grid`).
+PAPER_DECAYS: tuple[float, ...] = (1.0, 1 / 40, 1 / 30, 1 / 20, 1 / 10, 1 / 3, 1 / 2)
+
 #: Box widths ``ub − lb`` at or below this fix the coordinate at λ0 (a tiny ε).
 FIXED_WIDTH = 1e-9
 
@@ -133,6 +137,17 @@ def paper_decay_factor(decay: float, num_rounds: int, decay_every: int = 100) ->
     check_positive_int("num_rounds", num_rounds)
     check_positive_int("decay_every", decay_every)
     return float(decay ** (decay_every / num_rounds))
+
+
+def decay_grid(num_rounds: int, decay_every: int = 100) -> tuple[float, ...]:
+    """β of each of Table 5's decays (:data:`PAPER_DECAYS`) over ``num_rounds`` rounds.
+
+    Empty when ``num_rounds <= decay_every``: the step never decays in such a run, so
+    every β gives the same run (Hu et al. §6.1.5, η_t = η_g β^{⌊t / 100⌋}).
+    """
+    if num_rounds <= decay_every:
+        return ()
+    return tuple(paper_decay_factor(d, num_rounds, decay_every) for d in PAPER_DECAYS)
 
 
 def normalize_gram(gram: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

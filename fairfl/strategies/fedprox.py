@@ -26,7 +26,10 @@ from fairfl.strategies.params import RuleParameters, real
 class FedProxParameters(RuleParameters):
     """FedProx's hyperparameter: the proximal weight μ (see :class:`FedProx`)."""
 
-    mu: float = real(0.01, key="fedprox-mu", lower=0.0, grid=(0.001, 0.01, 0.1, 1.0))
+    # `fairfl compare --tune` keeps μ at its default (tune=()), as FedProx is a baseline of
+    # the tuned comparisons; `--tune-grid fedprox:fedprox-mu=0.001,0.01,0.1,1` searches
+    # the paper's grid.
+    mu: float = real(0.01, key="fedprox-mu", lower=0.0, grid=(0.001, 0.01, 0.1, 1.0), tune=())
 
 
 class FedProx(FedAvg):

@@ -27,7 +27,9 @@ from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
 class GiFairParameters(RuleParameters):
     """GiFair's hyperparameter: λ as a fraction of its bound (see :class:`GiFair`)."""
 
-    coeff: float = real(1.0, key="gifair-coeff", lower=0.0, upper=1.0)
+    # Malekmohammadi & Yu (App. B.2) tune "four values in [0, λ_max]" without listing them
+    # (no paper grid); `fairfl compare --tune` searches these four.
+    coeff: float = real(1.0, key="gifair-coeff", lower=0.0, upper=1.0, tune=(0.25, 0.5, 0.75, 1.0))
 
 
 class GiFair(LossRule):

@@ -74,7 +74,11 @@ class Spec:
     optional : bool
         Whether ``None`` is allowed (it stands for "not set", e.g. "take the run's lr").
     grid : tuple[Any, ...]
-        The values the rule's paper searched (for tuning and the docs); may be empty.
+        The values the rule's paper searched (the docs, ``fairfl rules``); may be empty.
+    tune : tuple[Any, ...] | None
+        The values ``fairfl compare --tune`` searches by default when they are not
+        :attr:`grid` (``None``: the paper's grid; ``()``: the default value only, not
+        tuned); :meth:`tuning` gives the values searched.
     """
 
     kind: Kind
@@ -86,6 +90,11 @@ class Spec:
     options: tuple[Any, ...] = ()
     optional: bool = False
     grid: tuple[Any, ...] = ()
+    tune: tuple[Any, ...] | None = None
+
+    def tuning(self) -> tuple[Any, ...]:
+        """The values ``fairfl compare --tune`` searches by default (empty: none)."""
+        return self.grid if self.tune is None else self.tune
 
     def check(self, name: str, value: Any) -> Any:
         """Return ``value`` normalised (an int real as float), or raise :class:`ParameterError`.
@@ -178,9 +187,10 @@ def real(
     upper_open: bool = False,
     optional: bool = False,
     grid: tuple[float, ...] = (),
+    tune: tuple[float, ...] | None = None,
 ) -> Any:
     """A finite float hyperparameter (an int is accepted and stored as a float)."""
-    spec = Spec("real", key, lower, upper, lower_open, upper_open, (), optional, grid)
+    spec = Spec("real", key, lower, upper, lower_open, upper_open, (), optional, grid, tune)
     return field(default=default, metadata={SPEC: spec})
 
 
@@ -191,9 +201,10 @@ def integer(
     lower: int | None = None,
     upper: int | None = None,
     grid: tuple[int, ...] = (),
+    tune: tuple[int, ...] | None = None,
 ) -> Any:
     """An int hyperparameter in ``[lower, upper]`` (bools are refused)."""
-    spec = Spec("integer", key, lower, upper, grid=grid)
+    spec = Spec("integer", key, lower, upper, grid=grid, tune=tune)
     return field(default=default, metadata={SPEC: spec})
 
 
@@ -254,6 +265,33 @@ class RuleParameters:
         """The default of each field a run config may set, by run-config key."""
         defaults = {item.name: item.default for item in fields(cls)}
         return {key: defaults[name] for key, name in cls.run_config_keys().items()}
+
+    @classmethod
+    def tuning_grid(cls, num_server_rounds: int) -> dict[str, tuple[Any, ...]]:
+        """The values ``fairfl compare --tune`` searches by default, by run-config key.
+
+        Each field's declared grid (:meth:`Spec.tuning`), or the values
+        :meth:`run_length_grid` gives for a run of ``num_server_rounds`` rounds, in
+        declaration order; keys with no values are left out (not tuned). A plug-in
+        rule's declared ``grid=`` is its default tuning grid like a built-in rule's.
+        """
+        by_length = cls.run_length_grid(num_server_rounds)
+        grid = {}
+        for spec in cls.specs().values():
+            if spec.key is not None:
+                values = by_length.get(spec.key, spec.tuning())
+                if values:
+                    grid[spec.key] = tuple(values)
+        return grid
+
+    @classmethod
+    def run_length_grid(cls, num_server_rounds: int) -> dict[str, tuple[Any, ...]]:
+        """Grid axes whose values depend on the run's length, by run-config key (none here).
+
+        A rule whose paper searches a value over the whole run (FedMGDA+'s total step
+        decay) overrides this; its values replace the field's declared grid.
+        """
+        return {}
 
     @classmethod
     def keywords(cls, run_config: Mapping[str, Any]) -> dict[str, Any]:

@@ -52,7 +52,6 @@ import numpy as np
 
 from fairfl.report.results import group_by_label, load_runs, read_manifest
 from fairfl.server.config_values import shared_keys
-from fairfl.strategies.ditto import PAIRING_PREFIX, DittoParameters
 from fairfl.strategies.registry import STRATEGIES
 from fairfl.sweep.compare import (
     Assignment,
@@ -77,58 +76,39 @@ _TIE = 1e-9
 #: Fewest distinct numeric values an axis needs before an end value is flagged.
 MIN_EDGE_GRID = 3
 
-#: FedMGDA+'s decay period (rounds; docs/specs/spec-fedmgda.md §1.7), for the decay axis.
-_FEDMGDA_DECAY_PERIOD = 100
-#: FedMGDA+ decays ("fraction the step shrinks to by round T"; [Hu et al. 2022] Table 5 grid).
-_FEDMGDA_DECAYS = (1.0, 1 / 40, 1 / 30, 1 / 20, 1 / 10, 1 / 3, 1 / 2)
-
 
 def paper_grid(rule: str, num_server_rounds: int) -> tuple[str, ...]:
     """The default tuning grid of a rule (``rule:key=v1,v2`` items; empty: nothing to tune).
 
-    Malekmohammadi & Yu Table 5 / App. B.2 (docs/specs/spec-vred-qffl.md §3-§11): q-FFL and q-FedSGD
-    q ∈ {0.01, 0.1, 1}; VRed and Semi-VRed β ∈ {0.01, 0.05, 0.1, 0.2, 0.5, 1}; TERM
-    α ∈ {0.01, 0.1, 0.5, 1}; PropFair M ∈ {2, 3, 4, 5}; Δ-FL α ∈ {0.1, ..., 0.9};
-    GiFair "four values in [0, λ_max]": coeff ∈ {0.25, 0.5, 0.75, 1}. FedMGDA+ (paper
-    001, Table 5 and Fig. 1; docs/specs/spec-fedmgda.md §3): ε ∈ {0.05, 0.1, 0.5, 1}, global
-    lr η_g ∈ {0.5, 1, 1.5, 2} and, only when the run is longer than the 100-round decay
-    period (otherwise no decay ever applies), decay ∈ {none, 1/40, 1/30, 1/20, 1/10,
-    1/3, 1/2} as β = decay^(100/T); FedAvg-n and MGDA-Prox: η_g (and decay). AFL's
-    γ_λ = 0.1 is fixed in Malekmohammadi & Yu (only its learning rate is tuned there), and
-    FedAvg, FedMGDA (plain), Equitable FL and RC-FL have no paper-000 grid. Ditto and
-    ``ditto+<rule>``: the global rule's grid and Ditto's λ ∈ {0.05, 0.1, 0.2, 1, 2}
-    (Ditto's Appendix C; scored on the personal models, :class:`Candidate`).
-    Malekmohammadi & Yu also tunes the local learning rate per method (Table 4); pass ``lr=...``
-    in ``tune_grid`` for that.
+    Read from the rule's declared parameters only
+    (:meth:`~fairfl.strategies.params.RuleParameters.tuning_grid`: each field's
+    ``grid=``, or its ``tune=`` where the tuned values are not the paper's, and the
+    axes that depend on the run's length), so a plug-in rule's declared grid is its
+    default grid here too. The built-in grids are Malekmohammadi & Yu's Table 5 /
+    App. B.2 and Hu et al.'s Table 5 (FedMGDA+'s ε, η_g and, past the 100-round decay
+    period, its decay); Ditto and ``ditto+<rule>``: the global rule's grid and Ditto's
+    λ (its Appendix C; scored on the personal models, :class:`Candidate`).
+    Malekmohammadi & Yu also tunes the local learning rate per method (Table 4); pass
+    ``lr=...`` in ``tune_grid`` for that.
     """
-    betas = "0.01,0.05,0.1,0.2,0.5,1"
-    lrs = "0.5,1,1.5,2"
-    grids: dict[str, tuple[str, ...]] = {
-        "qffl": ("qffl:qffl-q=0.01,0.1,1",),
-        "qfedsgd": ("qfedsgd:qffl-q=0.01,0.1,1",),
-        "vred": (f"vred:vred-beta={betas}",),
-        "semivred": (f"semivred:semivred-beta={betas}",),
-        "term": ("term:term-alpha=0.01,0.1,0.5,1",),
-        "propfair": ("propfair:propfair-m=2,3,4,5",),
-        "deltafl": ("deltafl:deltafl-alpha=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9",),
-        "gifair": ("gifair:gifair-coeff=0.25,0.5,0.75,1",),
-        "fedmgda": ("fedmgda:fedmgda-epsilon=0.05,0.1,0.5,1", f"fedmgda:fedmgda-global-lr={lrs}"),
-        "fedavg-n": (f"fedavg-n:fedmgda-global-lr={lrs}",),
-        "mgda-prox": (f"mgda-prox:fedmgda-global-lr={lrs}",),
-    }
-    if rule == "ditto" or rule.startswith(PAIRING_PREFIX):
-        # Ditto's λ (its Appendix C grid), beside the global rule's own grid.
-        lams = ",".join(f"{lam:g}" for lam in DittoParameters.specs()["lam"].grid)
-        paired = rule.removeprefix(PAIRING_PREFIX) if rule != "ditto" else "fedavg"
-        own = [f"{rule}:{item.split(':', 1)[1]}" for item in paper_grid(paired, num_server_rounds)]
-        return (*own, f"{rule}:ditto-lambda={lams}")
-    items = grids.get(rule, ())
-    if rule in ("fedmgda", "fedavg-n", "mgda-prox") and num_server_rounds > _FEDMGDA_DECAY_PERIOD:
-        betas_t = ",".join(
-            repr(decay ** (_FEDMGDA_DECAY_PERIOD / num_server_rounds)) for decay in _FEDMGDA_DECAYS
-        )
-        items = (*items, f"{rule}:fedmgda-global-lr-decay={betas_t}")
-    return items
+    spec = STRATEGIES.get(rule)
+    if spec is None:
+        return ()
+    grid = spec.strategy.Parameters.tuning_grid(num_server_rounds)
+    return tuple(
+        f"{rule}:{key}={','.join(_grid_text(value) for value in values)}"
+        for key, values in grid.items()
+    )
+
+
+def _grid_text(value: Any) -> str:
+    """A grid value as short text that parses back to it (``1``, ``0.05``, full β digits)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 import fairfl.client.app as client_app
 from fairfl.cli import main
+from fairfl.strategies import ReweightedStrategy
+from fairfl.strategies.params import RuleParameters, real
+from fairfl.strategies.registry import STRATEGIES, RuleSpec
 from fairfl.sweep.tune import (
     Candidate,
     GridEdge,
@@ -106,6 +109,69 @@ def test_paper_grids_and_fedmgda_decay_only_past_the_decay_period():
     # beta = decay^(100/T): T = 200, decay 1/10 -> 0.1^0.5 = 0.31623; none -> 1.
     assert values[0] == 1.0
     assert values[4] == pytest.approx(0.316227766, rel=1e-9)
+
+
+@dataclasses.dataclass(frozen=True)
+class _PowerParameters(RuleParameters):
+    power: float = real(1.0, key="power-s", lower=0.0, grid=(0.0, 0.5, 2.0))
+    floor: float = real(0.1, key="power-floor", lower=0.0, grid=(0.1, 0.2), tune=())
+
+
+class _Power(ReweightedStrategy):
+    """A third-party rule: λ_i ∝ p_i (its grid is all this test needs)."""
+
+    Parameters = _PowerParameters
+
+    def lambdas(self, server_round, replies):
+        counts = np.array([r.num_examples for r in replies], dtype=np.float64)
+        return counts / counts.sum()
+
+
+@pytest.fixture
+def power_plugin(monkeypatch):
+    """``power``, a rule installed from another distribution, in the registry."""
+    rules = {**STRATEGIES._loaded(), "power": RuleSpec("power", _Power, "a-plugin")}
+    monkeypatch.setattr(STRATEGIES, "_rules", rules)
+
+
+def test_a_plugin_rules_declared_grid_is_what_tune_searches(power_plugin, monkeypatch, tmp_path):
+    # grid= is the default tuning grid; tune=() keeps power-floor at its default.
+    assert paper_grid("power", 30) == ("power:power-s=0,0.5,2",)
+    assert paper_grid("ditto+power", 30) == (
+        "ditto+power:power-s=0,0.5,2",
+        "ditto+power:ditto-lambda=0.05,0.1,0.2,1,2",
+    )
+    grids = []
+
+    def tuning_phase(**options):
+        grids.append(options["grid"])
+        raise RuntimeError("stop after the tuning phase is planned")
+
+    monkeypatch.setattr("fairfl.sweep.tune.compare", tuning_phase)
+    with pytest.raises(RuntimeError, match="stop after"):
+        tune_and_compare(rules=["fedavg", "power"], out_dir=tmp_path, seeds=[1], tuning_seeds=[2])
+    assert grids == [["power:power-s=0,0.5,2"]]
+
+
+def test_the_grids_tune_reads_are_the_committed_tuned_comparisons():
+    # docs/results/flamby-heart-tuned's tuning.json grid, as tune.py's own table gave it
+    # before the grids moved onto the rules' fields (issue 51): every rule it lists, in order.
+    rules = [
+        "fedavg", "fedprox", "afl", "deltafl", "fedmgda", "fedavg-n", "fedmgda-plain",
+        "mgda-prox", "gifair", "ditto+afl", "ditto+fedmgda",
+    ]  # fmt: skip
+    assert tuning_grid(rules, None, 30) == [
+        "deltafl:deltafl-alpha=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9",
+        "fedmgda:fedmgda-epsilon=0.05,0.1,0.5,1",
+        "fedmgda:fedmgda-global-lr=0.5,1,1.5,2",
+        "fedavg-n:fedmgda-global-lr=0.5,1,1.5,2",
+        "mgda-prox:fedmgda-global-lr=0.5,1,1.5,2",
+        "gifair:gifair-coeff=0.25,0.5,0.75,1",
+        "ditto+afl:ditto-lambda=0.05,0.1,0.2,1,2",
+        "ditto+fedmgda:fedmgda-epsilon=0.05,0.1,0.5,1",
+        "ditto+fedmgda:fedmgda-global-lr=0.5,1,1.5,2",
+        "ditto+fedmgda:ditto-lambda=0.05,0.1,0.2,1,2",
+    ]
 
 
 def test_explicit_tune_grid_replaces_the_default_of_the_rules_it_touches():
