@@ -31,7 +31,7 @@ from fairfl.client.passes import (
     loader_group_counts,
     qffl_h_for_config,
 )
-from fairfl.client.private_signal import PRIVATE_LOSS_STEP
+from fairfl.client.private_signal import LOCAL_DP_STEP, PRIVATE_LOSS_STEP
 from fairfl.client.rcfl import rcfl_settings, train_rcfl, train_rcfl_loader
 from fairfl.client.sensitive import model_group_counts
 from fairfl.client.steps import CLIENT_STEPS, ClientRound, ClientStep, MetricValue
@@ -243,6 +243,7 @@ BUILTIN_STEPS: tuple[ClientStep, ...] = (
         phase="train",
         when="present",
     ),
+    LOCAL_DP_STEP,  # dp = "local": the released model, before every step that reads it
     ClientStep(
         keys.WANT_ACCURACY_AFTER_TRAINING,
         accuracy_after,

@@ -1,4 +1,9 @@
-"""The client half of the private fairness signal: noise F_k(w^t) before it is sent.
+"""The client halves of DP: noise F_k(w^t), and under ``dp = "local"`` the update, before sending.
+
+``dp-local-noise-multiplier`` switches on an ``after`` step that clips the trained model's
+update to ``dp-local-clipping-norm`` and adds Gaussian noise
+(:func:`~fairfl.privacy.signal.local_release`), registered before the other ``after``
+steps, so that q-FFL's h_k and every reply value read the released model.
 
 A ``before`` step (:mod:`fairfl.client.steps`) switched on by the train-config key
 ``dp-loss-noise-multiplier``, which the server sends under ``dp`` with a loss noise
@@ -13,9 +18,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import torch
 
 from fairfl.client.steps import ClientRound, ClientStep, MetricValue
-from fairfl.privacy.signal import DP_LOSS_BOUND, DP_LOSS_NOISE_MULTIPLIER, noised_loss
+from fairfl.privacy.signal import (
+    DP_LOCAL_CLIPPING_NORM,
+    DP_LOCAL_NOISE_MULTIPLIER,
+    DP_LOSS_BOUND,
+    DP_LOSS_NOISE_MULTIPLIER,
+    local_release,
+    noised_loss,
+)
 
 
 def private_loss_before(
@@ -37,3 +50,27 @@ def private_loss_before(
 
 #: The step, registered by :mod:`fairfl.client.builtin_steps` before the other ``before`` ones.
 PRIVATE_LOSS_STEP = ClientStep(DP_LOSS_NOISE_MULTIPLIER, private_loss_before, when="present")
+
+
+def local_dp_after(
+    round_: ClientRound, rng: np.random.Generator | None = None
+) -> Mapping[str, MetricValue]:
+    """Replace the trained weights by their local-DP release (``rng`` None: OS entropy)."""
+    assert round_.state is not None  # set before the after phase
+    config = round_.config
+    clipping = float(config[DP_LOCAL_CLIPPING_NORM])  # type: ignore[arg-type]
+    multiplier = float(config[DP_LOCAL_NOISE_MULTIPLIER])  # type: ignore[arg-type]
+    names = list(round_.state)
+    trained = [round_.state[name].numpy() for name in names]
+    sent = [round_.sent[name].numpy() for name in names]
+    generator = np.random.default_rng() if rng is None else rng
+    released = local_release(trained, sent, clipping, multiplier, generator)
+    round_.state = {
+        name: torch.as_tensor(array, dtype=round_.state[name].dtype)
+        for name, array in zip(names, released, strict=True)
+    }
+    return {}
+
+
+#: ``dp = "local"``'s step, registered before the other ``after`` ones.
+LOCAL_DP_STEP = ClientStep(DP_LOCAL_NOISE_MULTIPLIER, local_dp_after, phase="after", when="present")

@@ -26,12 +26,17 @@ subtract the noise. A run with loss noise is therefore not bit-reproducible.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
+    "DP_LOCAL_CLIPPING_NORM",
+    "DP_LOCAL_NOISE_MULTIPLIER",
     "DP_LOSS_BOUND",
     "DP_LOSS_NOISE_MULTIPLIER",
+    "local_release",
     "noised_loss",
     "round_noise_multiplier",
 ]
@@ -40,6 +45,10 @@ __all__ = [
 DP_LOSS_NOISE_MULTIPLIER = "dp-loss-noise-multiplier"
 #: Train-config key: B, the bound F_k(w^t) is clipped to.
 DP_LOSS_BOUND = "dp-loss-bound"
+#: Train-config key of ``dp = "local"``: z, the client's update noise over C (switches it on).
+DP_LOCAL_NOISE_MULTIPLIER = "dp-local-noise-multiplier"
+#: Train-config key of ``dp = "local"``: C, the L2 bound the client clips its update to.
+DP_LOCAL_CLIPPING_NORM = "dp-local-clipping-norm"
 
 
 def noised_loss(
@@ -60,3 +69,38 @@ def round_noise_multiplier(model_multiplier: float, loss_multiplier: float) -> f
         return model_multiplier
     inverse = (0.0 if math.isinf(model_multiplier) else model_multiplier**-2) + loss_multiplier**-2
     return float(inverse**-0.5)
+
+
+def local_release(
+    trained: list[NDArray[Any]],
+    sent: list[NDArray[Any]],
+    clipping_norm: float,
+    noise_multiplier: float,
+    rng: np.random.Generator,
+) -> list[NDArray[np.float64]]:
+    """``w^t + Δ min(1, C/‖Δ‖) + N(0, (z C)²)``: a client's model under ``dp = "local"``.
+
+    Δ = w_k - w^t over all arrays flattened together (McMahan et al., ICLR 2018's FlatClip,
+    done by the client), then the Gaussian mechanism of multiplier z on the clipped update:
+    the server only ever sees this release (local DP; Flower's ``LocalDpMod`` adds its
+    noise the same way, its σ set from a per-round (ε, δ) instead of z).
+
+    Raises
+    ------
+    ValueError
+        If an array is not a float one (the noise would be rounded away).
+    """
+    for array in trained:
+        if not np.issubdtype(np.asarray(array).dtype, np.floating):
+            raise ValueError(
+                f"dp=local noises every model array; one is {np.asarray(array).dtype}: use a "
+                "model of float arrays only"
+            )
+    update = [np.subtract(w, g, dtype=np.float64) for w, g in zip(trained, sent, strict=True)]
+    norm = math.sqrt(sum(float(np.sum(u * u)) for u in update))
+    scale = 1.0 if norm <= clipping_norm else clipping_norm / norm
+    std = noise_multiplier * clipping_norm
+    return [
+        np.asarray(g, dtype=np.float64) + scale * u + rng.normal(0.0, std, np.shape(u))
+        for g, u in zip(sent, update, strict=True)
+    ]
