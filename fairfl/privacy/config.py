@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-#: Values of the ``dp`` run-config key (``central-adaptive`` and ``local``: not yet).
-MODES = ("none", "central-fixed")
+#: Values of the ``dp`` run-config key (``central-adaptive``: not yet).
+MODES = ("none", "central-fixed", "local")
 #: Values of ``dp-calibration``: how σ covers the rule's weights (see :class:`PrivacySettings`).
 CALIBRATIONS = ("max-weight", "cap")
 
@@ -20,7 +20,9 @@ class PrivacySettings:
     dp : str
         ``"none"`` (off, the default) or ``"central-fixed"``: the server clips each
         client's update ``w_k - w^t`` to L2 norm C and adds Gaussian noise to the new model
-        (central DP with fixed clipping, McMahan et al., ICLR 2018).
+        (central DP with fixed clipping, McMahan et al., ICLR 2018), or ``"local"``: each
+        client clips its update to C and adds N(0, (z C)²) before sending it
+        (:mod:`~fairfl.privacy.local`).
     dp_clipping_norm : float
         C > 0, the L2 bound of one client's update.
     dp_noise_multiplier : float

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from fairfl.privacy.central import CentralFixedClipping
 from fairfl.privacy.config import PrivacySettings
+from fairfl.privacy.local import LocalNoise
 from fairfl.strategies.base import FairStrategy
 from fairfl.strategies.fedfa import FedFa
 from fairfl.strategies.fedopt import FedOptRule
@@ -47,13 +48,21 @@ def privacy_refusal(strategy: FairStrategy) -> str | None:
 def attach_privacy(
     strategy: FairStrategy, settings: PrivacySettings, *, sampling_rate: float, seed: int
 ) -> None:
-    """Give ``strategy`` central DP with fixed clipping (``dp = "central-fixed"``).
+    """Give ``strategy`` central DP with fixed clipping, or local DP (``dp = "local"``).
 
     Raises
     ------
     ValueError
         If the rule's update is not one the noise is calibrated to (:func:`privacy_refusal`).
     """
+    if settings.dp == "local":  # any rule: it post-processes what the clients released
+        if strategy.reply_arrays_key != strategy.arrayrecord_key:
+            raise ValueError(
+                f"run config dp='local' is refused for this rule: {strategy.rule_name}'s "
+                "clients reply with a gradient, not the model the local noise covers"
+            )
+        strategy.privacy = LocalNoise(settings, sampling_rate=sampling_rate, seed=seed)
+        return
     reason = privacy_refusal(strategy)
     if reason is not None:
         raise ValueError(f"run config dp={settings.dp!r} is refused for this rule: {reason}")
