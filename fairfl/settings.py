@@ -111,6 +111,9 @@ class RunSettings:
     dp_calibration: str = PrivacySettings.dp_calibration
     dp_loss_noise_multiplier: float = PrivacySettings.dp_loss_noise_multiplier
     dp_loss_bound: float = PrivacySettings.dp_loss_bound
+    dp_target_quantile: float = PrivacySettings.dp_target_quantile
+    dp_clip_lr: float = PrivacySettings.dp_clip_lr
+    dp_clipped_count_stddev: float = PrivacySettings.dp_clipped_count_stddev
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""

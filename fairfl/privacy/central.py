@@ -106,6 +106,7 @@ class CentralFixedClipping:
     account: PrivacyAccount = field(init=False)
     rng: np.random.Generator = field(init=False)
     pending: float | None = field(default=None, init=False)  # z_eff of the round noised
+    clipped: list[bool] = field(default_factory=list, init=False)  # the round's, by reply
 
     def __post_init__(self) -> None:
         self.account = PrivacyAccount(self.settings.dp_delta)
@@ -116,11 +117,23 @@ class CentralFixedClipping:
         self, global_arrays: list[NDArray[Any]], local: Iterable[list[NDArray[Any]]]
     ) -> tuple[list[list[NDArray[np.float64]]], float]:
         """Each client's model with its update clipped to C, and the share that was clipped."""
-        results = [
-            clip_update(arrays, global_arrays, self.settings.dp_clipping_norm) for arrays in local
-        ]
+        results = [clip_update(arrays, global_arrays, self.clipping_norm) for arrays in local]
+        self.clipped = [c for _, c in results]
         fraction = sum(c for _, c in results) / len(results) if results else 0.0
         return [arrays for arrays, _ in results], fraction
+
+    @property
+    def clipping_norm(self) -> float:
+        """C of the current round (fixed: ``dp-clipping-norm``)."""
+        return self.settings.dp_clipping_norm
+
+    def model_noise_multiplier(self, sampled: int) -> float:
+        """The multiplier of the model's noise (fixed clipping: z itself)."""
+        return self.settings.dp_noise_multiplier
+
+    def other_release_multiplier(self) -> float:
+        """The multiplier of a further release of the round (0: none; adaptive: the count)."""
+        return 0.0
 
     def train_config(self) -> dict[str, float]:
         """The keys that switch on the clients' loss noise (none when z_F = 0)."""
@@ -156,19 +169,18 @@ class CentralFixedClipping:
         ValueError
             If the model has a non-float array (noise would be rounded away).
         """
-        settings = self.settings
+        settings, clipping = self.settings, self.clipping_norm
+        z_model = self.model_noise_multiplier(sampled)
         lam_actual = max((abs(w) for w in weights), default=0.0)
         lam_max = lam_actual if sensitivity_weight is None else sensitivity_weight
         if settings.dp_calibration == "cap":
-            std = noise_std(
-                settings.dp_noise_multiplier, settings.dp_clipping_norm, self.share_cap(sampled)
-            )
+            std = noise_std(z_model, clipping, self.share_cap(sampled))
         else:
-            std = noise_std(settings.dp_noise_multiplier, settings.dp_clipping_norm, lam_max)
+            std = noise_std(z_model, clipping, lam_max)
         if settings.dp_calibration == "cap" or lam_max == 0:
-            z_eff = effective_noise_multiplier(std, settings.dp_clipping_norm, lam_max)
+            z_eff = effective_noise_multiplier(std, clipping, lam_max)
         else:  # σ / (C λ_max) = z by construction; z itself keeps the account's rounds equal
-            z_eff = settings.dp_noise_multiplier
+            z_eff = z_model
         noised = []
         for array in new_arrays:
             if not np.issubdtype(np.asarray(array).dtype, np.floating):
@@ -180,7 +192,7 @@ class CentralFixedClipping:
                 np.asarray(array, dtype=np.float64) + self.rng.normal(0.0, std, np.shape(array))
             )
         # z_eff < z only in cap mode: σ was fixed before the weights were known.
-        exceeded = z_eff < settings.dp_noise_multiplier * (1 - 1e-9)
+        exceeded = z_eff < z_model * (1 - 1e-9)
         if exceeded:
             logger.warning(
                 "aggregate_train: the largest weight %.4g exceeds what dp noise σ=%.4g covers "
@@ -189,10 +201,11 @@ class CentralFixedClipping:
                 std,
                 self.share_cap(sampled),
                 z_eff,
-                settings.dp_noise_multiplier,
+                z_model,
             )
         z_loss = settings.dp_loss_noise_multiplier
-        self.pending = round_noise_multiplier(z_eff, z_loss)
+        z_model_round = round_noise_multiplier(z_eff, self.other_release_multiplier())
+        self.pending = round_noise_multiplier(z_model_round, z_loss)
         diagnostics: dict[str, Any] = {
             "dp-calibration": settings.dp_calibration,
             "dp-noise-std": std,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-#: Values of the ``dp`` run-config key (``central-adaptive``: not yet).
-MODES = ("none", "central-fixed", "local")
+#: Values of the ``dp`` run-config key.
+MODES = ("none", "central-fixed", "central-adaptive", "local")
 #: Values of ``dp-calibration``: how σ covers the rule's weights (see :class:`PrivacySettings`).
 CALIBRATIONS = ("max-weight", "cap")
 
@@ -20,7 +20,9 @@ class PrivacySettings:
     dp : str
         ``"none"`` (off, the default) or ``"central-fixed"``: the server clips each
         client's update ``w_k - w^t`` to L2 norm C and adds Gaussian noise to the new model
-        (central DP with fixed clipping, McMahan et al., ICLR 2018), or ``"local"``: each
+        (central DP with fixed clipping, McMahan et al., ICLR 2018);
+        ``"central-adaptive"``: the same with C adapted to a quantile of the update norms
+        (:mod:`~fairfl.privacy.adaptive`); or ``"local"``: each
         client clips its update to C and adds N(0, (z C)²) before sending it
         (:mod:`~fairfl.privacy.local`).
     dp_clipping_norm : float
@@ -43,6 +45,13 @@ class PrivacySettings:
         sent in the clear, as the rules read it without DP.
     dp_loss_bound : float
         B > 0, the bound of the loss a client sends under loss noise.
+    dp_target_quantile : float
+        γ in [0, 1] of ``central-adaptive``: the share of updates C should not clip.
+    dp_clip_lr : float
+        η_C > 0 of ``central-adaptive``'s geometric update of C.
+    dp_clipped_count_stddev : float
+        σ_b >= 0 of ``central-adaptive``'s noisy count; 0: m/20 (Andrew et al.'s and
+        Flower's default). A value given must exceed z/2.
     """
 
     dp: str = "none"
@@ -53,6 +62,9 @@ class PrivacySettings:
     dp_calibration: str = "max-weight"
     dp_loss_noise_multiplier: float = 0.0
     dp_loss_bound: float = 5.0
+    dp_target_quantile: float = 0.5
+    dp_clip_lr: float = 0.2
+    dp_clipped_count_stddev: float = 0.0
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""
@@ -71,6 +83,13 @@ class PrivacySettings:
             ("dp-loss-noise-multiplier", self.dp_loss_noise_multiplier,
              self.dp_loss_noise_multiplier >= 0, ">= 0"),
             ("dp-loss-bound", self.dp_loss_bound, self.dp_loss_bound > 0, "> 0"),
+            ("dp-target-quantile", self.dp_target_quantile,
+             0 <= self.dp_target_quantile <= 1, "in [0, 1]"),
+            ("dp-clip-lr", self.dp_clip_lr, self.dp_clip_lr > 0, "> 0"),
+            ("dp-clipped-count-stddev", self.dp_clipped_count_stddev,
+             self.dp_clipped_count_stddev == 0
+             or self.dp_clipped_count_stddev > self.dp_noise_multiplier / 2,
+             "> dp-noise-multiplier / 2 (or 0: m/20)"),
         )  # fmt: skip
         for key, value, ok, bound in checks:
             if not math.isfinite(value) or not ok:

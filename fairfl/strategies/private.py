@@ -20,6 +20,7 @@ used) and the noise is calibrated to the step's own bound given the losses,
 
 from __future__ import annotations
 
+from fairfl.privacy.adaptive import AdaptiveClipping
 from fairfl.privacy.central import CentralFixedClipping
 from fairfl.privacy.config import PrivacySettings
 from fairfl.privacy.local import LocalNoise
@@ -66,4 +67,5 @@ def attach_privacy(
     reason = privacy_refusal(strategy)
     if reason is not None:
         raise ValueError(f"run config dp={settings.dp!r} is refused for this rule: {reason}")
-    strategy.privacy = CentralFixedClipping(settings, sampling_rate=sampling_rate, seed=seed)
+    central = AdaptiveClipping if settings.dp == "central-adaptive" else CentralFixedClipping
+    strategy.privacy = central(settings, sampling_rate=sampling_rate, seed=seed)

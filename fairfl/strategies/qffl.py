@@ -348,7 +348,7 @@ class QFFL(ReweightedStrategy):
                 losses,
                 q=self.q,
                 lipschitz=lipschitz,
-                clipping_norm=self.privacy.settings.dp_clipping_norm,
+                clipping_norm=self.privacy.clipping_norm,
                 weights=weights,
             )
         logger.info(
