@@ -4,7 +4,7 @@ Andrew, Thakkar, McMahan and Ramaswamy, "Differentially Private Learning with Ad
 Clipping", NeurIPS 2021, Algorithm 1: the clipping norm follows a quantile γ of the
 clients' update norms. Each round the server counts the replies whose update was *not*
 clipped, ``b_k = 1[‖Δ_k‖ <= C_t]``, releases ``b̃ = (Σ_k (b_k - 1/2) + N(0, σ_b²)) / m + 1/2``
-(centred, so that one client moves the sum by at most 1/2) and updates
+(centred, so that one client moves the sum by at most 1/2) and updates::
 
     C_{t+1} = C_t exp(-η_C (b̃ - γ))
 
