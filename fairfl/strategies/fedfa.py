@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply, keys, sorted_client_keys
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
 from fairfl.strategies.params import RuleParameters, choice, real
@@ -104,6 +105,13 @@ class FedFa(ReweightedStrategy):
 
     rule_name = "FedFa"
     registry_name = "fedfa"
+    #: Under SecAgg+ (issue #48): p_k comes from the reported accuracies and the server's
+    #: own participation counts, so the server sends it; each client masks p_k Δ_k and
+    #: the momentum steps from the unmasked average (:meth:`step_from_average`).
+    secure_form = SecureForm.scalars_in_clear(
+        "p_k comes from the accuracies the clients send in the clear and the server's "
+        "participation counts"
+    )
     #: The default's report; :attr:`required_metrics` follows ``accuracy``.
     required_train_metrics = (keys.ACC_AFTER_TRAINING,)
     Parameters = FedFaParameters
@@ -169,14 +177,27 @@ class FedFa(ReweightedStrategy):
         if isinstance(averaged, RejectedReplies):
             return averaged
         average, diagnostics = averaged
+        new_arrays, step_diagnostics = self.step_from_average(server_round, global_arrays, average)
+        diagnostics.update(step_diagnostics)
+        return new_arrays, diagnostics
+
+    def step_from_average(
+        self,
+        server_round: int,
+        global_arrays: list[NDArray[Any]],
+        average: list[NDArray[Any]],
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+        """The server momentum (F7-F8) from w^t and w̄; m deferred. Reads no reply.
+
+        Under secure aggregation (:class:`fairfl.strategies.secure.SecureRounds`) it runs
+        on the unmasked average.
+        """
         new_arrays, momentum = fedfa_momentum_step(
             global_arrays, average, self.momentum, self.params.gamma, self.params.eta
         )
         self.state_updates.set(self, momentum=momentum)
-        diagnostics["fedfa-momentum-norm"] = float(
-            np.sqrt(sum(float(np.vdot(m, m)) for m in momentum))
-        )
-        return new_arrays, diagnostics
+        norm = float(np.sqrt(sum(float(np.vdot(m, m)) for m in momentum)))
+        return new_arrays, {"fedfa-momentum-norm": norm}
 
 
 def fedfa_weights(

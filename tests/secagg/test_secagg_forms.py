@@ -103,6 +103,7 @@ def test_a_bad_part_is_refused():
         ("fedadam", "one-round", "num-examples"),
         ("fedyogi", "one-round", "num-examples"),
         ("rcfl", "one-round", "broadcast"),
+        ("fedfa", "scalars-in-clear", "broadcast"),
         ("term", "one-round", "term"),
         ("afl", "scalars-in-clear", "broadcast"),
         ("deltafl", "scalars-in-clear", "broadcast"),
@@ -117,12 +118,6 @@ def test_each_rule_declares_its_form(rule, kind, weight):
     form = secure_form_of(STRATEGIES[rule].strategy)
     assert form is not None and (form.kind, form.weight) == (kind, weight)
     assert form.reason
-
-
-@pytest.mark.parametrize("rule", ["fedfa"])
-def test_rules_that_change_the_aggregation_inherit_no_form(rule):
-    # Not a LossRule, and it declares none.
-    assert secure_form_of(STRATEGIES[rule].strategy) is None
 
 
 def test_a_form_names_its_weight_only_when_supported():

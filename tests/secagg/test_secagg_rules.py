@@ -116,7 +116,8 @@ def test_secure_model_equals_the_clear_one_within_the_quantisation_bound(
     if isinstance(secure.strategy, FedOptRule):
         # The bound is on the average; the server optimiser then steps from it, the same
         # function of (w^t, average) in both runs (its slope, up to η (1 - β_1) / τ, is
-        # not the secure sum's to bound).
+        # not the secure sum's to bound). FedFa's momentum step is linear with slope
+        # 1 - η (1 - γ) <= 1 on the first round: its model is checked below.
         (clear_average, secure_average) = averages
         pairs = zip(clear_average, secure_average, strict=True)
         gap = max(float(np.abs(a - b).max()) for a, b in pairs)
