@@ -144,8 +144,8 @@ def client_part(
     ``term`` (TERM, Li et al., ICLR 2021): ``a_k = σ n_k exp(α (F_k - c))``, ``u_k = Δ_k``,
     with c the public shift the server sends (the largest reported loss, so a_k <= σ n_k).
 
-    ``broadcast`` (AFL, Δ-FL, GiFair, FairFed): ``a_k = λ_k`` as the server sent it,
-    ``u_k = Δ_k``.
+    ``broadcast`` (AFL, Δ-FL, GiFair, VRed, Semi-VRed, FairFed, FedFa, RC-FL):
+    ``a_k = λ_k`` as the server sent it, ``u_k = Δ_k``.
 
     Parameters
     ----------
