@@ -14,6 +14,7 @@ from typing import Any
 
 from fairfl.contract import keys
 from fairfl.contract.config import get_config_value
+from fairfl.fields import ParameterError
 
 ACTIVATION_SOURCES: tuple[str, ...] = (
     "penultimate_logsoftmax",
@@ -84,7 +85,9 @@ class ActivationOptions:
             if isinstance(value, bool) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.dp_noise > 0 and self.dp_clip == 0:
-            raise ValueError(f"dp_noise > 0 needs dp_clip > 0, got dp_clip={self.dp_clip}")
+            raise ParameterError(
+                "dp_noise", f"dp_noise > 0 needs dp_clip > 0, got dp_clip={self.dp_clip}"
+            )
 
     def to_config(self) -> dict[str, int | float | str]:
         """Return the train-config keys that carry these options."""

@@ -1,14 +1,11 @@
-"""Input checks shared by the rules' math and the base settings of every rule."""
+"""Input checks shared by the rules' math (the settings are declared: :mod:`fairfl.fields`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-
-from fairfl.strategies.sampling import SAMPLINGS
 
 
 def check_real(
@@ -70,46 +67,3 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
     """Raise ``ValueError`` unless ``value`` is an int ``>= minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-
-
-def check_base_settings(
-    *,
-    fractions: Mapping[str, float],
-    counts: Mapping[str, int],
-    evaluate_every: int,
-    client_sampling: str,
-    record_keys: Mapping[str, str],
-    functions: Mapping[str, object],
-    allow_missing_metrics: bool,
-    max_abs_weight: float | None,
-    max_loss: float,
-    loss_clip_mad: float,
-    max_client_share: float,
-) -> None:
-    """Check the settings every rule takes (:class:`~fairfl.strategies.base.FairStrategy`).
-
-    Raises
-    ------
-    ValueError
-        Naming the first setting out of range, its bound and the value received.
-    """
-    for name, fraction in fractions.items():
-        check_fraction(name, fraction)
-    for name, count in counts.items():
-        check_positive_int(name, count, minimum=0)
-    check_positive_int("evaluate_every", evaluate_every)
-    if client_sampling not in SAMPLINGS:
-        raise ValueError(f"client_sampling must be one of {SAMPLINGS}, got {client_sampling!r}")
-    for name, key in record_keys.items():
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"{name} must be a non-empty str, got {key!r}")
-    for name, function in functions.items():
-        if function is not None and not callable(function):
-            raise ValueError(f"{name} must be callable or None, got {function!r}")
-    if not isinstance(allow_missing_metrics, bool):
-        raise ValueError(f"allow_missing_metrics must be a bool, got {allow_missing_metrics!r}")
-    if max_abs_weight is not None and not max_abs_weight > 0:
-        raise ValueError(f"max_abs_weight must be > 0 or None, got {max_abs_weight}")
-    check_real("max_loss", max_loss, lower=0.0, lower_open=True)
-    check_real("loss_clip_mad", loss_clip_mad, lower=0.0)
-    check_real("max_client_share", max_client_share, lower=0.0, upper=1.0, lower_open=True)

@@ -43,7 +43,7 @@ from fairfl.strategies.equitable_clusters import (
     equitable_weights,
     round_seed,
 )
-from fairfl.strategies.params import RuleParameters, choice, integer, real
+from fairfl.strategies.params import ParameterError, RuleParameters, choice, integer, real
 from fairfl.strategies.reweighted import ReweightedStrategy
 
 logger = logging.getLogger(__name__)
@@ -154,15 +154,19 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         params = self.params
         # Checks the client options (dp_noise needs dp_clip) here, on the server,
         # before any round is sent.
-        self.activation = ActivationOptions(
-            source=params.activation_source,
-            max_samples=params.activation_max_samples,
-            min_samples=params.activation_min_samples,
-            projection_dim=params.activation_projection_dim,
-            projection_seed=params.seed,
-            dp_clip=params.activation_dp_clip,
-            dp_noise=params.activation_dp_noise,
-        )
+        try:
+            self.activation = ActivationOptions(
+                source=params.activation_source,
+                max_samples=params.activation_max_samples,
+                min_samples=params.activation_min_samples,
+                projection_dim=params.activation_projection_dim,
+                projection_seed=params.seed,
+                dp_clip=params.activation_dp_clip,
+                dp_noise=params.activation_dp_noise,
+            )
+        except ParameterError as error:  # names the option: dp_noise of activation_dp_noise
+            name = f"activation_{error.name}"
+            raise ParameterError(name, str(error), self.Parameters.specs()[name].key) from None
         self.num_clusters = params.num_clusters
         self.scope = params.scope
         self.affinity = params.affinity

@@ -14,8 +14,18 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Protocol
 
 from fairfl.contract import keys
-from fairfl.contract.bounds import MAX_LOSS
-from fairfl.strategies._checks import check_base_settings
+from fairfl.contract.options import (
+    EVALUATE_EVERY,
+    FRACTION_EVALUATE,
+    FRACTION_TRAIN,
+    LOSS_CLIP_MAD,
+    MAX_CLIENT_SHARE,
+    MAX_LOSS,
+    MAX_LOSS_SPEC,
+    MIN_AVAILABLE_NODES,
+    SAMPLING,
+)
+from fairfl.fields import Fields, declared, flag, function, integer, real, text
 from fairfl.strategies.params import RuleParameters, check_keywords, keyword_parameters
 from fairfl.strategies.records import MetricsAggregation, aggregate_app_metrics
 from fairfl.strategies.sampling import Sampling
@@ -47,7 +57,7 @@ FLOWER_KEYWORDS = (
 
 
 @dataclass(frozen=True)
-class StrategyOptions:
+class StrategyOptions(Fields):
     """The settings of every rule, checked when built.
 
     Every rule takes all of :class:`flwr.serverapp.strategy.FedAvg`'s keyword arguments,
@@ -125,60 +135,35 @@ min_available_nodes
 
     Raises
     ------
-    ValueError
-        Naming the first setting out of range, its bound and the value received.
+    fairfl.fields.ParameterError
+        A ``ValueError`` naming the first setting out of range (and its run-config key
+        where a run config sets it), its bound and the value received.
+
+    Every bound is declared once, on the field (:mod:`fairfl.fields`); those a run
+    config sets too are shared with :class:`fairfl.settings.RunSettings`
+    (:mod:`fairfl.contract.options`).
     """
 
-    fraction_train: float = 1.0
-    fraction_evaluate: float = 1.0
-    min_train_nodes: int = 2
-    min_evaluate_nodes: int = 2
-    min_available_nodes: int = 2
-    weighted_by_key: str = keys.NUM_EXAMPLES
-    arrayrecord_key: str = keys.ARRAYS
-    configrecord_key: str = keys.CONFIG
-    train_metrics_aggr_fn: MetricsAggregation | None = None
-    evaluate_metrics_aggr_fn: MetricsAggregation | None = None
-    train_loss_key: str = keys.LOSS_BEFORE_TRAINING
-    allow_missing_metrics: bool = False
-    max_abs_weight: float | None = 1e6
-    max_loss: float = MAX_LOSS
-    evaluate_every: int = 1
-    client_sampling: Sampling = "uniform"
-    loss_clip_mad: float = 0.0
-    max_client_share: float = 1.0
-
-    def __post_init__(self) -> None:
-        check_base_settings(
-            fractions={
-                "fraction_train": self.fraction_train,
-                "fraction_evaluate": self.fraction_evaluate,
-            },
-            counts={
-                "min_train_nodes": self.min_train_nodes,
-                "min_evaluate_nodes": self.min_evaluate_nodes,
-                "min_available_nodes": self.min_available_nodes,
-            },
-            evaluate_every=self.evaluate_every,
-            client_sampling=self.client_sampling,
-            record_keys={
-                "weighted_by_key": self.weighted_by_key,
-                "arrayrecord_key": self.arrayrecord_key,
-                "configrecord_key": self.configrecord_key,
-                "train_loss_key": self.train_loss_key,
-            },
-            functions={
-                "train_metrics_aggr_fn": self.train_metrics_aggr_fn,
-                "evaluate_metrics_aggr_fn": self.evaluate_metrics_aggr_fn,
-            },
-            allow_missing_metrics=self.allow_missing_metrics,
-            max_abs_weight=self.max_abs_weight,
-            max_loss=self.max_loss,
-            loss_clip_mad=self.loss_clip_mad,
-            max_client_share=self.max_client_share,
-        )
-        for name in ("max_loss", "loss_clip_mad", "max_client_share"):
-            object.__setattr__(self, name, float(getattr(self, name)))
+    fraction_train: float = declared(1.0, FRACTION_TRAIN)
+    fraction_evaluate: float = declared(1.0, FRACTION_EVALUATE)
+    min_train_nodes: int = integer(2, key=None, lower=0)
+    min_evaluate_nodes: int = integer(2, key=None, lower=0)
+    min_available_nodes: int = declared(2, MIN_AVAILABLE_NODES)
+    weighted_by_key: str = text(keys.NUM_EXAMPLES, key=None)
+    arrayrecord_key: str = text(keys.ARRAYS, key=None)
+    configrecord_key: str = text(keys.CONFIG, key=None)
+    train_metrics_aggr_fn: MetricsAggregation | None = function()
+    evaluate_metrics_aggr_fn: MetricsAggregation | None = function()
+    train_loss_key: str = text(keys.LOSS_BEFORE_TRAINING, key=None)
+    allow_missing_metrics: bool = flag(False, key=None)
+    max_abs_weight: float | None = real(
+        1e6, key=None, lower=0.0, lower_open=True, optional=True, note=" or None"
+    )
+    max_loss: float = declared(MAX_LOSS, MAX_LOSS_SPEC)
+    evaluate_every: int = declared(1, EVALUATE_EVERY)
+    client_sampling: Sampling = declared("uniform", SAMPLING)
+    loss_clip_mad: float = declared(0.0, LOSS_CLIP_MAD)
+    max_client_share: float = declared(1.0, MAX_CLIENT_SHARE)
 
     @classmethod
     def split(cls, keywords: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

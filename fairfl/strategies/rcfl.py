@@ -40,12 +40,13 @@ from fairfl.contract import (
     keys,
     sorted_client_keys,
 )
+from fairfl.contract.options import SAMPLING
 from fairfl.secagg.forms import SecureForm
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
-from fairfl.strategies.params import RuleParameters, choice, flag, integer, real
+from fairfl.strategies.params import ParameterError, RuleParameters, choice, flag, integer, real
 from fairfl.strategies.rcfl_dual import (
     ALPHA_RULES,
     AlphaRule,
@@ -184,10 +185,12 @@ class RCFL(ReweightedStrategy):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if self.client_sampling != "uniform":
-            raise ValueError(
+            raise ParameterError(
+                "client_sampling",
                 f"client_sampling must be 'uniform' for RC-FL, got {self.client_sampling!r}: "
                 "RC-FL draws clients itself; sampling='with-replacement' (run config "
-                "rcfl-sampling) is the paper's draw with probability p_i"
+                "rcfl-sampling) is the paper's draw with probability p_i",
+                SAMPLING.key,
             )
         params = self.params
         self.alpha, self.mu, self.eta_init = params.alpha, params.mu, params.eta_init

@@ -281,18 +281,9 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
     try:
         return spec.strategy(**common, **kwargs)
     except ParameterError as error:
-        keys_of = {keyword: key for key, keyword in spec.parameters.items()}
-        if error.name in keys_of and keys_of[error.name] in run_config:
-            key = keys_of[error.name]
+        # The error carries its run-config key (ParameterError.key): a hyperparameter's,
+        # or sampling's, which the run config gave this rule.
+        key = error.key
+        if key in run_config and (key in spec.parameters or key == SAMPLING_KEY):
             raise ValueError(f"run config {key} (rule {name}): {error}") from error
-        raise
-    except ValueError as error:
-        # A check past the parameters dataclass names its field first (an option
-        # object's: "dp_clip" of activation_dp_clip); name the run-config key too.
-        first = str(error).split(" ", 1)[0]
-        if first == "client_sampling" and SAMPLING_KEY in run_config:
-            raise ValueError(f"run config {SAMPLING_KEY} (rule {name}): {error}") from error
-        for key, keyword in spec.parameters.items():
-            if key in run_config and first in (keyword, keyword.split("_", 1)[-1]):
-                raise ValueError(f"run config {key} (rule {name}): {error}") from error
         raise
