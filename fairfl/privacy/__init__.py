@@ -2,7 +2,11 @@
 
 :mod:`~fairfl.privacy.config` parses the ``dp-*`` run-config keys,
 :mod:`~fairfl.privacy.central` clips the clients' updates and noises the new model with the
-round's actual sensitivity, :mod:`~fairfl.privacy.accounting` keeps the RDP account. The
+round's actual sensitivity (``dp = "central-fixed"``), :mod:`~fairfl.privacy.adaptive` adapts
+the clipping norm to a quantile of the update norms (``"central-adaptive"``),
+:mod:`~fairfl.privacy.local` is the server's side of ``"local"``,
+:mod:`~fairfl.privacy.signal` the clients' noise on their update and on the loss the fair
+rules read, :mod:`~fairfl.privacy.accounting` keeps the RDP account. The
 how-to page ``docs/site/howto/differential-privacy.md`` says what is protected and what is
 not.
 """
