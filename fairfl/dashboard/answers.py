@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fairfl.dashboard.follow import RoundData, RunFollower
+from fairfl.metrics import jain_index
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ class Headline:
         Mean of the worst 10 % of clients (at least one) in the latest round.
     mean : float
         Unweighted mean client accuracy in the latest round.
+    std : float
+        Population standard deviation of the client accuracies in the latest round.
+    jain : float
+        Jain's index of the client accuracies in the latest round (1: all equal).
     change_worst, change_worst_10, change_mean : float
         Latest minus first evaluated round, of the worst accuracy (whoever is worst in
         each), the worst 10 % and the mean.
@@ -56,6 +61,8 @@ class Headline:
     worst_accuracy: float
     worst_10: float
     mean: float
+    std: float
+    jain: float
     change_worst: float
     change_worst_10: float
     change_mean: float
@@ -95,6 +102,8 @@ def headline(run: RunFollower) -> Headline | None:
         worst_accuracy=float(accuracy[worst]),
         worst_10=_worst_10(last.accuracy),
         mean=float(accuracy.mean()),
+        std=float(accuracy.std()),
+        jain=jain_index(accuracy),
         change_worst=float(accuracy[worst] - first_accuracy.min()),
         change_worst_10=_worst_10(last.accuracy) - _worst_10(first.accuracy),
         change_mean=float(accuracy.mean() - first_accuracy.mean()),

@@ -4,9 +4,10 @@
 The page has four views (``dcc.Tabs``): fairness and clients (opened first), rule state,
 participation, config and hardware. A ``dcc.Interval`` asks the server every
 ``interval_s`` seconds whether anything changed (the server then reads only the new
-bytes of each ``rounds.jsonl``); when something did, the open view's figures of
-:mod:`fairfl.dashboard.figures` are rebuilt and redrawn, and another view's are built
-when it is opened. A page load therefore builds, sends and draws the first view only.
+bytes of each ``rounds.jsonl``); when something did, the comparison of every run and
+the open view's figures of :mod:`fairfl.dashboard.figures` are rebuilt and redrawn, and
+another view's are built when it is opened. A page load therefore builds, sends and
+draws the comparison and the first view only.
 
 plotly.js comes from ``assets/plotly-cartesian.min.js``: plotly.js's own cartesian
 bundle (``plotly.js-cartesian-dist-min`` on npm, MIT licence beside it), which has every
@@ -50,10 +51,10 @@ from plotly.offline import get_plotlyjs_version
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from fairfl.dashboard import figures
 from fairfl.dashboard.callbacks import _register_callbacks
 from fairfl.dashboard.follow import Registry
 from fairfl.dashboard.layout import _head, _layout
+from fairfl.dashboard.plotting import warm_up
 from fairfl.telemetry.config import is_loopback
 
 #: Name of the cookie that carries proof of the token after ``?token=``.
@@ -194,7 +195,7 @@ def create_app(
     app.validation_layout = _layout(interval_s, (None, [], [], [], None))  # type: ignore[assignment]
     app.layout = lambda: _layout(interval_s, _head(registry, None))  # per page load
     _register_callbacks(app, registry)
-    figures.warm_up()
+    warm_up()
     app.registry = registry  # type: ignore[attr-defined]  # for tests and the benchmark
     return app
 

@@ -11,10 +11,11 @@ with)::
         --out docs/figures/dashboard.png
     python -m fairfl.dashboard.browser docs/results/digits-table6 --run "rcfl seed 0" \\
         --view rule --out docs/figures/dashboard-rule.png
-    python -m fairfl.dashboard.browser docs/results/digits-table6 --run "fedavg seed 0" \\
-        --first-screen --out docs/figures/dashboard-glance.png
-    python -m fairfl.dashboard.browser docs/results/digits-table6 --run "fedavg seed 0" \\
-        --compare-with "qffl seed 0" --out docs/figures/dashboard-compare.png
+
+The comparison's screenshots (``docs/figures/dashboard-ranked.png``,
+``dashboard-baseline.png``, ``dashboard-url.png``) come from its browser test::
+
+    FAIRFL_REFRESH_FIGURES=1 python -m pytest tests/dashboard/test_dashboard_comparison_browser.py
 """
 
 from __future__ import annotations
@@ -133,9 +134,21 @@ def open_view(driver: Any, view: str, timeout: float = 60) -> None:
     TimeoutError
         If its graphs are not drawn within ``timeout`` seconds.
     """
-    driver.find_element("id", f"tab-{view}").click()
-    wait_until(driver, f"return !!document.querySelector('#tab-{view}.tab--selected')", timeout)
-    wait_until(driver, VIEW_DRAWN_JS, timeout)
+    selected = f"return !!document.querySelector('#tab-{view}.tab--selected')"
+    deadline = time.monotonic() + timeout
+    # The tabs sit below the comparison: a click that lands while the page still lays
+    # out its graphs after scrolling there can miss, so it is tried again.
+    while not driver.execute_script(selected):
+        driver.execute_script(
+            f"document.getElementById('tab-{view}').scrollIntoView({{block: 'center'}})"
+        )
+        driver.find_element("id", f"tab-{view}").click()
+        try:
+            wait_until(driver, selected, timeout=min(5.0, max(0.1, deadline - time.monotonic())))
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                raise
+    wait_until(driver, VIEW_DRAWN_JS, max(0.1, deadline - time.monotonic()))
 
 
 #: True once the per-client comparison has drawn its scatter of clients.
@@ -177,8 +190,8 @@ def screenshot(
 ) -> Path:
     """Serve ``folders`` on a free loopback port, open the page's ``view``, save a PNG.
 
-    With ``compare_with``, that run is chosen in the per-client comparison and the page
-    is scrolled to it. The whole page is shot (the window grows to its height), or only
+    With ``compare_with``, that rule (a variant of the comparison) is chosen as B in the
+    per-client comparison. The whole page is shot (the window grows to its height), or only
     the first ``width`` x ``height`` screen when not ``full_page``. The PNG is reduced to
     a 256-colour palette (Pillow), as the report's plots are.
     """

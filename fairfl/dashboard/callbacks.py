@@ -8,20 +8,20 @@ parts (:data:`_PARTS`) of the open view whose inputs changed since they were las
 from __future__ import annotations
 
 from typing import Any, NamedTuple
-from urllib.parse import parse_qs
 
 import dash
 from dash import Dash, Input, Output, State
 from dash.exceptions import PreventUpdate
 
-from fairfl.dashboard import answers, figures
+from fairfl.dashboard import answers, facts, figures, ranking
 from fairfl.dashboard.follow import Registry, RunFollower
 from fairfl.dashboard.layout import (
     _comparison,
     _drops_table,
     _head,
     _headline,
-    _runs_table,
+    _overview,
+    _standing,
     _table,
 )
 
@@ -40,13 +40,21 @@ _POLL_OUTPUTS = (
 _PARTS: dict[str, tuple[str | None, tuple[tuple[str, str], ...]]] = {
     "count": (None, (("round-count", "children"),)),
     "headline": (None, (("headline", "children"),)),
-    "metrics": ("fairness", (("metrics", "figure"), ("runs-table", "children"))),
+    "overview": (None, (("ranking", "children"), ("tradeoff", "figure"))),
+    "comparison": (
+        None,
+        (
+            ("comparison", "figure"),
+            ("gainers", "children"),
+            ("baseline", "options"),
+            ("baseline", "value"),
+            ("compare-with", "options"),
+            ("compare-with", "value"),
+        ),
+    ),
+    "metrics": ("fairness", (("metrics", "figure"),)),
     "heatmap": ("fairness", (("client-heatmap", "figure"),)),
     "distribution": ("fairness", (("distribution", "figure"),)),
-    "comparison": (
-        "fairness",
-        (("comparison", "figure"), ("gainers", "children"), ("compare-with", "options")),
-    ),
     "rule": (
         "rule",
         (
@@ -57,7 +65,10 @@ _PARTS: dict[str, tuple[str | None, tuple[tuple[str, str], ...]]] = {
         ),
     ),
     "per-client": ("rule", (("per-client", "figure"),)),
-    "participation": ("participation", (("participation", "figure"), ("drops", "children"))),
+    "participation": (
+        "participation",
+        (("standing", "children"), ("participation", "figure"), ("drops", "children")),
+    ),
     "facts": ("facts", (("facts", "children"),)),
 }
 
@@ -68,7 +79,7 @@ def _part_keys(
     run: RunFollower | None,
     sort: str,
     key: str | None,
-    other: str | None,
+    pair: tuple[str | None, str | None],
     seeds: bool,
 ) -> dict[str, list[Any]]:
     """What each part of :data:`_PARTS` depends on; a part whose key is unchanged is kept."""
@@ -76,8 +87,9 @@ def _part_keys(
     return {
         "count": of_run,
         "headline": of_run,
+        "overview": [version],
+        "comparison": [version, *pair],
         "metrics": [version, seeds],
-        "comparison": [version, name, other],
         "heatmap": [*of_run, sort],
         "distribution": of_run,
         "rule": of_run,
@@ -123,6 +135,7 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
         Input("view", "value"),
         Input("sort", "value"),
         Input("per-client-key", "value"),
+        Input("baseline", "value"),
         Input("compare-with", "value"),
         Input("seeds", "value"),
         State("shown", "data"),
@@ -135,6 +148,7 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
         view: str,
         sort: str,
         key: str | None,
+        baseline: str | None,
         other: str | None,
         seeds: list[str] | None,
         shown: dict[str, list[Any]] | None,
@@ -142,23 +156,26 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
     ) -> tuple[Any, ...]:
         runs = registry.runs()
         picked: Any = dash.no_update
-        if dash.ctx.triggered_id is None:  # first load: ?run=NAME picks the run
-            asked = parse_qs((search or "").lstrip("?")).get("run", [None])[0]
-            if asked in runs and asked != selected:
-                selected = picked = asked
+        if dash.ctx.triggered_id is None:  # first load: the address's choices (ranking)
+            asked = ranking.parse_choices(search)
+            if asked.get("run") in runs and asked["run"] != selected:
+                selected = picked = asked["run"]
+            baseline = asked.get("baseline", baseline)
+            other = asked.get("compare", other)
         run = runs.get(selected) if selected else None
         if run is not None:
             _, names = figures.diagnostic_names(run)
             key = key if key in names else (names[0] if names else None)
-        other = other if other in runs and other != selected else None
+        pair = _pair(registry, runs, baseline, other)
         each_seed = "seeds" in (seeds or [])
-        keys = _part_keys(version, selected, run, sort, key, other, each_seed)
+        keys = _part_keys(version, selected, run, sort, key, pair, each_seed)
+        choices = _Choices(sort, key, pair, each_seed)
         shown = dict(shown or {})
         values: list[Any] = []
         for part, (part_view, outputs) in _PARTS.items():
             built = None
             if part_view in (None, view) and shown.get(part) != keys[part]:
-                built = _build(part, registry, runs, run, _Choices(sort, key, other, each_seed))
+                built = _build(part, registry, runs, run, choices)
             if built is None:
                 values.extend([dash.no_update] * len(outputs))
             else:
@@ -168,13 +185,47 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
             raise PreventUpdate
         return (*values, shown, picked)
 
+    @app.callback(
+        Output("url", "search"),
+        Input("run", "value"),
+        Input("baseline", "value"),
+        Input("compare-with", "value"),
+        State("url", "search"),
+        prevent_initial_call=True,  # the first draw reads the address before it is written
+    )
+    def address(
+        run: str | None, baseline: str | None, other: str | None, search: str | None
+    ) -> str:
+        """The choices in the address (``?run=...&baseline=...&compare=...``), no reload."""
+        wanted = ranking.choices_search({"run": run, "baseline": baseline, "compare": other})
+        if wanted == (search or ""):
+            raise PreventUpdate
+        return wanted
+
+
+def _pair(
+    registry: Registry, runs: dict[str, RunFollower], baseline: str | None, other: str | None
+) -> tuple[str | None, str | None]:
+    """The baseline and the variant compared with it: as chosen while they exist.
+
+    Otherwise the comparison's baseline (FedAvg when it names none,
+    :func:`~fairfl.dashboard.ranking.default_baseline`) and the best-ranked other variant.
+    """
+    groups = list(ranking.group_runs(list(runs)))
+    if baseline not in groups:
+        named = next((s.manifest.get("baseline") for s in registry.sources if s.manifest), None)
+        baseline = ranking.default_baseline(groups, named if isinstance(named, str) else None)
+    if other not in groups or other == baseline:
+        other = ranking.default_other(ranking.rule_rows(runs), baseline)
+    return baseline, other
+
 
 class _Choices(NamedTuple):
     """What the user chose on the page besides the run and the view."""
 
     sort: str
     key: str | None
-    other: str | None
+    pair: tuple[str | None, str | None]
     seeds: bool
 
 
@@ -186,16 +237,18 @@ def _build(
     choices: _Choices,
 ) -> tuple[Any, ...] | None:
     """The outputs of one part of :data:`_PARTS`; None when it needs a run and has none."""
+    if part == "overview":
+        return _overview(runs)
+    if part == "comparison":
+        return _comparison(runs, *choices.pair)
     if part == "metrics":
-        return (figures.metrics_figure(runs, seeds=choices.seeds), _runs_table(runs))
+        return (figures.metrics_figure(runs, seeds=choices.seeds),)
     if run is None:
         return None
     if part == "count":
         return (f"rounds received: {len(run.rounds)} · status: {run.status}",)
     if part == "headline":
         return (_headline(answers.headline(run)),)
-    if part == "comparison":
-        return _comparison(run, runs, choices.other)
     if part == "heatmap":
         return (figures.client_heatmap(run, choices.sort),)  # type: ignore[arg-type]
     if part == "distribution":
@@ -211,8 +264,8 @@ def _build(
     if part == "per-client":
         return (figures.per_client_figure(run, choices.key),)
     if part == "participation":
-        return (figures.participation_figure(run), _drops_table(run))
+        return (_standing(run), figures.participation_figure(run), _drops_table(run))
     if part == "facts":
         manifest = next((s.manifest for s in registry.sources if run in s.runs.values()), None)
-        return ([_table(title, rows) for title, rows in figures.run_facts(run, manifest).items()],)
+        return ([_table(title, rows) for title, rows in facts.run_facts(run, manifest).items()],)
     raise ValueError(f"unknown part {part!r}")

@@ -1,6 +1,9 @@
-"""Plotly figures of the dashboard, built from followed runs (no drawing code of our own).
+"""Plotly figures of one run over its rounds, and the fairness curves of every run.
 
-Every function takes :class:`~fairfl.dashboard.follow.RoundData` lists or followers and
+Figures of runs side by side (the trade-off scatter, the per-client comparison) are in
+:mod:`fairfl.dashboard.comparison`, the run's fact tables in :mod:`fairfl.dashboard.facts`,
+what all share in :mod:`fairfl.dashboard.plotting`; no drawing code of our own. Every
+function takes :class:`~fairfl.dashboard.follow.RoundData` lists or followers and
 returns a ``plotly.graph_objects.Figure`` (or rows for an HTML table). Accuracies are
 stored as fractions in [0, 1] and shown in percent through
 :func:`fairfl.metrics.in_percent` (curves) or :data:`fairfl.metrics.PERCENT` (per-client
@@ -13,23 +16,28 @@ a few megabytes, and spares Plotly's validators a Python loop per point.
 from __future__ import annotations
 
 import math
-import platform
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import plotly.graph_objects as go
 from numpy.typing import NDArray
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from fairfl.dashboard.answers import ClientComparison
 from fairfl.dashboard.follow import (
     CURVE_METRICS,
     GROUP_CURVE_METRICS,
     PERSONAL_CURVE_METRICS,
     RoundData,
     RunFollower,
+)
+from fairfl.dashboard.labels import variant_of
+from fairfl.dashboard.plotting import (
+    PALETTE,
+    count_axis,
+    empty_figure,
+    round_axis,
+    translucent,
 )
 from fairfl.metrics import PERCENT, in_percent
 
@@ -78,63 +86,9 @@ SORTS: dict[str, str] = {
     "final": "final accuracy (worst first)",
 }
 
-_PALETTE = qualitative.Plotly + qualitative.Dark24
 #: The train diagnostic naming a round weighed by unregistered sample counts far above the
 #: round's median (``fairfl.strategies.identity.CountBounds.flag``).
 COUNT_FLAG = "num-examples-flag"
-
-
-def empty_figure(message: str, height: int = 260) -> go.Figure:
-    """A blank figure that says ``message`` (nothing to draw yet)."""
-    figure = go.Figure()
-    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    figure.update_layout(
-        height=height,
-        xaxis={"visible": False},
-        yaxis={"visible": False},
-        margin={"l": 20, "r": 20, "t": 20, "b": 20},
-    )
-    return figure
-
-
-def warm_up() -> None:
-    """Build one figure of each kind, so the first page load does not pay Plotly's imports.
-
-    Plotly loads its trace and layout validators on first use (about a second on a busy
-    2-core machine); a server calls this once at start.
-    """
-    make_subplots(rows=2, cols=1).add_trace(go.Scatter(x=[0], y=[0]), row=1, col=1)
-    for trace in (go.Heatmap(z=[[0.0]]), go.Histogram(x=[0.0]), go.Bar(x=[0], y=[0])):
-        go.Figure(trace).update_layout(height=100).to_plotly_json()
-
-
-def variant_of(label: str) -> str:
-    """The rule variant of a run label (``"afl seed 2"`` -> ``"afl"``)."""
-    head, sep, seed = label.rpartition(" seed ")
-    return head if sep and seed.isdigit() else label
-
-
-def round_axis(rounds: Sequence[int] | NDArray[np.int64]) -> dict[str, Any]:
-    """An x axis of rounds with integer ticks only (a tick per round up to 10 rounds).
-
-    Plotly's automatic ticks put 0.5-round steps on a short run.
-    """
-    axis: dict[str, Any] = {"title": {"text": "round"}, "tickformat": "d"}
-    if len(rounds) <= INTEGER_TICKS:
-        axis.update(tickmode="linear", tick0=1, dtick=1)
-    return axis
-
-
-#: Up to this many rounds (or clients on a count axis) an axis gets a tick for each.
-INTEGER_TICKS = 10
-
-
-def count_axis(title: str, largest: float) -> dict[str, Any]:
-    """A y axis of counts (clients) from zero, integer ticks only."""
-    axis: dict[str, Any] = {"title": {"text": title}, "rangemode": "tozero", "tickformat": "d"}
-    if not math.isfinite(largest) or largest <= INTEGER_TICKS:
-        axis.update(tickmode="linear", tick0=0, dtick=1)
-    return axis
 
 
 def _curves(run: RunFollower) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
@@ -196,7 +150,7 @@ def metrics_figure(runs: Mapping[str, RunFollower], seeds: bool = False) -> go.F
         variants.setdefault(variant_of(name), {})[name] = run
     all_rounds: set[int] = set()
     for index, (variant, members) in enumerate(variants.items()):
-        colour = _PALETTE[index % len(_PALETTE)]
+        colour = PALETTE[index % len(PALETTE)]
         curves = {name: _curves(run) for name, run in members.items()}
         for x, _ in curves.values():
             all_rounds.update(x.tolist())
@@ -271,12 +225,6 @@ def _add_line(
         row=row,
         col=1,
     )
-
-
-def translucent(colour: str, alpha: float = 0.18) -> str:
-    """``#rrggbb`` as ``rgba(r, g, b, alpha)`` (a band must not hide the lines under it)."""
-    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({red}, {green}, {blue}, {alpha})"
 
 
 def _add_band(
@@ -411,7 +359,7 @@ def distribution_figure(run: RunFollower) -> go.Figure:
         go.Histogram(
             x=latest.accuracy * PERCENT,
             xbins={"start": 0, "end": 100.001, "size": 5},
-            marker={"color": _PALETTE[0]},
+            marker={"color": PALETTE[0]},
             hovertemplate="accuracy %{x} %<br>%{y} clients<extra></extra>",
         )
     )
@@ -584,7 +532,7 @@ def participation_figure(run: RunFollower) -> go.Figure:
     bars = len(x) <= MARKER_ROUNDS  # a bar per round only while bars stay readable
     figure = go.Figure()
     for index, (name, values) in enumerate(series.items()):
-        colour = _PALETTE[index]
+        colour = PALETTE[index]
         figure.add_trace(
             go.Bar(x=x, y=values, name=name, marker={"color": colour})
             if bars and name.endswith("dropped")
@@ -638,123 +586,3 @@ def drop_rows(run: RunFollower, limit: int = 50) -> list[tuple[int, str, str, st
         for key in e.silenced
     ]
     return sorted(rows + skipped + flagged + failed + silenced, key=lambda row: -row[0])[:limit]
-
-
-def secure_aggregation_fact(mode: str) -> str:
-    """How a run aggregated, for its facts: in the clear, or securely (``secure-aggregation``)."""
-    if mode == "none":
-        return "in the clear: the server read each client's update"
-    return f"secure ({mode}): the server read only the sum of the clients' updates"
-
-
-def run_facts(run: RunFollower, manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """Tables for the page: the run, its config, the rule's settings, hardware/device.
-
-    The hardware section holds what the results files recorded (a comparison's engine,
-    workers, torch threads and CPU count; any ``hardware``/``device``/``environment``
-    key of ``summary.json``), then the host serving the page, marked as such.
-    """
-    summary = run.summary or {}
-    last = run.rounds[-1] if run.rounds else None
-    facts: dict[str, Any] = {
-        "folder": str(run.path),
-        "status": run.status + (f": {run.error}" if run.error else ""),
-        "rounds received": len(run.rounds),
-        "last round": last.round if last else "-",
-        "planned rounds": run.config.get("num-server-rounds", "-"),
-        "rule": summary.get("strategy") or run.config.get("strategy", "-"),
-        # Issue #48: whether the server read each client's update or only their sum.
-        "aggregation": secure_aggregation_fact(str(run.config.get("secure-aggregation", "none"))),
-    }
-    if last is not None and last.wall_time is not None:
-        facts["wall time (s)"] = round(last.wall_time, 1)
-    if summary.get("wall_time") is not None:
-        facts["wall time (s)"] = round(float(summary["wall_time"]), 1)
-    silenced = summary.get("silenced_clients")
-    if isinstance(silenced, Mapping) and silenced:  # never heard: say so on the first screen
-        facts["clients at weight 0 all run (rounds)"] = ", ".join(
-            f"{key} ({rounds})" for key, rounds in silenced.items()
-        )
-    failed = summary.get("failed_rounds")
-    if isinstance(failed, Mapping) and failed:
-        facts["failed rounds"] = ", ".join(map(str, failed))
-    hardware: dict[str, Any] = {}
-    for key in ("engine", "workers", "torch_threads", "cpu_count"):
-        if manifest and key in manifest:
-            hardware[f"comparison {key.replace('_', ' ')}"] = manifest[key]
-    for key in ("hardware", "device", "environment", "host"):
-        value = summary.get(key)
-        if isinstance(value, Mapping):
-            hardware.update({f"{key} {k}": v for k, v in value.items()})
-        elif value is not None:
-            hardware[key] = value
-    if "device" in run.config:
-        hardware["client device (run config)"] = run.config["device"]
-    hardware["dashboard host"] = f"{platform.node()} ({platform.system()} {platform.machine()})"
-    hardware["dashboard host python"] = platform.python_version()
-    return {
-        "Run": facts,
-        "Run config": run.config,
-        "Rule settings": dict(summary.get("strategy_settings") or {}),
-        "Hardware / device": hardware,
-    }
-
-
-def comparison_figure(comparison: ClientComparison) -> go.Figure:
-    """Each client's latest accuracy (%) under run A (x) against run B (y).
-
-    Points above the diagonal gain under B, below it lose; colour is the change in
-    points. Hover names the client.
-    """
-    if not comparison.clients.size:
-        return empty_figure(
-            f"no client evaluated by both {comparison.run_a} and {comparison.run_b}"
-        )
-    a = comparison.accuracy_a * PERCENT
-    b = comparison.accuracy_b * PERCENT
-    gain = b - a
-    reach = float(max(np.abs(gain).max(), 1.0))
-    figure = go.Figure(
-        [
-            go.Scatter(
-                x=[0, 100],
-                y=[0, 100],
-                mode="lines",
-                line={"color": "grey", "dash": "dash", "width": 1},
-                hoverinfo="skip",
-                showlegend=False,
-            ),
-            go.Scatter(
-                x=a,
-                y=b,
-                mode="markers",
-                text=[f"client {c}" for c in comparison.clients.tolist()],
-                marker={
-                    "size": 9,
-                    "color": gain,
-                    "colorscale": "RdYlGn",
-                    "cmin": -reach,
-                    "cmax": reach,
-                    "colorbar": {"title": {"text": "B - A (points)"}},
-                    "line": {"width": 0.5, "color": "black"},
-                },
-                showlegend=False,
-                hovertemplate=(
-                    "%{text}<br>A %{x:.1f} %<br>B %{y:.1f} %<br>"
-                    "change %{marker.color:+.1f} points<extra></extra>"
-                ),
-            ),
-        ]
-    )
-    figure.update_layout(
-        height=380,
-        margin={"l": 60, "r": 10, "t": 30, "b": 50},
-        title={
-            "text": f"{comparison.clients.size} clients evaluated by both",
-            "font": {"size": 13},
-        },
-        xaxis={"title": {"text": f"A: {comparison.run_a} (%)"}, "range": [-3, 103]},
-        yaxis={"title": {"text": f"B: {comparison.run_b} (%)"}, "range": [-3, 103]},
-        uirevision=f"{comparison.run_a}|{comparison.run_b}",
-    )
-    return figure

@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 
 from fairfl._gzip import gunzip_bounded
 from fairfl.contract.sensitive import pooled_group_metrics
+from fairfl.dashboard.labels import run_label
 from fairfl.metrics import jain_index, worst_fraction_mean
 
 ROUNDS_FILE = "rounds.jsonl"
@@ -350,11 +351,24 @@ class RunFollower:
         The run's name on the page.
     config : Mapping[str, Any] | None
         The run config known before ``summary.json`` exists (a comparison's manifest).
+    named : bool (default: True)
+        Whether ``label`` names the run; if not (a folder), :attr:`label` is the rule and
+        the keys the user set (:func:`~fairfl.dashboard.labels.run_label`) once known.
     """
 
-    def __init__(self, path: Path, label: str, config: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        label: str,
+        config: Mapping[str, Any] | None = None,
+        *,
+        named: bool = True,
+    ):
         self.path = path
-        self.label = label
+        self._label = label
+        self._named = named
+        #: The rule the ``rounds.jsonl`` lines name (``strategy``), once one is read.
+        self.rule: str | None = None
         self.planned_config = dict(config or {})
         self.rounds: list[RoundData] = []
         self.notes: list[Note] = []
@@ -381,6 +395,16 @@ class RunFollower:
         if self.summary is not None:
             return FAILED if self.summary.get("status") == FAILED else COMPLETED
         return RUNNING if self.rounds or self._file is not None else WAITING
+
+    @property
+    def label(self) -> str:
+        """The run's name: as given, else its rule and keys (by its folder until known)."""
+        summary = self.summary or {}
+        rule = summary.get("strategy") or self.rule
+        if self._named or not isinstance(rule, str):
+            return self._label
+        given = summary.get("config_given")
+        return run_label(rule, given if isinstance(given, Mapping) else {})
 
     @property
     def config(self) -> dict[str, Any]:
@@ -497,6 +521,8 @@ class RunFollower:
         except EntryError as error:
             self._note(self._file, self._line, f"skipped: {error}")
             return
+        if isinstance(entry.get("strategy"), str):
+            self.rule = entry["strategy"]
         run_id = entry.get("run_id")
         if isinstance(run_id, str):
             if self._run_id is not None and run_id != self._run_id:
@@ -592,12 +618,12 @@ class Source:
                 return len(self.runs) != found
         if any((self.path / marker).exists() for marker in RUN_MARKERS):
             if self.path not in self.runs:
-                self.runs[self.path] = RunFollower(self.path, self.path.resolve().name)
+                self.runs[self.path] = RunFollower(self.path, self.path.resolve().name, named=False)
         else:
             for rounds in sorted(self.path.rglob(f"{ROUNDS_FILE}*")):
                 run_dir = rounds.parent
                 if rounds.name in (ROUNDS_FILE, ROUNDS_FILE_GZ) and run_dir not in self.runs:
-                    self.runs[run_dir] = RunFollower(run_dir, self._label(run_dir))
+                    self.runs[run_dir] = RunFollower(run_dir, self._label(run_dir), named=False)
         return len(self.runs) != found
 
     def _add_manifest_runs(self, manifest: Mapping[str, Any]) -> None:

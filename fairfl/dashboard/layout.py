@@ -1,9 +1,12 @@
 """The dashboard page's layout: the views, and the HTML pieces its callbacks fill in.
 
-:func:`_layout` is the whole page (run picker, headline, the four views as ``dcc.Tabs``);
-:func:`_head` reads what is on disk now (runs, their states, notes on skipped lines) for
-the page and the poll; the rest build the tables and cards the draw callback sends (the
-headline numbers, every run at a glance, the per-client comparison, dropped replies).
+:func:`_layout` is the whole page: first the comparison of every run (the ranked table
+and the trade-off scatter side by side, in the first screen of a 1280 x 800 window),
+then who gains and who loses against the baseline, then the run picker, its headline
+and the four per-run views as ``dcc.Tabs``. :func:`_head` reads what is on disk now
+(runs, their states, notes on skipped lines) for the page and the poll; the rest build
+the tables and cards the draw callback sends (the ranked table, the headline numbers,
+the per-client comparison, the run's standing, dropped replies).
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from typing import Any
 
 from dash import dcc, html
 
-from fairfl.dashboard import answers, figures
+from fairfl.dashboard import answers, comparison, facts, figures, ranking
 from fairfl.dashboard.follow import COMPLETED, FAILED, RUNNING, WAITING, Registry, RunFollower
+from fairfl.dashboard.plotting import empty_figure
 
 _SECTION = {"marginTop": "28px", "marginBottom": "6px", "fontSize": "18px"}
+_TOP = {"margin": "4px 0", "fontSize": "16px"}
+_PICK = {"display": "flex", "alignItems": "center", "gap": "8px", "fontSize": "14px"}
 _HEADLINE = {"display": "flex", "gap": "14px", "flexWrap": "wrap", "margin": "8px 0"}
 _CARD = {"border": "1px solid #d0d7de", "borderRadius": "6px", "padding": "6px 12px"}
 _NOTE = {"color": "#9a3412", "fontFamily": "monospace", "fontSize": "12px"}
@@ -96,13 +102,53 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
     tab = {"padding": "6px 14px"}
     return html.Div(
         [
-            html.H2("fairfl dashboard", style={"margin": "4px 0"}),
+            html.H2("fairfl dashboard", style={"margin": "2px 0", "fontSize": "20px"}),
             html.Div(sources, id="sources", style={"fontSize": "13px"}),
             html.Div(notes, id="notes"),
-            dcc.Location(id="url"),
+            dcc.Location(id="url", refresh=False),
             dcc.Interval(id="tick", interval=int(interval_s * 1000)),
             dcc.Store(id="version", data=version),
             dcc.Store(id="shown"),
+            html.Div(
+                [
+                    html.Div(
+                        [
+                            html.H3(
+                                "Runs ranked by worst 10 % (latest round; rules: mean over seeds)",
+                                style=_TOP,
+                            ),
+                            html.Div(id="ranking"),
+                        ],
+                        style={"flex": "1 1 560px", "minWidth": "480px"},
+                    ),
+                    html.Div(
+                        [
+                            html.H3("Trade-off: mean against worst 10 %", style=_TOP),
+                            dcc.Graph(id="tradeoff", **graph),
+                        ],
+                        style={"flex": "1 1 560px", "minWidth": "420px"},
+                    ),
+                ],
+                id="overview",
+                style={"display": "flex", "flexWrap": "wrap", "gap": "16px"},
+            ),
+            html.H3("Who gains, who loses: each client against the baseline", style=_SECTION),
+            html.Div(
+                [
+                    html.Label("baseline (A): ", htmlFor="baseline"),
+                    dcc.Dropdown(id="baseline", clearable=False, style={"width": "360px"}),
+                    html.Label("compared (B): ", htmlFor="compare-with"),
+                    dcc.Dropdown(id="compare-with", clearable=False, style={"width": "360px"}),
+                ],
+                style=_PICK,
+            ),
+            html.Div(
+                [
+                    html.Div(dcc.Graph(id="comparison", **graph), style={"flex": "3 1 500px"}),
+                    html.Div(id="gainers", style={"flex": "2 1 300px"}),
+                ],
+                style={"display": "flex", "flexWrap": "wrap"},
+            ),
             html.Div(
                 [
                     html.Label("Run: ", htmlFor="run"),
@@ -154,24 +200,6 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
                                 style={"display": "flex", "flexWrap": "wrap"},
                             ),
                             html.H3(
-                                "Who gains, who loses: this run against another", style=_SECTION
-                            ),
-                            dcc.Dropdown(
-                                id="compare-with",
-                                placeholder="compare each client with another run...",
-                                style={"width": "420px"},
-                            ),
-                            html.Div(
-                                [
-                                    html.Div(
-                                        dcc.Graph(id="comparison", **graph),
-                                        style={"flex": "3 1 500px"},
-                                    ),
-                                    html.Div(id="gainers", style={"flex": "2 1 300px"}),
-                                ],
-                                style={"display": "flex", "flexWrap": "wrap"},
-                            ),
-                            html.H3(
                                 "Fairness per round (client accuracy in %; Jain's index 0-1)",
                                 style=_SECTION,
                             ),
@@ -181,7 +209,6 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
                                 value=[],
                             ),
                             dcc.Graph(id="metrics", **graph),
-                            html.Div(id="runs-table"),
                         ],
                     ),
                     dcc.Tab(
@@ -219,6 +246,7 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
                                 "Participation: sampled, answered and dropped clients",
                                 style=_SECTION,
                             ),
+                            html.Div(id="standing", style=_HEADLINE),
                             dcc.Graph(id="participation", **graph),
                             html.Div(id="drops"),
                         ],
@@ -288,52 +316,71 @@ def _headline(head: answers.Headline | None) -> list[Any]:
     ]
 
 
-def _runs_table(runs: dict[str, RunFollower]) -> html.Div:
-    """Every run's headline, worst 10 % first (shown when there is more than one run)."""
-    heads = [h for h in map(answers.headline, runs.values()) if h is not None]
-    if len(heads) < 2:
-        return html.Div()
-    heads.sort(key=lambda h: (h.worst_10, h.run))
-    columns = ("run", "round", "worst client", "worst 10 %", "mean", "Δ worst 10 %", "Δ mean")
-    rows = [
+def _ranking_table(rows: list[ranking.RuleRow]) -> html.Table:
+    """Every rule variant's headline in one table, best worst 10 % first."""
+    if not rows:
+        return html.Table(html.Tr(html.Td("no run evaluated a client yet")), id="ranked")
+    columns = ("#", "rule (keys set)", "seeds", "worst 10 %", "mean", "std", "Jain", "privacy")
+
+    def privacy(row: ranking.RuleRow) -> str:
+        parts = [f"ε {row.epsilon:.3g}"] if row.epsilon is not None else []
+        return ", ".join(parts + ([f"secure ({row.secure})"] if row.secure else [])) or "-"
+
+    cells = [
         (
-            h.run,
-            h.round,
-            f"{h.worst_client}: {_points(h.worst_accuracy)}",
-            _points(h.worst_10),
-            _points(h.mean),
-            f"{h.change_worst_10 * 100:+.1f}",
-            f"{h.change_mean * 100:+.1f}",
+            rank,
+            row.name,
+            row.seeds,
+            _points(row.worst_10),
+            _points(row.mean),
+            f"{row.std * 100:.1f}",
+            f"{row.jain:.3f}",
+            privacy(row),
         )
-        for h in heads
+        for rank, row in enumerate(rows, start=1)
     ]
-    return html.Div(
-        [
-            html.H3(
-                "Every run at a glance (worst 10 % first; Δ in points since the first "
-                "evaluated round)",
-                style=_SECTION,
-            ),
-            html.Table(
-                [html.Tr([html.Th(c) for c in columns])]
-                + [html.Tr([html.Td(str(c)) for c in row]) for row in rows],
-                id="runs-glance",
-                style={"fontSize": "12px", "fontFamily": "monospace"},
-            ),
-        ]
+    cell = {"padding": "1px 6px", "textAlign": "right"}
+    return html.Table(
+        [html.Tr([html.Th(c, style=cell) for c in columns])]
+        + [
+            html.Tr(
+                [
+                    html.Td(str(c), style={**cell, "textAlign": "left"} if i == 1 else cell)
+                    for i, c in enumerate(row)
+                ]
+            )
+            for row in cells
+        ],
+        id="ranked",
+        style={"fontSize": "12px", "fontFamily": "monospace", "borderCollapse": "collapse"},
     )
 
 
+def _overview(runs: dict[str, RunFollower]) -> tuple[Any, ...]:
+    """The ranked table and the trade-off scatter of every run."""
+    rows = ranking.rule_rows(runs)
+    return (_ranking_table(rows), comparison.tradeoff_figure(rows))
+
+
 def _comparison(
-    run: RunFollower, runs: dict[str, RunFollower], other: str | None
+    runs: dict[str, RunFollower], baseline: str | None, other: str | None
 ) -> tuple[Any, ...]:
-    """The per-client comparison with ``other``, its gainers and losers, the run choices."""
-    options = [{"label": name, "value": name} for name in runs if name != run.label]
-    if other is None:
-        message = "choose a run above" if options else "only one run: nothing to compare"
-        return (figures.empty_figure(message, height=120), html.Div(), options)
-    comparison = answers.compare_clients(run, runs[other])
-    gainers, losers = answers.gainers_and_losers(comparison)
+    """Who gains and who loses under ``other`` against ``baseline`` (variants), the choices.
+
+    A variant with several seeds is the mean over its seeds of each client's accuracy.
+    """
+    groups = ranking.group_runs(list(runs))
+    options = [
+        {"label": f"{name} ({len(members)} seeds)" if len(members) > 1 else name, "value": name}
+        for name, members in groups.items()
+    ]
+    if baseline is None or other is None:
+        message = "only one run: nothing to compare" if len(groups) < 2 else "choose two"
+        return (empty_figure(message, height=120), html.Div(), options, baseline, options, other)
+    compared = ranking.compare_rules(
+        baseline, [runs[n] for n in groups[baseline]], other, [runs[n] for n in groups[other]]
+    )
+    gainers, losers = answers.gainers_and_losers(compared)
 
     def listing(title: str, items: list[tuple[int, float]], colour: str) -> html.Div:
         return html.Div(
@@ -348,11 +395,12 @@ def _comparison(
         )
 
     summary = (
-        f"{len(comparison.clients)} clients: {int((comparison.gain > 0).sum())} gain, "
-        f"{int((comparison.gain < 0).sum())} lose under B = {other} against A = {run.label}"
+        f"{len(compared.clients)} clients: {int((compared.gain > 0).sum())} gain, "
+        f"{int((compared.gain < 0).sum())} lose under B = {compared.run_b} against "
+        f"A = {compared.run_a}"
     )
     return (
-        figures.comparison_figure(comparison),
+        comparison.comparison_figure(compared),
         html.Div(
             [
                 html.Div(summary, id="comparison-summary", style={"fontSize": "13px"}),
@@ -361,7 +409,32 @@ def _comparison(
             ]
         ),
         options,
+        baseline,
+        options,
+        other,
     )
+
+
+def _standing(run: RunFollower) -> list[Any]:
+    """The run's accuracy and fairness, ε, aggregation and source revision, as cards."""
+    head = answers.headline(run)
+    found = facts.standing(
+        run,
+        worst_10=head.worst_10 if head else None,
+        mean=head.mean if head else None,
+        jain=head.jain if head else None,
+    )
+    return [
+        html.Div(
+            [
+                html.Div(title, style={"fontSize": "12px", "color": "#57606a"}),
+                html.Div(value, style={"fontSize": "14px"}),
+            ],
+            className="standing-card",
+            style=_CARD,
+        )
+        for title, value in found.items()
+    ]
 
 
 def _drops_table(run: RunFollower) -> html.Div:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fairfl.dashboard import figures
+from fairfl.dashboard import facts, figures, labels
 from fairfl.dashboard.follow import RunFollower, parse_entry
 
 
@@ -135,9 +135,9 @@ def test_failed_rounds_and_silenced_clients_are_listed(tmp_path, line):
     run = follower_with(tmp_path, [first, second])
     assert run.rounds[0].silenced == [1] and run.rounds[1].failed is not None
     run.summary = {"silenced_clients": {"1": 1}, "failed_rounds": {"2": "no reply"}}
-    facts = figures.run_facts(run, None)["Run"]
-    assert facts["clients at weight 0 all run (rounds)"] == "1 (1)"
-    assert facts["failed rounds"] == "2"
+    shown = facts.run_facts(run, None)["Run"]
+    assert shown["clients at weight 0 all run (rounds)"] == "1 (1)"
+    assert shown["failed rounds"] == "2"
     assert figures.drop_rows(run) == [
         (2, "train", "1002", "no reply"),
         (2, "train", "-", "round failed: none of the 1 clients' train replies could be used"),
@@ -148,11 +148,11 @@ def test_failed_rounds_and_silenced_clients_are_listed(tmp_path, line):
 def test_run_facts_keep_config_and_mark_the_dashboard_host(tmp_path, line):
     run = follower_with(tmp_path, [line(1, [0.5])])
     run.planned_config = {"num-server-rounds": 30, "strategy": "afl"}
-    facts = figures.run_facts(run, {"engine": "inprocess", "cpu_count": 2})
-    assert facts["Run"]["planned rounds"] == 30 and facts["Run"]["rule"] == "afl"
-    assert facts["Hardware / device"]["comparison engine"] == "inprocess"
-    assert facts["Hardware / device"]["comparison cpu count"] == 2
-    assert "dashboard host" in facts["Hardware / device"]
+    shown = facts.run_facts(run, {"engine": "inprocess", "cpu_count": 2})
+    assert shown["Run"]["planned rounds"] == 30 and shown["Run"]["rule"] == "afl"
+    assert shown["Hardware / device"]["comparison engine"] == "inprocess"
+    assert shown["Hardware / device"]["comparison cpu count"] == 2
+    assert "dashboard host" in shown["Hardware / device"]
 
 
 def test_empty_runs_give_a_message_not_an_error(tmp_path):
@@ -174,7 +174,7 @@ def test_empty_runs_give_a_message_not_an_error(tmp_path):
     [("afl seed 2", "afl"), ("semivred[beta=0.5] seed 10", "semivred[beta=0.5]"), ("run", "run")],
 )
 def test_variant_of(label, variant):
-    assert figures.variant_of(label) == variant
+    assert labels.variant_of(label) == variant
 
 
 def test_distribution_counts_the_latest_round(tmp_path, line):

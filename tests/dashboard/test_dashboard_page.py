@@ -16,18 +16,12 @@ import pytest
 from fairfl.dashboard import app as page
 from fairfl.dashboard import create_app
 
+#: What the comparison of every run above the views sends when first drawn.
+COMPARISON = {"ranking", "tradeoff", "comparison", "gainers", "baseline", "compare-with"}
 #: What each view sends the first time it is drawn (besides the round count).
-FAIRNESS = {
-    "metrics",
-    "runs-table",
-    "client-heatmap",
-    "distribution",
-    "comparison",
-    "gainers",
-    "compare-with",
-}
+FAIRNESS = {"metrics", "client-heatmap", "distribution"}
 RULE = {"weights", "diagnostics", "per-client-key", "per-client"}
-OTHERS = {"participation", "drops", "facts"}
+OTHERS = {"standing", "participation", "drops", "facts"}
 
 
 def train_record(weights: list[float]) -> dict[str, Any]:
@@ -90,9 +84,10 @@ class Page:
             for o in dependency["output"].strip(".").split("...")
         ]
         key = {"data": "{}", "value": "{}", "search": "{}", "n_intervals": "{}"}
+        single = not dependency["output"].startswith("..")  # one output: not in a list
         body = {
             "output": dependency["output"],
-            "outputs": outputs,
+            "outputs": outputs[0] if single else outputs,
             "inputs": [
                 {**i, "value": self.values.get(key[i["property"]].format(i["id"]))}
                 for i in dependency["inputs"]
@@ -132,7 +127,7 @@ def test_a_page_load_builds_the_first_view_only(folder):
     visit = start(folder)
     assert visit.values["run"] == "a"  # the first run with rounds
     sent = visit.draw()
-    assert sent == FAIRNESS | {"round-count", "headline", "shown"}
+    assert sent == COMPARISON | FAIRNESS | {"round-count", "headline", "shown"}
     assert not sent & (RULE | OTHERS)
 
 
@@ -152,7 +147,7 @@ def test_other_views_are_built_when_opened_and_parts_only_when_stale(folder):
     assert visit.values["per-client-key"] == "rcfl-q"  # the first per-client diagnostic
     assert visit.draw("view.value") is None  # nothing changed: nothing sent
     visit.values["view"] = "participation"
-    assert visit.draw("view.value") == {"participation", "drops", "shown"}
+    assert visit.draw("view.value") == {"standing", "participation", "drops", "shown"}
     visit.values["view"] = "fairness"
     assert visit.draw("view.value") is None  # still what it drew first
     visit.values["sort"] = "final"
@@ -164,17 +159,8 @@ def test_another_run_redraws_the_open_view(folder):
     visit.draw()
     visit.values["run"] = "b"
     sent = visit.draw("run.value")
-    # the fairness curves overlay every run: unchanged, not sent again
-    assert sent == {
-        "client-heatmap",
-        "distribution",
-        "comparison",
-        "gainers",
-        "compare-with",
-        "round-count",
-        "headline",
-        "shown",
-    }
+    # the fairness curves and the comparison cover every run: unchanged, not sent again
+    assert sent == {"client-heatmap", "distribution", "round-count", "headline", "shown"}
 
 
 def test_run_in_the_address_picks_the_run(folder):
@@ -220,20 +206,47 @@ def test_the_cartesian_bundle_is_served_only_for_its_plotly(tmp_path, monkeypatc
     assert "is plotly.js 4.1.1, the installed Plotly wants 9.0.0" in caplog.text
 
 
-def test_choosing_a_second_run_compares_each_client(tmp_path, line, lines):
-    for name, accuracies in (("fedavg", [0.5, 0.25, 0.75]), ("qffl", [0.5, 0.5, 0.5])):
+@pytest.fixture
+def two_rules(tmp_path, line, lines):
+    """FedAvg (clients at 50, 25, 75 %) and q-FFL (everyone at 50 %), one round each."""
+    for name, accuracies in (("qffl", [0.5, 0.5, 0.5]), ("fedavg", [0.5, 0.25, 0.75])):
         (tmp_path / name).mkdir()
         (tmp_path / name / "rounds.jsonl").write_bytes(lines(line(1, accuracies)))
-    visit = start(tmp_path)
+    return tmp_path
+
+
+def test_the_comparison_opens_on_the_baseline_against_the_best_ranked_rule(two_rules):
+    visit = start(two_rules)
     first = visit.call("version", [])
-    assert visit.values["run"] == "fedavg"
-    assert [o["value"] for o in first["compare-with"]["options"]] == ["qffl"]
-    visit.values["compare-with"] = "qffl"
-    response = visit.call("version", ["compare-with.value"])
-    assert set(response) == {"comparison", "gainers", "compare-with", "shown"}
-    text = str(response["gainers"]["children"])
+    # FedAvg is the baseline although listed second; q-FFL ranks first (worst 10 % of 3
+    # clients is the worst one: 50 % against FedAvg's 25 %)
+    assert visit.values["baseline"] == "fedavg" and visit.values["compare-with"] == "qffl"
+    assert [o["value"] for o in first["baseline"]["options"]] == ["fedavg", "qffl"]
+    text = str(first["gainers"]["children"])
     # client 1 gains 25 points under qffl, client 2 loses 25; client 0 is unchanged
     assert "3 clients: 1 gain, 1 lose under B = qffl against A = fedavg" in text
     assert "client 1: +25.0 points" in text and "client 2: -25.0 points" in text
-    # the headline of fedavg: client 1 is worst at 25 %
+    # the ranked table: q-FFL first; FedAvg's mean (50 + 25 + 75) / 3 = 50 %, its std
+    # sqrt((0 + 625 + 625) / 3) = 20.4 points, Jain 150² / (3 (2500 + 625 + 5625)) = 0.857
+    table = str(first["ranking"]["children"])
+    assert table.index("qffl") < table.index("fedavg")
+    assert "'20.4'" in table and "'0.857'" in table and "'1.000'" in table
+    # the headline of the run shown (FedAvg, first with rounds): client 1 worst at 25 %
     assert "client 1: 25.0 %" in str(first["headline"]["children"])
+
+
+def test_the_choices_go_into_the_address_and_come_back_from_it(two_rules):
+    visit = start(two_rules)
+    visit.call("version", [])
+    response = visit.call("run", ["baseline.value"])
+    assert response["url"]["search"] == "?run=fedavg&baseline=fedavg&compare=qffl"
+    # a reload of an address with the roles swapped opens on them
+    again = start(two_rules, url="?run=qffl&baseline=qffl&compare=fedavg")
+    first = again.call("version", [])
+    assert again.values["baseline"] == "qffl" and again.values["compare-with"] == "fedavg"
+    assert first["run"]["value"] == "qffl"
+    assert "under B = fedavg against A = qffl" in str(first["gainers"]["children"])
+    # a choice no longer on disk falls back to the defaults
+    stale = start(two_rules, url="?baseline=gone")
+    stale.call("version", [])
+    assert stale.values["baseline"] == "fedavg"
