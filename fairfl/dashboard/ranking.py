@@ -118,13 +118,14 @@ def default_baseline(groups: Sequence[str], named: str | None = None) -> str | N
     """The baseline the who-gains view opens on.
 
     The comparison's own baseline (``manifest.json``'s ``baseline``) when it is one of
-    ``groups``; else FedAvg's variant (``fedavg``, or ``fedavg (...)`` with keys set);
-    else the first variant; None without any.
+    ``groups``; else FedAvg's variant (``fedavg`` as a comparison names it, ``FedAvg``
+    as a run's ``summary.json`` does, either with ``(...)`` keys set); else the first
+    variant; None without any.
     """
     if named in groups:
         return named
     for group in groups:
-        if group == BASELINE_RULE or group.startswith(f"{BASELINE_RULE} ("):
+        if group.lower() == BASELINE_RULE or group.lower().startswith(f"{BASELINE_RULE} ("):
             return group
     return groups[0] if groups else None
 

@@ -103,6 +103,8 @@ def test_rules_with_seeds_are_compared_by_each_clients_mean_over_seeds(runs, tmp
 
 def test_the_baseline_is_the_comparisons_else_fedavg_else_the_first():
     assert ranking.default_baseline(["afl", "fedavg (lr=0.1)"]) == "fedavg (lr=0.1)"
+    # a run's summary.json names the rule as the strategy does (FedAvg, q-FFL)
+    assert ranking.default_baseline(["q-FFL", "FedAvg"]) == "FedAvg"
     assert ranking.default_baseline(["afl", "fedavg"], named="afl") == "afl"
     assert ranking.default_baseline(["fedavg-n", "term"], named="gone") == "fedavg-n"
     assert ranking.default_baseline([]) is None
