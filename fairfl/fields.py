@@ -2,8 +2,8 @@
 
 A frozen dataclass of settings declares its fields with :func:`real`, :func:`integer`,
 :func:`flag`, :func:`choice`, :func:`text` or :func:`function`. Each field's
-:class:`Spec` is the one place its bound lives: building the dataclass
-(:meth:`Fields.__post_init__`) checks every declared value with it and refuses a bad one
+:class:`Spec` is the one place its bound lives: building the dataclass (a subclass of
+:class:`Fields`) checks every declared value with it and refuses a bad one
 with a :class:`ParameterError` that names the field and the run-config key, whose
 message is the bound's one text (``<subject> must be <bound>, got <value>``).
 
@@ -192,14 +192,18 @@ class Spec:
             text = self._range().strip().removeprefix("in ") or "any finite number"
         return f"{text}, or unset" if self.optional else text
 
+    def _number(self, bound: float) -> str:
+        """A bound as a message shows it: an int's in full, a real's with ``:g``."""
+        return str(int(bound)) if self.kind == "integer" else f"{bound:g}"
+
     def _range(self) -> str:
         if self.lower is not None and self.upper is not None:
             left, right = "(" if self.lower_open else "[", ")" if self.upper_open else "]"
-            return f" in {left}{self.lower:g}, {self.upper:g}{right}"
+            return f" in {left}{self._number(self.lower)}, {self._number(self.upper)}{right}"
         if self.lower is not None:
-            return f" {'>' if self.lower_open else '>='} {self.lower:g}"
+            return f" {'>' if self.lower_open else '>='} {self._number(self.lower)}"
         if self.upper is not None:
-            return f" {'<' if self.upper_open else '<='} {self.upper:g}"
+            return f" {'<' if self.upper_open else '<='} {self._number(self.upper)}"
         return ""
 
 

@@ -9,16 +9,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar
 
 from fairfl.contract.config import (
     check_known_keys,
     dataclass_fields_from_config,
     get_config_value,
 )
+from fairfl.contract.options import (
+    EVALUATE_EVERY,
+    FRACTION_EVALUATE,
+    FRACTION_TRAIN,
+    LOSS_CLIP_MAD,
+    MAX_CLIENT_SHARE,
+    MAX_LOSS,
+    MAX_LOSS_SPEC,
+    MIN_AVAILABLE_NODES,
+    SAMPLING,
+)
 from fairfl.data import PARTITIONERS
 from fairfl.data.sources import NATURAL_FEDERATIONS, check_dataset
+from fairfl.fields import Fields, ParameterError, Spec, choice, declared, integer, real
 from fairfl.models.names import MODELS
 from fairfl.privacy.config import PrivacySettings
 from fairfl.secagg.config import SecAggSettings
@@ -28,13 +40,8 @@ from fairfl.telemetry.config import TelemetrySettings
 MAX_SEED = 2**32 - 1
 
 
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"run config {name} must be one of {choices}, got {value!r}")
-
-
 @dataclass(frozen=True)
-class RunSettings:
+class RunSettings(Fields):
     """Settings of a run shared by server and clients (run-config keys hyphenated).
 
     ``strategy`` is checked where the rule is built
@@ -42,27 +49,36 @@ class RunSettings:
     module, which clients import without the strategies.
     """
 
+    states_type: ClassVar[bool] = False  # a run config's types are checked when parsed
+
     strategy: str = "fedavg"
-    num_server_rounds: int = 20
-    fraction_train: float = 1.0
-    sampling: str = "uniform"
-    fraction_evaluate: float = 1.0
-    evaluate_every: int = 1
-    min_available_nodes: int = 0
-    lr: float = 0.1
-    local_epochs: int = 2
-    local_steps: int = 0
-    batch_size: int = 32
+    num_server_rounds: int = integer(20, key="num-server-rounds", lower=1)
+    fraction_train: float = declared(1.0, FRACTION_TRAIN)
+    sampling: str = declared("uniform", SAMPLING)
+    fraction_evaluate: float = declared(1.0, FRACTION_EVALUATE)
+    evaluate_every: int = declared(1, EVALUATE_EVERY)
+    min_available_nodes: int = declared(0, MIN_AVAILABLE_NODES)
+    lr: float = real(0.1, key="lr", lower=0.0, lower_open=True)
+    local_epochs: int = integer(2, key="local-epochs", lower=1)
+    local_steps: int = integer(
+        0, key="local-steps", lower=0, note=" (0: local-epochs; else minibatch steps per round)"
+    )
+    batch_size: int = integer(32, key="batch-size", lower=1)
     dataset: str = "digits"
-    partitioner: str = "dirichlet"
-    num_partitions: int = 20
-    dirichlet_alpha: float = 0.3
-    shards_per_partition: int = 2
-    test_fraction: float = 0.3
-    validation_fraction: float = 0.0
-    evaluate_split: str = "test"
-    model: str = "mlp"
-    seed: int = 0
+    partitioner: str = choice("dirichlet", PARTITIONERS, key="partitioner")
+    num_partitions: int = integer(20, key="num-partitions", lower=1)
+    dirichlet_alpha: float = real(0.3, key="dirichlet-alpha", lower=0.0, lower_open=True)
+    shards_per_partition: int = integer(2, key="shards-per-partition", lower=1)
+    test_fraction: float = real(
+        0.3, key="test-fraction", lower=0.0, upper=1.0, lower_open=True, upper_open=True, span=True
+    )
+    validation_fraction: float = real(
+        0.0, key="validation-fraction", lower=0.0, upper=1.0, upper_open=True, span=True,
+        note=" (0: none)",
+    )  # fmt: skip
+    evaluate_split: str = choice("test", ("test", "validation"), key="evaluate-split")
+    model: str = choice("mlp", MODELS, key="model")
+    seed: int = integer(0, key="seed", lower=0, upper=MAX_SEED, note=" (NumPy's seeds)")
     out_dir: str = "outputs/latest"
     data_root: str = ""
     download: bool = False
@@ -70,19 +86,25 @@ class RunSettings:
     resume_from: str = ""
     resume_force: bool = False
     overwrite: bool = False
-    round_timeout: float = 3600.0
-    node_wait_timeout: float = 120.0
-    max_failed_rounds: int = 0
-    max_abs_weight: float = 1e6
-    max_loss: float = 1e6
-    loss_clip_mad: float = 0.0
-    max_client_share: float = 1.0
-    max_clients: int = 0
-    max_num_examples: int = 10**9
-    num_examples_clip: float = 0.0
+    round_timeout: float = real(3600.0, key="round-timeout", lower=0.0, lower_open=True)
+    node_wait_timeout: float = real(120.0, key="node-wait-timeout", lower=0.0, lower_open=True)
+    max_failed_rounds: int = integer(
+        0,
+        key="max-failed-rounds",
+        lower=0,
+        note=" (0: any round that uses no train reply fails the run)",
+    )
+    max_abs_weight: float = real(1e6, key="max-abs-weight", lower=0.0, lower_open=True)
+    max_loss: float = declared(MAX_LOSS, MAX_LOSS_SPEC)
+    # The rules' bounds (fairfl.contract.options), said with what the ends mean.
+    loss_clip_mad: float = declared(0.0, replace(LOSS_CLIP_MAD, note=" (0: off)"))
+    max_client_share: float = declared(1.0, replace(MAX_CLIENT_SHARE, span=True, note=" (1: off)"))
+    max_clients: int = integer(0, key="max-clients", lower=0, note=" (0: num-partitions)")
+    max_num_examples: int = integer(10**9, key="max-num-examples", lower=1)
+    num_examples_clip: float = real(0.0, key="num-examples-clip", lower=1.0, off=0.0)
     client_registration: str = ""
-    max_keys_per_node: int = 1
-    count_flag_ratio: float = 100.0
+    max_keys_per_node: int = integer(1, key="max-keys-per-node", lower=1)
+    count_flag_ratio: float = real(100.0, key="count-flag-ratio", lower=1.0, off=0.0)
     node_auth: bool = False
     group_sizes: str = "4,6"
     group_labels: str = ""
@@ -91,10 +113,17 @@ class RunSettings:
     telemetry: str = TelemetrySettings.telemetry
     telemetry_dir: str = TelemetrySettings.telemetry_dir
     telemetry_host: str = TelemetrySettings.telemetry_host
-    telemetry_port: int = TelemetrySettings.telemetry_port
-    telemetry_max_clients: int = TelemetrySettings.telemetry_max_clients
+    telemetry_port: int = declared(
+        TelemetrySettings.telemetry_port, TelemetrySettings.specs()["telemetry_port"]
+    )
+    telemetry_max_clients: int = declared(
+        TelemetrySettings.telemetry_max_clients,
+        TelemetrySettings.specs()["telemetry_max_clients"],
+    )
     telemetry_wandb_online: bool = TelemetrySettings.telemetry_wandb_online
-    telemetry_key: str = TelemetrySettings.telemetry_key
+    telemetry_key: str = declared(
+        TelemetrySettings.telemetry_key, TelemetrySettings.specs()["telemetry_key"]
+    )
     # Secure aggregation (fairfl.secagg.config.SecAggSettings, which checks them).
     secure_aggregation: str = SecAggSettings.secure_aggregation
     secagg_num_shares: float = SecAggSettings.secagg_num_shares
@@ -115,8 +144,16 @@ class RunSettings:
     dp_clip_lr: float = PrivacySettings.dp_clip_lr
     dp_clipped_count_stddev: float = PrivacySettings.dp_clipped_count_stddev
 
-    def __post_init__(self) -> None:
-        """Check every value; the error names the run-config key."""
+    @classmethod
+    def subject(cls, name: str, spec: Spec) -> str:
+        """A message is about the run-config key: ``run config lr must be > 0, got -1.0``."""
+        return f"run config {spec.key}"
+
+    def check(self) -> None:
+        """Check what no one field's bound says; the error names the run-config key.
+
+        Each field's bound is its declaration (:mod:`fairfl.fields`), checked first.
+        """
         TelemetrySettings(
             **{item.name: getattr(self, item.name) for item in fields(TelemetrySettings)}
         )
@@ -130,85 +167,35 @@ class RunSettings:
             check_dataset(self.dataset)
         except ValueError as error:
             raise ValueError(f"run config {error}") from None
-        _check_choice("partitioner", self.partitioner, PARTITIONERS)
-        _check_choice("model", self.model, MODELS)
-        _check_choice("sampling", self.sampling, ("uniform", "size-proportional"))
-        _check_choice("evaluate-split", self.evaluate_split, ("test", "validation"))
         if self.evaluate_split == "validation" and self.validation_fraction == 0:
             raise ValueError(
                 "run config evaluate-split is 'validation' but validation-fraction is 0: "
                 "set validation-fraction in (0, 1) to carve a validation split"
             )
-        checks = {
-            "num-server-rounds": self.num_server_rounds >= 1,
-            "fraction-train": 0.0 < self.fraction_train <= 1.0,
-            "fraction-evaluate": 0.0 <= self.fraction_evaluate <= 1.0,
-            "evaluate-every": self.evaluate_every >= 1,
-            "min-available-nodes": self.min_available_nodes >= 0,
-            "lr": self.lr > 0,
-            "local-epochs": self.local_epochs >= 1,
-            "local-steps": self.local_steps >= 0,
-            "batch-size": self.batch_size >= 1,
-            "num-partitions": self.num_partitions >= 1,
-            "dirichlet-alpha": self.dirichlet_alpha > 0,
-            "shards-per-partition": self.shards_per_partition >= 1,
-            "test-fraction": 0.0 < self.test_fraction < 1.0,
-            "validation-fraction": 0.0 <= self.validation_fraction < 1.0,
-            "round-timeout": self.round_timeout > 0,
-            "node-wait-timeout": self.node_wait_timeout > 0,
-            "max-failed-rounds": self.max_failed_rounds >= 0,
-            "max-abs-weight": self.max_abs_weight > 0,
-            "max-loss": self.max_loss > 0,
-            "loss-clip-mad": self.loss_clip_mad >= 0,
-            "max-client-share": 0.0 < self.max_client_share <= 1.0,
-            "max-clients": self.max_clients >= 0,
-            "max-num-examples": self.max_num_examples >= 1,
-            "num-examples-clip": self.num_examples_clip == 0 or self.num_examples_clip >= 1,
-            "max-keys-per-node": self.max_keys_per_node >= 1,
-            "count-flag-ratio": self.count_flag_ratio == 0 or self.count_flag_ratio >= 1,
-            "seed": 0 <= self.seed <= MAX_SEED,
-            "out-dir": bool(self.out_dir.strip()),
-        }
-        bounds = {
-            "num-server-rounds": ">= 1",
-            "fraction-train": "in (0, 1]",
-            "fraction-evaluate": "in [0, 1]",
-            "evaluate-every": ">= 1",
-            "min-available-nodes": ">= 0",
-            "lr": "> 0",
-            "local-epochs": ">= 1",
-            "local-steps": ">= 0 (0: local-epochs; else minibatch steps per round)",
-            "batch-size": ">= 1",
-            "num-partitions": ">= 1",
-            "dirichlet-alpha": "> 0",
-            "shards-per-partition": ">= 1",
-            "test-fraction": "in (0, 1)",
-            "validation-fraction": "in [0, 1) (0: none)",
-            "round-timeout": "> 0",
-            "node-wait-timeout": "> 0",
-            "max-failed-rounds": ">= 0 (0: any round that uses no train reply fails the run)",
-            "max-abs-weight": "> 0",
-            "max-loss": "> 0",
-            "loss-clip-mad": ">= 0 (0: off)",
-            "max-client-share": "in (0, 1] (1: off)",
-            "max-clients": ">= 0 (0: num-partitions)",
-            "max-num-examples": ">= 1",
-            "num-examples-clip": "0 (off) or >= 1",
-            "max-keys-per-node": ">= 1",
-            "count-flag-ratio": "0 (off) or >= 1",
-            "seed": f"in [0, {MAX_SEED}] (NumPy's seeds)",
-            "out-dir": "a folder, not empty (results would land in the working directory)",
-        }
         for item in fields(self):
             value = getattr(self, item.name)
-            # inf passes every "> 0" check: an infinite lr or an unbounded wait is refused.
+            # inf passes every "> 0" check: an infinite value of a key checked elsewhere
+            # (secure aggregation's, DP's) is refused here.
             if isinstance(value, float) and not math.isfinite(value):
                 key = item.name.replace("_", "-")
-                raise ValueError(f"run config {key} must be a finite number, got {value!r}")
-        for key, ok in checks.items():
-            if not ok:
-                value = getattr(self, key.replace("-", "_"))
-                raise ValueError(f"run config {key} must be {bounds[key]}, got {value!r}")
+                raise ParameterError(
+                    item.name, f"run config {key} must be a finite number, got {value!r}", key
+                )
+        if not self.out_dir.strip():
+            raise ParameterError(
+                "out_dir",
+                "run config out-dir must be a folder, not empty (results would land in the "
+                f"working directory), got {self.out_dir!r}",
+                "out-dir",
+            )
+        if self.fraction_train == 0 and self.privacy.enabled:
+            raise ParameterError(
+                "fraction_train",
+                "run config fraction-train is 0 with dp on: each round then trains one node "
+                "(Flower's min_train_nodes), which the accountant's sampling rate cannot "
+                "describe; set fraction-train in (0, 1]",
+                "fraction-train",
+            )
         if self.min_available_nodes > self.num_partitions:
             raise ValueError(
                 f"run config min-available-nodes ({self.min_available_nodes}) is larger than "
@@ -246,9 +233,9 @@ class RunSettings:
         )
 
     @classmethod
-    def run_config_keys(cls) -> tuple[str, ...]:
-        """The run-config keys of these settings (field names, hyphenated)."""
-        return tuple(item.name.replace("_", "-") for item in fields(cls))
+    def run_config_keys(cls) -> dict[str, str]:
+        """Run-config key -> field name, for every field (declared or plain; hyphenated)."""
+        return {item.name.replace("_", "-"): item.name for item in fields(cls)}
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
@@ -346,9 +333,11 @@ class NodeSettings:
     def __post_init__(self) -> None:
         """Check the partition id against the partition count."""
         if not 0 <= self.partition_id < self.num_partitions:
-            raise ValueError(
+            raise ParameterError(
+                "partition_id",
                 f"node config partition-id must be in [0, {self.num_partitions}), "
-                f"got {self.partition_id}"
+                f"got {self.partition_id}",
+                "partition-id",
             )
 
     @classmethod

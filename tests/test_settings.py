@@ -40,7 +40,8 @@ def test_as_many_required_nodes_as_partitions_is_fine():
     [
         ("lr", 0.0, "> 0"),
         ("lr", -0.1, "> 0"),
-        ("fraction-train", 1.5, r"in \(0, 1\]"),
+        # One range in every layer (issue 51): Flower's [0, 1], as the rules' fraction_train.
+        ("fraction-train", 1.5, r"in \[0, 1\]"),
         ("round-timeout", 0.0, "> 0"),
         ("max-failed-rounds", -1, r">= 0 \(0: any round that uses no train reply fails the run\)"),
     ],

@@ -5,9 +5,10 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from fairfl.contract.config import dataclass_fields_from_config
+from fairfl.fields import Fields, ParameterError, Spec, choice, integer
 
 #: Sink names accepted in the ``telemetry`` run-config key (comma-separated).
 SINKS = ("tensorboard", "mlflow", "wandb", "prometheus")
@@ -33,7 +34,7 @@ def is_loopback(host: str) -> bool:
 
 
 @dataclass(frozen=True)
-class TelemetrySettings:
+class TelemetrySettings(Fields):
     """Which sinks get each round's record, and their options (run-config keys hyphenated).
 
     Attributes
@@ -63,34 +64,31 @@ class TelemetrySettings:
         with node authentication on).
     """
 
+    states_type: ClassVar[bool] = False  # a run config's types are checked when parsed
+
     telemetry: str = ""
     telemetry_dir: str = ""
     telemetry_host: str = "127.0.0.1"
-    telemetry_port: int = 9464
-    telemetry_max_clients: int = 100
+    telemetry_port: int = integer(9464, key="telemetry-port", lower=0, upper=65535)
+    telemetry_max_clients: int = integer(100, key="telemetry-max-clients", lower=0)
     telemetry_wandb_online: bool = False
-    telemetry_key: str = "client"
+    telemetry_key: str = choice("client", KEYS, key="telemetry-key")
 
-    def __post_init__(self) -> None:
-        """Check the sink names and numbers; the error names the run-config key."""
+    @classmethod
+    def subject(cls, name: str, spec: Spec) -> str:
+        """A message is about the run-config key (``run config telemetry-port ...``)."""
+        return f"run config {spec.key}"
+
+    def check(self) -> None:
+        """Check the sink names (each number's bound is its field's declaration)."""
         for name in self.sinks:
             if name not in SINKS:
-                raise ValueError(
+                raise ParameterError(
+                    "telemetry",
                     f"run config telemetry: unknown sink {name!r}; choose from {SINKS} "
-                    "(comma-separated)"
+                    "(comma-separated)",
+                    "telemetry",
                 )
-        if self.telemetry_key not in KEYS:
-            raise ValueError(
-                f"run config telemetry-key must be one of {KEYS}, got {self.telemetry_key!r}"
-            )
-        if not 0 <= self.telemetry_port <= 65535:
-            raise ValueError(
-                f"run config telemetry-port must be in [0, 65535], got {self.telemetry_port}"
-            )
-        if self.telemetry_max_clients < 0:
-            raise ValueError(
-                f"run config telemetry-max-clients must be >= 0, got {self.telemetry_max_clients}"
-            )
 
     @property
     def sinks(self) -> tuple[str, ...]:
