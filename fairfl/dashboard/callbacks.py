@@ -187,6 +187,7 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
 
     @app.callback(
         Output("url", "search"),
+        Output("address", "children"),
         Input("run", "value"),
         Input("baseline", "value"),
         Input("compare-with", "value"),
@@ -195,12 +196,14 @@ def _register_callbacks(app: Dash, registry: Registry) -> None:
     )
     def address(
         run: str | None, baseline: str | None, other: str | None, search: str | None
-    ) -> str:
-        """The choices in the address (``?run=...&baseline=...&compare=...``), no reload."""
+    ) -> tuple[Any, str]:
+        """The choices in the address (``?run=...&baseline=...&compare=...``), no reload.
+
+        The page also says the address, so that it can be copied from a screenshot too.
+        """
         wanted = ranking.choices_search({"run": run, "baseline": baseline, "compare": other})
-        if wanted == (search or ""):
-            raise PreventUpdate
-        return wanted
+        written = dash.no_update if wanted == (search or "") else wanted
+        return written, f"this view's address (reload or share it): {wanted or '/'}"
 
 
 def _pair(

@@ -21,18 +21,23 @@ from fairfl.dashboard.ranking import RuleRow
 from fairfl.metrics import PERCENT
 
 
-def tradeoff_figure(rows: Sequence[RuleRow], height: int = 330) -> go.Figure:
+def tradeoff_figure(
+    rows: Sequence[RuleRow], order: Sequence[str] = (), height: int = 330
+) -> go.Figure:
     """Mean accuracy (%, y) against worst 10 % (%, x): a point per run, grouped by variant.
 
     A variant with several seeds adds its mean over them as a larger diamond, with error
     bars from the smallest to the largest seed on both axes; up and to the right is
-    better on both.
+    better on both. A variant's colour is its place in ``order`` (the variants in the
+    order the page lists runs, as the fairness curves colour them), so it keeps its
+    colour while the ranking changes; variants not in ``order`` follow.
     """
     if not rows:
         return empty_figure("no run evaluated a client yet", height=height)
+    places = list(order) + [row.name for row in rows if row.name not in order]
     figure = go.Figure()
-    for index, row in enumerate(rows):
-        colour = PALETTE[index % len(PALETTE)]
+    for row in rows:
+        colour = PALETTE[places.index(row.name) % len(PALETTE)]
         worst = np.array([h.worst_10 for h in row.members]) * PERCENT
         mean = np.array([h.mean for h in row.members]) * PERCENT
         several = row.seeds > 1

@@ -22,6 +22,7 @@ from fairfl.dashboard.plotting import empty_figure
 
 _SECTION = {"marginTop": "28px", "marginBottom": "6px", "fontSize": "18px"}
 _TOP = {"margin": "4px 0", "fontSize": "16px"}
+_MUTED = {"color": "#57606a", "marginTop": "8px"}
 _PICK = {"display": "flex", "alignItems": "center", "gap": "8px", "fontSize": "14px"}
 _HEADLINE = {"display": "flex", "gap": "14px", "flexWrap": "wrap", "margin": "8px 0"}
 _CARD = {"border": "1px solid #d0d7de", "borderRadius": "6px", "padding": "6px 12px"}
@@ -145,7 +146,13 @@ def _layout(interval_s: float, head: tuple[Any, ...]) -> html.Div:
             html.Div(
                 [
                     html.Div(dcc.Graph(id="comparison", **graph), style={"flex": "3 1 500px"}),
-                    html.Div(id="gainers", style={"flex": "2 1 300px"}),
+                    html.Div(
+                        [
+                            html.Div(id="gainers"),
+                            html.Div(id="address", style={"fontSize": "12px", **_MUTED}),
+                        ],
+                        style={"flex": "2 1 300px"},
+                    ),
                 ],
                 style={"display": "flex", "flexWrap": "wrap"},
             ),
@@ -359,7 +366,8 @@ def _ranking_table(rows: list[ranking.RuleRow]) -> html.Table:
 def _overview(runs: dict[str, RunFollower]) -> tuple[Any, ...]:
     """The ranked table and the trade-off scatter of every run."""
     rows = ranking.rule_rows(runs)
-    return (_ranking_table(rows), comparison.tradeoff_figure(rows))
+    order = list(ranking.group_runs(list(runs)))
+    return (_ranking_table(rows), comparison.tradeoff_figure(rows, order))
 
 
 def _comparison(

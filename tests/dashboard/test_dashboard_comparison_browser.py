@@ -160,6 +160,12 @@ def test_the_page_opens_on_the_ranked_runs_and_the_baseline_comparison(
         assert browser.execute_script("return location.search") == (
             "?run=fedavg+seed+0&baseline=qffl&compare=afl"
         )
+        wait_until(
+            browser,
+            "return document.getElementById('address').textContent"
+            ".endsWith('?run=fedavg+seed+0&baseline=qffl&compare=afl')",
+            timeout=30,
+        )
         browser.refresh()
         wait_until(browser, RENDERED_JS, timeout=60)
         wait_until(browser, COMPARED_JS, timeout=30)

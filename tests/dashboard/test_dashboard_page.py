@@ -240,6 +240,7 @@ def test_the_choices_go_into_the_address_and_come_back_from_it(two_rules):
     visit.call("version", [])
     response = visit.call("run", ["baseline.value"])
     assert response["url"]["search"] == "?run=fedavg&baseline=fedavg&compare=qffl"
+    assert response["address"]["children"].endswith(": ?run=fedavg&baseline=fedavg&compare=qffl")
     # a reload of an address with the roles swapped opens on them
     again = start(two_rules, url="?run=qffl&baseline=qffl&compare=fedavg")
     first = again.call("version", [])

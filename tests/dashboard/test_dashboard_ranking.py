@@ -10,9 +10,10 @@ import json
 
 import pytest
 
-from fairfl.dashboard import facts, ranking
+from fairfl.dashboard import comparison, facts, ranking
 from fairfl.dashboard.follow import Registry, RunFollower, parse_entry
 from fairfl.dashboard.labels import run_label, variant_of
+from fairfl.dashboard.plotting import PALETTE
 
 
 def run_of(tmp_path, label, *rounds, summary=None) -> RunFollower:
@@ -153,3 +154,21 @@ def test_epsilon_secure_aggregation_and_revision_are_shown(tmp_path, line):
     assert facts.privacy_fact(plain) == "none (no differential privacy)"
     assert facts.revision_fact(plain).startswith("unknown")
     assert ranking.rule_rows({"fedavg": plain})[0].secure is None
+
+
+def test_the_tradeoff_has_a_point_per_run_and_a_rules_mean_with_error_bars(runs):
+    figure = comparison.tradeoff_figure(ranking.rule_rows(runs), order=["fedavg", "afl"])
+    by_name = {trace.name: trace for trace in figure.data}
+    assert set(by_name) == {"afl", "afl (2 seeds)", "fedavg"}
+    # AFL's seeds at worst 10 % 40 and 60, mean 50 and 70; their mean (50, 60) with bars
+    # of 10 points either way on both axes
+    assert list(by_name["afl"].x) == pytest.approx([40, 60])
+    assert list(by_name["afl"].y) == pytest.approx([50, 70])
+    mean = by_name["afl (2 seeds)"]
+    assert (mean.x[0], mean.y[0]) == pytest.approx((50, 60))
+    assert (mean.error_x.array[0], mean.error_x.arrayminus[0]) == pytest.approx((10, 10))
+    assert (mean.error_y.array[0], mean.error_y.arrayminus[0]) == pytest.approx((10, 10))
+    assert by_name["fedavg"].error_x.array is None  # one run: no bars
+    # colours follow the page's order of rules, not the ranking (AFL ranks first)
+    assert by_name["fedavg"].marker.color == PALETTE[0]
+    assert by_name["afl"].marker.color == mean.marker.color == PALETTE[1]
