@@ -67,6 +67,7 @@ from fairfl.strategies._ops.private_files import (
     open_private_folder,
     read_private,
 )
+from fairfl.strategies._ops.sum_kernel import SUM_SOURCE, declare_weighted_sum
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +75,9 @@ logger = logging.getLogger(__name__)
 MODE_VARIABLE = "FAIRFL_GRAM_KERNEL"
 MODES = ("auto", "numpy", "compiled")
 #: Compiler flags: the kernel functions carry their own ``target("avx2,fma")``, so the
-#: library loads on any x86-64 CPU and says itself whether it can run.
-FLAGS = ("-O3", "-std=c11", "-shared", "-fPIC")
+#: library loads on any x86-64 CPU and says itself whether it can run. No contraction
+#: into fused multiply-adds (clang's default): ``weighted_sum_f32`` must round as numpy.
+FLAGS = ("-O3", "-std=c11", "-ffp-contract=off", "-shared", "-fPIC")
 #: Seconds a compilation may take before the numpy path is used instead.
 COMPILE_TIMEOUT_S = 120.0
 #: Mode of the compiled library, whatever the umask: this user's only.
@@ -179,7 +181,12 @@ int gram_f32(const float **rows, const float *centre, int n, int64_t k, double *
     free(packed);
     return 0;
 }
+
 """
+
+
+#: The library's whole source: the Gram, and the weighted sum of :mod:`.sum_kernel`.
+SOURCE += SUM_SOURCE
 
 
 class GramKernelUnavailableError(RuntimeError):
@@ -273,7 +280,7 @@ def _load_once() -> tuple[GramKernel | None, str]:
             _loaded[configured] = build_and_load(folder)
             kernel, reason = _loaded[configured]
             if kernel is None and gram_kernel_mode() == "auto":
-                logger.warning("FedMGDA+'s Gram runs in numpy: %s", reason)
+                logger.warning("FedMGDA+'s Gram and the weighted sum run in numpy: %s", reason)
         return _loaded[configured]
 
 
@@ -353,6 +360,7 @@ def _build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
         ctypes.c_void_p,
     ]
     handle.gram_f32.restype = ctypes.c_int
+    declare_weighted_sum(handle)
     return GramKernel(handle, library), ""
 
 

@@ -21,6 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.strategies._ops.blas import one_thread
+from fairfl.strategies._ops.gram_kernel import gram_kernel
+from fairfl.strategies._ops.sum_kernel import weighted_sum
 
 # Elements per block of reweighted_sum: two float64 buffers of 256 KiB and a client's
 # float32 block of 128 KiB stay in a 1 MiB L2 cache. At 50 replies x 2M parameters
@@ -62,6 +64,9 @@ def reweighted_sum(
     quiet = (
         np.errstate(invalid="ignore", over="ignore") if squared_norms is not None else nullcontext()
     )
+    # float32 arrays in one call of the compiled kernel each, where it is used: the same
+    # sum bit for bit, each value read once, no per-block Python calls.
+    kernel = gram_kernel()
     # The norms' BLAS dots on one thread: a block is far too small to be worth waking a pool.
     with quiet, one_thread():
         for index, global_array in enumerate(global_arrays):
@@ -70,6 +75,21 @@ def reweighted_sum(
                 continue
             flat_global = np.asarray(global_array).reshape(-1)
             flat_clients = [np.asarray(client[index]).reshape(-1) for client in local_arrays]
+            if kernel is not None and global_array.dtype == np.float32:
+                rows = [np.ascontiguousarray(flat, dtype=np.float32) for flat in flat_clients]
+                column = np.zeros(len(rows)) if squared_norms is not None else None
+                out = weighted_sum(
+                    kernel.library,
+                    np.ascontiguousarray(flat_global),
+                    rows,
+                    np.ascontiguousarray(weights),
+                    global_weight if use_global else None,
+                    column,
+                )
+                if squared_norms is not None and column is not None:
+                    squared_norms[:, index] += column
+                new_arrays.append(out.reshape(global_array.shape))
+                continue
             out = np.empty(flat_global.size, dtype=global_array.dtype)
             # Accumulate block by block, so the float64 buffers stay in cache and each
             # client array is read once (the sum per element is the same as unblocked).
