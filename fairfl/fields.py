@@ -235,7 +235,7 @@ def real(
 
 
 def integer(
-    default: int,
+    default: int | Any,
     *,
     key: str | None,
     lower: int | None = None,
@@ -244,7 +244,10 @@ def integer(
     tune: tuple[int, ...] | None = None,
     note: str = "",
 ) -> Any:
-    """An int setting in ``[lower, upper]`` (bools are refused)."""
+    """An int setting in ``[lower, upper]`` (bools are refused).
+
+    ``default`` may be :data:`dataclasses.MISSING`: a setting the caller must give.
+    """
     spec = Spec("integer", key, lower, upper, grid=grid, tune=tune, note=note)
     return field(default=default, metadata={SPEC: spec})
 

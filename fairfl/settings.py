@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, ClassVar
 
 from fairfl.contract.config import (
@@ -310,7 +310,7 @@ def check_run_config_keys(
 
 
 @dataclass(frozen=True)
-class NodeSettings:
+class NodeSettings(Fields):
     """What one SuperNode adds through ``--node-config`` (or the simulation engine).
 
     Attributes
@@ -325,12 +325,19 @@ class NodeSettings:
         ``auto`` (CUDA when present), ``cpu`` or ``cuda[:N]``.
     """
 
-    partition_id: int
-    num_partitions: int
+    states_type: ClassVar[bool] = False  # a node config's types are checked when parsed
+
+    partition_id: int = integer(MISSING, key="partition-id", lower=0)
+    num_partitions: int = integer(MISSING, key="num-partitions", lower=1)
     data_root: str = ""
     device: str = "auto"
 
-    def __post_init__(self) -> None:
+    @classmethod
+    def subject(cls, name: str, spec: Spec) -> str:
+        """A message is about the node-config key: ``node config partition-id ...``."""
+        return f"node config {spec.key}"
+
+    def check(self) -> None:
         """Check the partition id against the partition count."""
         if not 0 <= self.partition_id < self.num_partitions:
             raise ParameterError(

@@ -137,3 +137,21 @@ def test_build_strategy_names_the_key_the_error_carries_not_its_first_word(monke
         "run config sampling (rule term): client_sampling must be one of "
         "('uniform', 'size-proportional'), got 'random'"
     )
+
+
+def test_node_settings_are_declared_with_the_kit_and_name_the_node_config_key():
+    from fairfl.settings import NodeSettings
+
+    assert NodeSettings.from_node_config({"partition-id": 3}, 4).num_partitions == 4
+    for config, key, message in [
+        ({"partition-id": 4}, "partition-id", "node config partition-id must be in [0, 4), got 4"),
+        ({"partition-id": -1}, "partition-id", "node config partition-id must be >= 0, got -1"),
+        (
+            {"partition-id": 0, "num-partitions": 0},
+            "num-partitions",
+            "node config num-partitions must be >= 1, got 0",
+        ),
+    ]:
+        with pytest.raises(ParameterError) as error:
+            NodeSettings.from_node_config(config, 4)
+        assert (str(error.value), error.value.key) == (message, key)
