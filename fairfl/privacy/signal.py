@@ -8,7 +8,7 @@ client would otherwise send in the clear. With ``dp-loss-noise-multiplier`` z_F 
 
 (the Gaussian mechanism on a value of sensitivity B; the outer ``max(0, ·)`` is
 post-processing, so that the server's reader, which refuses a negative loss, keeps it),
-as FedFDP does for losses (Ling et al., arXiv 2402.16028). The server's weights are then a
+as FedFDP does for losses (arXiv 2402.16028). The server's weights are then a
 function of private releases only.
 
 Accounting (:func:`round_noise_multiplier`): one round releases the model, with noise
