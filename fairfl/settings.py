@@ -22,6 +22,7 @@ from fairfl.contract.options import (
     FRACTION_EVALUATE,
     FRACTION_TRAIN,
     LOSS_CLIP_MAD,
+    MAX_ABS_WEIGHT,
     MAX_CLIENT_SHARE,
     MAX_LOSS,
     MAX_LOSS_SPEC,
@@ -94,7 +95,7 @@ class RunSettings(Fields):
         lower=0,
         note=" (0: any round that uses no train reply fails the run)",
     )
-    max_abs_weight: float = real(1e6, key="max-abs-weight", lower=0.0, lower_open=True)
+    max_abs_weight: float = declared(1e6, replace(MAX_ABS_WEIGHT, optional=False, note=""))
     max_loss: float = declared(MAX_LOSS, MAX_LOSS_SPEC)
     # The rules' bounds (fairfl.contract.options), said with what the ends mean.
     loss_clip_mad: float = declared(0.0, replace(LOSS_CLIP_MAD, note=" (0: off)"))
@@ -328,7 +329,7 @@ class NodeSettings(Fields):
     states_type: ClassVar[bool] = False  # a node config's types are checked when parsed
 
     partition_id: int = integer(MISSING, key="partition-id", lower=0)
-    num_partitions: int = integer(MISSING, key="num-partitions", lower=1)
+    num_partitions: int = declared(MISSING, RunSettings.specs()["num_partitions"])
     data_root: str = ""
     device: str = "auto"
 

@@ -21,6 +21,10 @@ FRACTION_EVALUATE = Spec("real", "fraction-evaluate", 0.0, 1.0, span=True)
 EVALUATE_EVERY = Spec("integer", "evaluate-every", 1)
 #: Nodes a round waits for before sampling (0 in a run config: num-partitions).
 MIN_AVAILABLE_NODES = Spec("integer", "min-available-nodes", 0)
+#: Largest weight a train reply may hold (a rule's may be None: NaN/Inf only).
+MAX_ABS_WEIGHT = Spec(
+    "real", "max-abs-weight", 0.0, lower_open=True, optional=True, note=" or None"
+)
 #: Largest loss a train reply may report (:data:`fairfl.contract.bounds.MAX_LOSS`).
 MAX_LOSS_SPEC = Spec("real", "max-loss", 0.0, lower_open=True)
 #: The loss-clipping defence's k (0: off).
@@ -35,6 +39,7 @@ __all__ = [
     "FRACTION_EVALUATE",
     "FRACTION_TRAIN",
     "LOSS_CLIP_MAD",
+    "MAX_ABS_WEIGHT",
     "MAX_CLIENT_SHARE",
     "MAX_LOSS",
     "MAX_LOSS_SPEC",

@@ -19,13 +19,14 @@ from fairfl.contract.options import (
     FRACTION_EVALUATE,
     FRACTION_TRAIN,
     LOSS_CLIP_MAD,
+    MAX_ABS_WEIGHT,
     MAX_CLIENT_SHARE,
     MAX_LOSS,
     MAX_LOSS_SPEC,
     MIN_AVAILABLE_NODES,
     SAMPLING,
 )
-from fairfl.fields import Fields, declared, flag, function, integer, real, text
+from fairfl.fields import Fields, declared, flag, function, integer, text
 from fairfl.strategies.params import RuleParameters, check_keywords, keyword_parameters
 from fairfl.strategies.records import MetricsAggregation, aggregate_app_metrics
 from fairfl.strategies.sampling import Sampling
@@ -156,9 +157,7 @@ min_available_nodes
     evaluate_metrics_aggr_fn: MetricsAggregation | None = function()
     train_loss_key: str = text(keys.LOSS_BEFORE_TRAINING, key=None)
     allow_missing_metrics: bool = flag(False, key=None)
-    max_abs_weight: float | None = real(
-        1e6, key=None, lower=0.0, lower_open=True, optional=True, note=" or None"
-    )
+    max_abs_weight: float | None = declared(1e6, MAX_ABS_WEIGHT)
     max_loss: float = declared(MAX_LOSS, MAX_LOSS_SPEC)
     evaluate_every: int = declared(1, EVALUATE_EVERY)
     client_sampling: Sampling = declared("uniform", SAMPLING)
