@@ -49,8 +49,8 @@ nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(?!fairfl\b).*"),
     (r"py:.*", r"fairfl(\.\w+)*\._\w+.*"),  # private modules: not in the reference
-    # Modules outside the API reference (data sets, models, reports, the dashboard).
-    (r"py:.*", r"fairfl\.(data|models|report|dashboard)\b.*"),
+    # Modules outside the API reference (data sets, models, reports, sweeps, the dashboard).
+    (r"py:.*", r"fairfl\.(data|models|report|sweep|dashboard)\b.*"),
 ]
 suppress_warnings = ["myst.xref_ambiguous"]
 
