@@ -146,6 +146,57 @@ def test_the_checker_refuses_an_unknown_subcommand_key_and_script():
     assert check_shell("fairfl run --strategy qffl -c qffl-q=1 --out x  # a comment\n", False, keys)
 
 
+#: Pages whose bare or ```text blocks are diagrams, not a program's output: page -> what.
+DIAGRAMS = {"explanation/layout.md": "the package's folders"}
+
+
+def shown_outputs(name: str, text: str) -> list[str]:
+    """Outputs a page shows that no build or test ran: one line per block, naming it.
+
+    A program's output may only be shown by a ``{fairfl-exec}`` block (the build runs it
+    and shows what it printed) or a page generated from ``docs/results`` files. So a
+    ```console block holds ``$ `` commands only, a ```python block no ``>>>`` session, and
+    a ```text or bare block is one of :data:`DIAGRAMS`.
+    """
+    found = []
+    for match in FENCE.finditer(text):
+        info, content = match.group(2).strip(), match.group(3)
+        language = info.split()[0] if info else ""
+        first = content.strip().splitlines()[0] if content.strip() else ""
+        where = f"{name}: a ```{info} block ({first[:60]!r})"
+        if language == "console":
+            output = [line for line in content.splitlines() if line and not line.startswith("$ ")]
+            if output:
+                found.append(f"{where} shows output {output[0][:60]!r}")
+        elif language in ("python", "pycon") and re.search(r"^>>> ", content, re.MULTILINE):
+            found.append(f"{where} shows an interactive session")
+        elif language in ("text", "") and name not in DIAGRAMS:
+            found.append(f"{where} is text: a program's output must come from {{fairfl-exec}}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "page", [ROOT / "README.md", *PAGES], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_no_page_shows_an_output_that_no_build_ran(page):
+    name = str(page.relative_to(SITE)) if SITE in page.parents else page.name
+    assert shown_outputs(name, page.read_text("utf-8")) == []
+
+
+def test_the_output_check_finds_a_hand_written_output():
+    page = (
+        "```console\n$ fairfl run --strategy qffl\nfinal client accuracy: mean 78.10 %\n```\n"
+        "```text\nmean 78.10 %\n```\n"
+        "```python\n>>> 1 + 1\n2\n```\n"
+        "```console\n$ fairfl verify results/q\n```\n"
+        "```{fairfl-exec}\nprint(1)\n```\n"
+    )
+    found = shown_outputs("howto/x.md", page)
+    assert len(found) == 3, found
+    assert "78.10" in found[0] and "is text" in found[1] and "interactive" in found[2]
+    assert shown_outputs("explanation/layout.md", "```\nfairfl/   the package\n```\n") == []
+
+
 def test_the_runs_elsewhere_are_still_run_there():
     for page, test in RUN_ELSEWHERE.items():
         assert page.split("/")[-1] in (ROOT / test).read_text("utf-8"), (page, test)

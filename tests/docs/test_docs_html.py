@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,53 @@ def test_no_page_loads_a_script_from_a_cdn(built_site):
         for page in built_site.rglob("*.html")
     }
     assert not {page: found for page, found in offenders.items() if found}
+
+
+def test_the_tutorial_shows_the_figure_its_block_saved(built_site):
+    page = (built_site / "tutorials" / "compare-two-rules.html").read_text(encoding="utf-8")
+    images = re.findall(r'<img[^>]*class="[^"]*fairfl-exec-figure[^"]*"[^>]*>', page)
+    assert len(images) == 1, images
+    src = re.search(r'src="([^"]+)"', images[0]).group(1)
+    figure = (built_site / "tutorials" / src).resolve()
+    assert figure.read_bytes().startswith(b"\x89PNG") and figure.stat().st_size > 10_000
+
+
+class _MathOutside(HTMLParser):
+    """Collects TeX delimiters in text outside MathJax's containers and code."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[bool] = []  # per open element: inside math or code?
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("br", "img", "meta", "link", "input", "hr"):
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        skip = "math" in classes or tag in ("pre", "code", "script", "style", "textarea")
+        self.stack.append(skip or (bool(self.stack) and self.stack[-1]))
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.stack and tag not in ("br", "img", "meta", "link", "input", "hr"):
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if not (self.stack and self.stack[-1]):
+            self.found += re.findall(r"\\\[|\\\(|\$\$|\\frac|\\sum", data)
+
+
+def test_no_page_shows_tex_outside_the_math_mathjax_renders(built_site):
+    # MathJax (configured in docs/site/conf.py) typesets only elements of class "math";
+    # TeX anywhere else would show raw to the reader.
+    raw = {}
+    for page in built_site.rglob("*.html"):
+        if "_static" in page.parts:
+            continue
+        parser = _MathOutside()
+        parser.feed(page.read_text(encoding="utf-8"))
+        if parser.found:
+            raw[page.relative_to(built_site).as_posix()] = parser.found[:3]
+    assert raw == {}
+    checker = _MathOutside()
+    checker.feed('<p>a \\[x\\] b</p><div class="math">\\[y\\]</div><pre>\\frac</pre>')
+    assert checker.found == ["\\["]

@@ -7,45 +7,29 @@ At ``builder-inited`` (before Sphinx reads any page) it writes, under ``_generat
   run-config keys with defaults, a snippet the build runs, links to its results), and
   ``rules-table.md``, the table of every rule;
 - ``results/*.md``: the committed results of ``docs/results/``, each with its command;
-- ``cli.md``: the ``fairfl`` command line, from :func:`fairfl.cli.build_parser`.
+- ``cli.md``: the ``fairfl`` command line, from :func:`fairfl.cli.build_parser`;
+- ``rules-guide.md``: the rules grouped by the fairness they aim at (:mod:`rule_guide`);
+- ``bibliography.md``: every paper cited, by author and year (:mod:`bibliography`,
+  whose ``{cite}`` role links to it).
 
-The ``fairfl-exec`` directive runs a Python block when the docs build (in a fresh
-interpreter, from the repository root) and shows the code and what it printed; a block
-that fails or prints to stderr with a non-zero exit stops the build. With ``:session:``
-the page's session blocks (Python, or bash with ``:language: bash``) run as one program
-at the block marked ``:end-session:``, each block's output shown under it; a session
-that leaves a process running stops the build (the processes are killed first).
-
-A block's output is kept in a cache outside the checkout (``$FAIRFL_DOCS_CACHE``, default
-``~/.cache/fairfl-docs``), under a key made of the program it runs and of everything
-else it can print differently for (:func:`exec_inputs_digest`): a build with none of
-them changed runs no block again, also from a fresh clone. Only blocks that succeeded
-are kept. To run every block again, point ``FAIRFL_DOCS_CACHE`` at an empty folder.
+The ``fairfl-exec`` directive (:mod:`exec_blocks`) runs blocks when the docs build and
+caches their output.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
-import hashlib
-import importlib.metadata
-import json
 import os
-import platform
 import re
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
+from bibliography import bibliography_page, cite_markdown, cite_role, references_in
 from check_links import broken_links
-from docutils import nodes
-from docutils.parsers.rst import Directive, directives
+from exec_blocks import ExecDirective
 from generate_results import write_results_pages
+from rule_guide import guide_entry, guide_page
 from rule_math import RULE_MATH
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
@@ -54,8 +38,6 @@ from sphinx.util import logging as sphinx_logging
 SITE = Path(__file__).resolve().parents[1]
 REPO = SITE.parents[1]
 GENERATED = SITE / "_generated"
-#: Printed between a ``:continue:`` block's earlier blocks and its own code.
-MARK = "--- fairfl-exec: output of this block ---"
 #: Module of a rule's class -> its page of notes (fairfl's choices, reproductions).
 NOTES = {
     "qffl": "qffl-vred-semivred",
@@ -71,12 +53,6 @@ NOTES = {
     "equitable": "equitable",
     "rcfl": "rcfl",
 }
-#: What an executed block runs besides its own text (the package, the scripts and
-#: example apps it calls, the project file): a change to any file under these re-runs
-#: every block. A block that reads another file of the repository must add it here.
-EXEC_INPUTS = ("fairfl", "scripts", "deploy", "examples", "pyproject.toml")
-#: Environment variables that change what a block prints (the Gram kernel's path).
-EXEC_ENVIRONMENT = ("FAIRFL_GRAM_KERNEL", "OPENBLAS_CORETYPE")
 
 
 def write_if_changed(path: Path, text: str) -> None:
@@ -175,13 +151,19 @@ def rule_page(name: str, spec: Any, results: dict[str, str]) -> str:
             "docs/site/_ext/rule_math.py; add its objective and update there"
         )
     paper, equations = RULE_MATH[qualname]
+    cited = ", ".join(cite_markdown(reference.key) for reference in references_in(paper))
+    if not cited:
+        raise ExtensionError(
+            f"rule {name!r}: its paper ({paper!r}) names no reference of "
+            "docs/site/_ext/bibliography.py; add the paper there"
+        )
     defaults = spec.defaults()
     specs = parameter_specs(strategy)
     lines = [
         f"(rule-{name})=",
         f"# `{name}`: {qualname}",
         "",
-        f"**Paper and equations**: {paper}.  ",
+        f"**Paper and equations**: {paper} ({cited}).  ",
         f"**Class**: {{py:class}}`{strategy.__module__}.{qualname}` "
         f'(`strategy = "{name}"` in the run config).',
         "",
@@ -280,10 +262,14 @@ def rules_table(names: list[str], specs: dict[str, Any], *, links: bool = True) 
         "| `strategy =` | class | paper | clients report | run-config keys |",
         "|---|---|---|---|---|",
     ]
+    if links:  # the site's table also says what fairness each rule aims at
+        lines = [lines[0] + " aims at |", lines[1] + "---|"]
     for name in names:
         spec = specs[name]
         strategy = spec.strategy
         paper = RULE_MATH[strategy.__qualname__][0].split(";")[0].split(" (")[0]
+        if links:  # author–year, linked to the bibliography
+            paper = ", ".join(cite_markdown(r.key) for r in references_in(paper)) or paper
         needs = ["weights"]
         if strategy.needs_loss:
             needs.append("F_k(w^t)")
@@ -293,9 +279,10 @@ def rules_table(names: list[str], specs: dict[str, Any], *, links: bool = True) 
             listed = [*listed[:3], f"and {len(listed) - 3} more"]
         keys = ", ".join(listed) or "–"
         shown = f"[`{name}`](rule-{name})" if links else f"`{name}`"
-        lines.append(
-            f"| {shown} | `{strategy.__qualname__}` | {paper} | {', '.join(needs)} | {keys} |"
-        )
+        row = f"| {shown} | `{strategy.__qualname__}` | {paper} | {', '.join(needs)} | {keys} |"
+        if links:
+            row += f" [{guide_entry(name, strategy)[0]}](rules-guide) |"
+        lines.append(row)
     return "\n".join(lines) + "\n"
 
 
@@ -356,7 +343,9 @@ def generate(app: Sphinx) -> None:
     for name in names:
         write_if_changed(rules_dir / f"{name}.md", rule_page(name, specs[name], results))
     write_if_changed(GENERATED / "rules-table.md", rules_table(names, specs))
+    write_if_changed(GENERATED / "rules-guide.md", "(rules-guide)=\n" + guide_page(specs))
     write_if_changed(GENERATED / "cli.md", cli_page())
+    write_if_changed(GENERATED / "bibliography.md", bibliography_page())
 
 
 README = REPO / "README.md"
@@ -377,277 +366,6 @@ def readme_block(text: str) -> str:
     """The README's current rule table block (markers included)."""
     start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
     return text[start:end]
-
-
-class ExecDirective(Directive):
-    """``fairfl-exec``: run a Python block at build time; show it and its output."""
-
-    has_content = True
-    option_spec: ClassVar[dict[str, Any]] = {
-        "timeout": directives.positive_int,
-        "hide-code": directives.flag,
-        "continue": directives.flag,
-        "session": directives.flag,
-        "end-session": directives.flag,
-        "language": lambda value: directives.choice(value, ("python", "bash")),
-    }
-
-    def run(self) -> list[nodes.Node]:
-        """Run the block; return its code and output as literal blocks."""
-        code = "\n".join(self.content) + "\n"
-        if "session" in self.options or "end-session" in self.options:
-            return self.run_session(code)
-        # ``:continue:`` runs the page's earlier blocks first (their output hidden), so a
-        # tutorial can define its app in steps and run it in the last one.
-        env = self.state.document.settings.env  # temp_data: cleared after each page
-        earlier: list[str] = env.temp_data.setdefault("fairfl_exec_blocks", [])
-        program = code
-        if "continue" in self.options:
-            program = "".join(earlier) + f"print({MARK!r})\n" + code
-        earlier.append(code)
-        key = exec_cache_key("python", program)
-        ran = exec_cache_load(key)
-        if ran is None:
-            start = time.monotonic()
-            try:
-                done = subprocess.run(
-                    [sys.executable, "-c", program],
-                    cwd=REPO,
-                    env=exec_environment(),
-                    capture_output=True,
-                    text=True,
-                    timeout=self.options.get("timeout", 120),
-                    check=False,
-                )
-            except subprocess.TimeoutExpired as error:
-                raise self.error(f"fairfl-exec: the block ran past {error.timeout} s") from error
-            if done.returncode != 0:
-                raise self.error(
-                    f"fairfl-exec: the block exited with {done.returncode}:\n{done.stderr[-3000:]}"
-                )
-            ran = {"stdout": done.stdout, "seconds": time.monotonic() - start}
-            exec_cache_store(key, ran)
-        seconds = ran["seconds"]
-        shown: list[nodes.Node] = []
-        if "hide-code" not in self.options:
-            block = nodes.literal_block(code, code, language="python")
-            shown.append(block)
-        stdout = ran["stdout"].split(MARK + "\n", 1)[-1]
-        output = stdout.rstrip("\n") or "(no output)"
-        out = nodes.literal_block(output, output, language="text")
-        out["classes"].append("fairfl-exec-output")
-        caption = nodes.paragraph(text=f"Output (ran when these docs were built, {seconds:.1f} s):")
-        shown += [caption, out]
-        return shown
-
-    def run_session(self, code: str) -> list[nodes.Node]:
-        """A ``:session:`` block: shown now, run with the page's others at ``:end-session:``.
-
-        The blocks run as one program (one interpreter, or one bash script) in a process
-        group of their own, for the largest ``:timeout:`` of its blocks (default 120) in
-        all; a marker printed
-        before each block splits the output between them. After the program ends, a
-        process still in its group (a server the page started and did not stop) fails
-        the build, once killed. Its output comes from the cache when the same program
-        succeeded with the same inputs before (:func:`exec_cache_key`).
-        """
-        env = self.state.document.settings.env
-        session: list[tuple[str, nodes.paragraph, nodes.literal_block]] = env.temp_data.setdefault(
-            "fairfl_exec_session", []
-        )
-        language = self.options.get("language", "python")
-        caption = nodes.paragraph(text="Output (ran when these docs were built):")
-        out = nodes.literal_block("", "", language="text")
-        out["classes"].append("fairfl-exec-output")
-        session.append((code, caption, out))
-        # The session's time limit: the largest ``:timeout:`` of its blocks.
-        timeout = max(
-            env.temp_data.get("fairfl_exec_session_timeout", 0), self.options.get("timeout", 120)
-        )
-        env.temp_data["fairfl_exec_session_timeout"] = timeout
-        shown: list[nodes.Node] = []
-        if "hide-code" not in self.options:
-            shown.append(nodes.literal_block(code, code, language=language))
-        shown += [caption, out]
-        if "end-session" not in self.options:
-            return shown
-        env.temp_data.pop("fairfl_exec_session")
-        env.temp_data.pop("fairfl_exec_session_timeout")
-        if language == "bash":
-            marks = [f'echo "{MARK} $(date +%s.%N)"\n' for _ in session]
-            command = ["bash", "-c"]
-        else:
-            marks = [f"import time; print({MARK!r}, time.time(), flush=True)\n" for _ in session]
-            command = [sys.executable, "-c"]
-        program = "".join(mark + block for mark, (block, _, _) in zip(marks, session, strict=True))
-        key = exec_cache_key(language, program)
-        ran = exec_cache_load(key)
-        if ran is None:
-            ran = {"stdout": self.run_program(command, program, timeout), "ended": time.time()}
-            exec_cache_store(key, ran)
-        stdout = ran["stdout"]
-        parts = stdout.split(MARK + " ")[1:]
-        times = [float(part.split("\n", 1)[0]) for part in parts] + [ran["ended"]]
-        for index, (_, caption_node, out_node) in enumerate(session):
-            text = parts[index].split("\n", 1)[1].rstrip("\n") or "(no output)"
-            seconds = times[index + 1] - times[index]
-            out_node.clear()
-            out_node += nodes.Text(text)
-            out_node.rawsource = text
-            caption_node.clear()
-            caption_node += nodes.Text(f"Output (ran when these docs were built, {seconds:.1f} s):")
-        return shown
-
-    def run_program(self, command: list[str], program: str, timeout: float) -> str:
-        """Run a session's program in a process group of its own; return its stdout.
-
-        Fails the build if it exits non-zero, runs past ``timeout`` seconds, or leaves a
-        process of its group running (killed first). A SIGTERM to the build meanwhile
-        (``scripts/test.sh`` stopping it) stops the group before the build exits: the
-        group is not the build's, so the signal reaches only the build.
-        """
-        with sigterm_exits():
-            popen = subprocess.Popen(
-                [*command, program],
-                cwd=REPO,
-                env=exec_environment(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
-            try:
-                stdout, stderr = popen.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired as error:
-                os.killpg(popen.pid, signal.SIGKILL)
-                popen.communicate()
-                raise self.error(f"fairfl-exec: the session ran past {error.timeout} s") from error
-            finally:
-                leftovers = stop_process_group(popen.pid)
-        if popen.returncode != 0:
-            raise self.error(
-                f"fairfl-exec: the session exited with {popen.returncode}:\n"
-                f"{stdout[-2000:]}\n{stderr[-3000:]}"
-            )
-        if leftovers:
-            raise self.error(f"fairfl-exec: the session left processes running: {leftovers}")
-        return stdout
-
-
-@contextlib.contextmanager
-def sigterm_exits() -> Iterator[None]:
-    """Inside the block, SIGTERM raises ``SystemExit(143)``, so ``finally`` blocks run.
-
-    Python's default for SIGTERM ends the process at once. The previous handler is
-    restored on exit from the block.
-    """
-
-    def exit_now(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, exit_now)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def exec_environment() -> dict[str, str]:
-    """The environment executed blocks run in (Flower quiet, runs reproducible).
-
-    The build's interpreter's folder comes first on ``PATH``, so that a bash block's
-    ``python``, ``fairfl`` and ``flwr`` are the ones the docs build with.
-    """
-    variables = dict(os.environ)
-    variables.update(
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), variables.get("PATH", "")]),
-        FLWR_TELEMETRY_ENABLED="0",
-        FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
-        PYTHONHASHSEED="0",
-        OMP_NUM_THREADS="1",
-    )
-    return variables
-
-
-def exec_cache_dir() -> Path:
-    """Where executed blocks' outputs are kept: ``$FAIRFL_DOCS_CACHE``, else ``~/.cache``'s."""
-    return Path(os.environ.get("FAIRFL_DOCS_CACHE") or Path.home() / ".cache" / "fairfl-docs")
-
-
-@functools.cache
-def exec_inputs_digest() -> str:
-    """A hash of what an executed block can print differently for, besides its program.
-
-    Every file under :data:`EXEC_INPUTS` (path and content; bytecode caches left out),
-    every installed distribution's name and version (fairfl, flwr, torch, ...), the
-    Python version, the machine type and :data:`EXEC_ENVIRONMENT`. Computed once per
-    build: files edited while the docs build count from the next build on.
-    """
-    digest = hashlib.sha256()
-    for name in EXEC_INPUTS:
-        top = REPO / name
-        files = sorted(top.rglob("*")) if top.is_dir() else [top]
-        for path in files:
-            if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
-                continue
-            content = hashlib.sha256(path.read_bytes()).hexdigest()
-            digest.update(f"{path.relative_to(REPO).as_posix()} {content}\n".encode())
-    versions = sorted(
-        f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()
-    )
-    settings = [f"{name}={os.environ.get(name, '')}" for name in EXEC_ENVIRONMENT]
-    context = [*versions, sys.version, platform.machine(), *settings]
-    digest.update("\n".join(context).encode())
-    return digest.hexdigest()
-
-
-def exec_cache_key(language: str, program: str) -> str:
-    """The cache key of a program a ``fairfl-exec`` block runs (with its earlier blocks)."""
-    text = f"{exec_inputs_digest()}\n{language}\n{program}"
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def exec_cache_load(key: str) -> dict[str, Any] | None:
-    """What the program of ``key`` printed when it last succeeded, or ``None``."""
-    try:
-        return dict(json.loads((exec_cache_dir() / f"{key}.json").read_text(encoding="utf-8")))
-    except (OSError, ValueError):  # never run with these inputs, or a damaged entry
-        return None
-
-
-def exec_cache_store(key: str, ran: dict[str, Any]) -> None:
-    """Keep what a program printed under ``key`` (written whole or not at all)."""
-    folder = exec_cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f"{key}.{os.getpid()}.part"
-    partial.write_text(json.dumps(ran), encoding="utf-8")
-    partial.replace(folder / f"{key}.json")
-
-
-def stop_process_group(pgid: int, grace: float = 10.0) -> list[str]:
-    """Kill what is left of process group ``pgid``; return what was left (``pid name``).
-
-    A process the session stopped itself may take a moment to exit: it is given
-    ``grace`` seconds before it counts as left running.
-    """
-    deadline = time.monotonic() + grace
-    while True:
-        members = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)
-            except OSError:  # gone meanwhile
-                continue
-            state, _, group = fields[1].split()[:3]
-            if int(group) == pgid and state != "Z":
-                members.append(f"{stat.parent.name} {fields[0].split('(', 1)[1]}")
-        if not members or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    if members:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-    return members
 
 
 #: Debian's libjs-mathjax (conf.py points ``mathjax_path`` at it when it is installed).
@@ -732,6 +450,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", check_internal_links, priority=900)
     app.add_directive("fairfl-exec", ExecDirective)
+    app.add_role("cite", cite_role)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
 

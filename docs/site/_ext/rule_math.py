@@ -77,8 +77,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "QFFL": (
-        "Li, Sanjabi, Beirami & Smith, ICLR 2020, eq. (2), Lemma 3 eq. (3), "
-        "Algorithm 2",
+        "Li, Sanjabi, Beirami & Smith, ICLR 2020, eq. (2), Lemma 3 eq. (3), Algorithm 2",
         (
             r"\min_w f_q(w) = \sum_k \frac{p_k}{q+1} F_k^{q+1}(w)",
             r"\Delta w_k = L\,(w^t - \bar w_k), \quad \Delta_k = F_k^q\, \Delta w_k, \quad"
@@ -87,8 +86,7 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "QFedSGD": (
-        "Li, Sanjabi, Beirami & Smith, ICLR 2020, eq. (2), Lemma 3 eq. (3), "
-        "Algorithm 1",
+        "Li, Sanjabi, Beirami & Smith, ICLR 2020, eq. (2), Lemma 3 eq. (3), Algorithm 1",
         (
             r"\Delta_k = F_k^q\, \nabla F_k(w^t), \qquad h_k = q F_k^{q-1}"
             r" \lVert \nabla F_k(w^t) \rVert^2 + L F_k^q",
@@ -144,7 +142,8 @@ RULE_MATH: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "RCFL": (
-        "Fairness-aware FL: A Robust Approach (anonymous ICML submission), Def. 1 eq. (1), "
+        "Fairness-aware Federated Learning: A Robust Approach (anonymous ICML submission), "
+        "Def. 1 eq. (1), "
         "Lemma 1 eq. (2), eq. (5), Algorithm 1",
         (
             r"f_\alpha(\omega) = \min_\eta\; \eta + \sum_i \frac{p_i}{\alpha_i}"
