@@ -43,6 +43,13 @@ fi
 export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"
 export FAIRFL_DOCS_CACHE="${FAIRFL_DOCS_CACHE:-$HOME/.cache/fairfl-docs}"
 timed "set-up (.venv)" bash scripts/setup.sh
+# The suite must leave the checkout as it found it (checked at the end): tests write
+# under their temporary folders; build/, outputs/ and .venv are ignored.
+checkout_status() {
+  git rev-parse --is-inside-work-tree >/dev/null 2>&1 || return 0
+  git status --porcelain --untracked-files=all
+}
+status_before="$(checkout_status)"
 # The oldest-flwr environment installs in the background (mostly downloads) while the
 # first phases run; its phase waits for it.
 oldest_log="$(mktemp)"
@@ -158,5 +165,11 @@ set -e
 trap - EXIT
 cat "$deploy_log"
 echo "=== deployment tests, waited: $((SECONDS - start)) s ==="
+status_after="$(checkout_status)"
+if [ "$status_after" != "$status_before" ]; then
+  echo "=== the suite changed the checkout (git status before and after): ==="
+  diff <(echo "$status_before") <(echo "$status_after") || true
+  exit 1
+fi
 echo "=== whole suite: $SECONDS s ==="
 exit "$deploy_code"
