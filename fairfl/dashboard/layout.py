@@ -346,13 +346,20 @@ def _ranking_table(rows: list[ranking.RuleRow]) -> html.Table:
         )
         for rank, row in enumerate(rows, start=1)
     ]
-    cell = {"padding": "1px 6px", "textAlign": "right"}
+    cell = {"padding": "1px 6px", "textAlign": "right", "whiteSpace": "nowrap"}
     return html.Table(
-        [html.Tr([html.Th(c, style=cell) for c in columns])]
+        [
+            html.Tr(
+                [
+                    html.Th(c, style=_wrapped(cell) if i in (1, 7) else cell)
+                    for i, c in enumerate(columns)
+                ]
+            )
+        ]
         + [
             html.Tr(
                 [
-                    html.Td(str(c), style={**cell, "textAlign": "left"} if i == 1 else cell)
+                    html.Td(str(c), style=_wrapped(cell) if i in (1, 7) else cell)
                     for i, c in enumerate(row)
                 ]
             )
@@ -361,6 +368,11 @@ def _ranking_table(rows: list[ranking.RuleRow]) -> html.Table:
         id="ranked",
         style={"fontSize": "12px", "fontFamily": "monospace", "borderCollapse": "collapse"},
     )
+
+
+def _wrapped(cell: dict[str, str]) -> dict[str, str]:
+    """A ranked-table cell of text (the rule, its privacy): left-aligned, may wrap."""
+    return {**cell, "textAlign": "left", "whiteSpace": "normal"}
 
 
 def _overview(runs: dict[str, RunFollower]) -> tuple[Any, ...]:
