@@ -28,7 +28,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 import fairfl.client.builtin_steps  # noqa: F401
 from fairfl.client.batches import BatchKeys
 from fairfl.client.ditto import load_personal
-from fairfl.client.objectives import objective_loss
+from fairfl.client.objectives import LocalObjective
 
 # The passes lived here before the client steps; their old import path still works.
 from fairfl.client.passes import (
@@ -41,7 +41,7 @@ from fairfl.client.passes import loader_gradient as loader_gradient
 from fairfl.client.passes import loader_mean_loss as loader_mean_loss
 from fairfl.client.passes import qffl_h_for_config as qffl_h_for_config
 from fairfl.client.steps import ClientRound, MetricValue, run_round
-from fairfl.client.training import LossFn
+from fairfl.client.training import LossFn, proximal_objective
 from fairfl.contract import keys, write_evaluate_reply
 from fairfl.contract.config import get_config_value
 
@@ -83,8 +83,9 @@ def fair_train(
     the rule's κ joint steps in (ω, η) with ``loss_fn`` over the loader
     (:func:`fairfl.client.rcfl.train_rcfl_loader`, plain SGD at the config's ``lr``)
     and ``train_fn`` is not called. ``wrapped_loss`` is ``loss_fn`` with the round's
-    objective (:func:`fairfl.client.objectives.objective_loss`): PropFair's transform
-    (``propfair-m``) and FedProx's ``μ/2 ||w - w^t||²`` (``proximal-mu``); ``loss_fn``
+    objective, set by the client steps its config keys switch on
+    (:mod:`fairfl.client.objectives`): PropFair's transform (``propfair-m``) and
+    FedProx's ``μ/2 ||w - w^t||²`` (``proximal-mu``); ``loss_fn``
     itself when the rule asks for neither. When the rule sends such an objective and
     ``train_fn`` never calls ``wrapped_loss``, the objective was not applied: the reply
     says so (``objective-ignored`` = 1) and a WARNING is logged.
@@ -190,7 +191,9 @@ def fair_train(
     run_on = _load(model, sent, device)
 
     def train_app(round_: ClientRound) -> dict[str, MetricValue]:
-        train_loss, ignored = _train_app(model, trainloader, loss_fn, train_fn, config)
+        train_loss, ignored = _train_app(
+            model, trainloader, loss_fn, train_fn, config, round_.objective
+        )
         added: dict[str, MetricValue] = {}
         if train_loss is not None:
             added[keys.TRAIN_LOSS] = train_loss
@@ -224,6 +227,7 @@ def _train_app(
     loss_fn: LossFn,
     train_fn: TrainFn,
     config: ConfigRecord,
+    objective: LocalObjective,
 ) -> tuple[float | None, bool | None]:
     """Run the app's ``train_fn`` with the round's objective; return its loss and a flag.
 
@@ -232,7 +236,9 @@ def _train_app(
     each way the optimizers ``train_fn`` stepped depart from plain SGD at the config's
     ``lr`` is logged at WARNING (:func:`sgd_problems`).
     """
-    wrapped = objective_loss(loss_fn, config, model)
+    wrapped = proximal_objective(
+        loss_fn, model, objective.proximal_mu, transform=objective.batch_objective
+    )
     calls = [0]
 
     def counted(outputs: Tensor, targets: Tensor) -> Tensor:
@@ -253,7 +259,7 @@ def _train_app(
                 "fair_train: the rule sent a client objective (%s) but train_fn never "
                 "called the loss_fn it was handed, so it was not applied; train with "
                 "that loss_fn (its 3rd argument) instead of the app's own criterion",
-                ", ".join(k for k in _OBJECTIVE_KEYS if k in config),
+                ", ".join(objective.config_keys),
             )
     if keys.QFFL_Q in config and keys.LR in config:
         for problem in sgd_problems(optimizers, get_config_value(config, keys.LR, float)):
@@ -350,10 +356,6 @@ def _load(model: nn.Module, arrays: ArrayRecord, device: torch.device | str | No
     run_on = torch.device(device)
     model.to(run_on)
     return run_on
-
-
-#: Config keys of the client objectives :func:`objective_loss` applies.
-_OBJECTIVE_KEYS = (keys.PROXIMAL_MU, keys.PROPFAIR_M)
 
 
 def sgd_problems(optimizers: Iterable[torch.optim.Optimizer], lr: float) -> list[str]:

@@ -28,7 +28,6 @@ from flwr.clientapp import ClientApp
 # Registers fairfl's own client steps, which run_round finds by their config keys.
 import fairfl.client.builtin_steps  # noqa: F401
 from fairfl.client.ditto import load_personal
-from fairfl.client.objectives import local_objective
 from fairfl.client.sensitive import model_group_counts
 from fairfl.client.steps import ArraySplit, ClientRound, MetricValue, run_round
 from fairfl.client.training import (
@@ -211,7 +210,7 @@ def train(message: Message, context: Context) -> Message:
     )
 
     def train_default(round_: ClientRound) -> dict[str, MetricValue]:
-        objective = local_objective(config)
+        objective = round_.objective  # set by the objective steps (proximal-mu, ...)
         train_local(
             model,
             split.x,

@@ -11,6 +11,7 @@ app's batches otherwise (:func:`fairfl.client.fair_train`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import cast
 
 from flwr.app import ArrayRecord
@@ -24,6 +25,7 @@ from fairfl.client.ditto import (
     save_personal,
     state_record,
 )
+from fairfl.client.objectives import propfair_objective, proximal_mu
 from fairfl.client.passes import (
     console_warning,
     loader_evaluate,
@@ -109,6 +111,22 @@ def activation_before(round_: ClientRound) -> Mapping[str, MetricValue]:
         )
         activation = None if vector is None else vector.tolist()
     return {} if activation is None else {keys.ACTIVATION: activation}
+
+
+def proximal_term(round_: ClientRound) -> Mapping[str, MetricValue]:
+    """FedProx (``proximal-mu``): add ``μ/2 ||w - w^t||²`` to the round's objective."""
+    objective = round_.objective
+    mu, sent = proximal_mu(round_.config), (*objective.config_keys, keys.PROXIMAL_MU)
+    round_.objective = replace(objective, proximal_mu=mu, config_keys=sent)
+    return {}
+
+
+def propfair_transform(round_: ClientRound) -> Mapping[str, MetricValue]:
+    """PropFair (``propfair-m``): each batch loss through PropFair's transform."""
+    objective = round_.objective
+    transform, sent = propfair_objective(round_.config), (*objective.config_keys, keys.PROPFAIR_M)
+    round_.objective = replace(objective, batch_objective=transform, config_keys=sent)
+    return {}
 
 
 def rcfl_training(round_: ClientRound) -> Mapping[str, MetricValue]:
@@ -236,6 +254,8 @@ BUILTIN_STEPS: tuple[ClientStep, ...] = (
     ),
     ClientStep(keys.WANT_GROUP_COUNTS, group_counts_before, _specs(keys.GROUP_COUNTS)),
     ClientStep(keys.WANT_ACTIVATION, activation_before, _specs(keys.ACTIVATION)),
+    ClientStep(keys.PROXIMAL_MU, proximal_term, phase="objective", when="present"),
+    ClientStep(keys.PROPFAIR_M, propfair_transform, phase="objective", when="present"),
     ClientStep(
         keys.RCFL_ALPHA,
         rcfl_training,

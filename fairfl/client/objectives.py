@@ -1,9 +1,12 @@
 """Client-side objectives that some rules send in the train config.
 
 A rule that changes the *client's* loss (PropFair's log transform, FedProx's proximal
-term) sends its settings in the train ConfigRecord; :func:`local_objective` turns them
-into the arguments of :func:`fairfl.client.training.train_local`, and
-:func:`objective_loss` wraps any ``loss_fn(outputs, targets)`` with them.
+term) sends its settings in the train ConfigRecord. Each key switches on a client step
+of phase ``objective`` (:mod:`fairfl.client.builtin_steps`) that sets its part of the round's
+:class:`LocalObjective`; the round's training minimises it (the arguments of
+:func:`fairfl.client.training.train_local`, or the app's loss wrapped by
+:func:`fairfl.client.training.proximal_objective`). :func:`local_objective` reads both
+keys at once, and :func:`objective_loss` wraps any ``loss_fn(outputs, targets)`` with them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class LocalObjective:
 
     batch_objective: BatchObjective | None = None
     proximal_mu: float = 0.0
+    #: The train-config keys that set it (``proximal-mu``, ``propfair-m``).
+    config_keys: tuple[str, ...] = ()
 
 
 def local_objective(config: ConfigRecord) -> LocalObjective:
@@ -37,10 +42,17 @@ def local_objective(config: ConfigRecord) -> LocalObjective:
     ValueError
         If a key has the wrong type or value (the message names the key).
     """
+    sent = tuple(key for key in (keys.PROXIMAL_MU, keys.PROPFAIR_M) if key in config)
+    mu = proximal_mu(config)
+    return LocalObjective(propfair_objective(config), mu, sent)
+
+
+def proximal_mu(config: ConfigRecord) -> float:
+    """μ of FedProx's term: the config's ``proximal-mu`` (absent: 0, no term)."""
     mu = get_config_value_or(config, keys.PROXIMAL_MU, float, 0.0)
     if mu < 0:
         raise ValueError(f"config key {keys.PROXIMAL_MU!r} must be >= 0, got {mu}")
-    return LocalObjective(batch_objective=_propfair_objective(config), proximal_mu=mu)
+    return mu
 
 
 def objective_loss(loss_fn: LossFn, config: ConfigRecord, model: nn.Module) -> LossFn:
@@ -79,7 +91,7 @@ def objective_loss(loss_fn: LossFn, config: ConfigRecord, model: nn.Module) -> L
     )
 
 
-def _propfair_objective(config: ConfigRecord) -> BatchObjective | None:
+def propfair_objective(config: ConfigRecord) -> BatchObjective | None:
     """PropFair's transform when ``propfair-m`` is in the config (ε 0.2, huber off if absent)."""
     if keys.PROPFAIR_M not in config:
         return None

@@ -13,7 +13,7 @@ step with it and edits neither:
   is loaded on first use, on the client only: the server never imports this module,
   so a torch-free server install is not touched by it.
 
-A step runs in one of five phases of a round, in this order:
+A step runs in one of six phases of a round, in this order:
 
 ``reply``
     Answers the round itself and sets :attr:`ClientRound.reply` (q-FedSGD's gradient);
@@ -21,6 +21,9 @@ A step runs in one of five phases of a round, in this order:
 ``before``
     Measures the received model w^t, after F_k(w^t) (:attr:`ClientRound.loss_before`);
     must leave the model as it found it.
+``objective``
+    Sets the loss the round's training minimises (:attr:`ClientRound.objective`):
+    FedProx's proximal term (``proximal-mu``), PropFair's transform (``propfair-m``).
 ``train``
     Replaces the app's local training (RC-FL's joint steps); at most one a round.
 ``after``
@@ -50,6 +53,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
 from torch import Tensor, nn
 
 from fairfl.client.batches import BatchKeys, split_batch
+from fairfl.client.objectives import LocalObjective
 from fairfl.client.passes import AttributeFn, loader_evaluate, loader_mean_loss
 from fairfl.client.training import LossFn, evaluate
 from fairfl.contract.replies import (
@@ -64,9 +68,9 @@ logger = logging.getLogger(__name__)
 #: The entry-point group other distributions declare their client steps in.
 ENTRY_POINT_GROUP = "fairfl.client_steps"
 
-Phase = Literal["reply", "before", "train", "after", "personal"]
+Phase = Literal["reply", "before", "objective", "train", "after", "personal"]
 #: The phases in the order a round runs them.
-PHASES: tuple[Phase, ...] = ("reply", "before", "train", "after", "personal")
+PHASES: tuple[Phase, ...] = ("reply", "before", "objective", "train", "after", "personal")
 
 #: A metric value a step adds (an int, a float, or a list of either).
 MetricValue = int | float | list[int] | list[float]
@@ -139,6 +143,9 @@ class ClientRound:
         declared :attr:`ClientStep.received_accuracy`.
     num_examples : int
         n_k, set with ``loss_before``.
+    objective : LocalObjective
+        How the local loss differs from the app's this round, set by the ``objective``
+        steps (default: not at all); the round's training minimises it.
     state : dict[str, Tensor] | None
         The trained weights (CPU, the received key order), set before ``after`` steps.
     reply : RecordDict | None
@@ -162,6 +169,7 @@ class ClientRound:
     loss_before: float = float("nan")
     accuracy_before: float | None = None
     num_examples: int = 0
+    objective: LocalObjective = field(default_factory=LocalObjective)
     state: dict[str, Tensor] | None = None
     reply: RecordDict | None = None
 
@@ -212,7 +220,7 @@ class ClientStep:
     metrics : Mapping[str, FieldSpec]
         Every metric key the step may add, with its range; keys outside the contract's
         tables are declared to it on registration.
-    phase : {"reply", "before", "train", "after", "personal"} (default: "before")
+    phase : {"reply", "before", "objective", "train", "after", "personal"} (default: "before")
         When in the round it runs (module docstring).
     when : {"true", "present"} (default: "true")
         Switched on when the key's value is true, or whenever the key is present
@@ -350,7 +358,8 @@ def run_round(round_: ClientRound, *, received_loss_as_train_loss: bool = False)
 
     In order: the ``reply`` steps (one that answers skips to the ``personal`` ones);
     F_k(w^t) and n_k of the received model (:meth:`ClientRound.measure_received`); the
-    ``before`` steps; the ``train`` step, or :attr:`ClientRound.train_fn` when none is
+    ``before`` steps; the ``objective`` steps; the ``train`` step, or
+    :attr:`ClientRound.train_fn` (minimising :attr:`ClientRound.objective`) when none is
     on; the trained weights into :attr:`ClientRound.state`; the ``after`` steps; the
     reply (wire contract v1) with every metric the steps added; the ``personal`` steps.
 
@@ -378,6 +387,7 @@ def run_round(round_: ClientRound, *, received_loss_as_train_loss: bool = False)
     if round_.reply is None:
         round_.measure_received(any(step.received_accuracy for step in steps))
         added = run_phase("before", steps, round_)
+        _merge(added, run_phase("objective", steps, round_))
         if any(step.phase == "train" for step in steps):
             trained: Mapping[str, MetricValue] = run_phase("train", steps, round_)
         else:
