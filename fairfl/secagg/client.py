@@ -12,7 +12,11 @@ masks' generator); what differs is fairfl's:
 * the collect stage masks the weight and payload of the rule's form
   (:func:`fairfl.secagg.forms.client_part`), not ``num_examples`` and the whole model;
 * a weight above ``secagg-max-weight`` is refused (an error reply), never wrapped;
-* the reply's ``qffl-h``, a function of ``‖Δ_k‖``, is dropped from the clear metrics.
+* the reply's ``qffl-h``, a function of ``‖Δ_k‖``, is dropped from the clear metrics,
+  and so are the metrics a two-round form hides (setup's ``hidden-metrics``): the client
+  keeps them for its parts;
+* a setup with ``rekey`` (a two-round form's later sums) trains nothing: it draws fresh
+  keys for the next sum of the same round.
 """
 
 from __future__ import annotations
@@ -52,11 +56,13 @@ from flwr.supercore.primitives.asymmetric import (
 from numpy.typing import NDArray
 
 from fairfl.contract import keys
-from fairfl.secagg.forms import client_part
+from fairfl.secagg.forms import SCALAR_STAGES, WEIGHT_KIND, client_part
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
     CLIENT_PART,
+    HIDDEN_METRICS,
     RECORD,
+    REKEY,
     REPLY_ARRAYS_KEY,
     Key,
     Stage,
@@ -64,7 +70,7 @@ from fairfl.secagg.protocol import (
     vector_dtype,
 )
 
-__all__ = ["STATE", "UPDATE", "WEIGHT_RTOL", "secaggplus_mod"]
+__all__ = ["PRIVATE", "STATE", "UPDATE", "WEIGHT_RTOL", "secaggplus_mod"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +78,8 @@ logger = logging.getLogger(__name__)
 STATE = "fairfl.secagg.state"
 #: Its update Δ_k, kept from setup to the collect stage.
 UPDATE = "fairfl.secagg.update"
+#: The train metrics a two-round form hides (its F_k), kept until its last sum.
+PRIVATE = "fairfl.secagg.private"
 #: A weight this far (relative) above ``max_weight`` is a float rounding of it, not a breach.
 WEIGHT_RTOL = 1e-9
 
@@ -139,6 +147,11 @@ def _setup(
     state.max_weight = float(cast(float, config[Key.MAX_WEIGHT]))
     state.rd_seed_share_dict, state.sk1_share_dict, state.ss2_dict = {}, {}, {}
     state.public_keys_dict = {}
+    if bool(config.get(REKEY, False)):
+        if UPDATE not in ctxt.state.array_records:
+            raise ValueError("secure aggregation: a rekey setup, but this client holds no update")
+        keys_record = ConfigRecord(_new_keys(state))
+        return Message(RecordDict({RECORD: keys_record}), reply_to=msg)
     out = call_next(msg, ctxt)
     if out.has_error():
         return out
@@ -159,17 +172,26 @@ def _setup(
     ctxt.state.array_records[UPDATE] = ArrayRecord({k: Array(v) for k, v in update.items()})
     for record in out.content.array_records.values():
         record.clear()  # the server never receives this client's arrays
+    hidden = [str(k) for k in cast(list[str], config.get(HIDDEN_METRICS, []))]
+    private: dict[str, float] = {}
     for metrics in out.content.metric_records.values():
         # q-FFL's h_k holds ‖w^t - w_k‖²: it is masked as the weight, never sent clear.
         metrics.pop(keys.QFFL_H, None)
+        for key in hidden:
+            if key in metrics:
+                private[key] = float(cast(float, metrics.pop(key)))
+    ctxt.state.config_records[PRIVATE] = ConfigRecord(private)  # type: ignore[arg-type]
+    out.content.config_records[RECORD] = ConfigRecord(_new_keys(state))
+    return Message(out.content, reply_to=msg)
+
+
+def _new_keys(state: SecAggPlusState) -> dict[str, Any]:
+    """Draw the sum's two key pairs; the public keys the setup reply carries."""
     sk1, pk1 = generate_key_pairs()
     sk2, pk2 = generate_key_pairs()
     state.sk1, state.pk1 = private_key_to_bytes(sk1), public_key_to_bytes(pk1)
     state.sk2, state.pk2 = private_key_to_bytes(sk2), public_key_to_bytes(pk2)
-    out.content.config_records[RECORD] = ConfigRecord(
-        {Key.PUBLIC_KEY_1: state.pk1, Key.PUBLIC_KEY_2: state.pk2}
-    )
-    return Message(out.content, reply_to=msg)
+    return {Key.PUBLIC_KEY_1: state.pk1, Key.PUBLIC_KEY_2: state.pk2}
 
 
 def _share_keys(state: SecAggPlusState, config: ConfigRecord) -> dict[str, Any]:
@@ -221,7 +243,9 @@ def _collect_masked_vectors(
         state.rd_seed_share_dict[source] = seed_share
         state.sk1_share_dict[source] = key_share
     update = [array.numpy() for array in ctxt.state.array_records[UPDATE].values()]
-    weight, payload = client_part(part, update)
+    private = ctxt.state.config_records.get(PRIVATE, ConfigRecord())
+    kept = {key: float(cast(float, value)) for key, value in private.items()}
+    weight, payload = client_part(part, update, kept)
     # The server's public scale puts the largest weight at a_max, up to float rounding.
     if weight > state.max_weight * (1 + WEIGHT_RTOL):
         raise ValueError(
@@ -258,7 +282,9 @@ def _collect_masked_vectors(
         else:
             vector = parameters_subtraction(vector, mask)
     vector = parameters_mod(vector, state.mod_range)
-    del ctxt.state.array_records[UPDATE]  # the update leaves the client only masked
+    if part.get(WEIGHT_KIND) not in SCALAR_STAGES:  # the round's last sum: the update's
+        del ctxt.state.array_records[UPDATE]  # the update leaves the client only masked
+        ctxt.state.config_records.pop(PRIVATE, None)
     # Residues mod 2^32 fit 4 bytes: half of the int64 Flower's masks come in.
     wire = vector_dtype(state.mod_range)
     return {Key.MASKED_PARAMETERS: [ndarray_to_bytes(a.astype(wire)) for a in vector]}

@@ -22,12 +22,20 @@ from numpy.typing import NDArray
 from fairfl.contract.qffl import QFFL_EPSILON, h_term, lipschitz_estimate
 
 __all__ = [
+    "EXCESS",
     "FORM_KINDS",
     "LOSS",
+    "LOSS_BOUND",
+    "LOSS_KEY",
+    "MEAN_LOSS",
     "NUM_EXAMPLES",
     "QFFL_BY_SIZE",
     "QFFL_LIPSCHITZ",
     "QFFL_Q",
+    "SCALAR_STAGES",
+    "SEMIVRED_BETA",
+    "SEMIVRED_CLIP",
+    "SHARE",
     "TERM_ALPHA",
     "TERM_SHIFT",
     "WEIGHT",
@@ -41,11 +49,21 @@ __all__ = [
 ]
 
 FormKind = Literal["one-round", "scalars-in-clear", "two-rounds", "impossible"]
-#: The forms of the issue (#48): the first two run under fairfl's SecAgg+.
+#: The forms of the issue (#48): all but ``impossible`` run under fairfl's SecAgg+.
 FORM_KINDS: tuple[FormKind, ...] = ("one-round", "scalars-in-clear", "two-rounds", "impossible")
-WeightKind = Literal["num-examples", "qffl", "qfedsgd", "term", "broadcast"]
+WeightKind = Literal["num-examples", "qffl", "qfedsgd", "term", "broadcast", "semivred"]
 #: The client weights :func:`client_part` computes.
-WEIGHTS: tuple[WeightKind, ...] = ("num-examples", "qffl", "qfedsgd", "term", "broadcast")
+WEIGHTS: tuple[WeightKind, ...] = (
+    "num-examples",
+    "qffl",
+    "qfedsgd",
+    "term",
+    "broadcast",
+    "semivred",
+)
+#: The parts of a two-round form's secure sums of scalars (before its weighted sum):
+#: the client masks a vector of its private scalars, with the weight a_max.
+SCALAR_STAGES = ("semivred-mean", "semivred-excess")
 
 #: Keys of the client part's ConfigRecord (server -> client, collect stage).
 WEIGHT_KIND = "weight-kind"
@@ -58,6 +76,13 @@ QFFL_LIPSCHITZ = "qffl-lipschitz"
 QFFL_BY_SIZE = "qffl-by-size"
 TERM_ALPHA = "term-alpha"
 TERM_SHIFT = "term-shift"
+SHARE = "share"  # σ n_k: the client's public share of a scalar sum (n_k are clear)
+LOSS_KEY = "loss-key"  # the private train metric that is F_k(w^t)
+LOSS_BOUND = "loss-bound"  # C: a private loss must lie in [0, C], the sums' clipping range
+MEAN_LOSS = "mean-loss"  # f̄ = Σ p_k F_k, the first sum's public statistic
+EXCESS = "excess"  # A = Σ p_k (F_k - f̄)_+, the second's
+SEMIVRED_BETA = "semivred-beta"
+SEMIVRED_CLIP = "semivred-clip-negative"
 
 
 @dataclass(frozen=True)
@@ -70,7 +95,9 @@ class SecureForm:
         ``"one-round"``: each client computes its own weight from its scalars (and
         public constants); ``"scalars-in-clear"``: the server computes each client's
         weight from what the clients report in the clear (losses, counts) and sends it;
-        ``"two-rounds"``: a secure sum of scalars must come first (not built);
+        ``"two-rounds"``: secure sums of the clients' private scalars come first, the
+        server broadcasts their public statistics, and each client computes its own
+        weight from them (:data:`SCALAR_STAGES`);
         ``"impossible"``: the rule reads each update (a Gram matrix, projections).
     reason : str
         Why, in one sentence: what the server still sees, or why it cannot run.
@@ -95,7 +122,12 @@ class SecureForm:
     @property
     def supported(self) -> bool:
         """Whether fairfl's SecAgg+ runs the rule."""
-        return self.kind in ("one-round", "scalars-in-clear")
+        return self.kind in ("one-round", "scalars-in-clear", "two-rounds")
+
+    @classmethod
+    def two_rounds(cls, weight: WeightKind, reason: str) -> SecureForm:
+        """A rule whose clients compute their weight from securely summed statistics."""
+        return cls("two-rounds", reason, weight)
 
     @classmethod
     def one_round(cls, weight: WeightKind, reason: str) -> SecureForm:
@@ -114,7 +146,9 @@ class SecureForm:
 
 
 def client_part(
-    part: Mapping[str, Any], update: list[NDArray[np.float64]]
+    part: Mapping[str, Any],
+    update: list[NDArray[np.float64]],
+    private: Mapping[str, float] | None = None,
 ) -> tuple[float, list[NDArray[np.float64]]]:
     """The weight a_k and payload u_k one client masks (spec table).
 
@@ -144,8 +178,18 @@ def client_part(
     ``term`` (TERM, Li et al., ICLR 2021): ``a_k = σ n_k exp(α (F_k - c))``, ``u_k = Δ_k``,
     with c the public shift the server sends (the largest reported loss, so a_k <= σ n_k).
 
-    ``broadcast`` (AFL, Δ-FL, GiFair, VRed, Semi-VRed, FairFed, FedFa, RC-FL):
+    ``broadcast`` (AFL, Δ-FL, GiFair, VRed, FairFed, FedFa, RC-FL):
     ``a_k = λ_k`` as the server sent it, ``u_k = Δ_k``.
+
+    Semi-VRed (Malekmohammadi & Yu, 2024, eq. 12: ``w_k = p_k (1 + 2β (a_k - A))``,
+    ``a_k = (F_k - f̄)_+``, ``A = Σ_j p_j a_j``, ``f̄ = Σ_j p_j F_j``) in three secure
+    sums, F_k never leaving the client in the clear: ``semivred-mean`` masks
+    ``u_k = [σ n_k F_k]`` (f̄ is the sum over ``Σ_k σ n_k``), ``semivred-excess`` masks
+    ``u_k = [σ n_k (F_k - f̄)_+]`` (A likewise), each with ``a_k = a_max``; ``semivred``
+    masks ``a_k = σ' n_k (1 + 2β (a_k - A))``, ``u_k = Δ_k`` (σ' = σ / (1 + 4βC) keeps
+    ``a_k <= a_max``: ``(F_k - f̄)_+ <= 2C`` for losses in ``[0, C]``), set to 0 if negative with
+    ``semivred-clip-negative`` (the clear rule's clipping then renormalises, as the
+    quotient ``Σ a_k u_k / Σ a_k`` does); a negative weight otherwise cannot be masked.
 
     Parameters
     ----------
@@ -153,6 +197,8 @@ def client_part(
         The client-part record the server sent (``weight-kind`` and its scalars).
     update : list[NDArray[np.float64]]
         Δ_k = w_k - w^t.
+    private : Mapping[str, float] | None
+        The train metrics the client kept (a two-round form's F_k), by metric name.
 
     Raises
     ------
@@ -188,6 +234,18 @@ def client_part(
         payload = update
     elif kind == "broadcast":
         weight, payload = float(part[WEIGHT]), update
+    elif kind in SCALAR_STAGES:
+        value = _private_loss(part, private or {}, kind)
+        if kind == "semivred-excess":
+            value = max(value - float(part[MEAN_LOSS]), 0.0)
+        weight, payload = float(part[WEIGHT]), [np.array([float(part[SHARE]) * value])]
+    elif kind == "semivred":
+        excess = max(_private_loss(part, private or {}, kind) - float(part[MEAN_LOSS]), 0.0)
+        factor = 1.0 + 2.0 * float(part[SEMIVRED_BETA]) * (excess - float(part[EXCESS]))
+        if bool(part[SEMIVRED_CLIP]):
+            factor = max(factor, 0.0)
+        weight = float(part[WEIGHT_SCALE]) * int(part[NUM_EXAMPLES]) * factor
+        payload = update
     else:
         raise ValueError(f"secure aggregation: unknown client weight {kind!r} (one of {WEIGHTS})")
     if not (math.isfinite(weight) and weight >= 0):
@@ -201,3 +259,20 @@ def _loss(part: Mapping[str, Any], kind: str) -> float:
             f"secure aggregation: the {kind} weight needs F_k(w^t), and the server sent none"
         )
     return float(part[LOSS])
+
+
+def _private_loss(part: Mapping[str, Any], private: Mapping[str, float], kind: str) -> float:
+    """The client's own F_k(w^t), kept from its train reply; in ``[0, C]``."""
+    key = str(part[LOSS_KEY])
+    if key not in private:
+        raise ValueError(
+            f"secure aggregation: the {kind} part needs this client's {key!r}, which its "
+            "train reply did not carry"
+        )
+    value, bound = float(private[key]), float(part[LOSS_BOUND])
+    if not 0.0 <= value <= bound:
+        raise ValueError(
+            f"secure aggregation: this client's {key} {value!r} lies outside [0, {bound:g}], "
+            "the range a secure sum of losses holds; raise secagg-clipping-range"
+        )
+    return value

@@ -25,7 +25,9 @@ from numpy.typing import NDArray
 __all__ = [
     "ARRAYS_KEY",
     "CLIENT_PART",
+    "HIDDEN_METRICS",
     "RECORD",
+    "REKEY",
     "REPLY_ARRAYS_KEY",
     "Key",
     "Stage",
@@ -45,6 +47,12 @@ ARRAYS_KEY = "arrays-key"
 #: :data:`ARRAYS_KEY`'s: the reply then carries the client's update itself (q-FedSGD's
 #: full-batch gradient), not a model to take the difference of.
 REPLY_ARRAYS_KEY = "reply-arrays-key"
+#: Setup-stage key listing the train metrics the client keeps (a two-round form's private
+#: scalars: its loss): they leave the client only masked, inside a secure sum.
+HIDDEN_METRICS = "hidden-metrics"
+#: Setup-stage flag of a two-round form's later sums: fresh keys, no training (reusing a
+#: sum's masks for another would give away the difference of a client's two inputs).
+REKEY = "rekey"
 
 
 def vector_dtype(modulus: int) -> type[np.unsignedinteger[Any]]:

@@ -40,14 +40,16 @@ from fairfl.secagg.config import MODULUS_RANGE, SecAggSettings
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
     CLIENT_PART,
+    HIDDEN_METRICS,
     RECORD,
+    REKEY,
     REPLY_ARRAYS_KEY,
     Key,
     Stage,
     dequantized_mean,
 )
 
-__all__ = ["ClientParts", "SecAggPlusDriver", "SecureGrid", "SecureSum"]
+__all__ = ["ClientParts", "NextParts", "SecAggPlusDriver", "SecureGrid", "SecureSum"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,10 +89,22 @@ class SecureSum:
         return len(self.replies)
 
 
+#: A two-round form's next sum: given the last sum (its statistics), each client's part
+#: of the next, or ``None`` when that sum was the round's last.
+NextParts = Callable[[SecureSum], Mapping[int, Mapping[str, Any]] | None]
+
+
 class _Round:
     """The state of one round: who is still in, each stage's bookkeeping."""
 
-    def __init__(self, sampled: list[int], shares: int, threshold: int, group_id: str) -> None:
+    def __init__(
+        self,
+        sampled: list[int],
+        shares: int,
+        threshold: int,
+        group_id: str,
+        lost: Mapping[int, str] | None = None,
+    ) -> None:
         self.sampled = sampled
         self.threshold = threshold
         self.group_id = group_id  # the round's, as on its train messages
@@ -106,7 +120,7 @@ class _Round:
         self.share_holders: set[int] = set()  # nodes whose shares went out (masks involve them)
         # Encrypted shares to forward: destination -> (sources, ciphertexts).
         self.forward: dict[int, tuple[list[int], list[bytes]]] = {}
-        self.lost: dict[int, str] = {}
+        self.lost: dict[int, str] = dict(lost or {})  # a later sum's: its round's so far
 
     def keep(self, stage: str, answered: Iterable[int]) -> None:
         """Keep the nodes that answered ``stage``; record the others as lost there."""
@@ -148,6 +162,8 @@ class SecAggPlusDriver:
         arrays_key: str,
         reply_arrays_key: str | None = None,
         timeout: float | None = None,
+        hidden: tuple[str, ...] = (),
+        next_parts: NextParts | None = None,
     ) -> SecureSum:
         """Run the stages for the round's train ``messages``; the sum, or why none.
 
@@ -156,6 +172,12 @@ class SecAggPlusDriver:
         fewer live neighbours than the threshold ends the round without a sum. The
         clients read their update from the reply's ``reply_arrays_key`` record (default
         ``arrays_key``: the trained model, less the one sent).
+
+        A two-round form keeps the train metrics ``hidden`` on the clients and runs
+        several sums: after each, ``next_parts`` gives the next sum's parts from it (its
+        public statistics), or ``None`` after the last (the update's). Each later sum
+        starts with a setup that draws fresh keys and trains nothing; the round's answer
+        is its last sum.
 
         Raises
         ------
@@ -178,8 +200,45 @@ class SecAggPlusDriver:
             )
         state = _Round(sampled, shares, threshold, messages[0].metadata.group_id)
         keys = (arrays_key, reply_arrays_key or arrays_key)
-        setup = self._setup(grid, messages, state, shares, timeout, keys)
+        setup = self._setup(grid, messages, state, shares, timeout, keys, hidden=hidden)
         parts = client_parts([setup[nid] for nid in sorted(state.active)]) if state.active else {}
+        while True:
+            result = self._sum(grid, state, parts, setup, timeout)
+            following = None if next_parts is None or result.skipped else next_parts(result)
+            if following is None:
+                break
+            # A later sum of the round: fresh keys on a fresh graph, no training.
+            state = _Round(sorted(state.active), shares, threshold, state.group_id, state.lost)
+            rekey = [
+                Message(
+                    RecordDict(),
+                    dst_node_id=nid,
+                    message_type=MessageType.TRAIN,
+                    group_id=state.group_id,
+                )
+                for nid in state.sampled
+            ]
+            self._setup(grid, rekey, state, shares, timeout, keys, rekey=True)
+            parts = {nid: part for nid, part in following.items() if nid in state.active}
+        if result.skipped is None:
+            logger.info(
+                "secure aggregation: summed %d of %d clients (lost: %s)",
+                result.num_clients,
+                len(sampled),
+                result.lost or "none",
+            )
+        return result
+
+    def _sum(
+        self,
+        grid: Grid,
+        state: _Round,
+        parts: Mapping[int, Mapping[str, Any]],
+        setup: Mapping[int, Message],
+        timeout: float | None,
+    ) -> SecureSum:
+        """One secure sum of the clients given ``parts``: share keys, collect, unmask."""
+        settings = self.settings
         state.keep(Stage.SETUP + " (refused by the rule)", parts)
         if (why := state.short(state.active)) is not None:
             return self._skipped(state, why, setup)
@@ -205,12 +264,6 @@ class SecAggPlusDriver:
             settings.secagg_quantization_range,
         )
         lost = {nid: why for nid, why in state.lost.items() if nid not in in_sum}
-        logger.info(
-            "secure aggregation: summed %d of %d clients (lost: %s)",
-            len(in_sum),
-            len(sampled),
-            lost or "none",
-        )
         return SecureSum(replies, mean, weight_total, lost)
 
     def _skipped(self, state: _Round, why: str, setup: Mapping[int, Message]) -> SecureSum:
@@ -226,12 +279,22 @@ class SecAggPlusDriver:
         shares: int,
         timeout: float | None,
         arrays_keys: tuple[str, str],
+        *,
+        hidden: tuple[str, ...] = (),
+        rekey: bool = False,
     ) -> dict[int, Message]:
-        """Send the train instructions with the setup record; the clear replies by node."""
+        """Send the train instructions with the setup record; the clear replies by node.
+
+        ``rekey``: a later sum's setup (no train instruction, fresh keys only).
+        """
         settings = self.settings
+        extra: dict[str, Any] = {REKEY: True} if rekey else {}
+        if hidden:
+            extra[HIDDEN_METRICS] = list(hidden)
         for message in messages:
             message.content.config_records[RECORD] = ConfigRecord(
                 {
+                    **extra,
                     Key.STAGE: Stage.SETUP,
                     Key.SAMPLE_NUMBER: len(state.sampled),
                     Key.SHARE_NUMBER: shares,
@@ -451,6 +514,10 @@ class SecureGrid(PassThroughGrid):
         The ArrayRecord of the strategy's train messages and replies (``arrays``).
     reply_arrays_key : str | None
         The replies' ArrayRecord where it differs (q-FedSGD's ``gradient``).
+    hidden : tuple[str, ...]
+        The train metrics the clients keep (a two-round form's).
+    next_parts : NextParts | None
+        A two-round form's later sums (:meth:`SecAggPlusDriver.run`).
     """
 
     def __init__(
@@ -460,12 +527,17 @@ class SecureGrid(PassThroughGrid):
         client_parts: ClientParts,
         arrays_key: str,
         reply_arrays_key: str | None = None,
+        *,
+        hidden: tuple[str, ...] = (),
+        next_parts: NextParts | None = None,
     ) -> None:
         super().__init__(grid)
         self.driver = driver
         self.client_parts = client_parts
         self.arrays_key = arrays_key
         self.reply_arrays_key = reply_arrays_key
+        self.hidden = hidden
+        self.next_parts = next_parts
         self.last: SecureSum | None = None
 
     def send_and_receive(
@@ -486,5 +558,7 @@ class SecureGrid(PassThroughGrid):
             arrays_key=self.arrays_key,
             reply_arrays_key=self.reply_arrays_key,
             timeout=timeout,
+            hidden=self.hidden,
+            next_parts=self.next_parts,
         )
         return list(self.last.replies)

@@ -31,7 +31,7 @@ from fairfl.secagg.forms import SecureForm
 from fairfl.secagg.protocol import quantisation_bound
 from fairfl.secagg.server import SecAggPlusDriver, SecureGrid, SecureSum
 from fairfl.strategies import intake
-from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.base import FairStrategy, current_options
 from fairfl.strategies.defences import share_capped
 from fairfl.strategies.records import TrainRoundRecord, app_metrics, global_model, round_metrics
 from fairfl.strategies.reweighted import ReweightedStrategy
@@ -142,11 +142,16 @@ def check_secure(strategy: FairStrategy) -> SecureForm:
             f"strategy {name}'s form sends each client its weight, which needs weights from "
             "the clear metrics alone (a ReweightedStrategy's lambdas)"
         )
-    if form.kind == "one-round" and strategy.max_client_share < 1:
+    if form.kind in ("one-round", "two-rounds") and strategy.max_client_share < 1:
         # The cap needs every client's weight, which the clients compute (q-FFL's h_k).
         raise SecureAggregationRefusedError(
             f"strategy {name} with secure-aggregation=secagg+: run config max-client-share "
             "caps weights that its clients compute themselves; leave it at 1"
+        )
+    if form.kind == "two-rounds" and strategy.loss_clip_mad:
+        raise SecureAggregationRefusedError(
+            f"strategy {name} with secure-aggregation=secagg+: run config loss-clip-mad "
+            "clips losses that its two-round form keeps on the clients; leave it at 0"
         )
     return form
 
@@ -174,6 +179,10 @@ class SecureRounds:
         self.grid: SecureGrid | None = None
         self.step_scale: dict[int, float] = {}  # s of each round (Σ λ of broadcast weights)
         self.screened: dict[int, list[TrainReply]] = {}  # each round's admitted clear replies
+        # A two-round form: the train metrics its clients keep, its later sums' state.
+        self.hidden = (strategy.train_loss_key,) if self.form.kind == "two-rounds" else ()
+        self.later: dict[str, Any] = {}  # the round's counts, public statistics, error
+        self.extra_bound: dict[int, float] = {}  # the statistics' share of the round's bound
         strategy.aggregate_train = self.aggregate_train  # type: ignore[method-assign]
         logger.info(
             "secure aggregation: SecAgg+ for %s (%s form, %s weights): %s",
@@ -188,7 +197,10 @@ class SecureRounds:
         strategy = self.strategy
         driver = SecAggPlusDriver(self.settings)
         key, reply_key = strategy.arrayrecord_key, strategy.reply_arrays_key
-        self.grid = SecureGrid(grid, driver, self.client_parts, key, reply_key)
+        later = self.next_parts if self.hidden else None
+        self.grid = SecureGrid(
+            grid, driver, self.client_parts, key, reply_key, hidden=self.hidden, next_parts=later
+        )
         return self.grid
 
     # ------------------------------------------------------------------ the screen
@@ -200,7 +212,10 @@ class SecureRounds:
         """
         strategy = self.strategy
         server_round = self._round_sent()
-        accepted, dropped = strategy.read_train_replies(server_round, replies, NO_ARRAYS)
+        if self.hidden:
+            accepted, dropped = self._read_without_hidden(server_round, replies)
+        else:
+            accepted, dropped = strategy.read_train_replies(server_round, replies, NO_ARRAYS)
         accepted = strategy.sampled_replies(accepted)
         unanswered = intake.unanswered("aggregate_train", replies, strategy.in_flight)
         record = TrainRoundRecord.of(accepted, dropped, unanswered)
@@ -213,6 +228,26 @@ class SecureRounds:
         self.step_scale[server_round] = scale
         self.screened[server_round] = accepted
         return {reply.node_id: part for reply, part in zip(accepted, parts, strict=True)}
+
+    def _read_without_hidden(
+        self, server_round: int, replies: list[Message]
+    ) -> tuple[list[TrainReply], dict[int, str]]:
+        """The rule's reply check, less the metrics a two-round form keeps on the clients.
+
+        Their values are checked by each client (:func:`fairfl.secagg.forms.client_part`).
+        """
+        strategy = self.strategy
+        required = tuple(k for k in strategy.required_metrics if k not in self.hidden)
+        needs = (required, not strategy.checks_array_values, strategy.reply_arrays_key)
+        options = current_options(strategy)
+        read = intake.train_reader(options, NO_ARRAYS, *needs)
+        read_round = intake.read_replies("aggregate_train", replies, strategy.in_flight, read)
+        intake.check_missing_metrics(
+            "aggregate_train", server_round, read_round, strategy.rule_name, options
+        )
+        return strategy.client_keys.order(read_round.accepted, read_round.dropped), (
+            read_round.dropped
+        )
 
     def _round_sent(self) -> int:
         """The round of the train messages in flight (their config's ``server-round``)."""
@@ -242,6 +277,8 @@ class SecureRounds:
                 )
             part_of = [{forms.WEIGHT: float(w) * max_weight / top} for w in lam]
             return [{forms.WEIGHT_KIND: weight, **p} for p in part_of], float(lam.sum())
+        if weight == "semivred":
+            return self._semivred_first(server_round, replies), 1.0
         # n_k are reported in the clear: scaling them so that the largest is a_max is public.
         common: dict[str, Any] = {
             forms.WEIGHT_KIND: weight,
@@ -264,6 +301,73 @@ class SecureRounds:
                 part[forms.LOSS] = strategy.loss_of(reply)
             parts.append(part)
         return parts, 1.0
+
+    # -------------------------------------------------- a two-round form's sums
+    def _semivred_first(self, server_round: int, replies: list[TrainReply]) -> list[dict[str, Any]]:
+        """Semi-VRed's first sum: each client masks ``σ n_k F_k`` (σ = 1 / max_j n_j)."""
+        counts = {reply.node_id: reply.num_examples for reply in replies}
+        top = max(counts.values())
+        self.later = {"round": server_round, "counts": counts, "top": top, "stage": 1}
+        self.later["error"] = 0.0
+        return [self._scalar_part("semivred-mean", n / top, {}) for n in counts.values()]
+
+    def _scalar_part(self, kind: str, share: float, extra: dict[str, Any]) -> dict[str, Any]:
+        return {
+            forms.WEIGHT_KIND: kind,
+            forms.WEIGHT: self.settings.secagg_max_weight,
+            forms.SHARE: share,
+            forms.LOSS_KEY: self.strategy.train_loss_key,
+            forms.LOSS_BOUND: self.settings.secagg_clipping_range,
+            **extra,
+        }
+
+    def next_parts(self, last: SecureSum) -> dict[int, dict[str, Any]] | None:
+        """Semi-VRed's later sums: f̄, then A, from the last sum; ``None`` after the third.
+
+        A scalar sum's ``Σ_k σ n_k x_k`` over ``Σ_k σ n_k`` (its clients, the counts being
+        clear) is the p-weighted mean of x: f̄ after the first, A after the second. Its
+        error is at most ``b Σ r̂_k / (Q Σ_k σ n_k)`` with b the sum's quantisation bound
+        (every r̂_k = Q: each client's weight is a_max).
+        """
+        later, settings = self.later, self.settings
+        if later.get("stage") not in (1, 2) or last.mean is None:
+            return None
+        counts, top = later["counts"], later["top"]
+        in_sum = [int(m.metadata.src_node_id) for m in last.replies]
+        shares = sum(counts[nid] / top for nid in in_sum)
+        total = float(last.mean[0].reshape(-1)[0]) * last.weight_total
+        quantisation = settings.secagg_quantization_range
+        value = total / quantisation / shares
+        bound = quantisation_bound(len(in_sum), settings.secagg_clipping_range, last.weight_total)
+        error = bound * last.weight_total / quantisation / shares
+        record = self.strategy.train_records[later["round"]]
+        if later["stage"] == 1:
+            later.update(stage=2, mean=value, mean_error=error)
+            record.diagnostics["secagg-mean-loss"] = value
+            extra = {forms.MEAN_LOSS: value}
+            return {
+                nid: self._scalar_part("semivred-excess", counts[nid] / top, extra)
+                for nid in in_sum
+            }
+        later.update(stage=3)
+        record.diagnostics["secagg-excess"] = value
+        record.diagnostics["beta-max"] = float("inf") if value <= 0 else 1.0 / (2.0 * value)
+        beta = float(self.strategy.params.beta)  # type: ignore[attr-defined]
+        clipping = settings.secagg_clipping_range
+        # ‖ŵ - w‖₁ <= 2β (2 e_f̄ + e_A) <= ε; the normalised weights move by <= 2ε / (1 - ε).
+        eps = 2.0 * beta * (2.0 * later["mean_error"] + error)
+        self.extra_bound[later["round"]] = 2.0 * eps * clipping / (1.0 - eps)
+        common = {
+            forms.WEIGHT_KIND: "semivred",
+            forms.WEIGHT_SCALE: settings.secagg_max_weight / (top * (1.0 + 4.0 * beta * clipping)),
+            forms.MEAN_LOSS: later["mean"],
+            forms.EXCESS: value,
+            forms.SEMIVRED_BETA: beta,
+            forms.SEMIVRED_CLIP: bool(self.strategy.params.clip_negative_weights),  # type: ignore[attr-defined]
+            forms.LOSS_KEY: self.strategy.train_loss_key,
+            forms.LOSS_BOUND: clipping,
+        }
+        return {nid: {**common, forms.NUM_EXAMPLES: counts[nid]} for nid in in_sum}
 
     # ------------------------------------------------------------- the aggregate
     def aggregate_train(
@@ -292,7 +396,7 @@ class SecureRounds:
             strategy.train_records[server_round] = record
         scale = self.step_scale.pop(server_round, 1.0)
         screened = self.screened.pop(server_round, [])
-        self._record_lost(record, secure, scale)
+        self._record_lost(record, secure, scale, self.extra_bound.pop(server_round, 0.0))
         deferred = strategy.state_updates
         if secure.skipped is not None or secure.mean is None:
             deferred.discard()
@@ -335,12 +439,15 @@ class SecureRounds:
         metrics.update(round_metrics(len(nodes), record))
         return arrays, MetricRecord(metrics)
 
-    def _record_lost(self, record: TrainRoundRecord, secure: SecureSum, scale: float) -> None:
+    def _record_lost(
+        self, record: TrainRoundRecord, secure: SecureSum, scale: float, extra: float
+    ) -> None:
         """The clients lost after the screen leave ``accepted``; the sum's diagnostics.
 
         ``secagg-bound`` is the documented bound on each coordinate's quantisation error
         (:func:`~fairfl.secagg.protocol.quantisation_bound`, times the step scale s), on
-        the new model or, for a :class:`StepsFromAverage` rule, on the average it steps from.
+        the new model or, for a :class:`StepsFromAverage` rule, on the average it steps from;
+        ``extra`` is a two-round form's share, from the errors of its public statistics.
         """
         in_sum = {int(m.metadata.src_node_id) for m in secure.replies}
         record.accepted = [nid for nid in record.accepted if nid in in_sum]
@@ -363,7 +470,7 @@ class SecureRounds:
             bound = quantisation_bound(
                 secure.num_clients, settings.secagg_clipping_range, secure.weight_total
             )
-            record.diagnostics["secagg-bound"] = scale * bound
+            record.diagnostics["secagg-bound"] = scale * bound + extra
 
 
 def secure_rounds(strategy: FairStrategy, grid: Grid, settings: SecAggSettings) -> Grid:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fairfl.secagg.forms import SecureForm
 from fairfl.strategies.deviations import MAX_BETA, LossDeviationRule, check_beta, loss_deviations
 from fairfl.strategies.params import RuleParameters, flag, real
 
@@ -68,6 +69,10 @@ class SemiVRed(LossDeviationRule):
     rule_name = "Semi-VRed"
     registry_name = "semivred"
     Parameters = SemiVRedParameters
+    secure_form = SecureForm.two_rounds(
+        "semivred",
+        "the server sees n_k and the sums f̄ = Σ p_k F_k and A = Σ p_k (F_k - f̄)_+, never F_k",
+    )
 
     def unclipped_weights(
         self, p: ArrayLike, losses: ArrayLike, beta: float

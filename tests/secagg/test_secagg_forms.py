@@ -84,6 +84,52 @@ def test_broadcast_weight_is_the_servers():
     assert weight == 7.5
 
 
+SEMI = {"loss-key": "loss-before-training", "loss-bound": 8.0}
+PRIVATE = {"loss-before-training": 2.0}  # F_k, kept on the client
+
+
+def test_semivred_sums_of_scalars_mask_the_private_loss_times_the_share():
+    # First sum: σ n_k F_k = 0.5 · 2 = 1; second, with f̄ = 1.5: 0.5 · (2 - 1.5)_+ = 0.25.
+    first = {**SEMI, "weight-kind": "semivred-mean", "weight": 1000.0, "share": 0.5}
+    weight, payload = client_part(first, UPDATE, PRIVATE)
+    assert weight == 1000.0  # a_max: every r̂_k = Q, the sum is Σ σ n_k F_k
+    assert payload[0].tolist() == [1.0]
+    second = {**first, "weight-kind": "semivred-excess", "mean-loss": 1.5}
+    assert client_part(second, UPDATE, PRIVATE)[1][0].tolist() == [0.25]
+    below = {**second, "mean-loss": 3.0}  # (2 - 3)_+ = 0
+    assert client_part(below, UPDATE, PRIVATE)[1][0].tolist() == [0.0]
+
+
+def test_semivred_weight_is_computed_by_the_client_from_f_bar_and_a():
+    # σ' n_k (1 + 2β ((F_k - f̄)_+ - A)) = 2 · 3 · (1 + 2 · 0.5 · (0.5 - 0.1)) = 6 · 1.4 = 8.4.
+    part = {
+        **SEMI,
+        "weight-kind": "semivred",
+        "weight-scale": 2.0,
+        "num-examples": 3,
+        "mean-loss": 1.5,
+        "excess": 0.1,
+        "semivred-beta": 0.5,
+        "semivred-clip-negative": False,
+    }
+    weight, payload = client_part(part, UPDATE, PRIVATE)
+    assert weight == pytest.approx(8.4)
+    np.testing.assert_array_equal(payload[0], UPDATE[0])
+    # A = 2: 1 + 2 · 0.5 · (0.5 - 2) = -0.5 < 0, which cannot be masked, unless clipped to 0.
+    with pytest.raises(ValueError, match="semivred weight is -3"):
+        client_part({**part, "excess": 2.0}, UPDATE, PRIVATE)
+    clipped = {**part, "excess": 2.0, "semivred-clip-negative": True}
+    assert client_part(clipped, UPDATE, PRIVATE)[0] == 0.0
+
+
+def test_a_semivred_part_refuses_a_missing_or_unbounded_loss():
+    part = {**SEMI, "weight-kind": "semivred-mean", "weight": 1000.0, "share": 1.0}
+    with pytest.raises(ValueError, match="did not carry"):
+        client_part(part, UPDATE, {})
+    with pytest.raises(ValueError, match="secagg-clipping-range"):
+        client_part(part, UPDATE, {"loss-before-training": 9.0})
+
+
 def test_a_bad_part_is_refused():
     with pytest.raises(ValueError, match="unknown client weight 'bogus'"):
         client_part({"weight-kind": "bogus"}, UPDATE)
@@ -109,6 +155,8 @@ def test_a_bad_part_is_refused():
         ("deltafl", "scalars-in-clear", "broadcast"),
         ("gifair", "scalars-in-clear", "broadcast"),
         ("fairfed", "scalars-in-clear", "broadcast"),
+        ("semivred", "two-rounds", "semivred"),
+        ("vred", "scalars-in-clear", "broadcast"),
         ("fedmgda", "impossible", None),
         ("fedfv", "impossible", None),
         ("equitable", "impossible", None),

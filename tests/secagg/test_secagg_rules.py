@@ -33,6 +33,8 @@ from fairfl.strategies.secure import (
 )
 
 C = 8.0  # secagg-clipping-range's default
+Q = 4194304  # secagg-quantization-range's default
+SEMIVRED_BETA = 0.2  # semivred-beta's default
 BASE = {"num-partitions": 5, "num-server-rounds": 1, "local-epochs": 1, "seed": 3}
 ADULT = {"dataset": "adult-synthetic", "model": "logreg", "dirichlet-alpha": 0.5}
 RULES = {
@@ -73,6 +75,12 @@ SUPPORTING = sorted(
     for name, spec in STRATEGIES.items()
     if (form := secure_form_of(spec.strategy)) is not None and form.supported
 )
+#: The rules whose losses stay on the clients: secure sums of scalars come first.
+TWO_ROUNDS = {
+    name for name in SUPPORTING if secure_form_of(STRATEGIES[name].strategy).kind == "two-rounds"
+}
+#: Secure sums per round: Semi-VRed's f̄ and A, then its weighted sum.
+SUMS = {"semivred": 3}
 CASES = {
     **{rule: {"strategy": rule, **RULES.get(rule, {})} for rule in SUPPORTING},
     "ditto+qffl": {"strategy": "ditto+qffl"},  # a pairing takes its global rule's form
@@ -82,6 +90,10 @@ CASES = {
 
 def test_the_five_rules_of_the_issue_are_supported():
     assert set(RULES) <= set(SUPPORTING)
+
+
+def test_semivred_keeps_its_losses_on_the_clients():
+    assert TWO_ROUNDS == set(SUMS) == {"semivred"}
 
 
 def _averages_stepped_from(monkeypatch) -> list[list[np.ndarray]]:
@@ -111,7 +123,19 @@ def test_secure_model_equals_the_clear_one_within_the_quantisation_bound(
     n, weight_total = diagnostics["secagg-clients"], diagnostics["secagg-weight-total"]
     assert n == 5 and weight_total > 0
     bound = n * (2 * C + C) / weight_total
-    assert diagnostics["secagg-bound"] == pytest.approx(bound)
+    if case in TWO_ROUNDS:
+        # f̄ and A come from sums of [σ n_k F_k] (every weight a_max, so Σ r̂_k = n Q), each
+        # within n 3C / Q of Σ σ n_k x_k, and Σ σ n_k >= 1 (the largest client's share):
+        # e <= n 3C / Q. The weights p_k (1 + 2β((F_k - f̄)_+ - A)) then move by at most
+        # ε = 2β (2e + e) in l1, the normalised ones by 2ε / (1 - ε), each times |Δ| <= C.
+        e = n * 3 * C / Q
+        eps = 2 * SEMIVRED_BETA * 3 * e
+        bound += 2 * eps * C / (1 - eps)
+        assert 0 < diagnostics["secagg-bound"] <= bound
+        clear_a = 1 / (2 * clear.strategy.train_records[1].diagnostics["beta-max"])
+        assert 1 / (2 * diagnostics["beta-max"]) == pytest.approx(clear_a, abs=2 * e)
+    else:
+        assert diagnostics["secagg-bound"] == pytest.approx(bound)
     slack = _float32_slack(clear.arrays)
     if isinstance(secure.strategy, FedOptRule):
         # The bound is on the average; the server optimiser then steps from it, the same
@@ -172,11 +196,14 @@ def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
 
     assert aggregated == []  # the clear path, which reads each update, never ran
     stages = [m.content.config_records[RECORD] for m in wire if RECORD in m.content.config_records]
-    assert sum("masked_params" in s for s in stages) == 5  # only masked vectors came in
+    # Only masked vectors came in: one per client and secure sum.
+    assert sum("masked_params" in s for s in stages) == 5 * SUMS.get(rule, 1)
     for reply in wire:
         assert all(len(record) == 0 for record in reply.content.array_records.values())
         for metrics in reply.content.metric_records.values():
             assert "qffl-h" not in metrics  # h_k holds ‖w^t - w_k‖²: masked, never clear
+            if rule in TWO_ROUNDS:  # F_k(w^t) too: it enters only the masked sums
+                assert "loss-before-training" not in metrics
     messages = [x for x in _flatten(handed) if isinstance(x, Message)]
     replies = [x for x in _flatten(handed) if hasattr(x, "arrays") and hasattr(x, "node_id")]
     assert len(messages) >= 5 and len(replies) >= 5
@@ -184,6 +211,8 @@ def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
         assert all(len(record) == 0 for record in message.content.array_records.values())
     for reply in replies:
         assert reply.arrays == []
+        if rule in TWO_ROUNDS:
+            assert "loss-before-training" not in reply.metrics
 
 
 def _flatten(values):
@@ -263,6 +292,13 @@ def test_rules_that_read_each_update_are_refused_at_start(tmp_path, rule):
     config = {"strategy": rule, "secure-aggregation": "secagg+", "out-dir": str(tmp_path)}
     with pytest.raises(SecureAggregationRefusedError, match=f"strategy {rule} cannot run"):
         check_run(config, local_clients=False)
+
+
+@pytest.mark.parametrize(("key", "value"), [("loss-clip-mad", 0.5), ("max-client-share", 0.5)])
+def test_semivred_refuses_settings_that_need_each_loss_or_weight(tmp_path, key, value):
+    config = {"strategy": "semivred", "secure-aggregation": "secagg+", key: value}
+    with pytest.raises(SecureAggregationRefusedError, match=f"run config {key}"):
+        check_run({**config, "out-dir": str(tmp_path)}, local_clients=False)
 
 
 def test_fedmgda_under_secagg_exits_2_with_one_line(tmp_path, capsys):

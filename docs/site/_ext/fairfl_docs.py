@@ -90,11 +90,17 @@ def secure_aggregation(strategy: type) -> str:
         return f"{key} refuses it at start: it declares no form ({page})."
     if not form.supported:
         return f"{key} refuses it at start ({form.kind}): {form.reason}."
+    hidden = (
+        "every other reported metric in the clear (`num-examples`, evaluation losses and "
+        "accuracies): the train loss enters only secure sums"
+        if form.kind == "two-rounds"
+        else "every reported metric in the clear (losses, `num-examples`, group counts, "
+        "evaluation losses and accuracies)"
+    )
     return (
         f"{key} runs it ({form.kind}, the client masks its "
-        f"`{form.weight}` weight and update): {form.reason}. The server still sees every "
-        "reported metric in the clear (losses, `num-examples`, group counts, evaluation "
-        f"losses and accuracies); {page} gives the threat model."
+        f"`{form.weight}` weight and update): {form.reason}. The server still sees "
+        f"{hidden}; {page} gives the threat model."
     )
 
 
