@@ -2,7 +2,11 @@
 
 Plug-ins included; one that failed to load is listed as broken, with its reason. Lines fit
 100 columns; each key shows the value a run uses when it is not set (a rule key that is
-also a shared key, such as ``lr``, takes the run's).
+also a shared key, such as ``lr``, takes the run's). The client steps follow the rules
+(:data:`fairfl.client.steps.CLIENT_STEPS`, a plug-in's from the entry-point group
+``fairfl.client_steps`` included), each with the train-config key that switches it on;
+``fairfl rules RULE`` names the steps the rule's train config switches on. Without the
+client half (a server-only install, no torch) the steps are not listed, and it says so.
 """
 
 from __future__ import annotations
@@ -75,8 +79,71 @@ def _list_rules(args: argparse.Namespace) -> int:
         )
     for name, reason in STRATEGIES.broken.items():  # a plug-in that failed to load
         print(textwrap.fill(reason, WIDTH, initial_indent=f"{name:14s} {'(broken)':14s} "))
+    _list_client_steps()
     print("\n`fairfl rules RULE` shows one rule; ditto+RULE pairs Ditto with a rule.")
     return EXIT_OK
+
+
+def _client_steps() -> Any:
+    """The client-step registry with fairfl's steps and the plug-ins', or ``None`` without torch."""
+    try:
+        import fairfl.client.builtin_steps  # noqa: F401 (registers fairfl's steps)
+        from fairfl.client.steps import CLIENT_STEPS
+    except ImportError:
+        return None
+    return CLIENT_STEPS
+
+
+def _list_client_steps() -> None:
+    """Each client step: its train-config key, phase, the metrics it adds, where it is from."""
+    steps = _client_steps()
+    print("\nclient steps (the train-config key that switches each on; phase; metrics it adds):")
+    if steps is None:
+        print('  not listed: the client half is not installed (pip install "fairfl[client]")')
+        return
+    for key, step in steps.items():
+        source = f"plug-in {steps.plugins[key]}" if key in steps.plugins else "fairfl"
+        head = f"  {key:30s} {step.phase:9s} "
+        added = ", ".join(step.metrics) or "-"
+        print(
+            textwrap.fill(
+                f"{added}; {source}",
+                WIDTH,
+                initial_indent=head,
+                subsequent_indent=" " * len(head),
+                break_on_hyphens=False,
+            )
+        )
+    for key, reason in steps.broken.items():
+        print(textwrap.fill(reason, WIDTH, initial_indent=f"  {key:30s} (broken) "))
+
+
+def _switched_steps(name: str) -> list[str] | None:
+    """The client steps rule ``name``'s train config switches on (``None``: no client half).
+
+    Read from the messages of a first round to two nodes, built with every key at its
+    default, so that keys a rule sets per client (RC-FL's ``rcfl-alpha``) count too.
+    """
+    steps = _client_steps()
+    if steps is None:
+        return None
+    from unittest.mock import Mock
+
+    import numpy as np
+    from flwr.app import Array, ArrayRecord, ConfigRecord
+    from flwr.serverapp import Grid
+
+    from fairfl._compat import server_task_identity
+    from fairfl.strategies.registry import build_strategy
+
+    strategy = build_strategy(name, {}, min_available_nodes=1)
+    grid = Mock(spec=Grid)
+    grid.get_node_ids.return_value = [1, 2]
+    arrays = ArrayRecord({"w": Array(np.zeros(2, dtype=np.float32))})
+    with server_task_identity(1):
+        messages = list(strategy.configure_train(1, arrays, ConfigRecord({"lr": 0.1}), grid))
+    configs = [message.content["config"] for message in messages]
+    return [key for key, step in steps.items() if any(step.switched_on(c) for c in configs)]
 
 
 def _show_rule(name: str) -> int:
@@ -103,6 +170,13 @@ def _show_rule(name: str) -> int:
     print(
         textwrap.fill(
             ", ".join(reports), WIDTH, initial_indent="clients report: ", subsequent_indent="  "
+        )
+    )
+    switched = _switched_steps(name)
+    line = "not listed (no client half installed)" if switched is None else ", ".join(switched)
+    print(
+        textwrap.fill(
+            line or "none", WIDTH, initial_indent="client steps: ", subsequent_indent="  "
         )
     )
     specs = {s.key: s for s in rule.Parameters.specs().values() if s.key is not None}

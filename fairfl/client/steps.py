@@ -260,6 +260,8 @@ class ClientSteps(Mapping[str, ClientStep]):
         self._steps: dict[str, ClientStep] = {}
         self._plugins_loaded = False
         self.broken: dict[str, str] = {}
+        #: The entry point (``module:attribute``) of each plug-in step loaded, by key.
+        self.plugins: dict[str, str] = {}
 
     def register(self, step: ClientStep) -> ClientStep:
         """Add ``step``; return it.
@@ -301,6 +303,7 @@ class ClientSteps(Mapping[str, ClientStep]):
                 f"{entry.value} is switched by {step.key!r}, not by its entry point's name"
             )
         self.register(step)
+        self.plugins[step.key] = entry.value
 
     def active(self, config: ConfigRecord) -> list[ClientStep]:
         """The steps ``config`` switches on, in registration order.

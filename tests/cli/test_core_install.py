@@ -61,6 +61,7 @@ def test_help_verify_and_rules_work_on_the_core_install(tmp_path):
     result = _fairfl(tmp_path, "rules")
     assert result.returncode == 0, result.stderr
     assert "qffl-q=0.1" in result.stdout
+    assert "not listed: the client half is not installed" in result.stdout  # no torch
 
 
 def test_report_names_the_extra_to_install_in_one_line(tmp_path):
