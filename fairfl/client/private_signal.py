@@ -7,10 +7,9 @@ steps, so that q-FFL's h_k and every reply value read the released model.
 
 A ``before`` step (:mod:`fairfl.client.steps`) switched on by the train-config key
 ``dp-loss-noise-multiplier``, which the server sends under ``dp`` with a loss noise
-(:mod:`fairfl.privacy.signal`). It replaces
-:attr:`~fairfl.client.steps.ClientRound.loss_before` by the clipped and noised value, so
-every later step and the reply read that one. It is registered before the other
-``before`` steps.
+(:mod:`fairfl.privacy.signal`). It replaces ``loss_before`` of the
+:class:`~fairfl.client.steps.ClientRound` by the clipped and noised value, so every later
+step and the reply read that one. It is registered before the other ``before`` steps.
 """
 
 from __future__ import annotations

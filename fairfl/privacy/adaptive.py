@@ -13,7 +13,7 @@ the model with multiplier z_Δ and the count with 2σ_b; with
 ``z_Δ = (z^-2 - (2σ_b)^-2)^(-1/2)`` (Flower's ``compute_adaptive_noise_params``, reused)
 the pair is one Gaussian of multiplier z, as under fixed clipping, so the account is the
 same (:mod:`~fairfl.privacy.signal` for the composition). The model's noise is still
-calibrated to the rule's weights: σ = z_Δ C_t max_k |λ_k| (or the cap).
+calibrated to the rule's weights: ``σ = z_Δ C_t max_k |λ_k|`` (or the cap).
 
 Flower's own adaptive wrappers (flwr 1.42) count the *clipped* replies and update
 ``C exp(-η (clipped - γ))``, which shrinks C when most updates are clipped; this module
