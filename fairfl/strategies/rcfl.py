@@ -40,7 +40,6 @@ from fairfl.contract import (
     keys,
     sorted_client_keys,
 )
-from fairfl.contract.options import SAMPLING
 from fairfl.secagg.forms import SecureForm
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
@@ -190,7 +189,7 @@ class RCFL(ReweightedStrategy):
                 f"client_sampling must be 'uniform' for RC-FL, got {self.client_sampling!r}: "
                 "RC-FL draws clients itself; sampling='with-replacement' (run config "
                 "rcfl-sampling) is the paper's draw with probability p_i",
-                SAMPLING.key,
+                "sampling",
             )
         params = self.params
         self.alpha, self.mu, self.eta_init = params.alpha, params.mu, params.eta_init
