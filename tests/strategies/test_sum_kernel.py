@@ -3,8 +3,9 @@
 ``reweighted_sum`` must give the same new model bit for bit whether its float32 arrays go
 through the compiled kernel or numpy's blocked pass (``FAIRFL_GRAM_KERNEL=numpy``):
 weights of any sign, a weight of 0 (that client's NaN stays out of the sum), w^t with
-and without weight, and lengths that end inside the kernel's 8-value vectors and its
-2,048-value chunks. Its squared norms are checked on values whose squares sum exactly.
+and without weight, client counts that fill the kernel's groups of 4 rows or not, and
+lengths that end inside its 8-value vectors and its 2,048-value chunks. Its squared
+norms are checked on values whose squares sum exactly.
 """
 
 import platform
@@ -37,6 +38,7 @@ def _both_paths(monkeypatch, global_arrays, clients, weights):
         [0.25, 0.25, 0.5],  # Σλ = 1: w^t carries no weight
         [0.7, -0.2, 0.3],  # VRed's negative weight, Σλ = 0.8: w^t weighs 0.2
         [0.0, 0.6, 0.3],  # a weight of 0
+        [0.1, 0.2, 0.0, 0.1, 0.25, 0.15],  # rows in two groups of the kernel's 4
     ],
 )
 def test_same_model_bit_for_bit_as_numpy(monkeypatch, weights):

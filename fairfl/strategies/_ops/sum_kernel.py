@@ -33,44 +33,58 @@ SUM_SOURCE = r"""
    rounds as numpy's. norms (n values, or NULL) gain each client's float32 sum of squares
    of each chunk, added in double. */
 #define SUM_CHUNK 2048
+#define GROUP 4
 __attribute__((target("avx2,fma")))
 int weighted_sum_f32(const float **rows, const double *weights, int n, const float *global,
                      double global_weight, int use_global, int64_t k, float *out,
                      double *norms) {
     double *acc = aligned_alloc(64, SUM_CHUNK * sizeof(double));
     if (acc == NULL) return -1;
+    int total = n + (use_global ? 1 : 0);
     for (int64_t start = 0; start < k; start += SUM_CHUNK) {
         int m = (int)(k - start < SUM_CHUNK ? k - start : SUM_CHUNK);
         for (int t = 0; t < m; t++) acc[t] = 0.0;
-        for (int i = 0; i <= n; i++) {
-            const float *x;
-            double w;
-            if (i < n) { x = rows[i] + start; w = weights[i]; }
-            else if (use_global) { x = global + start; w = global_weight; }
-            else break;
-            int fold = i < n && norms != NULL, add = w != 0.0;
-            if (!fold && !add) continue;
-            __m256d wv = _mm256_set1_pd(w);
-            __m256 squares = _mm256_setzero_ps();
+        /* GROUP rows at a time, added to acc in their order while it is in registers;
+           a group's missing rows read w^t and add nothing. */
+        for (int i0 = 0; i0 < total; i0 += GROUP) {
+            const float *x[GROUP];
+            double w[GROUP];
+            int fold[GROUP], add[GROUP];
+            __m256 squares[GROUP];
+            float tail[GROUP];
+            for (int q = 0; q < GROUP; q++) {
+                int i = i0 + q;
+                x[q] = (i < n ? rows[i] : global) + start;
+                w[q] = i < n ? weights[i] : global_weight;
+                fold[q] = i < n && norms != NULL;
+                add[q] = i < total && w[q] != 0.0;
+                squares[q] = _mm256_setzero_ps();
+                tail[q] = 0.0f;
+            }
             int t = 0;
             for (; t + 8 <= m; t += 8) {
-                __m256 v = _mm256_loadu_ps(x + t);
-                if (fold) squares = _mm256_add_ps(squares, _mm256_mul_ps(v, v));
-                if (add) {
-                    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-                    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-                    _mm256_store_pd(acc + t,
-                                    _mm256_add_pd(_mm256_load_pd(acc + t), _mm256_mul_pd(lo, wv)));
-                    _mm256_store_pd(acc + t + 4, _mm256_add_pd(_mm256_load_pd(acc + t + 4),
-                                                               _mm256_mul_pd(hi, wv)));
+                __m256d lo = _mm256_load_pd(acc + t), hi = _mm256_load_pd(acc + t + 4);
+                for (int q = 0; q < GROUP; q++) {
+                    __m256 v = _mm256_loadu_ps(x[q] + t);
+                    if (fold[q]) squares[q] = _mm256_add_ps(squares[q], _mm256_mul_ps(v, v));
+                    if (add[q]) {
+                        __m256d wv = _mm256_set1_pd(w[q]);
+                        __m256d vlo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+                        __m256d vhi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+                        lo = _mm256_add_pd(lo, _mm256_mul_pd(vlo, wv));
+                        hi = _mm256_add_pd(hi, _mm256_mul_pd(vhi, wv));
+                    }
                 }
+                _mm256_store_pd(acc + t, lo);
+                _mm256_store_pd(acc + t + 4, hi);
             }
-            float tail = 0.0f;
-            for (; t < m; t++) {
-                if (fold) tail += x[t] * x[t];
-                if (add) acc[t] = acc[t] + (double)x[t] * w;
-            }
-            if (fold) norms[i] += lane_sum(squares) + (double)tail;
+            for (; t < m; t++)
+                for (int q = 0; q < GROUP; q++) {
+                    if (fold[q]) tail[q] += x[q][t] * x[q][t];
+                    if (add[q]) acc[t] = acc[t] + (double)x[q][t] * w[q];
+                }
+            for (int q = 0; q < GROUP; q++)
+                if (fold[q]) norms[i0 + q] += lane_sum(squares[q]) + (double)tail[q];
         }
         for (int t = 0; t < m; t++) out[start + t] = (float)acc[t];
     }
