@@ -22,13 +22,19 @@ from numpy.typing import NDArray
 from fairfl.contract.qffl import QFFL_EPSILON, h_term, lipschitz_estimate
 
 __all__ = [
+    "ACCURACY_TOTAL",
+    "COUNT",
     "EXCESS",
+    "FEDFA_BETA",
+    "FEDFA_INFORMATION_MAX",
     "FORM_KINDS",
+    "FREQUENCY_SHARE",
+    "INFORMATION_TOTAL",
     "LOSS",
-    "LOSS_BOUND",
-    "LOSS_KEY",
     "MEAN_LOSS",
     "NUM_EXAMPLES",
+    "PRIVATE_BOUND",
+    "PRIVATE_KEY",
     "QFFL_BY_SIZE",
     "QFFL_LIPSCHITZ",
     "QFFL_Q",
@@ -51,7 +57,7 @@ __all__ = [
 FormKind = Literal["one-round", "scalars-in-clear", "two-rounds", "impossible"]
 #: The forms of the issue (#48): all but ``impossible`` run under fairfl's SecAgg+.
 FORM_KINDS: tuple[FormKind, ...] = ("one-round", "scalars-in-clear", "two-rounds", "impossible")
-WeightKind = Literal["num-examples", "qffl", "qfedsgd", "term", "broadcast", "semivred"]
+WeightKind = Literal["num-examples", "qffl", "qfedsgd", "term", "broadcast", "semivred", "fedfa"]
 #: The client weights :func:`client_part` computes.
 WEIGHTS: tuple[WeightKind, ...] = (
     "num-examples",
@@ -60,10 +66,11 @@ WEIGHTS: tuple[WeightKind, ...] = (
     "term",
     "broadcast",
     "semivred",
+    "fedfa",
 )
 #: The parts of a two-round form's secure sums of scalars (before its weighted sum):
 #: the client masks a vector of its private scalars, with the weight a_max.
-SCALAR_STAGES = ("semivred-mean", "semivred-excess")
+SCALAR_STAGES = ("semivred-mean", "semivred-excess", "fedfa-accuracy", "fedfa-information")
 
 #: Keys of the client part's ConfigRecord (server -> client, collect stage).
 WEIGHT_KIND = "weight-kind"
@@ -77,12 +84,19 @@ QFFL_BY_SIZE = "qffl-by-size"
 TERM_ALPHA = "term-alpha"
 TERM_SHIFT = "term-shift"
 SHARE = "share"  # σ n_k: the client's public share of a scalar sum (n_k are clear)
-LOSS_KEY = "loss-key"  # the private train metric that is F_k(w^t)
-LOSS_BOUND = "loss-bound"  # C: a private loss must lie in [0, C], the sums' clipping range
+PRIVATE_KEY = "private-key"  # the train metric the client kept (F_k(w^t), Acc_k)
+PRIVATE_BOUND = "private-bound"  # its range's top: it must lie in [0, bound]
 MEAN_LOSS = "mean-loss"  # f̄ = Σ p_k F_k, the first sum's public statistic
 EXCESS = "excess"  # A = Σ p_k (F_k - f̄)_+, the second's
 SEMIVRED_BETA = "semivred-beta"
 SEMIVRED_CLIP = "semivred-clip-negative"
+ACCURACY_TOTAL = "accuracy-total"  # Σ Acc_k, FedFa's first sum
+INFORMATION_TOTAL = "information-total"  # Σ I^acc_k, its second
+COUNT = "count"  # m, the clients in FedFa's first sum (equal shares if Σ Acc_k = 0)
+FEDFA_BETA = "fedfa-beta"
+FREQUENCY_SHARE = "frequency-share"  # I^f_k / Σ I^f_j, from the server's own counts
+#: -log2(1e-6): the largest I^acc_k (FedFa's F2), the public scale of its second sum.
+FEDFA_INFORMATION_MAX = -math.log2(1e-6)
 
 
 @dataclass(frozen=True)
@@ -235,16 +249,27 @@ def client_part(
     elif kind == "broadcast":
         weight, payload = float(part[WEIGHT]), update
     elif kind in SCALAR_STAGES:
-        value = _private_loss(part, private or {}, kind)
+        value = _private(part, private or {}, kind)
         if kind == "semivred-excess":
             value = max(value - float(part[MEAN_LOSS]), 0.0)
+        elif kind == "fedfa-information":
+            value = _information(value, part)
         weight, payload = float(part[WEIGHT]), [np.array([float(part[SHARE]) * value])]
     elif kind == "semivred":
-        excess = max(_private_loss(part, private or {}, kind) - float(part[MEAN_LOSS]), 0.0)
+        excess = max(_private(part, private or {}, kind) - float(part[MEAN_LOSS]), 0.0)
         factor = 1.0 + 2.0 * float(part[SEMIVRED_BETA]) * (excess - float(part[EXCESS]))
         if bool(part[SEMIVRED_CLIP]):
             factor = max(factor, 0.0)
         weight = float(part[WEIGHT_SCALE]) * int(part[NUM_EXAMPLES]) * factor
+        payload = update
+    elif kind == "fedfa":
+        information = _information(_private(part, private or {}, kind), part)
+        total = float(part[INFORMATION_TOTAL])
+        share = information / total if total > 0 else 1.0 / int(part[COUNT])  # F4
+        beta = float(part[FEDFA_BETA])
+        weight = float(part[WEIGHT_SCALE]) * (
+            (1.0 - beta) * share + beta * float(part[FREQUENCY_SHARE])
+        )  # F5
         payload = update
     else:
         raise ValueError(f"secure aggregation: unknown client weight {kind!r} (one of {WEIGHTS})")
@@ -261,18 +286,25 @@ def _loss(part: Mapping[str, Any], kind: str) -> float:
     return float(part[LOSS])
 
 
-def _private_loss(part: Mapping[str, Any], private: Mapping[str, float], kind: str) -> float:
-    """The client's own F_k(w^t), kept from its train reply; in ``[0, C]``."""
-    key = str(part[LOSS_KEY])
+def _information(accuracy: float, part: Mapping[str, Any]) -> float:
+    """FedFa's ``I^acc_k = max(-log2(Acc_k / Σ_j Acc_j + 1e-6), 0)`` (F1-F2; 1/m if Σ = 0)."""
+    total = float(part[ACCURACY_TOTAL])
+    share = accuracy / total if total > 0 else 1.0 / int(part[COUNT])
+    return max(-math.log2(share + 1e-6), 0.0)
+
+
+def _private(part: Mapping[str, Any], private: Mapping[str, float], kind: str) -> float:
+    """The metric the client kept from its train reply (F_k(w^t), Acc_k); in ``[0, bound]``."""
+    key = str(part[PRIVATE_KEY])
     if key not in private:
         raise ValueError(
             f"secure aggregation: the {kind} part needs this client's {key!r}, which its "
             "train reply did not carry"
         )
-    value, bound = float(private[key]), float(part[LOSS_BOUND])
+    value, bound = float(private[key]), float(part[PRIVATE_BOUND])
     if not 0.0 <= value <= bound:
         raise ValueError(
             f"secure aggregation: this client's {key} {value!r} lies outside [0, {bound:g}], "
-            "the range a secure sum of losses holds; raise secagg-clipping-range"
+            "the range its secure sum holds (losses: raise secagg-clipping-range)"
         )
     return value

@@ -105,12 +105,14 @@ class FedFa(ReweightedStrategy):
 
     rule_name = "FedFa"
     registry_name = "fedfa"
-    #: Under SecAgg+ (issue #48): p_k comes from the reported accuracies and the server's
-    #: own participation counts, so the server sends it; each client masks p_k Δ_k and
-    #: the momentum steps from the unmasked average (:meth:`step_from_average`).
-    secure_form = SecureForm.scalars_in_clear(
-        "p_k comes from the accuracies the clients send in the clear and the server's "
-        "participation counts"
+    #: Under SecAgg+ (issue #48): Acc_k stays on the client; secure sums give Σ Acc_k and
+    #: Σ I^acc_k, each client computes its own p_k from them and the server's
+    #: participation share (:mod:`fairfl.strategies.secure_sums`), masks p_k Δ_k, and the
+    #: momentum steps from the unmasked average (:meth:`step_from_average`).
+    secure_form = SecureForm.two_rounds(
+        "fedfa",
+        "the server sees the sums Σ Acc_k and Σ I^acc_k and its own participation counts, "
+        "never Acc_k",
     )
     #: The default's report; :attr:`required_metrics` follows ``accuracy``.
     required_train_metrics = (keys.ACC_AFTER_TRAINING,)

@@ -35,6 +35,7 @@ from fairfl.strategies.base import FairStrategy, current_options
 from fairfl.strategies.defences import share_capped
 from fairfl.strategies.records import TrainRoundRecord, app_metrics, global_model, round_metrics
 from fairfl.strategies.reweighted import ReweightedStrategy
+from fairfl.strategies.secure_sums import two_round_sums
 
 __all__ = [
     "AGGREGATE_METHODS",
@@ -148,7 +149,7 @@ def check_secure(strategy: FairStrategy) -> SecureForm:
             f"strategy {name} with secure-aggregation=secagg+: run config max-client-share "
             "caps weights that its clients compute themselves; leave it at 1"
         )
-    if form.kind == "two-rounds" and strategy.loss_clip_mad:
+    if form.weight == "semivred" and strategy.loss_clip_mad:
         raise SecureAggregationRefusedError(
             f"strategy {name} with secure-aggregation=secagg+: run config loss-clip-mad "
             "clips losses that its two-round form keeps on the clients; leave it at 0"
@@ -179,10 +180,13 @@ class SecureRounds:
         self.grid: SecureGrid | None = None
         self.step_scale: dict[int, float] = {}  # s of each round (Σ λ of broadcast weights)
         self.screened: dict[int, list[TrainReply]] = {}  # each round's admitted clear replies
-        # A two-round form: the train metrics its clients keep, its later sums' state.
-        self.hidden = (strategy.train_loss_key,) if self.form.kind == "two-rounds" else ()
-        self.later: dict[str, Any] = {}  # the round's counts, public statistics, error
-        self.extra_bound: dict[int, float] = {}  # the statistics' share of the round's bound
+        # A two-round form: its sums of scalars, and the train metrics its clients keep.
+        self.sums = (
+            two_round_sums(self.form.weight, strategy, settings)
+            if self.form.kind == "two-rounds"
+            else None
+        )
+        self.hidden = () if self.sums is None else self.sums.hidden
         strategy.aggregate_train = self.aggregate_train  # type: ignore[method-assign]
         logger.info(
             "secure aggregation: SecAgg+ for %s (%s form, %s weights): %s",
@@ -197,7 +201,7 @@ class SecureRounds:
         strategy = self.strategy
         driver = SecAggPlusDriver(self.settings)
         key, reply_key = strategy.arrayrecord_key, strategy.reply_arrays_key
-        later = self.next_parts if self.hidden else None
+        later = None if self.sums is None else self.sums.next
         self.grid = SecureGrid(
             grid, driver, self.client_parts, key, reply_key, hidden=self.hidden, next_parts=later
         )
@@ -277,8 +281,9 @@ class SecureRounds:
                 )
             part_of = [{forms.WEIGHT: float(w) * max_weight / top} for w in lam]
             return [{forms.WEIGHT_KIND: weight, **p} for p in part_of], float(lam.sum())
-        if weight == "semivred":
-            return self._semivred_first(server_round, replies), 1.0
+        if self.sums is not None:
+            first = self.sums.first(server_round, replies)
+            return [first[reply.node_id] for reply in replies], 1.0
         # n_k are reported in the clear: scaling them so that the largest is a_max is public.
         common: dict[str, Any] = {
             forms.WEIGHT_KIND: weight,
@@ -301,73 +306,6 @@ class SecureRounds:
                 part[forms.LOSS] = strategy.loss_of(reply)
             parts.append(part)
         return parts, 1.0
-
-    # -------------------------------------------------- a two-round form's sums
-    def _semivred_first(self, server_round: int, replies: list[TrainReply]) -> list[dict[str, Any]]:
-        """Semi-VRed's first sum: each client masks ``σ n_k F_k`` (σ = 1 / max_j n_j)."""
-        counts = {reply.node_id: reply.num_examples for reply in replies}
-        top = max(counts.values())
-        self.later = {"round": server_round, "counts": counts, "top": top, "stage": 1}
-        self.later["error"] = 0.0
-        return [self._scalar_part("semivred-mean", n / top, {}) for n in counts.values()]
-
-    def _scalar_part(self, kind: str, share: float, extra: dict[str, Any]) -> dict[str, Any]:
-        return {
-            forms.WEIGHT_KIND: kind,
-            forms.WEIGHT: self.settings.secagg_max_weight,
-            forms.SHARE: share,
-            forms.LOSS_KEY: self.strategy.train_loss_key,
-            forms.LOSS_BOUND: self.settings.secagg_clipping_range,
-            **extra,
-        }
-
-    def next_parts(self, last: SecureSum) -> dict[int, dict[str, Any]] | None:
-        """Semi-VRed's later sums: f̄, then A, from the last sum; ``None`` after the third.
-
-        A scalar sum's ``Σ_k σ n_k x_k`` over ``Σ_k σ n_k`` (its clients, the counts being
-        clear) is the p-weighted mean of x: f̄ after the first, A after the second. Its
-        error is at most ``b Σ r̂_k / (Q Σ_k σ n_k)`` with b the sum's quantisation bound
-        (every r̂_k = Q: each client's weight is a_max).
-        """
-        later, settings = self.later, self.settings
-        if later.get("stage") not in (1, 2) or last.mean is None:
-            return None
-        counts, top = later["counts"], later["top"]
-        in_sum = [int(m.metadata.src_node_id) for m in last.replies]
-        shares = sum(counts[nid] / top for nid in in_sum)
-        total = float(last.mean[0].reshape(-1)[0]) * last.weight_total
-        quantisation = settings.secagg_quantization_range
-        value = total / quantisation / shares
-        bound = quantisation_bound(len(in_sum), settings.secagg_clipping_range, last.weight_total)
-        error = bound * last.weight_total / quantisation / shares
-        record = self.strategy.train_records[later["round"]]
-        if later["stage"] == 1:
-            later.update(stage=2, mean=value, mean_error=error)
-            record.diagnostics["secagg-mean-loss"] = value
-            extra = {forms.MEAN_LOSS: value}
-            return {
-                nid: self._scalar_part("semivred-excess", counts[nid] / top, extra)
-                for nid in in_sum
-            }
-        later.update(stage=3)
-        record.diagnostics["secagg-excess"] = value
-        record.diagnostics["beta-max"] = float("inf") if value <= 0 else 1.0 / (2.0 * value)
-        beta = float(self.strategy.params.beta)  # type: ignore[attr-defined]
-        clipping = settings.secagg_clipping_range
-        # ‖ŵ - w‖₁ <= 2β (2 e_f̄ + e_A) <= ε; the normalised weights move by <= 2ε / (1 - ε).
-        eps = 2.0 * beta * (2.0 * later["mean_error"] + error)
-        self.extra_bound[later["round"]] = 2.0 * eps * clipping / (1.0 - eps)
-        common = {
-            forms.WEIGHT_KIND: "semivred",
-            forms.WEIGHT_SCALE: settings.secagg_max_weight / (top * (1.0 + 4.0 * beta * clipping)),
-            forms.MEAN_LOSS: later["mean"],
-            forms.EXCESS: value,
-            forms.SEMIVRED_BETA: beta,
-            forms.SEMIVRED_CLIP: bool(self.strategy.params.clip_negative_weights),  # type: ignore[attr-defined]
-            forms.LOSS_KEY: self.strategy.train_loss_key,
-            forms.LOSS_BOUND: clipping,
-        }
-        return {nid: {**common, forms.NUM_EXAMPLES: counts[nid]} for nid in in_sum}
 
     # ------------------------------------------------------------- the aggregate
     def aggregate_train(
@@ -396,7 +334,7 @@ class SecureRounds:
             strategy.train_records[server_round] = record
         scale = self.step_scale.pop(server_round, 1.0)
         screened = self.screened.pop(server_round, [])
-        self._record_lost(record, secure, scale, self.extra_bound.pop(server_round, 0.0))
+        self._record_lost(record, secure, scale, self._extra_bound(server_round))
         deferred = strategy.state_updates
         if secure.skipped is not None or secure.mean is None:
             deferred.discard()
@@ -438,6 +376,10 @@ class SecureRounds:
         )
         metrics.update(round_metrics(len(nodes), record))
         return arrays, MetricRecord(metrics)
+
+    def _extra_bound(self, server_round: int) -> float:
+        """A two-round form's share of the round's bound (0 for other forms)."""
+        return 0.0 if self.sums is None else self.sums.extra_bound.pop(server_round, 0.0)
 
     def _record_lost(
         self, record: TrainRoundRecord, secure: SecureSum, scale: float, extra: float

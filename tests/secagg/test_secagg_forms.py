@@ -84,7 +84,7 @@ def test_broadcast_weight_is_the_servers():
     assert weight == 7.5
 
 
-SEMI = {"loss-key": "loss-before-training", "loss-bound": 8.0}
+SEMI = {"private-key": "loss-before-training", "private-bound": 8.0}
 PRIVATE = {"loss-before-training": 2.0}  # F_k, kept on the client
 
 
@@ -130,6 +130,47 @@ def test_a_semivred_part_refuses_a_missing_or_unbounded_loss():
         client_part(part, UPDATE, {"loss-before-training": 9.0})
 
 
+FEDFA = {"private-key": "acc-after-training", "private-bound": 1.0, "count": 4}
+I_MAX = -math.log2(1e-6)
+
+
+def test_fedfa_sums_of_scalars_mask_the_accuracy_then_its_information():
+    kept = {"acc-after-training": 0.5}
+    first = {**FEDFA, "weight-kind": "fedfa-accuracy", "weight": 1000.0, "share": 1.0}
+    assert client_part(first, UPDATE, kept)[1][0].tolist() == [0.5]
+    # Σ Acc = 2: a_k = 0.25, I_k = -log2(0.25 + 1e-6) = 2 - log2(1 + 4e-6), masked over I_max.
+    second = {
+        **first,
+        "weight-kind": "fedfa-information",
+        "share": 1 / I_MAX,
+        "accuracy-total": 2.0,
+    }
+    (information,) = client_part(second, UPDATE, kept)[1][0].tolist()
+    assert information * I_MAX == pytest.approx(2.0 - math.log2(1 + 4e-6), rel=1e-12)
+    # Σ Acc = 0 (every accuracy 0): equal shares 1/m = 1/4, I_k = 2 again.
+    zero = {**second, "accuracy-total": 0.0}
+    assert client_part(zero, UPDATE, {"acc-after-training": 0.0})[1][0][0] * I_MAX == (
+        pytest.approx(2.0, abs=1e-5)
+    )
+
+
+def test_fedfa_weight_is_computed_by_the_client_from_the_two_sums():
+    # I_k ≈ 2 (as above), Σ I = 8: (1 - β) I_k / Σ I + β (the server's share 0.3)
+    # = 0.5 · 0.25 + 0.5 · 0.3 = 0.275, times the scale 10.
+    part = {
+        **FEDFA,
+        "weight-kind": "fedfa",
+        "weight-scale": 10.0,
+        "accuracy-total": 2.0,
+        "information-total": 8.0,
+        "fedfa-beta": 0.5,
+        "frequency-share": 0.3,
+    }
+    weight, payload = client_part(part, UPDATE, {"acc-after-training": 0.5})
+    assert weight == pytest.approx(2.75, rel=1e-5)
+    np.testing.assert_array_equal(payload[0], UPDATE[0])
+
+
 def test_a_bad_part_is_refused():
     with pytest.raises(ValueError, match="unknown client weight 'bogus'"):
         client_part({"weight-kind": "bogus"}, UPDATE)
@@ -149,7 +190,7 @@ def test_a_bad_part_is_refused():
         ("fedadam", "one-round", "num-examples"),
         ("fedyogi", "one-round", "num-examples"),
         ("rcfl", "one-round", "broadcast"),
-        ("fedfa", "scalars-in-clear", "broadcast"),
+        ("fedfa", "two-rounds", "fedfa"),
         ("term", "one-round", "term"),
         ("afl", "scalars-in-clear", "broadcast"),
         ("deltafl", "scalars-in-clear", "broadcast"),

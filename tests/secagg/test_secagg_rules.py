@@ -35,6 +35,8 @@ from fairfl.strategies.secure import (
 C = 8.0  # secagg-clipping-range's default
 Q = 4194304  # secagg-quantization-range's default
 SEMIVRED_BETA = 0.2  # semivred-beta's default
+FEDFA_BETA = 0.5  # fedfa-beta's default
+I_MAX = -math.log2(1e-6)  # FedFa's largest I^acc_k (its F2)
 BASE = {"num-partitions": 5, "num-server-rounds": 1, "local-epochs": 1, "seed": 3}
 ADULT = {"dataset": "adult-synthetic", "model": "logreg", "dirichlet-alpha": 0.5}
 RULES = {
@@ -79,8 +81,10 @@ SUPPORTING = sorted(
 TWO_ROUNDS = {
     name for name in SUPPORTING if secure_form_of(STRATEGIES[name].strategy).kind == "two-rounds"
 }
+#: The train metric each keeps: Semi-VRed's F_k(w^t), FedFa's Acc_k.
+HIDDEN = {"semivred": "loss-before-training", "fedfa": "acc-after-training"}
 #: Secure sums per round: Semi-VRed's f̄ and A, then its weighted sum.
-SUMS = {"semivred": 3}
+SUMS = {"semivred": 3, "fedfa": 3}
 CASES = {
     **{rule: {"strategy": rule, **RULES.get(rule, {})} for rule in SUPPORTING},
     "ditto+qffl": {"strategy": "ditto+qffl"},  # a pairing takes its global rule's form
@@ -92,8 +96,8 @@ def test_the_five_rules_of_the_issue_are_supported():
     assert set(RULES) <= set(SUPPORTING)
 
 
-def test_semivred_keeps_its_losses_on_the_clients():
-    assert TWO_ROUNDS == set(SUMS) == {"semivred"}
+def test_semivred_and_fedfa_keep_their_scalars_on_the_clients():
+    assert TWO_ROUNDS == set(SUMS) == {"semivred", "fedfa"}
 
 
 def _averages_stepped_from(monkeypatch) -> list[list[np.ndarray]]:
@@ -123,17 +127,30 @@ def test_secure_model_equals_the_clear_one_within_the_quantisation_bound(
     n, weight_total = diagnostics["secagg-clients"], diagnostics["secagg-weight-total"]
     assert n == 5 and weight_total > 0
     bound = n * (2 * C + C) / weight_total
-    if case in TWO_ROUNDS:
-        # f̄ and A come from sums of [σ n_k F_k] (every weight a_max, so Σ r̂_k = n Q), each
-        # within n 3C / Q of Σ σ n_k x_k, and Σ σ n_k >= 1 (the largest client's share):
-        # e <= n 3C / Q. The weights p_k (1 + 2β((F_k - f̄)_+ - A)) then move by at most
-        # ε = 2β (2e + e) in l1, the normalised ones by 2ε / (1 - ε), each times |Δ| <= C.
-        e = n * 3 * C / Q
+    # A two-round form's statistics come from sums of scalars [s_k x_k] (every weight a_max,
+    # so Σ r̂_k = n Q), each within e = n 3C / Q of Σ s_k x_k.
+    e = n * 3 * C / Q
+    if case == "semivred":
+        # f̄ and A are those sums over Σ σ n_k >= 1 (the largest client's share): within e.
+        # The weights p_k (1 + 2β((F_k - f̄)_+ - A)) then move by at most ε = 2β (2e + e)
+        # in l1, the normalised ones by 2ε / (1 - ε), each times |Δ| <= C.
         eps = 2 * SEMIVRED_BETA * 3 * e
         bound += 2 * eps * C / (1 - eps)
         assert 0 < diagnostics["secagg-bound"] <= bound
         clear_a = 1 / (2 * clear.strategy.train_records[1].diagnostics["beta-max"])
         assert 1 / (2 * diagnostics["beta-max"]) == pytest.approx(clear_a, abs=2 * e)
+    elif case == "fedfa":
+        # S = Σ Acc_k within e, so each -log2(Acc_k / S + 1e-6) within d = log2(S / (S - e));
+        # S_I = Σ I_k within e I_max (masked as I_k / I_max). The accuracy shares I_k / S_I
+        # move by at most (2 n d + e I_max) / S_I in l1, the weights by (1 - β) times that.
+        total, information = (
+            diagnostics[k] for k in ("secagg-accuracy-total", "secagg-information-total")
+        )
+        assert 0 < total <= n and information > 0
+        d = math.log2(total / (total - e))
+        eps = (1 - FEDFA_BETA) * (2 * n * d + e * I_MAX) / information
+        bound += 2 * eps * C / (1 - eps)
+        assert 0 < diagnostics["secagg-bound"] <= bound * (1 + 1e-12)
     else:
         assert diagnostics["secagg-bound"] == pytest.approx(bound)
     slack = _float32_slack(clear.arrays)
@@ -202,8 +219,8 @@ def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
         assert all(len(record) == 0 for record in reply.content.array_records.values())
         for metrics in reply.content.metric_records.values():
             assert "qffl-h" not in metrics  # h_k holds ‖w^t - w_k‖²: masked, never clear
-            if rule in TWO_ROUNDS:  # F_k(w^t) too: it enters only the masked sums
-                assert "loss-before-training" not in metrics
+            if rule in TWO_ROUNDS:  # F_k(w^t), Acc_k too: they enter only the masked sums
+                assert HIDDEN[rule] not in metrics
     messages = [x for x in _flatten(handed) if isinstance(x, Message)]
     replies = [x for x in _flatten(handed) if hasattr(x, "arrays") and hasattr(x, "node_id")]
     assert len(messages) >= 5 and len(replies) >= 5
@@ -212,7 +229,7 @@ def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
     for reply in replies:
         assert reply.arrays == []
         if rule in TWO_ROUNDS:
-            assert "loss-before-training" not in reply.metrics
+            assert HIDDEN[rule] not in reply.metrics
 
 
 def _flatten(values):

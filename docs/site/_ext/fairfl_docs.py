@@ -92,7 +92,7 @@ def secure_aggregation(strategy: type) -> str:
         return f"{key} refuses it at start ({form.kind}): {form.reason}."
     hidden = (
         "every other reported metric in the clear (`num-examples`, evaluation losses and "
-        "accuracies): the train loss enters only secure sums"
+        "accuracies): the train metric its weights read enters only secure sums"
         if form.kind == "two-rounds"
         else "every reported metric in the clear (losses, `num-examples`, group counts, "
         "evaluation losses and accuracies)"
