@@ -248,7 +248,8 @@ def _silent_at(stage: str, nodes: set[int], rounds: set[int]):
         record = instruction.content.config_records.get(RECORD)
         if record is None:
             return reply
-        if record["stage"] == Stage.SETUP:
+        if record["stage"] == Stage.SETUP and "config" in instruction.content.config_records:
+            # A train setup (a two-round form's later setups only draw fresh keys).
             state["round"] = int(instruction.content.config_records["config"]["server-round"])
         node = instruction.metadata.dst_node_id
         if record["stage"] == stage and node in nodes and state["round"] in rounds:
@@ -281,6 +282,31 @@ def test_drops_within_the_threshold_give_the_clear_round_of_the_survivors(tmp_pa
     diagnostics = record.diagnostics
     bound = diagnostics["secagg-clients"] * 3 * C / diagnostics["secagg-weight-total"]
     assert diagnostics["secagg-clients"] == 3
+    assert _largest_gap(clear.arrays, secure.arrays) <= bound + _float32_slack(clear.arrays)
+
+
+def test_semivred_drops_in_its_first_sum_give_the_clear_round_of_the_survivors(tmp_path):
+    # 1004 and 1005 go silent at the collect stage of the first sum (of σ n_k F_k): f̄, A
+    # and the weighted sum are then the three survivors', as in their clear round.
+    gone = {1004, 1005}
+    semi = {"strategy": "semivred", **SHARES}
+    secure = run_inprocess(
+        _config(tmp_path, "secure", **semi, **{"secure-aggregation": "secagg+"}),
+        reply_filter=_silent_at(Stage.COLLECT_MASKED_VECTORS, gone, {1}),
+    )
+    clear = run_inprocess(
+        _config(tmp_path, "clear", strategy="semivred"),
+        reply_filter=lambda i, r: (
+            None if i.metadata.dst_node_id in gone and i.metadata.message_type == "train" else r
+        ),
+    )
+    record = secure.strategy.train_records[1]
+    assert record.accepted == [1001, 1002, 1003] and set(record.dropped) == gone
+    assert record.diagnostics["secagg-clients"] == 3
+    clear_a = 1 / (2 * clear.strategy.train_records[1].diagnostics["beta-max"])
+    e = 3 * 3 * C / Q  # each statistic's error with 3 clients (see the equality test)
+    assert record.diagnostics["secagg-excess"] == pytest.approx(clear_a, abs=2 * e)
+    bound = record.diagnostics["secagg-bound"]
     assert _largest_gap(clear.arrays, secure.arrays) <= bound + _float32_slack(clear.arrays)
 
 
