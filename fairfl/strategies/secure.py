@@ -5,7 +5,10 @@ its reader screens the clients' clear train metrics (losses, counts: they travel
 clear), the rule's form (:class:`~fairfl.secagg.forms.SecureForm`, a class attribute
 ``secure_form`` beside its parameters) says what each client masks, and the new model is
 ``w^{t+1} = w^t + s · Σ_k a_k u_k / Σ_k a_k`` from the unmasked sum alone
-(:mod:`fairfl.secagg.forms`). The protocol is :mod:`fairfl.secagg.server`'s.
+(:mod:`fairfl.secagg.forms`). The protocol is :mod:`fairfl.secagg.server`'s. A two-round
+form (Semi-VRed, FedFa) keeps the metric its weights read on the clients: the screen
+does not ask for it, and secure sums of scalars (:mod:`fairfl.strategies.secure_sums`)
+come before the weighted sum.
 
 A form is inherited only where the subclass changes nothing the aggregate depends on
 (:func:`secure_form_of`): a subclass that overrides its parent's aggregation must declare
