@@ -60,8 +60,10 @@ class CNN(FairModel):
     def features(self, x: Tensor) -> Tensor:
         """Return the ReLU output of the first linear layer. See `FairModel.features`."""
         self.check_input(x)
-        return self.head(self.conv(x))
+        out: Tensor = self.head(self.conv(x))
+        return out
 
     def classifier(self, h: Tensor) -> Tensor:
         """Return the output layer's logits. See `FairModel.classifier`."""
-        return self.fc(h)
+        out: Tensor = self.fc(h)
+        return out

@@ -45,11 +45,13 @@ class LogisticRegression(FairModel):
         See `FairModel.features`.
         """
         self.check_input(x)
-        return self.flatten(x)
+        out: Tensor = self.flatten(x)
+        return out
 
     def classifier(self, h: Tensor) -> Tensor:
         """Return the logits ``h @ W.T + b``. See `FairModel.classifier`."""
-        return self.fc(h)
+        out: Tensor = self.fc(h)
+        return out
 
 
 class MLP(FairModel):
@@ -86,11 +88,13 @@ class MLP(FairModel):
     def features(self, x: Tensor) -> Tensor:
         """Return the hidden ReLU activations. See `FairModel.features`."""
         self.check_input(x)
-        return self.body(x)
+        out: Tensor = self.body(x)
+        return out
 
     def classifier(self, h: Tensor) -> Tensor:
         """Return the output layer's logits. See `FairModel.classifier`."""
-        return self.fc(h)
+        out: Tensor = self.fc(h)
+        return out
 
 
 class BinaryLogisticRegression(FairModel):
@@ -132,7 +136,8 @@ class BinaryLogisticRegression(FairModel):
     def features(self, x: Tensor) -> Tensor:
         """Return the flattened input, as `LogisticRegression` does."""
         self.check_input(x)
-        return self.flatten(x)
+        out: Tensor = self.flatten(x)
+        return out
 
     def classifier(self, h: Tensor) -> Tensor:
         """Return the logits ``[0, z]`` of the score ``z = h @ w + b``, shape ``(batch, 2)``."""

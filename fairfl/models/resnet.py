@@ -86,4 +86,5 @@ class ResNet18GN(FairModel):
 
     def classifier(self, h: Tensor) -> Tensor:
         """Return the ``fc`` layer's logits. See `FairModel.classifier`."""
-        return self.fc(h)
+        out: Tensor = self.fc(h)
+        return out
