@@ -101,7 +101,8 @@ def make_replies(num_replies: int, shapes: dict, seed: int) -> tuple[ArrayRecord
                 keys.LOSS_BEFORE_TRAINING: float(rng.uniform(0.2, 3.0)),
                 keys.ACTIVATION: [float(v) for v in rng.normal(size=ACTIVATION_DIM)],
                 keys.RCFL_ETA: float(rng.uniform(0.0, 1.0)),
-                keys.ACC_BEFORE_TRAINING: float(rng.uniform(0.0, 1.0)),  # FedFa
+                # FedFa reads the accuracy after local training by default.
+                keys.ACC_AFTER_TRAINING: float(rng.uniform(0.0, 1.0)),
                 # FairFed: counts by (binary attribute, label, prediction)
                 keys.GROUP_COUNTS: [int(v) for v in rng.integers(1, 60, size=8)],
                 keys.PARTITION_ID: i,
