@@ -18,8 +18,8 @@ or any folder with ``rounds.jsonl`` files below it. A folder that does not exist
 waited for; runs that appear later (a comparison's next run) are picked up.
 
 The files are read here rather than through :mod:`fairfl.report.results`: importing
-that package loads torch and matplotlib (``fairfl.report.compare`` builds run settings),
-and the dashboard must start quickly on a server host with only the core package and
+that package loads matplotlib (:mod:`fairfl.report.plots`), and the dashboard must
+start quickly on a server host with only the core package and
 the ``dashboard`` extra. The conventions are the same: a client's key is its
 ``partition_id`` (its ``node_id`` where the run recorded none), and accuracies stay
 fractions in [0, 1] until a figure shows them in percent.
