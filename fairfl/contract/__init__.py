@@ -27,6 +27,7 @@ from fairfl.contract import bounds, keys
 from fairfl.contract.clients import (
     client_key,
     client_key_order,
+    counts_from_state,
     is_client_key_query,
     read_client_key_reply,
     sorted_client_keys,
@@ -68,6 +69,7 @@ __all__ = [
     "check_value",
     "client_key",
     "client_key_order",
+    "counts_from_state",
     "is_client_key_query",
     "keys",
     "read_client_key_reply",

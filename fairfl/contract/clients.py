@@ -20,7 +20,7 @@ node its own α_i) asks the nodes it does not know yet with a Flower QUERY messa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from flwr.app import ConfigRecord, Message, MetricRecord, RecordDict
 
@@ -58,6 +58,24 @@ def client_key_order(key: str) -> tuple[int, int]:
 def sorted_client_keys(client_keys: Iterable[str]) -> list[str]:
     """``client_keys`` in :func:`client_key_order`."""
     return sorted(client_keys, key=client_key_order)
+
+
+def counts_from_state(counts: object) -> dict[str, int]:
+    """A saved state's ``counts``: n_k (ints >= 1) by client key, checked.
+
+    Raises
+    ------
+    ValueError
+        If ``counts`` is not a mapping, a key is not a client key or a count is not an
+        int >= 1; the message names ``state['counts']`` and the key.
+    """
+    if not isinstance(counts, Mapping):
+        raise ValueError("state['counts'] must be a mapping of client key to count")
+    for key, count in counts.items():
+        client_key_order(key)  # raises ValueError naming a key that is not one
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"state['counts'][{key!r}] must be an int >= 1, got {count!r}")
+    return dict(counts)
 
 
 def write_client_key_query() -> RecordDict:

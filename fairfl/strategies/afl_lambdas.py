@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.contract import client_key_order, sorted_client_keys
+from fairfl.contract import client_key_order, counts_from_state, sorted_client_keys
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.rounds import TrainRound
 
@@ -162,12 +162,7 @@ class ClientLambdas:
                 "state['lambdas'], state['counts'] (and state['average']) must have the same "
                 "client keys"
             )
-        counts: dict[str, int] = {}
-        for key, count in counts_in.items():
-            client_key_order(key)  # raises ValueError naming a key that is not one
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise ValueError(f"state['counts'][{key!r}] must be an int >= 1, got {count!r}")
-            counts[key] = count
+        counts = counts_from_state(counts_in)
         lambdas = _weights_from_state("lambdas", lambdas_in)
         average = _weights_from_state("average", average_in)
         self.client_lambdas, self.client_counts = lambdas, counts

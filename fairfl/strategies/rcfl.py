@@ -36,7 +36,7 @@ from fairfl.contract import (
     ModelLayout,
     ReplyError,
     TrainReply,
-    client_key_order,
+    counts_from_state,
     keys,
     sorted_client_keys,
 )
@@ -52,10 +52,8 @@ from fairfl.strategies.rcfl_dual import (
     aggregate_eta,
     client_alphas,
     draw_with_replacement,
-    effective_weights,
     eta_reach,
-    robust_loss,
-    smoothed_optimal_eta,
+    round_diagnostics,
 )
 from fairfl.strategies.reweighted import ReweightedStrategy
 from fairfl.strategies.sampling import RCFL_SAMPLINGS, RCFLSampling, sample_nodes
@@ -254,15 +252,7 @@ class RCFL(ReweightedStrategy):
         probe_done = state.get("probe_done")
         if not isinstance(probe_done, bool):
             raise ValueError(f"state['probe_done'] must be a bool, got {probe_done!r}")
-        counts_in = state.get("counts")
-        if not isinstance(counts_in, Mapping):
-            raise ValueError("state['counts'] must be a mapping of client key to count")
-        counts: dict[str, int] = {}
-        for key, value in counts_in.items():
-            client_key_order(key)  # raises ValueError naming a key that is not one
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"state['counts'][{key!r}] must be an int >= 1, got {value!r}")
-            counts[key] = value
+        counts = counts_from_state(state.get("counts"))
         rng = np.random.default_rng()
         try:
             # The setter checks the value: a wrong one (None included) raises here.
@@ -481,15 +471,9 @@ class RCFL(ReweightedStrategy):
         diagnostics["rcfl-eta-sent"] = self.eta
         if all(self.has_loss(r) for r in replies):
             losses = self.losses_of(replies)
-            q = effective_weights(losses, self.eta, alphas, self.mu)
+            q, summary, eta_star = round_diagnostics(losses, weights, alphas, self.eta, self.mu)
             diagnostics["rcfl-q"] = {r.node_id: float(v) for r, v in zip(replies, q, strict=True)}
-            diagnostics["rcfl-sum-pq"] = float(np.dot(weights, q))
-            diagnostics["rcfl-q-max"] = float(q.max())
-            diagnostics["rcfl-active"] = float(np.mean(q * alphas > 0.5))
-            diagnostics["rcfl-robust-loss"] = robust_loss(losses, weights, alphas)[0]
-            eta_star = smoothed_optimal_eta(losses, weights, alphas, self.mu)
-            if eta_star is not None:
-                diagnostics["rcfl-eta-star"] = eta_star
+            diagnostics.update(summary)
             if not self.probe_done:
                 if eta_star is not None:
                     logger.info(

@@ -260,3 +260,31 @@ def draw_with_replacement(
     picks = rng.choice(len(node_ids), size=num_draws, replace=True, p=np.asarray(p, float))
     counts = np.bincount(picks, minlength=len(node_ids))
     return {int(node_ids[i]): int(c) for i, c in enumerate(counts) if c > 0}
+
+
+def round_diagnostics(
+    losses: ArrayLike, p: ArrayLike, alphas: ArrayLike, eta: float, mu: float
+) -> tuple[NDArray[np.float64], dict[str, float], float | None]:
+    """A round's RC-FL diagnostics from the clients' losses at ω^t and η^t.
+
+    Returns
+    -------
+    tuple[NDArray[np.float64], dict[str, float], float | None]
+        The q_i of :func:`effective_weights`; ``rcfl-sum-pq`` (Σ p_i q_i, 1 at the
+        η-optimum), ``rcfl-q-max``, ``rcfl-active`` (the share of clients whose
+        σ((f_i − η)/μ) = q_i α_i exceeds 1/2), ``rcfl-robust-loss`` (f_α of eq. (1), by
+        :func:`robust_loss`) and ``rcfl-eta-star`` when :func:`smoothed_optimal_eta`
+        has a root; and that η*_μ (``None`` without one).
+    """
+    q = effective_weights(losses, eta, alphas, mu)
+    a = np.broadcast_to(np.asarray(alphas, dtype=np.float64), q.shape)
+    diagnostics = {
+        "rcfl-sum-pq": float(np.dot(np.asarray(p, dtype=np.float64), q)),
+        "rcfl-q-max": float(q.max()),
+        "rcfl-active": float(np.mean(q * a > 0.5)),
+        "rcfl-robust-loss": robust_loss(losses, p, alphas)[0],
+    }
+    eta_star = smoothed_optimal_eta(losses, p, alphas, mu)
+    if eta_star is not None:
+        diagnostics["rcfl-eta-star"] = eta_star
+    return q, diagnostics, eta_star
