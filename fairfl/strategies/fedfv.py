@@ -27,6 +27,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -247,8 +248,8 @@ class FedFV(FairStrategy):
     ) -> tuple[list[NDArray[Any]], FedFVStep] | RejectedReplies:
         """F1-F7 on float64 gradients, the window read from the remembered g_k."""
         floating = [i for i, a in enumerate(global_arrays) if np.issubdtype(a.dtype, np.floating)]
-        current = _flat([global_arrays[i] for i in floating])
-        gradients = np.stack([current - _flat([r.arrays[i] for i in floating]) for r in replies])
+        local = [[r.arrays[i] for i in floating] for r in replies]
+        current, gradients = _flat_differences([global_arrays[i] for i in floating], local)
         squared_norms = np.einsum("ij,ij->i", gradients, gradients)
         rejected = self._check_values(replies, global_arrays, squared_norms)
         if rejected is not None:
@@ -485,8 +486,15 @@ def _span_step(
     )
 
 
-def _flat(arrays: Sequence[NDArray[Any]]) -> NDArray[np.float64]:
-    """The arrays as one float64 vector (empty when there are none)."""
-    if not arrays:
-        return np.zeros(0, dtype=np.float64)
-    return np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays])
+def _flat_differences(
+    global_arrays: Sequence[NDArray[Any]], local_arrays: Sequence[Sequence[NDArray[Any]]]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """w^t as one float64 vector and the rows w^t - w_k, filled in place (no copies to stack)."""
+    ends = np.cumsum([0, *(a.size for a in global_arrays)])
+    current = np.empty(int(ends[-1]), dtype=np.float64)
+    gradients = np.empty((len(local_arrays), current.size), dtype=np.float64)
+    for j, (start, end) in enumerate(pairwise(ends)):
+        current[start:end] = global_arrays[j].reshape(-1)
+        for row, arrays in zip(gradients, local_arrays, strict=True):
+            np.subtract(current[start:end], arrays[j].reshape(-1), out=row[start:end])
+    return current, gradients
