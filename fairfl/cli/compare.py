@@ -49,10 +49,18 @@ def add_parser(commands: Any) -> None:
         ),
     )
     run.add_argument("--recipe", choices=RECIPE_NAMES, help="a preset comparison")
-    run.add_argument("--rules", nargs="+", metavar="RULE", help="registered rules ('all': every)")
-    run.add_argument("--grid", nargs="+", default=None, metavar="[RULE:]KEY=V1,V2")
-    run.add_argument("--seeds", nargs="+", type=int, metavar="SEED")
-    run.add_argument("--set", nargs="+", default=[], dest="settings", metavar="[RULE:]KEY=VALUE")
+    run.add_argument(
+        "--rules",
+        nargs="+",
+        action="extend",
+        metavar="RULE",
+        help="registered rules ('all': every)",
+    )
+    run.add_argument("--grid", nargs="+", action="extend", default=None, metavar="[RULE:]KEY=V1,V2")
+    run.add_argument("--seeds", nargs="+", action="extend", type=int, metavar="SEED")
+    run.add_argument(
+        "--set", nargs="+", action="extend", default=[], dest="settings", metavar="[RULE:]KEY=VALUE"
+    )
     run.add_argument("--out", type=Path, required=True, help="output folder")
     run.add_argument(
         "--engine",
@@ -109,6 +117,7 @@ def add_parser(commands: Any) -> None:
     tune.add_argument(
         "--tune-seeds",
         nargs="+",
+        action="extend",
         type=int,
         metavar="SEED",
         help="tuning seeds, disjoint from --seeds (default: 100 + each of --seeds)",
@@ -116,6 +125,7 @@ def add_parser(commands: Any) -> None:
     tune.add_argument(
         "--tune-grid",
         nargs="+",
+        action="extend",
         default=None,
         metavar="[RULE:]KEY=V1,V2",
         help="grid items replacing the papers' default grid of the rules they apply to",

@@ -46,6 +46,7 @@ def add_parser(commands: Any) -> None:
         "-c",
         "--run-config",
         nargs="+",
+        action="extend",
         default=[],
         dest="overrides",
         metavar="KEY=VALUE",
