@@ -120,7 +120,7 @@ docs_log="$(mktemp)"
 docs_start=$SECONDS
 setsid bash scripts/docs.sh >"$docs_log" 2>&1 &
 docs_pid=$!
-run_phase "unit and property tests" -q -n "$WORKERS" \
+run_phase "unit and property tests" -q -n "$WORKERS" --durations=10 \
   -m "not integration and not deployment and not docs_site"
 echo "=== docs site (waiting for its build) ==="
 set +e
