@@ -26,9 +26,9 @@ from numpy.typing import ArrayLike, NDArray
 from fairfl.contract import TrainReply, keys, sorted_client_keys
 from fairfl.secagg.forms import SecureForm
 from fairfl.strategies._checks import check_real
-from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
+from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.params import RuleParameters, choice, real
-from fairfl.strategies.reweighted import ReweightedStrategy
+from fairfl.strategies.reweighted import StepsFromWeightedAverage
 
 #: The reference's ε inside the accuracy logarithm (F2): keeps a 0 share finite.
 ACCURACY_EPSILON = 1e-6
@@ -55,7 +55,7 @@ class FedFaParameters(RuleParameters):
     accuracy: Accuracy = choice("after-training", ACCURACIES, key="fedfa-accuracy")
 
 
-class FedFa(ReweightedStrategy):
+class FedFa(StepsFromWeightedAverage):
     """Weights from the information quantity of accuracy and participation, then momentum.
 
     Each client reports Acc_k, the accuracy on its training split of its locally trained
@@ -170,18 +170,6 @@ class FedFa(ReweightedStrategy):
         accuracies = [float(r.metrics[self.accuracy_key]) for r in replies]  # type: ignore[arg-type]
         counts = [participation[self.client_key(r)] for r in replies]
         return fedfa_weights(accuracies, counts, self.params.beta)
-
-    def aggregate(
-        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> Aggregate | RejectedReplies:
-        """w̄ with the λ of :meth:`lambdas` (F6), then the server momentum (F7-F8)."""
-        averaged = super().aggregate(server_round, global_arrays, replies)
-        if isinstance(averaged, RejectedReplies):
-            return averaged
-        average, diagnostics = averaged
-        new_arrays, step_diagnostics = self.step_from_average(server_round, global_arrays, average)
-        diagnostics.update(step_diagnostics)
-        return new_arrays, diagnostics
 
     def step_from_average(
         self,

@@ -34,11 +34,11 @@ from flwr.serverapp.strategy import FedYogi as FlowerFedYogi
 from flwr.serverapp.strategy.fedopt import FedOpt as FlowerFedOpt
 from numpy.typing import NDArray
 
-from fairfl.contract import TrainReply, keys
+from fairfl.contract import keys
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
+from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.params import RuleParameters, flag, real
-from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
+from fairfl.strategies.reweighted import LossRule, StepsFromWeightedAverage, TrainRound, Weights
 
 #: m_t or v_t: one float64 array per floating array of the model, by its ArrayRecord key.
 Moments = dict[str, NDArray[np.float64]]
@@ -68,7 +68,7 @@ class FedYogiParameters(RuleParameters):
     tau: float = real(1e-3, key="fedyogi-tau", lower=0.0, lower_open=True)
 
 
-class FedOptRule(LossRule):
+class FedOptRule(StepsFromWeightedAverage, LossRule):
     """FedAvg's sample-weighted average, then one step of a Flower server optimiser.
 
     The average is fairfl's (validated replies, values checked, ``max_client_share``);
@@ -138,18 +138,6 @@ class FedOptRule(LossRule):
         """Restore :meth:`state_dict` output; ``{}`` is the state before round 1."""
         self.first_moment = _moments_of_lists(state.get("first_moment"))
         self.second_moment = _moments_of_lists(state.get("second_moment"))
-
-    def aggregate(
-        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
-    ) -> Aggregate | RejectedReplies:
-        """The weighted average (FedAvg), then Flower's step from it; m, v deferred."""
-        averaged = super().aggregate(server_round, global_arrays, replies)
-        if isinstance(averaged, RejectedReplies):
-            return averaged
-        average, diagnostics = averaged
-        new_arrays, step_diagnostics = self.step_from_average(server_round, global_arrays, average)
-        diagnostics.update(step_diagnostics)
-        return new_arrays, diagnostics
 
     def step_from_average(
         self,

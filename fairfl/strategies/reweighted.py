@@ -135,3 +135,34 @@ class LossRule(ReweightedStrategy):
         record = self.train_records.setdefault(server_round, TrainRoundRecord())
         record.diagnostics.update(diagnostics)
         return weights
+
+
+class StepsFromWeightedAverage(ReweightedStrategy):
+    """A rule that averages with its λ, then takes a server step from that average.
+
+    FedFa's momentum and FedAdam's / FedYogi's optimisers: :meth:`aggregate` computes the
+    weighted average w̄ as every reweighted rule does, then :meth:`step_from_average`.
+    The step reads w^t and w̄ only, never a reply, so under secure aggregation
+    (:class:`fairfl.strategies.secure.SecureRounds`) it runs on the unmasked average.
+    """
+
+    def aggregate(
+        self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
+    ) -> Aggregate | RejectedReplies:
+        """w̄ with the λ of :meth:`lambdas`, then :meth:`step_from_average`."""
+        averaged = super().aggregate(server_round, global_arrays, replies)
+        if isinstance(averaged, RejectedReplies):
+            return averaged
+        average, diagnostics = averaged
+        new_arrays, step_diagnostics = self.step_from_average(server_round, global_arrays, average)
+        diagnostics.update(step_diagnostics)
+        return new_arrays, diagnostics
+
+    @abstractmethod
+    def step_from_average(
+        self,
+        server_round: int,
+        global_arrays: list[NDArray[Any]],
+        average: list[NDArray[Any]],
+    ) -> tuple[list[NDArray[Any]], dict[str, Any]]:
+        """w^{t+1} from w^t and the weighted average, and the step's diagnostics."""
