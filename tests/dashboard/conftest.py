@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,6 +47,39 @@ def round_line(
 def encode(*entries: dict[str, Any]) -> bytes:
     """JSON lines, each ending in a newline."""
     return b"".join(json.dumps(entry).encode() + b"\n" for entry in entries)
+
+
+def write_comparison(
+    folder: Path,
+    seeds: Mapping[str, int],
+    rounds: int,
+    accuracies: Callable[[str, int, int], Sequence[float]],
+    **manifest: Any,
+) -> Path:
+    """A ``fairfl compare`` folder: ``runs/<rule>/seed-<s>/rounds.jsonl`` and its manifest.
+
+    ``seeds``: how many seeds each rule ran; ``accuracies(rule, seed, round)``: the
+    clients' accuracies of that round; ``manifest``: further manifest keys (``baseline``).
+    """
+    runs = []
+    for rule, count in seeds.items():
+        for seed in range(count):
+            run = folder / "runs" / rule / f"seed-{seed}"
+            run.mkdir(parents=True)
+            entries = [round_line(r, accuracies(rule, seed, r)) for r in range(1, rounds + 1)]
+            (run / "rounds.jsonl").write_bytes(encode(*entries))
+            runs.append(
+                {
+                    "label": rule,
+                    "rule": rule,
+                    "seed": seed,
+                    "status": "ok",
+                    "dir": f"runs/{rule}/seed-{seed}",
+                    "config": {"strategy": rule, "seed": seed},
+                }
+            )
+    (folder / "manifest.json").write_text(json.dumps({"version": 1, **manifest, "runs": runs}))
+    return folder
 
 
 @pytest.fixture

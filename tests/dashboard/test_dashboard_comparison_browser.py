@@ -11,7 +11,6 @@ The dashboard runs in a thread the test stops.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from fairfl.dashboard import DashboardServer, create_app
 from fairfl.dashboard.browser import COMPARED_JS, RENDERED_JS, choose, wait_until
+from tests.dashboard.conftest import write_comparison
 
 pytestmark = pytest.mark.integration
 
@@ -43,27 +43,8 @@ def accuracies(rule: str, seed: int, number: int) -> list[float]:
 
 
 @pytest.fixture
-def comparison(tmp_path, line, lines):
-    runs = []
-    for rule, seeds in SEEDS.items():
-        for seed in range(seeds):
-            folder = tmp_path / "runs" / rule / f"seed-{seed}"
-            folder.mkdir(parents=True)
-            entries = [line(r, accuracies(rule, seed, r)) for r in range(1, ROUNDS + 1)]
-            (folder / "rounds.jsonl").write_bytes(lines(*entries))
-            runs.append(
-                {
-                    "label": rule,
-                    "rule": rule,
-                    "seed": seed,
-                    "status": "ok",
-                    "dir": f"runs/{rule}/seed-{seed}",
-                    "config": {"strategy": rule, "seed": seed},
-                }
-            )
-    manifest = {"version": 1, "baseline": "fedavg", "runs": runs}
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    return tmp_path
+def comparison(tmp_path):
+    return write_comparison(tmp_path, SEEDS, ROUNDS, accuracies, baseline="fedavg")
 
 
 def shoot(browser, tmp_path: Path, name: str) -> None:

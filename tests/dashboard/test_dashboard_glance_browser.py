@@ -10,12 +10,11 @@ test stops.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from fairfl.dashboard import DashboardServer, create_app
 from fairfl.dashboard.browser import RENDERED_JS, wait_until
+from tests.dashboard.conftest import write_comparison
 
 pytestmark = pytest.mark.integration
 
@@ -33,26 +32,8 @@ def accuracies(rule: str, seed: int, number: int) -> list[float]:
 
 
 @pytest.fixture
-def comparison(tmp_path, line, lines):
-    runs = []
-    for rule in ("fedavg", "afl"):
-        for seed in range(3):
-            folder = tmp_path / "runs" / rule / f"seed-{seed}"
-            folder.mkdir(parents=True)
-            entries = [line(r, accuracies(rule, seed, r)) for r in range(1, ROUNDS + 1)]
-            (folder / "rounds.jsonl").write_bytes(lines(*entries))
-            runs.append(
-                {
-                    "label": rule,
-                    "rule": rule,
-                    "seed": seed,
-                    "status": "ok",
-                    "dir": f"runs/{rule}/seed-{seed}",
-                    "config": {"strategy": rule, "seed": seed},
-                }
-            )
-    (tmp_path / "manifest.json").write_text(json.dumps({"version": 1, "runs": runs}))
-    return tmp_path
+def comparison(tmp_path):
+    return write_comparison(tmp_path, {"fedavg": 3, "afl": 3}, ROUNDS, accuracies)
 
 
 def text(browser, element_id: str) -> str:
