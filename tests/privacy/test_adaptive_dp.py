@@ -80,9 +80,7 @@ def test_adaptive_ranges_are_checked_at_start(key, value, message):
 def test_resumed_adaptive_run_ends_with_the_same_model_norm_and_epsilon(tmp_path):
     import numpy as np
 
-    from fairfl.server.checkpoint import CHECKPOINT_FILE
-    from fairfl.simulation import run_inprocess
-    from tests.server.test_checkpoint_resume import ServerCrashError, crash_in_round
+    from tests.privacy.test_central_dp import whole_and_resumed
 
     config = {
         "num-partitions": 4,
@@ -92,13 +90,7 @@ def test_resumed_adaptive_run_ends_with_the_same_model_norm_and_epsilon(tmp_path
         "dp-noise-multiplier": 0.5,
         "dp-clipped-count-stddev": 1.0,
     }
-    whole = run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
-    crashed = tmp_path / "crashed"
-    with pytest.raises(ServerCrashError):
-        run_inprocess({**config, "out-dir": str(crashed)}, reply_filter=crash_in_round(3))
-    resumed = run_inprocess(
-        {**config, "out-dir": str(crashed), "resume-from": str(crashed / CHECKPOINT_FILE)}
-    )
+    whole, resumed = whole_and_resumed(tmp_path, config)
     for key, array in whole.arrays.items():
         np.testing.assert_array_equal(resumed.arrays[key].numpy(), array.numpy())
     for name in ("epsilon", "final_clipping_norm", "released_rounds"):

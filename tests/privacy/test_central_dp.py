@@ -188,12 +188,24 @@ def test_inprocess_run_records_epsilon_per_round(tmp_path):
     assert outcome.strategy.privacy is not None
 
 
-@pytest.mark.integration
-def test_resumed_dp_run_ends_with_the_same_model_and_epsilon(tmp_path):
+def whole_and_resumed(tmp_path, config):
+    """``config`` run whole, and run again crashed in round 3 then resumed: both outcomes."""
     from fairfl.server.checkpoint import CHECKPOINT_FILE
     from fairfl.simulation import run_inprocess
     from tests.server.test_checkpoint_resume import ServerCrashError, crash_in_round
 
+    whole = run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
+    crashed = tmp_path / "crashed"
+    with pytest.raises(ServerCrashError):
+        run_inprocess({**config, "out-dir": str(crashed)}, reply_filter=crash_in_round(3))
+    resumed = run_inprocess(
+        {**config, "out-dir": str(crashed), "resume-from": str(crashed / CHECKPOINT_FILE)}
+    )
+    return whole, resumed
+
+
+@pytest.mark.integration
+def test_resumed_dp_run_ends_with_the_same_model_and_epsilon(tmp_path):
     config = {
         "num-partitions": 4,
         "num-server-rounds": 4,
@@ -202,13 +214,7 @@ def test_resumed_dp_run_ends_with_the_same_model_and_epsilon(tmp_path):
         "dp": "central-fixed",
         "dp-calibration": "cap",
     }
-    whole = run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
-    crashed = tmp_path / "crashed"
-    with pytest.raises(ServerCrashError):
-        run_inprocess({**config, "out-dir": str(crashed)}, reply_filter=crash_in_round(3))
-    resumed = run_inprocess(
-        {**config, "out-dir": str(crashed), "resume-from": str(crashed / CHECKPOINT_FILE)}
-    )
+    whole, resumed = whole_and_resumed(tmp_path, config)
     for key, array in whole.arrays.items():
         np.testing.assert_array_equal(resumed.arrays[key].numpy(), array.numpy())
     assert resumed.summary["privacy"]["epsilon"] == whole.summary["privacy"]["epsilon"]
