@@ -28,7 +28,7 @@ from fairfl.strategies.errors import RejectedReplies
 from fairfl.strategies.records import weight_diagnostics
 from fairfl.strategies.rounds import TrainRound
 
-__all__ = ["LossRule", "ReweightedStrategy", "TrainRound", "Weights"]
+__all__ = ["LossRule", "ReweightedStrategy", "StepsFromWeightedAverage", "TrainRound", "Weights"]
 
 logger = logging.getLogger(__name__)
 
