@@ -12,6 +12,8 @@ masks' generator); what differs is fairfl's:
 * the collect stage masks the weight and payload of the rule's form
   (:func:`fairfl.secagg.forms.client_part`), not ``num_examples`` and the whole model;
 * a weight above ``secagg-max-weight`` is refused (an error reply), never wrapped;
+* under distributed DP the update is clipped and the masked values noised first
+  (:mod:`fairfl.secagg.noise`);
 * the reply's ``qffl-h``, a function of ``‖Δ_k‖``, is dropped from the clear metrics,
   and so are the metrics a two-round form hides (setup's ``hidden-metrics``): the client
   keeps them for its parts;
@@ -57,6 +59,7 @@ from numpy.typing import NDArray
 
 from fairfl.contract import keys
 from fairfl.secagg.forms import SCALAR_STAGES, WEIGHT_KIND, client_part
+from fairfl.secagg.noise import clip_to_norm, noised
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
     CLIENT_PART,
@@ -245,7 +248,8 @@ def _collect_masked_vectors(
     update = [array.numpy() for array in ctxt.state.array_records[UPDATE].values()]
     private = ctxt.state.config_records.get(PRIVATE, ConfigRecord())
     kept = {key: float(cast(float, value)) for key, value in private.items()}
-    weight, payload = client_part(part, update, kept)
+    # Distributed DP (the part carries its keys): the update clipped before the form reads it.
+    weight, payload = client_part(part, clip_to_norm(part, update), kept)
     # The server's public scale puts the largest weight at a_max, up to float rounding.
     if weight > state.max_weight * (1 + WEIGHT_RTOL):
         raise ValueError(
@@ -255,10 +259,9 @@ def _collect_masked_vectors(
     quantization = state.target_range
     ratio = min(weight / state.max_weight, 1.0)
     weight_ratio = round(ratio * quantization)  # r̂_k Q, an integer
-    scaled = [p * (weight_ratio / quantization) for p in payload]
-    quantized, clipped = quantize_private(
-        scaled, state.clipping_range, quantization, np.random.default_rng()
-    )
+    rng = secret_rng()
+    scaled = noised(part, [p * (weight_ratio / quantization) for p in payload], rng)
+    quantized, clipped = quantize_private(scaled, state.clipping_range, quantization, rng)
     if clipped:
         logger.warning(
             "secure aggregation: %d values of this client's weighted update lie outside "
@@ -288,6 +291,11 @@ def _collect_masked_vectors(
     # Residues mod 2^32 fit 4 bytes: half of the int64 Flower's masks come in.
     wire = vector_dtype(state.mod_range)
     return {Key.MASKED_PARAMETERS: [ndarray_to_bytes(a.astype(wire)) for a in vector]}
+
+
+def secret_rng() -> np.random.Generator:
+    """The client's secret generator (OS entropy): its rounding and its DP noise."""
+    return np.random.default_rng()
 
 
 def _unmask(state: SecAggPlusState, config: ConfigRecord) -> dict[str, Any]:
