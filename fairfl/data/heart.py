@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from fairfl.data.files import DataFile, DataSource, read_verified
 
@@ -189,7 +190,7 @@ def one_hot_drop_first(features: np.ndarray) -> np.ndarray:
     return np.concatenate(blocks, axis=1)
 
 
-def normalise(x: np.ndarray, train: np.ndarray) -> np.ndarray:
+def normalise(x: NDArray[np.float32], train: NDArray[np.float32]) -> NDArray[np.float32]:
     """``(x - mean) / (std + 1e-9)`` with the mean and unbiased std of ``train``'s rows.
 
     Parameters
@@ -206,8 +207,8 @@ def normalise(x: np.ndarray, train: np.ndarray) -> np.ndarray:
     """
     # Accumulated in float64, then rounded: the float32 statistics torch's cascaded sums
     # give FLamby, to float32 rounding.
-    mean = train.mean(axis=0, dtype=np.float64).astype(np.float32)
-    std = train.std(axis=0, ddof=1, dtype=np.float64).astype(np.float32)
+    mean: NDArray[np.float32] = train.mean(axis=0, dtype=np.float64).astype(np.float32)
+    std: NDArray[np.float32] = train.std(axis=0, ddof=1, dtype=np.float64).astype(np.float32)
     return ((x - mean) / (std + np.float32(_STD_EPSILON))).astype(np.float32)
 
 

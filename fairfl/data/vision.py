@@ -35,7 +35,8 @@ def _dataset_class(name: str) -> type[tv_datasets.MNIST] | type[tv_datasets.CIFA
     # Imported on use: torchvision costs seconds in every ClientApp process otherwise.
     from torchvision import datasets
 
-    return getattr(datasets, _CLASS_NAMES[name])
+    cls: type[tv_datasets.MNIST] | type[tv_datasets.CIFAR10] = getattr(datasets, _CLASS_NAMES[name])
+    return cls
 
 
 VISION_DATASETS: tuple[str, ...] = tuple(_CLASS_NAMES)
