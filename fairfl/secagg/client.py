@@ -17,6 +17,9 @@ masks' generator); what differs is fairfl's:
 * the reply's ``qffl-h``, a function of ``‖Δ_k‖``, is dropped from the clear metrics,
   and so are the metrics a two-round form hides (setup's ``hidden-metrics``): the client
   keeps them for its parts;
+* an integer array of a payload (FairFed's group counts) is masked as it is, not
+  quantised, so that its sum is exact; a weight the form keeps (FairFed's ω_k) stays
+  in ``Context.state`` (:data:`HELD`) from round to round;
 * a setup with ``rekey`` (a two-round form's later sums) trains nothing: it draws fresh
   keys for the next sum of the same round.
 """
@@ -58,7 +61,7 @@ from flwr.supercore.primitives.asymmetric import (
 from numpy.typing import NDArray
 
 from fairfl.contract import keys
-from fairfl.secagg.forms import SCALAR_STAGES, WEIGHT_KIND, client_part
+from fairfl.secagg.forms import SCALAR_STAGES, WEIGHT_KIND, client_part, held_after
 from fairfl.secagg.noise import clip_to_norm, noised
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
@@ -73,7 +76,7 @@ from fairfl.secagg.protocol import (
     vector_dtype,
 )
 
-__all__ = ["PRIVATE", "STATE", "UPDATE", "WEIGHT_RTOL", "secaggplus_mod"]
+__all__ = ["HELD", "PRIVATE", "STATE", "UPDATE", "WEIGHT_RTOL", "secaggplus_mod"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +86,9 @@ STATE = "fairfl.secagg.state"
 UPDATE = "fairfl.secagg.update"
 #: The train metrics a two-round form hides (its F_k), kept until its last sum.
 PRIVATE = "fairfl.secagg.private"
+#: What a form keeps on the client across rounds (FairFed's ω_k), in ``Context.state``:
+#: the in-process runner's checkpoints keep it, so a resumed run's clients hold it too.
+HELD = "fairfl.secagg.held"
 #: A weight this far (relative) above ``max_weight`` is a float rounding of it, not a breach.
 WEIGHT_RTOL = 1e-9
 
@@ -176,13 +182,14 @@ def _setup(
     for record in out.content.array_records.values():
         record.clear()  # the server never receives this client's arrays
     hidden = [str(k) for k in cast(list[str], config.get(HIDDEN_METRICS, []))]
-    private: dict[str, float] = {}
+    private: dict[str, Any] = {}
     for metrics in out.content.metric_records.values():
         # q-FFL's h_k holds ‖w^t - w_k‖²: it is masked as the weight, never sent clear.
         metrics.pop(keys.QFFL_H, None)
         for key in hidden:
             if key in metrics:
-                private[key] = float(cast(float, metrics.pop(key)))
+                value = metrics.pop(key)  # a float, or a list (FairFed's group counts)
+                private[key] = list(value) if isinstance(value, list) else float(value)  # type: ignore[arg-type]
     ctxt.state.config_records[PRIVATE] = ConfigRecord(private)  # type: ignore[arg-type]
     out.content.config_records[RECORD] = ConfigRecord(_new_keys(state))
     return Message(out.content, reply_to=msg)
@@ -246,8 +253,8 @@ def _collect_masked_vectors(
         state.rd_seed_share_dict[source] = seed_share
         state.sk1_share_dict[source] = key_share
     update = [array.numpy() for array in ctxt.state.array_records[UPDATE].values()]
-    private = ctxt.state.config_records.get(PRIVATE, ConfigRecord())
-    kept = {key: float(cast(float, value)) for key, value in private.items()}
+    held = ctxt.state.config_records.get(HELD, ConfigRecord())
+    kept = {**ctxt.state.config_records.get(PRIVATE, ConfigRecord()), **held}
     # Distributed DP (the part carries its keys): the update clipped before the form reads it.
     weight, payload = client_part(part, clip_to_norm(part, update), kept)
     # The server's public scale puts the largest weight at a_max, up to float rounding.
@@ -260,8 +267,13 @@ def _collect_masked_vectors(
     ratio = min(weight / state.max_weight, 1.0)
     weight_ratio = round(ratio * quantization)  # r̂_k Q, an integer
     rng = secret_rng()
-    scaled = noised(part, [p * (weight_ratio / quantization) for p in payload], rng)
-    quantized, clipped = quantize_private(scaled, state.clipping_range, quantization, rng)
+    exact = [p for p in payload if p.dtype.kind == "i"]  # FairFed's group counts
+    floats = [p * (weight_ratio / quantization) for p in payload if p.dtype.kind != "i"]
+    quantized, clipped = quantize_private(
+        noised(part, floats, rng), state.clipping_range, quantization, rng
+    )
+    if exact:
+        quantized = _with_integers(payload, quantized, weight_ratio, quantization)
     if clipped:
         logger.warning(
             "secure aggregation: %d values of this client's weighted update lie outside "
@@ -288,9 +300,39 @@ def _collect_masked_vectors(
     if part.get(WEIGHT_KIND) not in SCALAR_STAGES:  # the round's last sum: the update's
         del ctxt.state.array_records[UPDATE]  # the update leaves the client only masked
         ctxt.state.config_records.pop(PRIVATE, None)
+        if keep := held_after(part, kept):  # FairFed's ω_k, for the next round
+            ctxt.state.config_records[HELD] = ConfigRecord({**held, **keep})
     # Residues mod 2^32 fit 4 bytes: half of the int64 Flower's masks come in.
     wire = vector_dtype(state.mod_range)
     return {Key.MASKED_PARAMETERS: [ndarray_to_bytes(a.astype(wire)) for a in vector]}
+
+
+def _with_integers(
+    payload: list[NDArray[Any]],
+    quantized: list[NDArray[np.int64]],
+    weight_ratio: int,
+    quantization: int,
+) -> list[NDArray[np.int64]]:
+    """The quantised payload with its integer arrays put in as they are, in order.
+
+    An integer c in [0, Q] is the quantiser's image of ``c 2C/Q - C``: masked as c, it
+    sums exactly (no rounding, stochastic or float), and the server reads the sum of the
+    integers back exactly (:meth:`fairfl.strategies.secure_sums.TwoRoundSums.exact_total`).
+    It needs the weight a_max (r̂_k = 1): any other weight would scale it.
+    """
+    floats = iter(quantized)
+    out = []
+    for array in payload:
+        if array.dtype.kind != "i":
+            out.append(next(floats))
+            continue
+        if weight_ratio != quantization or array.min() < 0 or array.max() > quantization:
+            raise ValueError(
+                f"secure aggregation: exact integers need the weight a_max and values in "
+                f"[0, {quantization}] (secagg-quantization-range), got {array.tolist()}"
+            )
+        out.append(array.astype(np.int64))
+    return out
 
 
 def secret_rng() -> np.random.Generator:

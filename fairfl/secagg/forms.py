@@ -20,11 +20,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fairfl.contract.qffl import QFFL_EPSILON, h_term, lipschitz_estimate
+from fairfl.secagg.fairfed import fairness_gap, moved_weight
 
 __all__ = [
     "ACCURACY_TOTAL",
     "COUNT",
     "EXCESS",
+    "FAIRFED_BETA",
+    "FAIRFED_MEAN_GAP",
+    "FAIRFED_METRIC",
+    "FAIRFED_PREVIOUS",
+    "FAIRFED_TOTAL_COUNTS",
+    "FAIRFED_WEIGHT",
+    "FAIRFED_WEIGHT_TOTAL",
     "FEDFA_BETA",
     "FEDFA_INFORMATION_MAX",
     "FORM_KINDS",
@@ -52,12 +60,16 @@ __all__ = [
     "SecureForm",
     "WeightKind",
     "client_part",
+    "fairfed_weight",
+    "held_after",
 ]
 
 FormKind = Literal["one-round", "scalars-in-clear", "two-rounds", "impossible"]
 #: The forms of the issue (#48): all but ``impossible`` run under fairfl's SecAgg+.
 FORM_KINDS: tuple[FormKind, ...] = ("one-round", "scalars-in-clear", "two-rounds", "impossible")
-WeightKind = Literal["num-examples", "qffl", "qfedsgd", "term", "broadcast", "semivred", "fedfa"]
+WeightKind = Literal[
+    "num-examples", "qffl", "qfedsgd", "term", "broadcast", "semivred", "fedfa", "fairfed"
+]
 #: The client weights :func:`client_part` computes.
 WEIGHTS: tuple[WeightKind, ...] = (
     "num-examples",
@@ -67,10 +79,18 @@ WEIGHTS: tuple[WeightKind, ...] = (
     "broadcast",
     "semivred",
     "fedfa",
+    "fairfed",
 )
 #: The parts of a two-round form's secure sums of scalars (before its weighted sum):
 #: the client masks a vector of its private scalars, with the weight a_max.
-SCALAR_STAGES = ("semivred-mean", "semivred-excess", "fedfa-accuracy", "fedfa-information")
+SCALAR_STAGES = (
+    "semivred-mean",
+    "semivred-excess",
+    "fedfa-accuracy",
+    "fedfa-information",
+    "fairfed-counts",
+    "fairfed-gaps",
+)
 
 #: Keys of the client part's ConfigRecord (server -> client, collect stage).
 WEIGHT_KIND = "weight-kind"
@@ -95,6 +115,13 @@ INFORMATION_TOTAL = "information-total"  # Σ I^acc_k, its second
 COUNT = "count"  # m, the clients in FedFa's first sum (equal shares if Σ Acc_k = 0)
 FEDFA_BETA = "fedfa-beta"
 FREQUENCY_SHARE = "frequency-share"  # I^f_k / Σ I^f_j, from the server's own counts
+FAIRFED_PREVIOUS = "fairfed-previous"  # ω_k^0 = n_k / n (FF5), for a client holding no ω_k
+FAIRFED_TOTAL_COUNTS = "fairfed-total-counts"  # the summed group counts (FF3), exact
+FAIRFED_METRIC = "fairfed-metric"
+FAIRFED_WEIGHT_TOTAL = "fairfed-weight-total"  # Σ ω_k^{t-1}, FairFed's first sum
+FAIRFED_MEAN_GAP = "fairfed-mean-gap"  # mean Δ, its second
+FAIRFED_BETA = "fairfed-beta"
+FAIRFED_WEIGHT = "fairfed-weight"  # the ω̄_k a client keeps (client.HELD) for its next round
 #: -log2(1e-6): the largest I^acc_k (FedFa's F2), the public scale of its second sum.
 FEDFA_INFORMATION_MAX = -math.log2(1e-6)
 
@@ -162,8 +189,8 @@ class SecureForm:
 def client_part(
     part: Mapping[str, Any],
     update: list[NDArray[np.float64]],
-    private: Mapping[str, float] | None = None,
-) -> tuple[float, list[NDArray[np.float64]]]:
+    private: Mapping[str, Any] | None = None,
+) -> tuple[float, list[NDArray[Any]]]:
     """The weight a_k and payload u_k one client masks (spec table).
 
     The server sends back the n_k and F_k(w^t) the rule read from the client's clear
@@ -192,7 +219,7 @@ def client_part(
     ``term`` (TERM, Li et al., ICLR 2021): ``a_k = σ n_k exp(α (F_k - c))``, ``u_k = Δ_k``,
     with c the public shift the server sends (the largest reported loss, so a_k <= σ n_k).
 
-    ``broadcast`` (AFL, Δ-FL, GiFair, VRed, FairFed, FedFa, RC-FL):
+    ``broadcast`` (AFL, Δ-FL, GiFair, VRed, RC-FL):
     ``a_k = λ_k`` as the server sent it, ``u_k = Δ_k``.
 
     Semi-VRed (Malekmohammadi & Yu, 2024, eq. 12: ``w_k = p_k (1 + 2β (a_k - A))``,
@@ -205,14 +232,26 @@ def client_part(
     ``semivred-clip-negative`` (the clear rule's clipping then renormalises, as the
     quotient ``Σ a_k u_k / Σ a_k`` does); a negative weight otherwise cannot be masked.
 
+    FairFed (Ezzeldin et al., AAAI 2023, FF3-FF6) in three secure sums, each client
+    keeping its ``group-counts`` and its weight ω_k (DecLearn's client-held weights):
+    ``fairfed-counts`` masks ``u_k = [c_k, s ω_k^{t-1}]``, its 8 counts c_k as exact
+    integers (the server reads their sum exactly) and its previous weight (ω_k^0 = n_k / n
+    as the server sent it, for a client holding none) times ``s = 1 / (2 (1 + β))``;
+    ``fairfed-gaps`` masks ``u_k = [Δ_k / 2]``, Δ_k (FF4) from its counts and the summed
+    ones (:func:`~fairfl.secagg.fairfed.fairness_gap`); each with ``a_k = a_max``;
+    ``fairfed`` masks ``a_k = σ ω̄_k`` (:func:`fairfed_weight`), ``u_k = Δ_k``, σ = a_max /
+    (2 (1 + β)) (ω̄_k <= 1 + 2β), and the client keeps ω̄_k (:func:`held_after`).
+
     Parameters
     ----------
     part : Mapping[str, Any]
         The client-part record the server sent (``weight-kind`` and its scalars).
     update : list[NDArray[np.float64]]
         Δ_k = w_k - w^t.
-    private : Mapping[str, float] | None
-        The train metrics the client kept (a two-round form's F_k), by metric name.
+    private : Mapping[str, Any] | None
+        What the client kept, by name: the train metrics a two-round form hides (F_k,
+        Acc_k, FairFed's ``group-counts``) and what it holds across rounds (FairFed's
+        :data:`FAIRFED_WEIGHT`).
 
     Raises
     ------
@@ -221,6 +260,7 @@ def client_part(
         a finite number >= 0.
     """
     kind = part.get(WEIGHT_KIND)
+    payload: list[NDArray[Any]]
     if kind == "num-examples":
         weight, payload = float(part[WEIGHT_SCALE]) * int(part[NUM_EXAMPLES]), update
     elif kind == "qffl":
@@ -248,6 +288,16 @@ def client_part(
         payload = update
     elif kind == "broadcast":
         weight, payload = float(part[WEIGHT]), update
+    elif kind == "fairfed-counts":
+        counts = np.array(_counts(part, private or {}), dtype=np.int64)
+        previous = float(part[SHARE]) * _previous(part, private or {})
+        weight, payload = float(part[WEIGHT]), [counts, np.array([previous])]
+    elif kind == "fairfed-gaps":
+        gap = _gap(part, private or {})
+        weight, payload = float(part[WEIGHT]), [np.array([float(part[SHARE]) * gap])]
+    elif kind == "fairfed":
+        weight = float(part[WEIGHT_SCALE]) * fairfed_weight(part, private or {})
+        payload = update
     elif kind in SCALAR_STAGES:
         value = _private(part, private or {}, kind)
         if kind == "semivred-excess":
@@ -278,6 +328,76 @@ def client_part(
     return weight, payload
 
 
+def fairfed_weight(part: Mapping[str, Any], private: Mapping[str, Any]) -> float:
+    """FairFed's ω̄_k from the broadcast Σ ω^{t-1} and mean Δ (FF6, before normalising).
+
+    ``max(ω_k^{t-1} / Σ_i ω_i^{t-1} - β (Δ_k - mean Δ), 0)``: the clear rule's
+    (:func:`fairfl.strategies.fairfed.fairfed_weights`), whose normalisation over the
+    round's clients the quotient ``Σ a_k u_k / Σ a_k`` takes.
+
+    Raises
+    ------
+    ValueError
+        If Σ ω^{t-1} is not > 0, or the client's counts are not usable (:func:`client_part`).
+    """
+    total = float(part[FAIRFED_WEIGHT_TOTAL])
+    if not total > 0:
+        raise ValueError(f"secure aggregation: FairFed's Σ ω^(t-1) is {total!r}, not > 0")
+    previous = _previous(part, private) / total
+    return moved_weight(
+        previous, _gap(part, private), float(part[FAIRFED_MEAN_GAP]), float(part[FAIRFED_BETA])
+    )
+
+
+def held_after(part: Mapping[str, Any], private: Mapping[str, Any]) -> dict[str, float]:
+    """What the client keeps for later rounds once it masked ``part``: FairFed's ω̄_k.
+
+    ``{}`` for every other part. The client keeps ω̄_k, not ω̄_k / Σ_i ω̄_i (which no
+    client learns); the next round's first sum renormalises the weights over that
+    round's clients, as the clear rule does.
+    """
+    if part.get(WEIGHT_KIND) != "fairfed":
+        return {}
+    return {FAIRFED_WEIGHT: fairfed_weight(part, private)}
+
+
+def _counts(part: Mapping[str, Any], private: Mapping[str, Any]) -> list[int]:
+    """The client's ``group-counts``: 8 ints >= 0 counting from 1 to the part's bound.
+
+    As the clear rule's intake checks them (:func:`fairfl.strategies.fairfed.counts_error`).
+    """
+    key = str(part[PRIVATE_KEY])
+    value = private.get(key)
+    bound = int(part[PRIVATE_BOUND])
+    if not (
+        isinstance(value, list)
+        and len(value) == 8
+        and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in value)
+    ):
+        raise ValueError(
+            f"secure aggregation: FairFed needs this client's {key!r}, 8 ints >= 0 (a binary "
+            f"attribute), got {value!r}"
+        )
+    if not 1 <= sum(value) <= bound:
+        raise ValueError(
+            f"secure aggregation: this client's {key} must count from 1 to "
+            f"max-num-examples={bound} samples, got {sum(value)}"
+        )
+    return [int(c) for c in value]
+
+
+def _previous(part: Mapping[str, Any], private: Mapping[str, Any]) -> float:
+    """ω_k^{t-1}: the weight the client holds, else ω_k^0 = n_k / n as the server sent it."""
+    held = private.get(FAIRFED_WEIGHT)
+    return float(part[FAIRFED_PREVIOUS]) if held is None else float(held)
+
+
+def _gap(part: Mapping[str, Any], private: Mapping[str, Any]) -> float:
+    """Δ_k (FF4) from the client's counts and the summed ones the server sent."""
+    total = [int(c) for c in part[FAIRFED_TOTAL_COUNTS]]
+    return fairness_gap(_counts(part, private), total, str(part[FAIRFED_METRIC]))
+
+
 def _loss(part: Mapping[str, Any], kind: str) -> float:
     if LOSS not in part:
         raise ValueError(
@@ -293,7 +413,7 @@ def _information(accuracy: float, part: Mapping[str, Any]) -> float:
     return max(-math.log2(share + 1e-6), 0.0)
 
 
-def _private(part: Mapping[str, Any], private: Mapping[str, float], kind: str) -> float:
+def _private(part: Mapping[str, Any], private: Mapping[str, Any], kind: str) -> float:
     """The metric the client kept from its train reply (F_k(w^t), Acc_k); in ``[0, bound]``."""
     key = str(part[PRIVATE_KEY])
     if key not in private:

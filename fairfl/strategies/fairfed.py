@@ -21,24 +21,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from flwr.app import Message
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import ModelLayout, ReplyError, TrainReply, keys, sorted_client_keys
-from fairfl.contract.sensitive import accuracy_of_counts, as_count_table, sum_counts
+from fairfl.contract.sensitive import sum_counts
+from fairfl.secagg.fairfed import METRICS, Metric, fairness_gap, signed_metric
 from fairfl.secagg.forms import SecureForm
 from fairfl.strategies import intake
 from fairfl.strategies._checks import check_real
 from fairfl.strategies.base import ConfigValue
 from fairfl.strategies.params import RuleParameters, choice, real
 from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
-
-Metric = Literal["spd", "eod"]
-#: The paper's two group-fairness metrics (§3): statistical parity and equal opportunity.
-METRICS: tuple[Metric, ...] = ("spd", "eod")
 
 
 @dataclass(frozen=True)
@@ -86,14 +83,26 @@ class FairFed(LossRule):
       ``num-examples``); any other reply is dropped at intake naming the client
       (:func:`counts_error`), so no reply can end the round or give an undefined gap.
     * Diagnostics: ``fairfed-global-metric`` (F_global) and ``fairfed-delta-mean``.
+    * Under ``secure-aggregation = "secagg+"`` (:class:`~fairfl.strategies.secure_sums.FairFedSums`)
+      the counts and ω_k stay on the clients: each client keeps ω̄_k, the weight before
+      FF6's normalisation, in its ``Context.state`` (checkpointed with the run), and the
+      next round's sum of Σ ω_k renormalises the weights over that round's clients. That
+      is this rule's recursion whenever Σ ω̄ = 1 (no weight clipped at 0) or every
+      client takes part in every round; a client clipped at 0 while others sit out
+      leaves the two weighing the absent clients' next round differently. The server
+      state holds no ω_k then.
     """
 
     rule_name = "FairFed"
     registry_name = "fairfed"
-    #: The rule under SecAgg+ (issue #48; :mod:`fairfl.strategies.secure`).
-    secure_form = SecureForm.scalars_in_clear(
-        "ω_k comes from the group counts reported in the clear; the server sends each client "
-        "its ω_k (DecLearn's client-held ω_k would need a secure sum of the counts first)"
+    #: The rule under SecAgg+ (issue #48; :mod:`fairfl.strategies.secure_sums`).
+    secure_form = SecureForm.two_rounds(
+        "fairfed",
+        "each client keeps its group counts and its weight ω_k (DecLearn's client-held "
+        "weights): a secure sum gives the summed counts, exactly, and Σ ω_k, a second the "
+        "mean gap, and each client computes its gap Δ_k and ω_k itself; the server sees "
+        "the summed counts (so F_global), Σ ω_k and the mean gap, never one client's "
+        "counts, gap or ω_k",
     )
     needs_loss = False
     required_train_metrics = (keys.GROUP_COUNTS,)
@@ -171,38 +180,6 @@ def counts_error(reply: TrainReply, max_count: int) -> ReplyError | None:
     return None
 
 
-def signed_metric(counts: ArrayLike, metric: str) -> float:
-    """The paper's signed group-fairness metric F of binary-attribute ``group-counts``.
-
-    ``"spd"``: P(ŷ=1 | A=0) - P(ŷ=1 | A=1) (FF1); ``"eod"``: the same of the
-    true-positive rate, P(ŷ=1 | A=0, y=1) - P(ŷ=1 | A=1, y=1) (FF2). A = 0 is the
-    unprivileged group, so F < 0 favours A = 1.
-
-    Returns
-    -------
-    float
-        F in [-1, 1]; NaN where a rate is undefined (no sample of a group, or, for
-        ``"eod"``, no positive of a group).
-
-    Raises
-    ------
-    ValueError
-        If ``metric`` is neither, or the counts are not those of a binary attribute.
-    """
-    table = as_count_table(counts)
-    if table.shape[0] != 2:
-        raise ValueError(f"FairFed needs a binary attribute (8 counts), got {table.size}")
-    if metric == "spd":
-        numerators, denominators = table[:, :, 1].sum(axis=1), table.sum(axis=(1, 2))
-    elif metric == "eod":
-        numerators, denominators = table[:, 1, 1], table[:, 1, :].sum(axis=1)
-    else:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    if (denominators == 0).any():
-        return float("nan")
-    return float(numerators[0] / denominators[0] - numerators[1] / denominators[1])
-
-
 def fairfed_gaps(counts: Sequence[ArrayLike], metric: str) -> tuple[NDArray[np.float64], float]:
     """Δ_k of every client (FF4) and F_global (FF3) from the clients' group counts.
 
@@ -217,16 +194,8 @@ def fairfed_gaps(counts: Sequence[ArrayLike], metric: str) -> tuple[NDArray[np.f
         Δ (one per client, in [0, 2]) and F_global (NaN when undefined).
     """
     total = sum_counts(counts)
-    global_metric = signed_metric(total, metric)
-    global_accuracy = accuracy_of_counts(total)
-    gaps = []
-    for client in counts:
-        local = signed_metric(client, metric)
-        if np.isnan(local) or np.isnan(global_metric):
-            gaps.append(abs(global_accuracy - accuracy_of_counts(client)))
-        else:
-            gaps.append(abs(global_metric - local))
-    return np.asarray(gaps, dtype=np.float64), global_metric
+    gaps = [fairness_gap(client, total, metric) for client in counts]
+    return np.asarray(gaps, dtype=np.float64), signed_metric(total, metric)
 
 
 def fairfed_weights(previous: ArrayLike, gaps: ArrayLike, beta: float) -> NDArray[np.float64]:

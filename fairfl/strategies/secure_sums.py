@@ -1,9 +1,10 @@
 """The server half of the two-round forms: the sums of scalars before the weighted sum.
 
 A two-round form (:meth:`fairfl.secagg.forms.SecureForm.two_rounds`) keeps a train metric
-on each client (Semi-VRed's loss F_k, FedFa's accuracy Acc_k) and runs, in one round,
-secure sums of scalars whose public statistics the server broadcasts, then the weighted
-sum whose weights the clients compute from them (:func:`fairfl.secagg.forms.client_part`).
+on each client (Semi-VRed's loss F_k, FedFa's accuracy Acc_k, FairFed's group counts) and
+runs, in one round, secure sums of scalars whose public statistics the server
+broadcasts, then the weighted sum whose weights the clients compute from them
+(:func:`fairfl.secagg.forms.client_part`).
 Each sum of scalars masks ``u_k = [s_k x_k]`` with the weight a_max, so every quantised
 weight is Q and the server reads ``Σ_k s_k x_k`` (s_k a public share) within
 ``b Σ_k r̂_k / Q`` (b the sum's :func:`~fairfl.secagg.protocol.quantisation_bound`).
@@ -20,15 +21,27 @@ import math
 from abc import ABC, abstractmethod
 from typing import Any
 
-from fairfl.contract import TrainReply
+from flwr.serverapp.exception import AggregationError
+
+from fairfl.contract import TrainReply, keys
 from fairfl.secagg import forms
 from fairfl.secagg.config import SecAggSettings
+from fairfl.secagg.fairfed import signed_metric
 from fairfl.secagg.protocol import quantisation_bound
 from fairfl.secagg.server import SecureSum
+from fairfl.strategies.aggregation import sample_weights
 from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.fairfed import FairFed
 from fairfl.strategies.fedfa import FedFa, fedfa_weights
 
-__all__ = ["FedFaSums", "SemiVRedSums", "SumParts", "TwoRoundSums", "two_round_sums"]
+__all__ = [
+    "FairFedSums",
+    "FedFaSums",
+    "SemiVRedSums",
+    "SumParts",
+    "TwoRoundSums",
+    "two_round_sums",
+]
 
 #: Each client's part of one sum, by node id.
 SumParts = dict[int, dict[str, Any]]
@@ -79,16 +92,41 @@ class TwoRoundSums(ABC):
             **extra,
         }
 
-    def statistic(self, last: SecureSum) -> tuple[float, float, list[int]]:
-        """``Σ_k s_k x_k`` of the last sum, its error bound, and the clients in it."""
+    def statistic(self, last: SecureSum, index: int = 0) -> tuple[float, float, list[int]]:
+        """``Σ_k s_k x_k`` of the last sum's array ``index``, its error bound, its clients."""
         assert last.mean is not None
         quantisation = self.settings.secagg_quantization_range
         in_sum = [int(m.metadata.src_node_id) for m in last.replies]
-        total = float(last.mean[0].reshape(-1)[0]) * last.weight_total / quantisation
+        total = float(last.mean[index].reshape(-1)[0]) * last.weight_total / quantisation
         bound = quantisation_bound(
             len(in_sum), self.settings.secagg_clipping_range, last.weight_total
         )
         return total, bound * last.weight_total / quantisation, in_sum
+
+    def exact_total(self, last: SecureSum, index: int) -> list[int]:
+        """The exact sum of the integers the clients masked as array ``index``.
+
+        Each client masked its integers c as they are (:mod:`fairfl.secagg.client`), with
+        the weight a_max: the sum's mean is then ``(Σ c 2C/Q - n C) Q / W``, W = n Q, from
+        which ``Σ c = (mean W / Q + n C) Q / (2C)`` comes back exactly (it is below
+        2^32, so the float error of the few steps is far below 1/2).
+
+        Raises
+        ------
+        AggregationError
+            If a client's weight was not a_max (W != n Q).
+        """
+        assert last.mean is not None
+        clipping = self.settings.secagg_clipping_range
+        quantisation = self.settings.secagg_quantization_range
+        n = len(last.replies)
+        if last.weight_total != n * quantisation:
+            raise AggregationError(
+                f"secure aggregation: an exact sum needs every weight at a_max, got "
+                f"{last.weight_total} for {n} clients"
+            )
+        values = (last.mean[index].reshape(-1) * n + n * clipping) * quantisation / (2 * clipping)
+        return [round(float(v)) for v in values]
 
     def record(self, **diagnostics: float) -> None:
         """Put the round's public statistics in its record."""
@@ -243,6 +281,91 @@ class FedFaSums(TwoRoundSums):
         }
 
 
+class FairFedSums(TwoRoundSums):
+    """FairFed (Ezzeldin et al., AAAI 2023; FF3-FF6): counts and Σ ω, then mean Δ, then the sum.
+
+    Each client keeps its ``group-counts`` and its weight ω_k (DecLearn's client-held
+    weights; :func:`fairfl.secagg.forms.client_part`). The first sum gives the summed
+    counts exactly (integers masked as they are) and ``Ŝ = Σ_k ω_k^{t-1}`` within e_S
+    (masked as ``s ω_k^{t-1}``, s = 1 / (2 (1 + β))): the server learns F_global and
+    Acc_global (FF3) as the clear rule does, and broadcasts the summed counts. Each
+    client computes Δ_k (FF4) from them; the second sum gives ``mean Δ`` within e_Δ
+    (masked as ``Δ_k / 2``). The weights ``ω_k^{t-1} / Ŝ - β (Δ_k - mean Δ)`` then move
+    by at most ``ε = e_S / Ŝ + m β e_Δ`` in l1 (m clients; the clipping at 0 is
+    1-Lipschitz), and the clear ones sum to >= 1, so ``TwoRoundSums.settle`` holds.
+    """
+
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        """The client's ``group-counts``."""
+        return (keys.GROUP_COUNTS,)
+
+    @property
+    def fairfed(self) -> FairFed:
+        """The rule, as FairFed."""
+        assert isinstance(self.strategy, FairFed)
+        return self.strategy
+
+    def first(self, server_round: int, replies: list[TrainReply]) -> SumParts:
+        """Each client masks its counts and ``s ω_k^{t-1}`` (ω_k^0 = n_k / n: FF5)."""
+        share = 1.0 / (2.0 * (1.0 + self.fairfed.params.beta))
+        self.begin(server_round, {reply.node_id: share for reply in replies})
+        shares = sample_weights([reply.num_examples for reply in replies])
+        self.defaults = {r.node_id: float(p) for r, p in zip(replies, shares, strict=True)}
+        self.max_count = self.fairfed.client_keys.counts.max_num_examples
+        return {
+            nid: self.scalar_part(
+                "fairfed-counts",
+                nid,
+                self.max_count,
+                **{forms.FAIRFED_PREVIOUS: self.defaults[nid]},
+            )
+            for nid in self.shares
+        }
+
+    def next(self, last: SecureSum) -> SumParts | None:
+        """Mean Δ from the summed counts, then the weights; ``None`` after the weighted sum."""
+        if self.stage == 2:
+            return None
+        rule = self.fairfed
+        self.stage += 1
+        if self.stage == 1:
+            counts = self.exact_total(last, 0)
+            weights, error, in_sum = self.statistic(last, 1)
+            share = next(iter(self.shares.values()))
+            self.stats.update(weights=weights / share, weights_error=error / share)
+            self.counts = counts
+            self.record(**{"fairfed-global-metric": signed_metric(counts, rule.params.metric)})
+            self.shares = {nid: 0.5 for nid in in_sum}  # Δ_k in [0, 2]
+            extra = {
+                forms.FAIRFED_TOTAL_COUNTS: counts,
+                forms.FAIRFED_METRIC: rule.params.metric,
+            }
+            return {n: self.scalar_part("fairfed-gaps", n, self.max_count, **extra) for n in in_sum}
+        total, error, in_sum = self.statistic(last)
+        mean, mean_error = 2.0 * total / len(in_sum), 2.0 * error / len(in_sum)
+        self.record(**{"fairfed-delta-mean": mean})
+        beta = float(rule.params.beta)
+        weights, weights_error = self.stats["weights"], self.stats["weights_error"]
+        if weights > weights_error:
+            self.settle(weights_error / weights + len(in_sum) * beta * mean_error)
+        else:  # Σ ω^{t-1} within its error of 0
+            self.settle(math.inf)
+        common = {
+            forms.WEIGHT_KIND: "fairfed",
+            # ω̄_k <= ω_k^{t-1} / Ŝ + 2β, about 1 + 2β: a_max / (2 (1 + β)) leaves room.
+            forms.WEIGHT_SCALE: self.settings.secagg_max_weight / (2.0 * (1.0 + beta)),
+            forms.FAIRFED_TOTAL_COUNTS: self.counts,
+            forms.FAIRFED_METRIC: rule.params.metric,
+            forms.FAIRFED_WEIGHT_TOTAL: weights,
+            forms.FAIRFED_MEAN_GAP: mean,
+            forms.FAIRFED_BETA: beta,
+            forms.PRIVATE_KEY: self.hidden[0],
+            forms.PRIVATE_BOUND: self.max_count,
+        }
+        return {n: {**common, forms.FAIRFED_PREVIOUS: self.defaults[n]} for n in in_sum}
+
+
 def two_round_sums(
     weight: str | None, strategy: FairStrategy, settings: SecAggSettings
 ) -> TwoRoundSums:
@@ -251,4 +374,6 @@ def two_round_sums(
         return SemiVRedSums(strategy, settings)
     if weight == "fedfa":
         return FedFaSums(strategy, settings)
+    if weight == "fairfed":
+        return FairFedSums(strategy, settings)
     raise ValueError(f"secure aggregation: no two-round sums for {weight!r} weights")

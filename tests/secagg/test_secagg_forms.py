@@ -10,7 +10,8 @@ import pytest
 from flwr.server.workflow import SecAggPlusWorkflow
 
 from fairfl.secagg.config import MODULUS_RANGE, SecAggSettings
-from fairfl.secagg.forms import SecureForm, client_part
+from fairfl.secagg.client import _with_integers
+from fairfl.secagg.forms import SecureForm, client_part, held_after
 from fairfl.strategies.registry import STRATEGIES
 from fairfl.strategies.secure import secure_form_of
 
@@ -171,6 +172,102 @@ def test_fedfa_weight_is_computed_by_the_client_from_the_two_sums():
     np.testing.assert_array_equal(payload[0], UPDATE[0])
 
 
+# FairFed: the three clients of tests/strategies/test_fairfed.py, whose sums are worked
+# there by hand. Client 1 counts (3, 1, 1, 1 | 1, 1, 0, 2), n = (10, 8, 4); the summed
+# counts are (5, 1, 1, 3 | 3, 2, 1, 6): SPD_g = 4/10 - 8/12 = -4/15, SPD_1 = -5/12, so
+# Δ_1 = 3/20; client 3 holds A = 1 only: Δ_3 = |Acc_g - Acc_3| = |17/22 - 1| = 5/22.
+FAIRFED_COUNTS = [3, 1, 1, 1, 1, 1, 0, 2]
+FAIRFED_TOTAL = [5, 1, 1, 3, 3, 2, 1, 6]
+FAIRFED_PRIVATE = {"group-counts": FAIRFED_COUNTS}
+FAIRFED_COMMON = {
+    "private-key": "group-counts",
+    "private-bound": 100,
+    "fairfed-previous": 10 / 22,  # ω_1^0 = n_1 / n
+}
+
+
+def test_fairfed_first_sum_masks_the_counts_exactly_and_the_scaled_previous_weight():
+    part = {**FAIRFED_COMMON, "weight-kind": "fairfed-counts", "weight": 1000.0, "share": 0.25}
+    weight, payload = client_part(part, UPDATE, FAIRFED_PRIVATE)
+    assert weight == 1000.0  # a_max
+    assert payload[0].dtype == np.int64 and payload[0].tolist() == FAIRFED_COUNTS
+    assert payload[1].tolist() == [0.25 * 10 / 22]  # s ω^0, s = 1 / (2 (1 + β)), β = 1
+    # A client holding ω_k masks it, not ω^0.
+    _, held = client_part(part, UPDATE, {**FAIRFED_PRIVATE, "fairfed-weight": 0.3})
+    assert held[1].tolist() == [0.25 * 0.3]
+
+
+def test_fairfed_second_sum_masks_the_half_gap_from_the_summed_counts():
+    part = {
+        **FAIRFED_COMMON,
+        "weight-kind": "fairfed-gaps",
+        "weight": 1000.0,
+        "share": 0.5,
+        "fairfed-total-counts": FAIRFED_TOTAL,
+        "fairfed-metric": "spd",
+    }
+    _, payload = client_part(part, UPDATE, FAIRFED_PRIVATE)
+    assert payload[0][0] == pytest.approx(0.5 * 3 / 20, abs=1e-15)
+    only_a1 = {"group-counts": [0, 0, 0, 0, 2, 0, 0, 2]}  # client 3: SPD_3 undefined
+    _, payload = client_part(part, UPDATE, only_a1)
+    assert payload[0][0] == pytest.approx(0.5 * 5 / 22, abs=1e-15)
+
+
+def test_fairfed_weight_is_computed_and_kept_by_the_client():
+    # Round 1: Σ ω^0 = 1, mean Δ = 13/99 (test_fairfed.py), β = 1 (FF6):
+    # ω̄_1 = 10/22 - (3/20 - 13/99) = 900/1980 - 37/1980 = 863/1980.
+    part = {
+        **FAIRFED_COMMON,
+        "weight-kind": "fairfed",
+        "weight-scale": 250.0,  # a_max / (2 (1 + β))
+        "fairfed-total-counts": FAIRFED_TOTAL,
+        "fairfed-metric": "spd",
+        "fairfed-weight-total": 1.0,
+        "fairfed-mean-gap": 13 / 99,
+        "fairfed-beta": 1.0,
+    }
+    weight, payload = client_part(part, UPDATE, FAIRFED_PRIVATE)
+    assert weight == pytest.approx(250 * 863 / 1980, rel=1e-14)
+    np.testing.assert_array_equal(payload[0], UPDATE[0])
+    assert held_after(part, FAIRFED_PRIVATE) == {"fairfed-weight": pytest.approx(863 / 1980)}
+    # A held ω_1 = 0.3 among Σ ω^{t-1} = 0.6: ω_1^{t-1} / Σ = 1/2, ω̄_1 = 1/2 - 37/1980.
+    held = {**FAIRFED_PRIVATE, "fairfed-weight": 0.3}
+    moved = {**part, "fairfed-weight-total": 0.6}
+    assert held_after(moved, held)["fairfed-weight"] == pytest.approx(0.5 - 37 / 1980)
+    # A gap far above the mean clips ω̄ at 0, as the clear rule does.
+    assert held_after({**part, "fairfed-mean-gap": 0.0, "fairfed-beta": 4.0}, held) == {
+        "fairfed-weight": 0.0
+    }
+    assert held_after({"weight-kind": "semivred"}, held) == {}  # only FairFed keeps a weight
+
+
+def test_a_fairfed_part_refuses_unusable_counts_or_weights():
+    part = {**FAIRFED_COMMON, "weight-kind": "fairfed-counts", "weight": 1000.0, "share": 0.25}
+    with pytest.raises(ValueError, match="8 ints"):
+        client_part(part, UPDATE, {"group-counts": [1, 2, 3, 4]})
+    with pytest.raises(ValueError, match="8 ints"):
+        client_part(part, UPDATE, {})
+    with pytest.raises(ValueError, match="count from 1 to max-num-examples=100 samples, got 0"):
+        client_part(part, UPDATE, {"group-counts": [0] * 8})
+    with pytest.raises(ValueError, match="got 101"):
+        client_part(part, UPDATE, {"group-counts": [101, 0, 0, 0, 0, 0, 0, 0]})
+    weighted = {**part, "weight-kind": "fairfed", "weight-scale": 1.0, "fairfed-weight-total": 0.0}
+    with pytest.raises(ValueError, match="not > 0"):
+        client_part(weighted, UPDATE, FAIRFED_PRIVATE)
+
+
+def test_integer_arrays_are_masked_as_they_are_only_with_the_weight_a_max():
+    q = 16
+    floats = [np.array([7, 9])]  # the quantised float arrays, in order
+    payload = [np.array([0.1, 0.2]), np.array([3, 0, 16], dtype=np.int64)]
+    out = _with_integers(payload, floats, q, q)
+    assert [a.tolist() for a in out] == [[7, 9], [3, 0, 16]]
+    with pytest.raises(ValueError, match="weight a_max"):
+        _with_integers(payload, floats, q - 1, q)  # r̂_k < 1 would scale the counts
+    with pytest.raises(ValueError, match=r"\[0, 16\]"):
+        _with_integers([np.array([17], dtype=np.int64)], [], q, q)
+
+
 def test_a_bad_part_is_refused():
     with pytest.raises(ValueError, match="unknown client weight 'bogus'"):
         client_part({"weight-kind": "bogus"}, UPDATE)
@@ -195,7 +292,7 @@ def test_a_bad_part_is_refused():
         ("afl", "scalars-in-clear", "broadcast"),
         ("deltafl", "scalars-in-clear", "broadcast"),
         ("gifair", "scalars-in-clear", "broadcast"),
-        ("fairfed", "scalars-in-clear", "broadcast"),
+        ("fairfed", "two-rounds", "fairfed"),
         ("semivred", "two-rounds", "semivred"),
         ("vred", "scalars-in-clear", "broadcast"),
         ("fedmgda", "impossible", None),

@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 from flwr.app import Message
 
+from fairfl.secagg.client import HELD
 from fairfl.secagg.protocol import RECORD, Stage
+from fairfl.server.checkpoint import load_checkpoint
 from fairfl.server.preflight import check_run
 from fairfl.simulation import run_inprocess
 from fairfl.strategies.base import FairStrategy
@@ -36,6 +38,7 @@ C = 8.0  # secagg-clipping-range's default
 Q = 4194304  # secagg-quantization-range's default
 SEMIVRED_BETA = 0.2  # semivred-beta's default
 FEDFA_BETA = 0.5  # fedfa-beta's default
+FAIRFED_BETA = 1.0  # fairfed-beta's default
 I_MAX = -math.log2(1e-6)  # FedFa's largest I^acc_k (its F2)
 BASE = {"num-partitions": 5, "num-server-rounds": 1, "local-epochs": 1, "seed": 3}
 ADULT = {"dataset": "adult-synthetic", "model": "logreg", "dirichlet-alpha": 0.5}
@@ -81,10 +84,15 @@ SUPPORTING = sorted(
 TWO_ROUNDS = {
     name for name in SUPPORTING if secure_form_of(STRATEGIES[name].strategy).kind == "two-rounds"
 }
-#: The train metric each keeps: Semi-VRed's F_k(w^t), FedFa's Acc_k.
-HIDDEN = {"semivred": "loss-before-training", "fedfa": "acc-after-training"}
-#: Secure sums per round: Semi-VRed's f̄ and A, then its weighted sum.
-SUMS = {"semivred": 3, "fedfa": 3}
+#: The train metric each keeps: Semi-VRed's F_k(w^t), FedFa's Acc_k, FairFed's counts.
+HIDDEN = {
+    "semivred": "loss-before-training",
+    "fedfa": "acc-after-training",
+    "fairfed": "group-counts",
+}
+#: Secure sums per round: Semi-VRed's f̄ and A, then its weighted sum (FedFa's Σ Acc and
+#: Σ I, FairFed's summed counts with Σ ω and its mean gap, likewise).
+SUMS = {"semivred": 3, "fedfa": 3, "fairfed": 3}
 CASES = {
     **{rule: {"strategy": rule, **RULES.get(rule, {})} for rule in SUPPORTING},
     "ditto+qffl": {"strategy": "ditto+qffl"},  # a pairing takes its global rule's form
@@ -96,8 +104,8 @@ def test_the_five_rules_of_the_issue_are_supported():
     assert set(RULES) <= set(SUPPORTING)
 
 
-def test_semivred_and_fedfa_keep_their_scalars_on_the_clients():
-    assert TWO_ROUNDS == set(SUMS) == {"semivred", "fedfa"}
+def test_the_two_round_forms_keep_their_scalars_on_the_clients():
+    assert TWO_ROUNDS == set(SUMS) == {"semivred", "fedfa", "fairfed"}
 
 
 def _averages_stepped_from(monkeypatch) -> list[list[np.ndarray]]:
@@ -151,6 +159,27 @@ def test_secure_model_equals_the_clear_one_within_the_quantisation_bound(
         eps = (1 - FEDFA_BETA) * (2 * n * d + e * I_MAX) / information
         bound += 2 * eps * C / (1 - eps)
         assert 0 < diagnostics["secagg-bound"] <= bound * (1 + 1e-12)
+    elif case == "fairfed":
+        # The summed counts are exact integers: F_global is the clear run's, bit for bit.
+        clear_diagnostics = clear.strategy.train_records[1].diagnostics
+        assert diagnostics["fairfed-global-metric"] == clear_diagnostics["fairfed-global-metric"]
+        # Σ ω^0 = 1 from [s ω_k^0] (s = 1 / (2 (1 + β)) = 1/4): within e_S = 4e; mean Δ from
+        # [Δ_k / 2]: within e_Δ = 2e / n. The weights ω^0 / Ŝ - β (Δ_k - mean Δ) move by
+        # ε = e_S / Ŝ + n β e_Δ <= 4e / (1 - 4e) + 2βe in l1; the clear ones sum to >= 1.
+        e_mean = 2 * e / n
+        assert diagnostics["fairfed-delta-mean"] == pytest.approx(
+            clear_diagnostics["fairfed-delta-mean"], abs=e_mean
+        )
+        eps = 4 * e / (1 - 4 * e) + n * FAIRFED_BETA * e_mean
+        bound += 2 * eps * C / (1 - eps)
+        assert 0 < diagnostics["secagg-bound"] <= bound * (1 + 1e-12)
+        # Each client holds ω̄_k (FF6 before normalising): normalised, the clear run's ω_k.
+        held = load_checkpoint(tmp_path / "secure" / "checkpoint.npz").client_state
+        omega = {str(k): c.config_records[HELD]["fairfed-weight"] for k, c in held.items()}
+        assert secure.strategy.fair_weights == {}  # the server holds none
+        total = sum(omega.values())
+        for key, weight in clear.strategy.fair_weights.items():
+            assert omega[key] / total == pytest.approx(weight, abs=2 * eps)
     else:
         assert diagnostics["secagg-bound"] == pytest.approx(bound)
     slack = _float32_slack(clear.arrays)
@@ -209,7 +238,7 @@ def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
         **RULES.get(rule, {}),
         **{"secure-aggregation": "secagg+"},
     )
-    run_inprocess(config, reply_filter=record_wire)
+    outcome = run_inprocess(config, reply_filter=record_wire)
 
     assert aggregated == []  # the clear path, which reads each update, never ran
     stages = [m.content.config_records[RECORD] for m in wire if RECORD in m.content.config_records]
@@ -219,8 +248,10 @@ def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
         assert all(len(record) == 0 for record in reply.content.array_records.values())
         for metrics in reply.content.metric_records.values():
             assert "qffl-h" not in metrics  # h_k holds ‖w^t - w_k‖²: masked, never clear
-            if rule in TWO_ROUNDS:  # F_k(w^t), Acc_k too: they enter only the masked sums
+            if rule in TWO_ROUNDS:  # F_k(w^t), Acc_k, counts: they enter only masked sums
                 assert HIDDEN[rule] not in metrics
+        for record in reply.content.config_records.values():
+            assert "fairfed-weight" not in record  # FairFed's ω_k never leaves its client
     messages = [x for x in _flatten(handed) if isinstance(x, Message)]
     replies = [x for x in _flatten(handed) if hasattr(x, "arrays") and hasattr(x, "node_id")]
     assert len(messages) >= 5 and len(replies) >= 5
@@ -230,6 +261,8 @@ def test_no_individual_update_reaches_the_strategy(tmp_path, rule, monkeypatch):
         assert reply.arrays == []
         if rule in TWO_ROUNDS:
             assert HIDDEN[rule] not in reply.metrics
+    if rule == "fairfed":  # the clients hold ω_k; the server's state has none
+        assert outcome.strategy.state_dict() == {"weights": {}}
 
 
 def _flatten(values):
