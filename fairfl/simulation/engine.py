@@ -5,7 +5,10 @@ project-local ``FLWR_HOME``, submits the app with ``flwr run <app> --stream``, w
 it, and stops the SuperLink it started, with all its descendants and Ray's daemons, by
 PID (Flower's managed local SuperLink would otherwise stay alive in the background).
 ``flwr run`` exits 0 also when the run failed, so the outcome is read from the
-``summary.json`` this run wrote under its run id.
+``summary.json`` this run wrote under its run id. The run has one id on screen, fairfl's
+(the one ``summary.json`` and ``rounds.jsonl`` carry): Flower's own run id belongs to the
+SuperLink, which stops with the run, so :func:`relay_flower_output` shows fairfl's in its
+place.
 :func:`~fairfl.simulation.signals.stop_on_signals` turns SIGTERM and SIGINT into an
 exception, so a stopped runner still stops everything it started.
 ``scripts/flwr_sim.py`` is the command-line wrapper
@@ -22,10 +25,12 @@ clusters). The names other code imports from here are re-exported.
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -79,6 +84,8 @@ __all__ = [
     "parse_init_args",
     "processes_naming",
     "processes_of_run",
+    "relabel_flower_line",
+    "relay_flower_output",
     "run_outcome",
     "run_simulation",
     "simulate",
@@ -95,6 +102,11 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
+
+#: ``flwr run``'s line announcing Flower's run id (the SuperLink's, gone with the run).
+FLOWER_STARTED = re.compile(r"Successfully started run \d+")
+#: Flower's log line repeating that id when its log stream starts.
+FLOWER_LOGSTREAM = re.compile(r"Starting logstream for run_id `\d+`")
 
 
 @dataclass(frozen=True)
@@ -172,7 +184,8 @@ def simulate(
     app_dir : Path | None
         The Flower app (default: :func:`~fairfl.simulation.overrides.find_app_dir`).
     output : IO[bytes] | None
-        Where ``flwr run``'s output goes (default: this process's stdout and stderr).
+        Where ``flwr run``'s output goes, as it is. Default: this process's stdout,
+        through :func:`relay_flower_output` (fairfl's run id in place of Flower's).
     superlink_started : Callable[[subprocess.Popen], None] | None
         Called with the SuperLink process once it listens (benchmarks watch its tree).
     summary_path : Path | None
@@ -267,17 +280,27 @@ def simulate(
             flwr_run = _start(
                 command,
                 started,
-                env=env,
+                env={**env, "PYTHONUNBUFFERED": "1"} if output is None else env,
                 cwd=app,
-                stdout=output,
-                stderr=subprocess.STDOUT if output is not None else None,
+                stdout=subprocess.PIPE if output is None else output,
+                stderr=subprocess.STDOUT,
             )
+            relay = None
+            if flwr_run.stdout is not None:
+                relay = threading.Thread(
+                    target=relay_flower_output,
+                    args=(flwr_run.stdout, sys.stdout, run_id),
+                    daemon=True,
+                )
+                relay.start()
             try:
                 code = flwr_run.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 return SimulationResult(
                     EXIT_TIMEOUT, run_id, out_dir, None, f"flwr run took over {timeout:g} s"
                 )
+            if relay is not None:
+                relay.join(timeout=15)  # the rest of flwr run's output, before the final line
         finally:
             with signals_deferred():  # a stop signal now must not cut the cleanup short
                 stop_pids([p.pid for p in started] + processes_of_run(run_id))
@@ -321,6 +344,31 @@ def run_outcome(out_dir: Path, run_id: str, code: int) -> SimulationResult:
     return SimulationResult(EXIT_OK, run_id, out_dir, summary, f"run {run_id} completed")
 
 
+def relabel_flower_line(line: str, run_id: str) -> str | None:
+    """One line of ``flwr run``'s output as fairfl shows it: ``None`` drops it.
+
+    Flower's run id (``Successfully started run 8301``, repeated by its log's
+    ``Starting logstream for run_id`` line) is the simulation SuperLink's, which stops
+    with the run, so ``flwr log`` cannot use it afterwards: the start line names fairfl's
+    ``run_id`` instead (the id of ``summary.json``, ``rounds.jsonl`` and
+    :func:`final_line`), the log line is dropped, every other line is kept as it is.
+    """
+    if FLOWER_STARTED.search(line):
+        return f"run {run_id}: started on Flower's simulation engine\n"
+    if FLOWER_LOGSTREAM.search(line):
+        return None
+    return line
+
+
+def relay_flower_output(stream: Iterable[bytes], sink: IO[str], run_id: str) -> None:
+    """Copy ``flwr run``'s output to ``sink`` line by line, through :func:`relabel_flower_line`."""
+    for raw in stream:
+        line = relabel_flower_line(raw.decode(errors="replace"), run_id)
+        if line is not None:
+            sink.write(line)
+            sink.flush()
+
+
 def _start(
     command: list[str], started: list[subprocess.Popen[bytes]], **options: Any
 ) -> subprocess.Popen[bytes]:
@@ -355,7 +403,7 @@ def run_simulation(
 
 
 def final_line(summary: dict[str, Any]) -> str:
-    """The final client accuracies of a summary, in %, with its run id."""
+    """The final client accuracies of a summary, in %, with its (fairfl's) run id."""
     final = summary.get("final_metrics") or {}
     # 0 clients, or an older run's {}: nobody evaluated (older runs had no count)
     if final.get("num-clients", len(final)) == 0 or "acc-mean" not in final:

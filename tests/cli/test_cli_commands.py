@@ -187,6 +187,10 @@ def test_run_through_flowers_engine_prints_the_final_fairness_line(tmp_path, cap
     assert ": final client accuracy: mean " in printed.out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["config"]["num-partitions"] == 2
+    # one run id on screen, the summary's: Flower's (its SuperLink's) is not shown
+    assert f"run {summary['run_id']}: started on Flower's simulation engine" in printed.out
+    assert f"run {summary['run_id']}: final client accuracy: mean " in printed.out
+    assert "Successfully started run" not in printed.out and "run_id `" not in printed.out
     assert not processes_naming(home)  # the SuperLink and Ray were stopped
 
 
