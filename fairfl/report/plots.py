@@ -21,7 +21,11 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from numpy.typing import NDArray
 
 from fairfl.metrics import PERCENT
 from fairfl.report.results import RunResult, metric_curve, weight_matrix
@@ -34,7 +38,7 @@ DPI = 150
 SHADE_MAX_VARIANTS = 6
 
 
-def save_png(fig: plt.Figure, path: Path) -> Path:
+def save_png(fig: Figure, path: Path) -> Path:
     """Save a figure as a small PNG: 256-colour palette, optimised (a third of the size)."""
     import io
 
@@ -49,7 +53,7 @@ def save_png(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
-def _legend_beside(ax: plt.Axes) -> None:
+def _legend_beside(ax: Axes) -> None:
     """A legend to the right of ``ax``, if it holds a labelled line (none: no warning)."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
@@ -118,7 +122,7 @@ def plot_curves(
     return save_png(fig, path)
 
 
-def sorted_accuracy_curve(runs: Sequence[RunResult]) -> np.ndarray:
+def sorted_accuracy_curve(runs: Sequence[RunResult]) -> NDArray[np.float64]:
     """Final client accuracies (fractions) sorted ascending, averaged rank by rank over seeds.
 
     Seeds with another number of clients than the first finished seed are left out.
@@ -127,7 +131,8 @@ def sorted_accuracy_curve(runs: Sequence[RunResult]) -> np.ndarray:
     if not curves:
         return np.array([])
     size = curves[0].size
-    return np.mean(np.vstack([c for c in curves if c.size == size]), axis=0)
+    mean: NDArray[np.float64] = np.mean(np.vstack([c for c in curves if c.size == size]), axis=0)
+    return mean
 
 
 def plot_distribution(
@@ -197,18 +202,27 @@ def plot_tradeoff(
     return save_png(fig, path)
 
 
-def _weights_panel(ax, fig, rounds, clients, values, *, label, ratio):
+def _weights_panel(
+    ax: Axes,
+    fig: Figure,
+    rounds: NDArray[np.int64],
+    clients: Sequence[int],
+    values: NDArray[np.float64],
+    *,
+    label: str,
+    ratio: bool,
+) -> None:
     finite = values[np.isfinite(values)]
     low = float(finite.min()) if finite.size else 0.0
     high = float(finite.max()) if finite.size else 1.0
     if ratio:  # centred on 1: the rule weighs the client as FedAvg does
         from matplotlib.colors import TwoSlopeNorm
 
-        norm = TwoSlopeNorm(vcenter=1.0, vmin=min(low, 0.999), vmax=max(high, 1.001))
+        norm: Normalize = TwoSlopeNorm(vcenter=1.0, vmin=min(low, 0.999), vmax=max(high, 1.001))
         cmap = "RdBu_r"
     elif low < 0:  # VRed's weights can be negative ([Malekmohammadi & Yu 2024] Lemma 1)
         bound = max(abs(low), abs(high))
-        norm, cmap = matplotlib.colors.Normalize(-bound, bound), "RdBu_r"
+        norm, cmap = Normalize(-bound, bound), "RdBu_r"
     else:  # scaled to the weights' own range: q-FFL's 0.045-0.05 must not look flat
         norm = weight_colour_range(low, high)
         cmap = "viridis"
@@ -227,7 +241,7 @@ def _weights_panel(ax, fig, rounds, clients, values, *, label, ratio):
     fig.colorbar(image, ax=ax, label=label, pad=0.02)
 
 
-def weight_colour_range(low: float, high: float) -> matplotlib.colors.Normalize:
+def weight_colour_range(low: float, high: float) -> Normalize:
     """Colours spanning non-negative weights from their smallest to their largest value.
 
     Equal weights (``low == high``) get a range of ±5 % around them, so they show as one
@@ -235,8 +249,8 @@ def weight_colour_range(low: float, high: float) -> matplotlib.colors.Normalize:
     """
     if high <= low:
         spread = 0.05 * abs(high) or 1.0
-        return matplotlib.colors.Normalize(low - spread, high + spread)
-    return matplotlib.colors.Normalize(low, high)
+        return Normalize(low - spread, high + spread)
+    return Normalize(low, high)
 
 
 def plot_weights(

@@ -253,7 +253,8 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     if not manifest.is_file():
         return None
     inside(folder, manifest, MANIFEST_FILE)
-    return json.loads(manifest.read_text(encoding="utf-8"))
+    parsed: dict[str, Any] = json.loads(manifest.read_text(encoding="utf-8"))
+    return parsed
 
 
 def load_runs(folder: Path) -> list[RunResult]:
@@ -313,10 +314,11 @@ def _read_summary(run_dir: Path) -> dict[str, Any] | None:
         return None
     inside(run_dir, path, "run file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        summary: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         logger.warning("load_runs: ignoring unreadable %s", path)
         return None
+    return summary
 
 
 def group_by_label(runs: Sequence[RunResult]) -> dict[str, list[RunResult]]:
