@@ -33,7 +33,7 @@ from fairfl.data import PARTITIONERS
 from fairfl.data.sources import NATURAL_FEDERATIONS, check_dataset
 from fairfl.fields import Fields, ParameterError, Spec, choice, declared, integer, real
 from fairfl.models.names import MODELS
-from fairfl.privacy.config import PrivacySettings
+from fairfl.privacy.config import NOISE_RANGE, PrivacySettings
 from fairfl.secagg.config import SecAggSettings
 from fairfl.telemetry.config import TelemetrySettings
 
@@ -144,6 +144,7 @@ class RunSettings(Fields):
     dp_target_quantile: float = PrivacySettings.dp_target_quantile
     dp_clip_lr: float = PrivacySettings.dp_clip_lr
     dp_clipped_count_stddev: float = PrivacySettings.dp_clipped_count_stddev
+    dp_dropout_tolerance: float = PrivacySettings.dp_dropout_tolerance
 
     @classmethod
     def subject(cls, name: str, spec: Spec) -> str:
@@ -159,10 +160,24 @@ class RunSettings(Fields):
             **{item.name: getattr(self, item.name) for item in fields(TelemetrySettings)}
         )
         SecAggSettings(**{item.name: getattr(self, item.name) for item in fields(SecAggSettings)})
-        if self.privacy.enabled and self.secagg.enabled:
+        privacy, secagg = self.privacy, self.secagg
+        if privacy.dp == "distributed" and not secagg.enabled:
             raise ValueError(
-                "run config dp and secure-aggregation are both on: central DP clips each "
-                "client's update, which SecAgg+ hides from the server (distributed DP: not yet)"
+                "run config dp='distributed' noises what SecAgg+ masks: it needs "
+                "secure-aggregation='secagg+' (without it: dp='central-fixed' or 'local')"
+            )
+        if privacy.enabled and privacy.dp != "distributed" and secagg.enabled:
+            raise ValueError(
+                f"run config dp and secure-aggregation are both on: dp={privacy.dp!r} clips "
+                "each client's update, which SecAgg+ hides from the server; use "
+                "dp='distributed' (the clients clip and noise before masking)"
+            )
+        reach = privacy.dp_clipping_norm * (1 + NOISE_RANGE * privacy.dp_noise_multiplier)
+        if privacy.dp == "distributed" and secagg.secagg_clipping_range < reach:
+            raise ValueError(
+                f"run config secagg-clipping-range ({secagg.secagg_clipping_range:g}) must be "
+                f">= dp-clipping-norm (1 + {NOISE_RANGE:g} dp-noise-multiplier) = {reach:g} "
+                "under dp='distributed', so that the clients' noise is not clipped"
             )
         try:
             check_dataset(self.dataset)

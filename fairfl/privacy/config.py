@@ -6,9 +6,13 @@ import math
 from dataclasses import dataclass
 
 #: Values of the ``dp`` run-config key.
-MODES = ("none", "central-fixed", "central-adaptive", "local")
+MODES = ("none", "central-fixed", "central-adaptive", "local", "distributed")
 #: Values of ``dp-calibration``: how σ covers the rule's weights (see :class:`PrivacySettings`).
 CALIBRATIONS = ("max-weight", "cap")
+#: Under ``dp = "distributed"`` the secure sum's range C_s must hold C (1 + NOISE_RANGE z):
+#: 6 standard deviations of a client's noise (at most z C, for t = 1) beyond the largest
+#: weighted payload C (:mod:`~fairfl.privacy.distributed`).
+NOISE_RANGE = 6.0
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,11 @@ class PrivacySettings:
         ``"central-adaptive"``: the same with C adapted to a quantile of the update norms
         (:mod:`~fairfl.privacy.adaptive`); or ``"local"``: each
         client clips its update to C and adds N(0, (z C)²) before sending it
-        (:mod:`~fairfl.privacy.local`).
+        (:mod:`~fairfl.privacy.local`); or ``"distributed"`` (with
+        ``secure-aggregation = "secagg+"`` only): each client clips its update to C and
+        adds its share of the noise before masking, so that the unmasked sum carries
+        noise of standard deviation z times the sum's sensitivity
+        (:mod:`~fairfl.privacy.distributed`).
     dp_clipping_norm : float
         C > 0, the L2 bound of one client's update.
     dp_noise_multiplier : float
@@ -52,6 +60,11 @@ class PrivacySettings:
     dp_clipped_count_stddev : float
         σ_b >= 0 of ``central-adaptive``'s noisy count; 0: m/20 (Andrew et al.'s and
         Flower's default). A value given must exceed z/2.
+    dp_dropout_tolerance : float
+        ρ in [0, 1) of ``distributed``: the share of the clients given a part of the
+        secure sum that may drop before it is unmasked with the full noise. Each client's
+        noise is sized for t = ceil((1 - ρ) m) survivors of the m; fewer survivors leave
+        less noise, accounted as such.
     """
 
     dp: str = "none"
@@ -65,6 +78,7 @@ class PrivacySettings:
     dp_target_quantile: float = 0.5
     dp_clip_lr: float = 0.2
     dp_clipped_count_stddev: float = 0.0
+    dp_dropout_tolerance: float = 0.0
 
     def __post_init__(self) -> None:
         """Check every value; the error names the run-config key."""
@@ -90,6 +104,8 @@ class PrivacySettings:
              self.dp_clipped_count_stddev == 0
              or self.dp_clipped_count_stddev > self.dp_noise_multiplier / 2,
              "> dp-noise-multiplier / 2 (or 0: m/20)"),
+            ("dp-dropout-tolerance", self.dp_dropout_tolerance,
+             0 <= self.dp_dropout_tolerance < 1, "in [0, 1)"),
         )  # fmt: skip
         for key, value, ok, bound in checks:
             if not math.isfinite(value) or not ok:
@@ -98,6 +114,12 @@ class PrivacySettings:
             raise ValueError(
                 "run config dp-loss-noise-multiplier > 0 needs dp (the account is the model's): "
                 "set dp, or dp-loss-noise-multiplier = 0"
+            )
+
+        if self.dp == "distributed" and self.dp_calibration == "cap":
+            raise ValueError(
+                "run config dp-calibration='cap' is refused with dp='distributed': the "
+                "clients' noise is sized to the round's largest weight (max-weight)"
             )
 
     @property

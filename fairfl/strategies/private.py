@@ -23,12 +23,14 @@ from __future__ import annotations
 from fairfl.privacy.adaptive import AdaptiveClipping
 from fairfl.privacy.central import CentralFixedClipping
 from fairfl.privacy.config import PrivacySettings
+from fairfl.privacy.distributed import DistributedNoise
 from fairfl.privacy.local import LocalNoise
 from fairfl.strategies.base import FairStrategy
 from fairfl.strategies.fedfa import FedFa
 from fairfl.strategies.fedopt import FedOptRule
+from fairfl.strategies.secure import secure_form_of
 
-__all__ = ["attach_privacy", "privacy_refusal"]
+__all__ = ["KNOWN_WEIGHTS", "attach_privacy", "distributed_refusal", "privacy_refusal"]
 
 
 def privacy_refusal(strategy: FairStrategy) -> str | None:
@@ -46,16 +48,48 @@ def privacy_refusal(strategy: FairStrategy) -> str | None:
     return None
 
 
+#: The secure forms' weights the server knows when it sends the parts: counts it read in
+#: the clear, TERM's tilt of the clear losses, weights it broadcasts (distributed DP sizes
+#: the clients' noise to the largest).
+KNOWN_WEIGHTS = ("num-examples", "term", "broadcast")
+
+
+def distributed_refusal(strategy: FairStrategy) -> str | None:
+    """Why distributed DP cannot size its noise for ``strategy``, or None if it can."""
+    name = strategy.registry_name or type(strategy).__name__
+    form = secure_form_of(type(strategy))
+    if form is None or form.weight is None:
+        return f"strategy {name} has no secure form (it cannot run under SecAgg+)"
+    if form.weight not in KNOWN_WEIGHTS:
+        return (
+            f"strategy {name}'s clients compute their own weights ({form.weight}) from "
+            "what the server never sees, so it cannot size the noise to the largest weight; "
+            f"distributed DP takes the rules whose weights are {', '.join(KNOWN_WEIGHTS)}"
+        )
+    return None
+
+
 def attach_privacy(
     strategy: FairStrategy, settings: PrivacySettings, *, sampling_rate: float, seed: int
 ) -> None:
-    """Give ``strategy`` central DP with fixed clipping, or local DP (``dp = "local"``).
+    """Give ``strategy`` central DP with fixed clipping, local or distributed DP.
+
+    ``dp = "distributed"`` runs under SecAgg+ (:class:`fairfl.strategies.secure.SecureRounds`
+    sizes and accounts the clients' noise): only rules whose weights the server knows
+    (:data:`KNOWN_WEIGHTS`); the server's optimiser or step from the noisy sum is
+    post-processing, so FedAdam and FedYogi are covered.
 
     Raises
     ------
     ValueError
         If the rule's update is not one the noise is calibrated to (:func:`privacy_refusal`).
     """
+    if settings.dp == "distributed":
+        reason = distributed_refusal(strategy)
+        if reason is not None:
+            raise ValueError(f"run config dp='distributed' is refused for this rule: {reason}")
+        strategy.privacy = DistributedNoise(settings, sampling_rate=1.0, seed=seed)
+        return
     if settings.dp == "local":  # any rule: it post-processes what the clients released
         if strategy.reply_arrays_key != strategy.arrayrecord_key:
             raise ValueError(

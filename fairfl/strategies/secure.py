@@ -28,7 +28,8 @@ from flwr.serverapp.exception import AggregationError
 from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, array_view
-from fairfl.secagg import forms
+from fairfl.privacy.distributed import DistributedNoise
+from fairfl.secagg import forms, noise
 from fairfl.secagg.config import SecAggSettings
 from fairfl.secagg.forms import SecureForm
 from fairfl.secagg.protocol import quantisation_bound
@@ -232,6 +233,7 @@ class SecureRounds:
         if not accepted:
             return {}
         parts, scale = self._parts(server_round, accepted)
+        parts = self._noised_parts(server_round, accepted, parts)
         self.step_scale[server_round] = scale
         self.screened[server_round] = accepted
         return {reply.node_id: part for reply, part in zip(accepted, parts, strict=True)}
@@ -310,6 +312,28 @@ class SecureRounds:
             parts.append(part)
         return parts, 1.0
 
+    def _noised_parts(
+        self, server_round: int, replies: list[TrainReply], parts: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Under ``dp = "distributed"``, each part with C and the client's noise σ_c.
+
+        The server computes each client's r̂_k as the client will (its form's weight over
+        ``secagg-max-weight``, quantised): the forms it admits have weights it knows
+        (:func:`fairfl.strategies.private.distributed_refusal`).
+        """
+        privacy = self.strategy.privacy
+        if not isinstance(privacy, DistributedNoise):
+            return parts
+        quantization = self.settings.secagg_quantization_range
+        ratios = {}
+        for reply, part in zip(replies, parts, strict=True):
+            weight, _ = forms.client_part(part, [])
+            ratio = min(weight / self.settings.secagg_max_weight, 1.0)
+            ratios[reply.node_id] = round(ratio * quantization) / quantization
+        plan = privacy.plan(server_round, ratios)
+        keys = {noise.DP_CLIPPING_NORM: privacy.clipping_norm, noise.DP_NOISE_STD: plan.std}
+        return [{**part, **keys} for part in parts]
+
     # ------------------------------------------------------------- the aggregate
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -338,6 +362,7 @@ class SecureRounds:
         scale = self.step_scale.pop(server_round, 1.0)
         screened = self.screened.pop(server_round, [])
         self._record_lost(record, secure, scale, self._extra_bound(server_round))
+        self._account(server_round, record, secure)
         deferred = strategy.state_updates
         if secure.skipped is not None or secure.mean is None:
             deferred.discard()
@@ -379,6 +404,23 @@ class SecureRounds:
         )
         metrics.update(round_metrics(len(nodes), record))
         return arrays, MetricRecord(metrics)
+
+    def _account(self, server_round: int, record: TrainRoundRecord, secure: SecureSum) -> None:
+        """Under ``dp = "distributed"``: account an unmasked sum at its survivors' z_eff.
+
+        A sum once unmasked is released (even if its model is then not kept); one never
+        unmasked released only the losses, if noised.
+        """
+        privacy = self.strategy.privacy
+        if not isinstance(privacy, DistributedNoise):
+            return
+        if secure.mean is None:
+            privacy.forget(server_round)
+            record.diagnostics.update(privacy.discard())
+            return
+        summed = [int(m.metadata.src_node_id) for m in secure.replies]
+        record.diagnostics.update(privacy.release_sum(server_round, summed))
+        record.diagnostics.update(privacy.commit())
 
     def _extra_bound(self, server_round: int) -> float:
         """A two-round form's share of the round's bound (0 for other forms)."""
