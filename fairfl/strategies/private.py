@@ -16,6 +16,10 @@ q-FFL's step is of the form, with λ_k = L F_k^q / Σ h_j, but h_j reads the upd
 norm: under DP it is computed from the clipped update (the clients' ``qffl-h`` is not
 used) and the noise is calibrated to the step's own bound given the losses,
 :func:`~fairfl.strategies.qffl_step.qffl_sensitivity_share`, not to max λ.
+
+Distributed DP (``dp = "distributed"``, under SecAgg+) sizes the clients' noise before
+masking, so the server must know every weight then (:data:`KNOWN_WEIGHTS`); rules whose
+clients compute their own weights are refused (:func:`distributed_refusal`).
 """
 
 from __future__ import annotations
