@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from flwr.server.workflow import SecAggPlusWorkflow
 
-from fairfl.secagg.config import MODULUS_RANGE, SecAggSettings
 from fairfl.secagg.client import _with_integers
+from fairfl.secagg.config import MODULUS_RANGE, SecAggSettings
 from fairfl.secagg.forms import SecureForm, client_part, held_after
 from fairfl.strategies.registry import STRATEGIES
 from fairfl.strategies.secure import secure_form_of

@@ -18,11 +18,14 @@ stopped), and the clear round t as a resume of the same secure checkpoint with
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fairfl.secagg.client import HELD
+from fairfl.server.checkpoint import load_checkpoint, save_checkpoint
 from fairfl.simulation import run_inprocess
 from fairfl.strategies.fedopt import FedOptRule
 from fairfl.strategies.registry import STRATEGIES, build_strategy
@@ -52,6 +55,24 @@ def _run(tmp_path: Path, name: str, config: dict, rounds: int, resume: Path | No
     return run_inprocess(run_config), out / "checkpoint.npz"
 
 
+def _with_held_weights(checkpoint: Path) -> Path:
+    """The secure checkpoint with FairFed's ω_k moved from its clients to the server.
+
+    Under secure aggregation each client holds ω̄_k (FF6 before normalising) and the
+    server none; the clear round reads them from the server's state, which renormalises
+    them over the round's clients as the next secure round's Σ ω does.
+    """
+    stored = load_checkpoint(checkpoint)
+    assert stored.strategy_state == {"weights": {}}  # the secure server held no ω_k
+    weights = {
+        str(key): float(state.config_records[HELD]["fairfed-weight"])
+        for key, state in stored.client_state.items()
+    }
+    moved = checkpoint.with_name("clear-" + checkpoint.name)
+    save_checkpoint(moved, replace(stored, strategy_state={"weights": weights}))
+    return moved
+
+
 def _gap(a, b) -> float:
     return max(
         float(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)).max())
@@ -64,10 +85,11 @@ def _slack(arrays) -> float:
 
 
 #: The rules whose round t reads state carried from earlier rounds: the server's
-#: (``state_dict``: AFL's λ, FedAdam's moments, RC-FL's η, FedFa's momentum, FairFed's ω)
-#: or the clients' (Ditto's personal models). For a rule without any, round t from
-#: ŵ^{t-1} is the one-round statement from another start model, which
-#: test_secagg_rules.py checks for every supporting rule.
+#: (``state_dict``: AFL's λ, FedAdam's moments, RC-FL's η, FedFa's momentum) or the
+#: clients' (Ditto's personal models; FairFed's ω_k, which its clients hold under secure
+#: aggregation and the clear round reads from the server: :func:`_with_held_weights`).
+#: For a rule without any, round t from ŵ^{t-1} is the one-round statement from another
+#: start model, which test_secagg_rules.py checks for every supporting rule.
 CARRIES_STATE = sorted(
     name for name in SUPPORTING if name == "ditto" or build_strategy(name, {}).state_dict()
 )
@@ -98,7 +120,10 @@ def test_every_secure_round_equals_the_clear_round_from_the_same_model(tmp_path,
     checkpoint: Path | None = None
     gaps = []
     for t in range(1, ROUNDS + 1):
-        clear, _ = _run(tmp_path, f"clear-{t}", config, t, checkpoint, secure=False)
+        start = checkpoint
+        if rule == "fairfed" and checkpoint is not None:
+            start = _with_held_weights(checkpoint)
+        clear, _ = _run(tmp_path, f"clear-{t}", config, t, start, secure=False)
         secure, checkpoint = _run(tmp_path, f"secure-{t}", config, t, checkpoint, secure=True)
         diagnostics = secure.strategy.train_records[t].diagnostics
         assert diagnostics["secagg-clients"] == 4
