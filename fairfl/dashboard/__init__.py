@@ -7,8 +7,9 @@ the rule's weights and diagnostics, participation and drops, and the run's confi
 ``dashboard`` extra (Dash and Plotly): ``pip install "fairfl[dashboard]"``.
 """
 
-from fairfl.dashboard.app import DashboardServer, check_binding, create_app, is_loopback
+from fairfl.dashboard.app import DashboardServer, check_binding, create_app
 from fairfl.dashboard.follow import Note, Registry, RoundData, RunFollower, Source, parse_entry
+from fairfl.telemetry.config import is_loopback
 
 __all__ = [
     "DashboardServer",

@@ -104,7 +104,8 @@ def bundle_version(path: Path) -> str | None:
 
 def cartesian_bundle_matches(path: Path = CARTESIAN_BUNDLE) -> bool:
     """Whether ``path`` is the plotly.js version the installed Plotly's figures are for."""
-    return bundle_version(path) == get_plotlyjs_version()
+    installed: str = get_plotlyjs_version()  # plotly ships no type information
+    return bundle_version(path) == installed
 
 
 def _proof(token: str) -> str:
