@@ -251,7 +251,7 @@ def client_part(
     private : Mapping[str, Any] | None
         What the client kept, by name: the train metrics a two-round form hides (F_k,
         Acc_k, FairFed's ``group-counts``) and what it holds across rounds (FairFed's
-        :data:`FAIRFED_WEIGHT`).
+        ω̄_k, ``fairfed-weight``).
 
     Raises
     ------
