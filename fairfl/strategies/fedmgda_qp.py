@@ -307,12 +307,15 @@ def fedmgda_update(
 
     This is the unified form ``w_t − Σ_i c_i (w_t − w_i)`` with ``c_i = η_t λ_i / s_i``
     (which need not sum to 1), applied to the trainable arrays as
-    ``w_t + Σ_i c_i (w_i − w_t)`` in the blocks of
-    :func:`~fairfl.strategies._ops.gram.gram_matrix`: float32 for
-    float32 models (the differences exact or rounded once, then one float32
-    matrix-vector product per block, each value summing n terms: a relative error of
-    ~n · 2^-24 of the step, far below the float32 rounding of w_{t+1}); a block whose
-    result is not finite is redone in float64. Wider floats are computed in float64.
+    ``w_t + Σ_i c_i (w_i − w_t)``. For float32 models the compiled kernel
+    (:func:`fairfl.strategies._ops.sum_kernel.difference_step`, where
+    ``FAIRFL_GRAM_KERNEL`` allows it) takes each difference and the sum in float64 and
+    rounds w_{t+1} once; numpy's path uses the blocks of
+    :func:`~fairfl.strategies._ops.gram.gram_matrix` in float32 (the differences exact
+    or rounded once, then one float32 matrix-vector product per block, each value
+    summing n terms: a relative error of ~n · 2^-24 of the step, far below the float32
+    rounding of w_{t+1}), and redoes a block whose result is not finite in float64.
+    Wider floats are computed in float64.
     Buffers are averaged in float64 by
     :func:`fairfl.strategies.aggregation.reweighted_average`.
 

@@ -5,7 +5,8 @@ through the compiled kernel or numpy's blocked pass (``FAIRFL_GRAM_KERNEL=numpy`
 weights of any sign, a weight of 0 (that client's NaN stays out of the sum), w^t with
 and without weight, client counts that fill the kernel's groups of 4 rows or not, and
 lengths that end inside its 8-value vectors and its 2,048-value chunks. Its squared
-norms are checked on values whose squares sum exactly.
+norms are checked on values whose squares sum exactly. FedMGDA+'s step
+(``difference_step``) is checked against the same float64 operations in numpy.
 """
 
 import platform
@@ -15,6 +16,7 @@ import pytest
 
 from fairfl.strategies._ops.gram_kernel import gram_kernel
 from fairfl.strategies._ops.passes import reweighted_sum
+from fairfl.strategies._ops.sum_kernel import difference_step
 
 pytestmark = pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64"), reason="the kernel is built on x86-64 only"
@@ -73,3 +75,41 @@ def test_a_zero_weight_keeps_a_nan_out_and_its_norm_flags_it(monkeypatch):
     # 100 values of 3: ‖w‖² = 900 exactly; the NaN client's norm is NaN.
     assert norms[0, 0] == 900.0
     assert np.isnan(norms[1, 0])
+
+
+@pytest.mark.parametrize("clients", [1, 3, 4, 6])  # the kernel's groups of 4 rows, full or not
+def test_fedmgda_step_is_the_float64_difference_form_rounded_once(monkeypatch, clients):
+    # FedMGDA+'s step w^t + Σ_i c_i (w_i − w^t): each difference exact in float64, added
+    # with its c_i in client order, w^t added, then one rounding to float32; the
+    # same operations in numpy give the same bits. Lengths end inside a vector and a
+    # chunk; c_i of both signs and of FedMGDA+'s size (λ_i / ‖g_i‖ ≫ 1).
+    monkeypatch.setenv("FAIRFL_GRAM_KERNEL", "compiled")
+    kernel = gram_kernel()
+    assert kernel is not None
+    rng = np.random.default_rng(3)
+    for size in (5, 2053, 40_000):
+        centre = rng.normal(size=size).astype(np.float32)
+        rows = [(centre + rng.normal(size=size) * 1e-3).astype(np.float32) for _ in range(clients)]
+        weights = rng.uniform(-50.0, 300.0, size=clients)
+        length = np.zeros(1)
+        got = difference_step(kernel.library, centre, rows, weights, length)
+        total = np.zeros(size)
+        for row, weight in zip(rows, weights, strict=True):
+            total = total + (row.astype(np.float64) - centre.astype(np.float64)) * weight
+        expected = (centre.astype(np.float64) + total).astype(np.float32)
+        assert got.dtype == np.float32 and np.array_equal(got, expected)
+        assert length[0] == pytest.approx(float(total @ total), rel=1e-12)
+        # Without a length to measure, the same step.
+        assert np.array_equal(difference_step(kernel.library, centre, rows, weights, None), got)
+
+
+def test_fedmgda_step_hand_worked():
+    # w^t = (1, 2), w_1 = (3, 2), w_2 = (1, 0); c = (0.5, 2): w^t + 0.5 (2, 0) + 2 (0, −2)
+    # = (2, −2), and the step (1, −4) has squared length 17.
+    kernel = gram_kernel()
+    assert kernel is not None
+    centre = np.array([1.0, 2.0], dtype=np.float32)
+    rows = [np.array([3.0, 2.0], dtype=np.float32), np.array([1.0, 0.0], dtype=np.float32)]
+    length = np.zeros(1)
+    got = difference_step(kernel.library, centre, rows, np.array([0.5, 2.0]), length)
+    assert got.tolist() == [2.0, -2.0] and length[0] == 17.0

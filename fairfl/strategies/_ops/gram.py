@@ -7,7 +7,7 @@ cache-sized blocks of differences packed across array boundaries
 (:func:`_packed_blocks`), so memory stays O(n²) + one block whatever the model size (spec
 §7.2.4). Float32 models are computed in float32 blocks with float64 sums; a block whose
 float32 result is not finite is redone in float64. Where every array is float32 the Gram
-comes from the compiled kernel (:mod:`.gram_kernel`) when it is available.
+and the step come from the compiled kernel (:mod:`.gram_kernel`) when it is available.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from fairfl.strategies._ops.blas import one_thread
 from fairfl.strategies._ops.gram_kernel import GramKernel, gram_kernel
+from fairfl.strategies._ops.sum_kernel import difference_step as step_kernel
 
 #: Bytes of the block of pseudo-gradients that :func:`gram_matrix` and
 #: :func:`difference_step` fill and multiply at a time (last-level-cache-sized; larger
@@ -253,11 +254,19 @@ def difference_step(
 ) -> tuple[dict[int, NDArray[Any]], float]:
     """``w_t + Σ_i c_i (w_i − w_t)`` of each array in ``mask``, by index, in w_t's dtype.
 
-    Each block of :func:`_packed_blocks` is turned into differences and combined by one
+    Where every selected array is float32 and the compiled kernel is available
+    (:func:`.sum_kernel.difference_step`), each array is stepped in one pass, the
+    differences and their weighted sum in float64, rounded once to float32. Otherwise
+    each block of :func:`_packed_blocks` is turned into differences and combined by one
     matrix-vector product ``cᵀ D`` in the block's dtype; a block whose ``cᵀ D`` is not
     finite is redone in float64 (see :func:`fairfl.strategies.fedmgda_qp.fedmgda_update`).
     With ``measure``, also ``‖cᵀ D‖²`` over all blocks, summed in float64 (else 0.0).
     """
+    selected = [bool(m) for m in mask]
+    all_float32 = bool(local_arrays) and _all_float32(global_arrays, local_arrays, selected)
+    kernel = gram_kernel() if all_float32 else None
+    if kernel is not None:
+        return _compiled_step(kernel, global_arrays, local_arrays, coefficients, selected, measure)
     stepped = {
         index: np.empty(np.shape(array), dtype=np.asarray(array).dtype)
         if local_arrays  # filled block by block below
@@ -282,6 +291,27 @@ def difference_step(
             for index, start, stop, offset in segments:
                 stepped[index].reshape(-1)[start:stop] = new[offset : offset + stop - start]
     return stepped, squared_length
+
+
+def _compiled_step(
+    kernel: GramKernel,
+    global_arrays: Sequence[NDArray[Any]],
+    local_arrays: Sequence[Sequence[NDArray[Any]]],
+    coefficients: NDArray[np.float64],
+    mask: list[bool],
+    measure: bool,
+) -> tuple[dict[int, NDArray[Any]], float]:
+    """:func:`difference_step` of float32 arrays by the compiled kernel, array by array."""
+    weights = np.ascontiguousarray(coefficients, dtype=np.float64)
+    squared_length = np.zeros(1) if measure else None
+    stepped: dict[int, NDArray[Any]] = {}
+    for index, selected in enumerate(mask):
+        if selected:
+            rows = [np.ravel(local[index]) for local in local_arrays]
+            centre = np.ravel(global_arrays[index])
+            new = step_kernel(kernel.library, centre, rows, weights, squared_length)
+            stepped[index] = new.reshape(np.shape(global_arrays[index]))
+    return stepped, 0.0 if squared_length is None else float(squared_length[0])
 
 
 def _float64_differences(

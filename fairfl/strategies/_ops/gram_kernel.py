@@ -3,10 +3,11 @@
 :func:`fairfl.strategies._ops.gram.gram_matrix` forms ``K_ij = ⟨g_i, g_j⟩`` from the
 replies. In numpy that is a packing pass (Python copies each block of differences) and
 OpenBLAS's syrk, whose kernels are slow for this shape on some CPUs (tens of rows by
-millions of columns; on AMD Zen 4 its AVX-512 kernels). The C kernel below packs each
-column chunk of differences into a buffer that stays in L2 and multiplies it at once
-with a 4 x 3 tile of AVX2 FMA accumulators: at 50 updates of a 2M-parameter float32
-model it took about half the CPU time of the numpy path, equally precise
+millions of columns; on AMD Zen 4 its AVX-512 kernels). The C kernel
+(:mod:`.gram_source`) packs each column chunk of differences into a buffer that stays
+in L2 and multiplies it at once in tiles of AVX2 FMA accumulators: at 50 updates of a
+2M-parameter float32 model it took about half the CPU time of the numpy path, equally
+precise
 (``benchmarks/bench_gram_kernel.py``; README, "Benchmarks").
 
 Why it is compiled here and not shipped as a binary: Flower's FABs carry only Python,
@@ -61,13 +62,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fairfl._cache import CACHE_ENV, PRIVATE_FILE_MODE, cache_dir, is_private
+from fairfl.strategies._ops.gram_source import GRAM_SOURCE
 from fairfl.strategies._ops.private_files import (
     FOLDER_FLAGS,
     open_private,
     open_private_folder,
     read_private,
 )
-from fairfl.strategies._ops.sum_kernel import SUM_SOURCE, declare_weighted_sum
+from fairfl.strategies._ops.sum_kernel import SUM_SOURCE, declare_sums
 
 logger = logging.getLogger(__name__)
 
@@ -83,110 +85,9 @@ COMPILE_TIMEOUT_S = 120.0
 #: Mode of the compiled library, whatever the umask: this user's only.
 LIBRARY_MODE = 0o700
 
-#: The kernel. ``gram_f32`` adds ``<w_i - c, w_j - c>`` (j >= i) of n float32 rows of
-#: k values to ``out`` (n x n, row-major). Each column chunk is at most 4,096 values and
-#: as many as keep the packed rows within 1 MiB (L2); each of the 8 float32 lanes of a
-#: product sums at most 512 terms, and the lanes and the chunks are added in double, so
-#: the bound of ``gram_matrix`` (at most GRAM_CHUNK float32 terms per sum) holds. Rows
-#: are padded with zeros to whole tiles.
-SOURCE = r"""
-#include <immintrin.h>
-#include <stdint.h>
-#include <stdlib.h>
-
-#define MAX_CHUNK 4096
-#define MIN_CHUNK 256
-#define PACKED_BYTES (1 << 20)
-
-int gram_kernel_usable(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-__attribute__((target("avx2,fma")))
-static inline double lane_sum(__m256 v) {
-    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-    __m256d s = _mm256_add_pd(lo, hi);
-    double out[4];
-    _mm256_storeu_pd(out, s);
-    return (out[0] + out[1]) + (out[2] + out[3]);
-}
-
-__attribute__((target("avx2,fma")))
-static void pack(float *packed, int64_t pitch, const float **rows, const float *centre,
-                 int n, int padded, int64_t start, int width, int stride) {
-    for (int i = 0; i < padded; i++) {
-        float *d = packed + (int64_t)i * pitch;
-        int t = 0;
-        if (i < n) {
-            const float *r = rows[i] + start, *c = centre + start;
-            for (; t + 8 <= width; t += 8)
-                _mm256_store_ps(d + t,
-                                _mm256_sub_ps(_mm256_loadu_ps(r + t), _mm256_loadu_ps(c + t)));
-            for (; t < width; t++) d[t] = r[t] - c[t];
-        }
-        for (; t < stride; t++) d[t] = 0.0f;
-    }
-}
-
-#define FMA_ROW(acc0, acc1, acc2, x)       \
-    a = _mm256_load_ps((x) + t);           \
-    acc0 = _mm256_fmadd_ps(a, b0, acc0);   \
-    acc1 = _mm256_fmadd_ps(a, b1, acc1);   \
-    acc2 = _mm256_fmadd_ps(a, b2, acc2);
-
-__attribute__((target("avx2,fma")))
-int gram_f32(const float **rows, const float *centre, int n, int64_t k, double *out) {
-    if (n <= 0 || k <= 0) return 0;
-    int tile_i = (n + 3) / 4 * 4, tile_j = (n + 2) / 3 * 3;
-    int padded = tile_i > tile_j ? tile_i : tile_j;
-    int64_t pitch = PACKED_BYTES / ((int64_t)padded * 4) / 8 * 8;
-    if (pitch > MAX_CHUNK) pitch = MAX_CHUNK;
-    if (pitch < MIN_CHUNK) pitch = MIN_CHUNK;
-    if (pitch > (k + 7) / 8 * 8) pitch = (k + 7) / 8 * 8;
-    float *packed = aligned_alloc(64, (size_t)((padded * pitch * 4 + 63) / 64 * 64));
-    if (packed == NULL) return -1;
-    for (int64_t start = 0; start < k; start += pitch) {
-        int width = (int)(k - start < pitch ? k - start : pitch);
-        int stride = (width + 7) / 8 * 8;
-        pack(packed, pitch, rows, centre, n, padded, start, width, stride);
-        for (int i0 = 0; i0 < tile_i; i0 += 4) {
-            for (int j0 = i0 / 3 * 3; j0 < tile_j; j0 += 3) {
-                __m256 z = _mm256_setzero_ps(), a;
-                __m256 c00 = z, c01 = z, c02 = z, c10 = z, c11 = z, c12 = z;
-                __m256 c20 = z, c21 = z, c22 = z, c30 = z, c31 = z, c32 = z;
-                const float *x = packed + (int64_t)i0 * pitch;
-                const float *y = packed + (int64_t)j0 * pitch;
-                for (int t = 0; t < stride; t += 8) {
-                    __m256 b0 = _mm256_load_ps(y + t);
-                    __m256 b1 = _mm256_load_ps(y + pitch + t);
-                    __m256 b2 = _mm256_load_ps(y + 2 * pitch + t);
-                    FMA_ROW(c00, c01, c02, x)
-                    FMA_ROW(c10, c11, c12, x + pitch)
-                    FMA_ROW(c20, c21, c22, x + 2 * pitch)
-                    FMA_ROW(c30, c31, c32, x + 3 * pitch)
-                }
-                __m256 tile[4][3] = {{c00, c01, c02}, {c10, c11, c12},
-                                     {c20, c21, c22}, {c30, c31, c32}};
-                for (int p = 0; p < 4; p++)
-                    for (int q = 0; q < 3; q++) {
-                        int i = i0 + p, j = j0 + q;
-                        if (i < n && j < n && j >= i)
-                            out[(int64_t)i * n + j] += lane_sum(tile[p][q]);
-                    }
-            }
-        }
-    }
-    free(packed);
-    return 0;
-}
-
-"""
-
-
-#: The library's whole source: the Gram, and the weighted sum of :mod:`.sum_kernel`.
-SOURCE += SUM_SOURCE
+#: The library's whole source: the Gram of :mod:`.gram_source`, and the weighted sum and
+#: step of :mod:`.sum_kernel`.
+SOURCE = GRAM_SOURCE + SUM_SOURCE
 
 
 class GramKernelUnavailableError(RuntimeError):
@@ -360,7 +261,7 @@ def _build_and_load(folder: Path) -> tuple[GramKernel | None, str]:
         ctypes.c_void_p,
     ]
     handle.gram_f32.restype = ctypes.c_int
-    declare_weighted_sum(handle)
+    declare_sums(handle)
     return GramKernel(handle, library), ""
 
 

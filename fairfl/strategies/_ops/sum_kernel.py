@@ -9,8 +9,10 @@ float64 buffers go through the cache three times. :data:`SUM_SOURCE` does the sa
 operations on each value in one pass, without fused multiply-adds (the library is
 compiled with ``-ffp-contract=off``), so the sum is the same bit for bit; each reply
 value is read once, and each client's sum of squares (the fused value check) comes
-from the same read. The source is compiled into the library of
-:mod:`.gram_kernel`, which adds it to its own and loads both.
+from the same read. ``difference_step_f32`` is FedMGDA+'s step
+``w^t + Σ_i c_i (w_i − w^t)`` in one pass, each difference and sum in float64. The
+source is compiled into the library of :mod:`.gram_kernel`, which adds it to its own
+and loads it.
 """
 
 from __future__ import annotations
@@ -91,24 +93,89 @@ int weighted_sum_f32(const float **rows, const double *weights, int n, const flo
     free(acc);
     return 0;
 }
+
+/* out = w^t + sum_i c_i (w_i - w^t) of float32 arrays (FedMGDA+'s step): per value each
+   difference is taken in double (exact), acc = acc + d_i * c_i in client order, then
+   out = (float)((double)w^t + acc). length2 (or NULL) gains the sum of acc^2. */
+__attribute__((target("avx2,fma")))
+int difference_step_f32(const float **rows, const double *weights, int n, const float *global,
+                        int64_t k, float *out, double *length2) {
+    double *acc = aligned_alloc(64, SUM_CHUNK * sizeof(double));
+    if (acc == NULL) return -1;
+    __m256d squares = _mm256_setzero_pd();
+    double tail_squares = 0.0;
+    for (int64_t start = 0; start < k; start += SUM_CHUNK) {
+        int m = (int)(k - start < SUM_CHUNK ? k - start : SUM_CHUNK);
+        const float *g = global + start;
+        for (int t = 0; t < m; t++) acc[t] = 0.0;
+        for (int i0 = 0; i0 < n; i0 += GROUP) {
+            const float *x[GROUP];
+            double w[GROUP];
+            int add[GROUP];
+            for (int q = 0; q < GROUP; q++) {
+                add[q] = i0 + q < n;
+                x[q] = (add[q] ? rows[i0 + q] : global) + start;
+                w[q] = add[q] ? weights[i0 + q] : 0.0;
+            }
+            int t = 0;
+            for (; t + 8 <= m; t += 8) {
+                __m256 c = _mm256_loadu_ps(g + t);
+                __m256d clo = _mm256_cvtps_pd(_mm256_castps256_ps128(c));
+                __m256d chi = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
+                __m256d lo = _mm256_load_pd(acc + t), hi = _mm256_load_pd(acc + t + 4);
+                for (int q = 0; q < GROUP; q++) {
+                    if (!add[q]) continue;
+                    /* This row's next chunk, one cache line per 16 values: the 40-odd rows
+                       are too many streams for the hardware prefetcher (~10 % faster). */
+                    if ((t & 15) == 0)
+                        _mm_prefetch((const char *)(x[q] + t + SUM_CHUNK), _MM_HINT_T0);
+                    __m256 v = _mm256_loadu_ps(x[q] + t);
+                    __m256d wv = _mm256_set1_pd(w[q]);
+                    __m256d dlo = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), clo);
+                    __m256d dhi = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), chi);
+                    lo = _mm256_add_pd(lo, _mm256_mul_pd(dlo, wv));
+                    hi = _mm256_add_pd(hi, _mm256_mul_pd(dhi, wv));
+                }
+                _mm256_store_pd(acc + t, lo);
+                _mm256_store_pd(acc + t + 4, hi);
+            }
+            for (; t < m; t++)
+                for (int q = 0; q < GROUP; q++)
+                    if (add[q]) acc[t] = acc[t] + ((double)x[q][t] - (double)g[t]) * w[q];
+        }
+        int t = 0;
+        if (length2 != NULL) {
+            for (; t + 4 <= m; t += 4) {
+                __m256d a = _mm256_load_pd(acc + t);
+                squares = _mm256_add_pd(squares, _mm256_mul_pd(a, a));
+            }
+            for (; t < m; t++) tail_squares += acc[t] * acc[t];
+        }
+        for (t = 0; t < m; t++) out[start + t] = (float)((double)g[t] + acc[t]);
+    }
+    if (length2 != NULL) {
+        double lanes[4];
+        _mm256_storeu_pd(lanes, squares);
+        *length2 += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + tail_squares;
+    }
+    free(acc);
+    return 0;
+}
 """
 
 
-def declare_weighted_sum(library: Any) -> None:
-    """Declare ``weighted_sum_f32``'s argument and result types on the loaded ``library``."""
-    function = library.weighted_sum_f32
-    function.argtypes = [
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.c_void_p,
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_double,
-        ctypes.c_int,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
+def declare_sums(library: Any) -> None:
+    """Declare ``weighted_sum_f32``'s and ``difference_step_f32``'s types on ``library``."""
+    rows, pointer = ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p
+    library.weighted_sum_f32.argtypes = [
+        *(rows, pointer, ctypes.c_int, pointer, ctypes.c_double, ctypes.c_int),
+        *(ctypes.c_int64, pointer, pointer),
     ]
-    function.restype = ctypes.c_int
+    library.weighted_sum_f32.restype = ctypes.c_int
+    library.difference_step_f32.argtypes = [
+        *(rows, pointer, ctypes.c_int, pointer, ctypes.c_int64, pointer, pointer),
+    ]
+    library.difference_step_f32.restype = ctypes.c_int
 
 
 def weighted_sum(
@@ -144,4 +211,37 @@ def weighted_sum(
     )
     if status != 0:
         raise MemoryError("the compiled weighted-sum kernel could not allocate its buffer")
+    return out
+
+
+def difference_step(
+    library: Any,
+    global_array: NDArray[np.float32],
+    rows: Sequence[NDArray[np.float32]],
+    coefficients: NDArray[np.float64],
+    squared_length: NDArray[np.float64] | None,
+) -> NDArray[np.float32]:
+    """``w^t + Σ_i c_i (w_i − w^t)`` of flat float32 arrays, each difference in float64.
+
+    FedMGDA+'s step (:func:`fairfl.strategies._ops.gram.difference_step`) in one pass:
+    per value, the differences ``w_i − w^t`` are exact in float64, summed with their
+    ``c_i`` in client order in float64, and ``w^t`` plus the sum is rounded once to
+    float32. ``squared_length`` (one float64, or ``None``) gains the squared L2 norm of
+    the float64 sums. ``global_array``, the rows and ``coefficients`` must be
+    C-contiguous; ``library`` is the loaded kernel library.
+    """
+    out = np.empty(global_array.size, dtype=np.float32)
+    pointers = (ctypes.c_void_p * len(rows))(*[row.ctypes.data for row in rows])
+    length = None if squared_length is None else squared_length.ctypes.data
+    status = library.difference_step_f32(
+        pointers,
+        coefficients.ctypes.data,
+        len(rows),
+        global_array.ctypes.data,
+        global_array.size,
+        out.ctypes.data,
+        length,
+    )
+    if status != 0:
+        raise MemoryError("the compiled step kernel could not allocate its buffer")
     return out
