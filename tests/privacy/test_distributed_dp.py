@@ -186,66 +186,67 @@ def _accountant_epsilon(multipliers: list[float], delta: float) -> float:
     return float(accountant.get_epsilon(delta))
 
 
-@pytest.mark.integration
-def test_a_run_with_fewer_survivors_records_the_lower_multiplier_and_its_epsilon(tmp_path):
-    # Round 1: 1004 and 1005 go silent after sharing keys (3 of the 5 sized for); round 2
-    # sums all five. z = 1.5.
+def test_a_run_with_fewer_survivors_records_the_lower_multiplier(tmp_path):
+    # 1004 and 1005 go silent after sharing their keys: 3 of the 5 the noise was sized
+    # for (ρ = 0) reach the sum. z = 1.5.
     outcome = run_inprocess(
         {
             **BASE,
-            "num-server-rounds": 2,
+            "num-server-rounds": 1,
             "dp-noise-multiplier": 1.5,
             "secagg-clipping-range": 11.0,  # >= C (1 + 6 z) = 10
             "out-dir": str(tmp_path / "run"),
         },
         reply_filter=_silent_at_collect({1004, 1005}, 1),
     )
-    first = outcome.strategy.train_records[1].diagnostics
-    second = outcome.strategy.train_records[2].diagnostics
-    assert (first["dp-expected-survivors"], first["dp-survivors"]) == (5, 3)
+    diagnostics = outcome.strategy.train_records[1].diagnostics
+    assert (diagnostics["dp-expected-survivors"], diagnostics["dp-survivors"]) == (5, 3)
+    # σ_c = z C r̂_max / √t over the five parts sent.
+    assert diagnostics["dp-noise-std"] == pytest.approx(
+        1.5 * diagnostics["dp-weight-ratio-max"] / math.sqrt(5), rel=1e-12
+    )
     # eq. (2): 1.5 √(3/5), times r̂_max over r̂_max of the three summed.
-    ratio = first["dp-weight-ratio-max"] / first["dp-weight-ratio-max-summed"]
-    assert first["dp-noise-multiplier-effective"] == pytest.approx(
-        1.5 * math.sqrt(3 / 5) * ratio, rel=1e-12
-    )
-    assert first["dp-noise-multiplier-effective"] < 1.5 and first["dp-weights-exceed-noise"] == 1
-    assert (second["dp-survivors"], second["dp-noise-multiplier-effective"]) == (5, 1.5)
-    assert second["dp-weights-exceed-noise"] == 0
-    # σ_c = z C r̂_max / √t, from the round's own ratio.
-    assert second["dp-noise-std"] == pytest.approx(
-        1.5 * second["dp-weight-ratio-max"] / math.sqrt(5), rel=1e-12
-    )
-    # ε after the two rounds: the accountant's for the recorded z_eff (q = 1), δ = 1e-5.
-    recorded = [first["dp-noise-multiplier-effective"], second["dp-noise-multiplier-effective"]]
-    assert second["dp-epsilon"] == pytest.approx(_accountant_epsilon(recorded, 1e-5), rel=1e-9)
-    assert first["dp-epsilon"] == pytest.approx(_accountant_epsilon(recorded[:1], 1e-5), rel=1e-9)
-    summary = outcome.strategy.privacy.summary()
-    assert summary["dp"] == "distributed" and summary["sampling_rate"] == 1.0
-    assert summary["epsilon"] == pytest.approx(second["dp-epsilon"], rel=1e-12)
+    ratio = diagnostics["dp-weight-ratio-max"] / diagnostics["dp-weight-ratio-max-summed"]
+    z_eff = diagnostics["dp-noise-multiplier-effective"]
+    assert z_eff == pytest.approx(1.5 * math.sqrt(3 / 5) * ratio, rel=1e-12)
+    assert z_eff < 1.5 and diagnostics["dp-weights-exceed-noise"] == 1
+    assert diagnostics["dp-epsilon"] == pytest.approx(_accountant_epsilon([z_eff], 1e-5), rel=1e-9)
 
 
-def test_drops_within_the_tolerance_keep_the_full_multiplier(tmp_path):
-    # ρ = 0.4: t = ceil(0.6 · 5) = 3, so three survivors carry the full noise.
+def test_drops_within_the_tolerance_keep_the_full_multiplier_and_epsilon_composes(tmp_path):
+    # ρ = 0.4: t = ceil(0.6 · 5) = 3. Round 1: 1004 and 1005 go silent after sharing their
+    # keys, three survivors carry the full noise; round 2 sums all five, of which t count.
     outcome = run_inprocess(
         {
             **BASE,
-            "num-server-rounds": 1,
+            "num-server-rounds": 2,
             "strategy": "term",
             "dp-dropout-tolerance": 0.4,
             "out-dir": str(tmp_path / "run"),
         },
         reply_filter=_silent_at_collect({1004, 1005}, 1),
     )
-    record = outcome.strategy.train_records[1]
-    diagnostics = record.diagnostics
-    assert record.accepted == [1001, 1002, 1003]
-    assert (diagnostics["dp-expected-survivors"], diagnostics["dp-survivors"]) == (3, 3)
-    ratio = diagnostics["dp-weight-ratio-max"] / diagnostics["dp-weight-ratio-max-summed"]
-    assert diagnostics["dp-noise-multiplier-effective"] == pytest.approx(ratio, rel=1e-12)
-    assert diagnostics["dp-noise-multiplier-effective"] >= 1.0
-    assert diagnostics["dp-epsilon"] == pytest.approx(
-        _accountant_epsilon([diagnostics["dp-noise-multiplier-effective"]], 1e-5), rel=1e-9
-    )
+    first, second = (outcome.strategy.train_records[r] for r in (1, 2))
+    assert first.accepted == [1001, 1002, 1003]
+    recorded = []
+    for record, survivors in ((first, 3), (second, 5)):
+        diagnostics = record.diagnostics
+        assert (diagnostics["dp-expected-survivors"], diagnostics["dp-survivors"]) == (
+            3,
+            survivors,
+        )
+        ratio = diagnostics["dp-weight-ratio-max"] / diagnostics["dp-weight-ratio-max-summed"]
+        z_eff = diagnostics["dp-noise-multiplier-effective"]
+        assert z_eff == pytest.approx(ratio, rel=1e-12) and z_eff >= 1.0
+        assert diagnostics["dp-weights-exceed-noise"] == 0
+        recorded.append(z_eff)
+    # ε after the two rounds: the accountant's for the recorded z_eff (q = 1), δ = 1e-5.
+    epsilon = second.diagnostics["dp-epsilon"]
+    assert epsilon == pytest.approx(_accountant_epsilon(recorded, 1e-5), rel=1e-9)
+    assert epsilon > first.diagnostics["dp-epsilon"]
+    summary = outcome.strategy.privacy.summary()
+    assert summary["dp"] == "distributed" and summary["sampling_rate"] == 1.0
+    assert summary["released_rounds"] == 2 and summary["epsilon"] == epsilon
     assert all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())
 
 
