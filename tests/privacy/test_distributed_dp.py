@@ -278,7 +278,7 @@ def test_a_refused_setting_names_its_key(config, message):
         RunSettings.from_run_config(config)
 
 
-@pytest.mark.parametrize("rule", ["qffl", "qfedsgd", "semivred", "fedfa"])
+@pytest.mark.parametrize("rule", ["qffl", "qfedsgd", "semivred", "fedfa", "fairfed"])
 def test_rules_whose_clients_hold_their_weights_are_refused_before_anything_waits(tmp_path, rule):
     config = {
         "strategy": rule,
