@@ -110,7 +110,7 @@ def per_sample_activations(
         If h cannot be found (see :func:`penultimate_layer`).
     """
     if activation_layer is None and callable(getattr(model, "features", None)):
-        h = model.features(inputs)  # type: ignore[operator]
+        h: Tensor = model.features(inputs)  # type: ignore[operator]
         if source == "output_logprob":
             return nn.functional.log_softmax(model.classifier(h), dim=1)  # type: ignore[operator]
     else:
@@ -387,7 +387,7 @@ def _noisy_mean(
 
 def clip_rows(values: NDArray[np.float64], max_norm: float) -> NDArray[np.float64]:
     """Scale each row to norm ``min(||row||, max_norm)`` (a new array)."""
-    norms = np.linalg.norm(values, axis=1, keepdims=True)
+    norms: NDArray[np.float64] = np.linalg.norm(values, axis=1, keepdims=True)
     scale = np.minimum(1.0, max_norm / np.maximum(norms, np.finfo(np.float64).tiny))
     return values * scale
 
