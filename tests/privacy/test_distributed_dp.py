@@ -308,3 +308,30 @@ def test_a_refused_rule_exits_2_with_one_line_naming_it(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and "dp='distributed'" in err[0] and "qffl" in err[0]
+
+
+@pytest.mark.integration
+def test_a_resumed_distributed_run_keeps_its_account(tmp_path):
+    # The clients' noise is OS entropy, so the models differ; the account does not: three
+    # rounds of five survivors out of five are three rounds at z = 1, crashed in round 3
+    # and resumed from round 2's checkpoint or not.
+    from fairfl.server.checkpoint import CHECKPOINT_FILE
+    from tests.server.test_checkpoint_resume import ServerCrashError
+
+    def crash_in_round_3(instruction: Message, reply: Message) -> Message | None:
+        config = instruction.content.config_records.get("config")
+        if config is not None and int(config["server-round"]) == 3:
+            raise ServerCrashError("killed in round 3")
+        return reply
+
+    config = {**BASE, "num-server-rounds": 3, "strategy": "fedavg"}
+    whole = run_inprocess({**config, "out-dir": str(tmp_path / "whole")})
+    crashed = tmp_path / "crashed"
+    with pytest.raises(ServerCrashError):
+        run_inprocess({**config, "out-dir": str(crashed)}, reply_filter=crash_in_round_3)
+    resume = {"out-dir": str(crashed), "resume-from": str(crashed / CHECKPOINT_FILE)}
+    resumed = run_inprocess({**config, **resume})
+    expected = _accountant_epsilon([1.0, 1.0, 1.0], 1e-5)
+    for outcome in (whole, resumed):
+        assert outcome.summary["privacy"]["released_rounds"] == 3
+        assert outcome.summary["privacy"]["epsilon"] == pytest.approx(expected, rel=1e-9)
