@@ -191,7 +191,8 @@ class RoundRecorder:
                     skipped=rule_record.skipped,
                 )
         self._reset()
-        return json_safe(entry)
+        safe: dict[str, Any] = json_safe(entry)
+        return safe
 
 
 class RecordingGrid(PassThroughGrid):
