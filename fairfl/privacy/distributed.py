@@ -44,6 +44,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from fairfl.privacy.central import CentralFixedClipping
 from fairfl.privacy.signal import round_noise_multiplier
 
@@ -79,6 +82,12 @@ def distributed_noise_multiplier(
         return float("inf")
     counted = min(summed, expected) / expected
     return float(noise_multiplier * math.sqrt(counted) * (max_ratio / max_ratio_summed))
+
+
+_CLEAR_ROUND = (
+    "dp='distributed' aggregated a round in the clear: it needs secure-aggregation='secagg+' "
+    "(fairfl.strategies.secure.secure_rounds), under which the clients add the noise"
+)
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,29 @@ class DistributedNoise(CentralFixedClipping):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.sampling_rate = 1.0  # the server sees who took part: no amplification
+
+    def clip(
+        self, global_arrays: list[NDArray[Any]], local: Iterable[list[NDArray[Any]]]
+    ) -> tuple[list[list[NDArray[np.float64]]], float]:
+        """Refused: a clear round would hand the server each update (see :meth:`release`)."""
+        raise ValueError(_CLEAR_ROUND)
+
+    def release(
+        self,
+        new_arrays: list[NDArray[Any]],
+        weights: Iterable[float],
+        sampled: int,
+        sensitivity_weight: float | None = None,
+    ) -> tuple[list[NDArray[np.float64]], dict[str, Any]]:
+        """Refused: the clients noise under SecAgg+, the server adds nothing to a clear round.
+
+        Raises
+        ------
+        ValueError
+            Always: a rule with ``dp = "distributed"`` aggregates through
+            :class:`fairfl.strategies.secure.SecureRounds` only.
+        """
+        raise ValueError(_CLEAR_ROUND)
 
     def plan(self, server_round: int, ratios: dict[int, float]) -> NoisePlan:
         """Eq. (1) for the clients given a part (their r̂_k by node id); kept for the round."""

@@ -292,6 +292,22 @@ def test_rules_whose_clients_hold_their_weights_are_refused_before_anything_wait
         check_run(config, local_clients=False)
 
 
+def test_distributed_noise_refuses_a_clear_round():
+    # Attached through the Python API to a rule whose rounds are not secure, the server's
+    # side must not quietly act as central DP (it adds nothing: the clients would).
+    from fairfl.privacy.config import PrivacySettings
+    from fairfl.strategies.fedavg import FedAvg
+    from fairfl.strategies.private import attach_privacy
+
+    strategy = FedAvg()
+    attach_privacy(strategy, PrivacySettings(dp="distributed"), sampling_rate=0.5, seed=0)
+    assert strategy.privacy is not None and strategy.privacy.sampling_rate == 1.0
+    with pytest.raises(ValueError, match="dp='distributed' aggregated a round in the clear"):
+        strategy.privacy.release([np.zeros(2)], [1.0], 1)
+    with pytest.raises(ValueError, match="needs secure-aggregation='secagg\\+'"):
+        strategy.privacy.clip([np.zeros(2)], [[np.ones(2)]])
+
+
 def test_a_refused_rule_exits_2_with_one_line_naming_it(tmp_path, capsys):
     from fairfl.cli import main
 
