@@ -5,22 +5,41 @@ Runs ``fairfl compare`` for FedAvg, q-FFL, TERM and Ditto once per noise level (
 every rule has the same ε after the same rounds) and once without DP, five seeds each, on
 FLamby's Fed-Heart-Disease (the ``flamby-heart`` recipe's settings: 4 hospitals, logistic
 regression, 15 rounds; its rows without DP are the recipe's committed runs in
-``docs/results/flamby-heart``) and on scikit-learn's digits (10 clients, Dirichlet α = 0.3, an MLP,
-10 rounds). Then it writes ``docs/results/dp-tradeoff/tradeoff.md`` and ``tradeoff.csv``
-(mean, worst-client accuracy and variance across clients, mean ± sd over seeds, against
-the ε each run's ``summary.json`` records) and ``worst-vs-epsilon.png`` (worst-client
-accuracy against ε per rule; no DP drawn at the right edge). On digits two Ditto-only
-checks (``CHECKS``: clipping with negligible noise, and ``ditto-lambda=0``) explain why its
-personal models score higher under DP than without; the table's page says what they show.
+``docs/results/flamby-heart``), on scikit-learn's digits (10 clients, Dirichlet α = 0.3, an
+MLP, 10 rounds) and on UCI Adult (below). Then it writes
+``docs/results/dp-tradeoff/tradeoff.md`` and ``tradeoff.csv`` (mean, worst-client accuracy
+and variance across clients, mean ± sd over seeds, against the ε each run's
+``summary.json`` records) and ``worst-vs-epsilon.png`` (worst-client accuracy against ε per
+rule; no DP drawn at the right edge). On digits two Ditto-only checks (``CHECKS``: clipping
+with negligible noise, and ``ditto-lambda=0``) explain why its personal models score higher
+under DP than without; the table's page says what they show.
+
+Adult (``adult``): 20 clients drawn with FairFed's attribute heterogeneity (the
+``fairfed-adult`` recipe's partitioner: each client's share of each sex is Dir(α), here α =
+0.5; 30 % of each client's rows test it), logistic regression, one local epoch of SGD (lr
+0.1, batch 32) as that recipe, but 10 rounds, not its 20: 60 runs of 20 rounds would not
+have fitted the time on two busy cores, and at 10 rounds ε equals digits' at the same z. Not
+the ``qffl-adult`` recipe's two clients (PhD / rest): client-level DP over m = 2 clients
+noises the aggregate with the whole sensitivity of one client (the rest's weight is near 1),
+which measures nothing but noise. Over 20 clients the largest weight, which sets the noise,
+is a fraction of that (each round records it, ``dp-lambda-max``), and the Dirichlet draw
+leaves the clients unequal in size and in sex mix, so a worst-off client exists without DP.
+C = 0.25: chosen on one seed of FedAvg and q-FFL without noise (z = 1e-6) so that clipping
+binds on most updates in the first rounds and on few by the tenth (each run's
+``rounds.jsonl.gz`` records the clipped share, ``dp-clip-fraction``), untuned beyond that.
+Its rows without DP are run here (no committed recipe has these settings).
 
 Disparate impact of DP: Bagdasaryan, Poursaeed & Shmatikov, "Differential Privacy Has
 Disparate Impact on Model Accuracy", NeurIPS 2019.
 
-Command (Fed-Heart-Disease: 40 runs, about an hour on two busy cores; runs finished
-are kept, so it resumes)::
+Command (Fed-Heart-Disease: 40 runs, about an hour on two busy cores; Adult: 60 runs, 21
+minutes there; runs finished are kept, so it resumes; the table holds the data sets named)::
 
     nice -n 10 python experiments/dp_tradeoff.py --out docs/results/dp-tradeoff \
-        --datasets fed-heart-disease
+        --datasets fed-heart-disease digits adult
+
+A rule or seed without a finished run is named in the table (its Seeds column, and a
+list of rules not run at a noise level), never averaged over silently.
 """
 
 from __future__ import annotations
@@ -50,6 +69,30 @@ DATASETS: dict[str, dict[str, object]] = {
         "noise": ("4", "1"),
         # The no-DP rows: the flamby-heart recipe's committed runs (same settings, seeds).
         "baseline": "docs/results/flamby-heart",
+    },
+    "adult": {
+        "flags": [],
+        # FairFed's heterogeneity (the fairfed-adult recipe's partitioner: each client's
+        # share of each sex is Dir(alpha)) over 20 clients, not the qffl-adult recipe's two
+        # (PhD / rest): with m = 2 the largest weight is about 1 and the noise as large as
+        # the clipped update itself. Its training settings otherwise (logistic regression,
+        # one local epoch of SGD, lr 0.1, batch 32), 10 rounds; C = 0.25 (see the docstring).
+        "settings": [
+            "dataset=adult",
+            "partitioner=dirichlet",
+            "num-partitions=20",
+            "dirichlet-alpha=0.5",
+            "data-root=../shared/data",
+            "model=logreg",
+            "lr=0.1",
+            "local-epochs=1",
+            "batch-size=32",
+            "num-server-rounds=10",
+            "evaluate-every=10",
+        ],
+        "seeds": ["0", "1", "2", "3", "4"],
+        "clip": 0.25,
+        "noise": ("4", "1"),
     },
     "digits": {
         "flags": [],
@@ -156,6 +199,7 @@ def rows_of(folder: Path, dataset: str, level: str | None) -> list[dict[str, obj
         epsilons = {epsilon_of_run(folder, rule, r["seed"]) for r in mine}
         row["epsilon"] = max(epsilons)
         row["seeds"] = len(mine)
+        row["missing-seeds"] = " ".join(missing_seeds(dataset, [r["seed"] for r in mine]))
         for column in ("acc-mean", "acc-worst", "acc-variance"):
             scale = 1e4 if column == "acc-variance" else 100.0
             values = [scale * float(r[prefix + column]) for r in mine]
@@ -163,6 +207,24 @@ def rows_of(folder: Path, dataset: str, level: str | None) -> list[dict[str, obj
             row[f"{column}-sd"] = statistics.pstdev(values)
         rows.append(row)
     return rows
+
+
+def missing_seeds(dataset: str, finished: list[str]) -> list[str]:
+    """The data set's seeds without a finished run (``finished``: the seeds that have one)."""
+    return [seed for seed in DATASETS[dataset]["seeds"] if seed not in finished]  # type: ignore[attr-defined]
+
+
+def unfinished(folder: Path, dataset: str, level: str | None) -> list[str]:
+    """One line per rule of ``folder`` without any finished run (all of them without runs.csv)."""
+    done: set[str] = set()
+    if (folder / "runs.csv").exists():
+        with (folder / "runs.csv").open() as handle:
+            done = {r["label"] for r in csv.DictReader(handle) if r["status"] == "ok"}
+    return [
+        f"- {dataset}, z = {level or 'none'}: no finished run of {rule} (`{folder.name}`)."
+        for rule in RULES
+        if rule not in done
+    ]
 
 
 def personal_scores(folder: Path) -> str:
@@ -183,6 +245,44 @@ def largest_clip_fraction(folder: Path) -> float:
                 diagnostics = json.loads(line)["train"]["diagnostics"]
                 fractions.append(float(diagnostics.get("dp-clip-fraction", 0.0)))
     return max(fractions)
+
+
+def noise_weight(folder: Path, rule: str, level: str, clip: float) -> float | None:
+    """Mean over rounds and seeds of σ / (z·C): the weight the rule's noise was calibrated to.
+
+    Under ``max-weight`` calibration that is the round's largest weight (q-FFL: S / C), so
+    a rule whose weights are nearer uniform gets less noise at the same ε. None: no rounds.
+    """
+    ratios = []
+    for path in folder.glob(f"runs/{rule}/seed-*/rounds.jsonl.gz"):
+        with gzip.open(path, "rt") as handle:
+            for line in handle:
+                std = json.loads(line)["train"]["diagnostics"]["dp-noise-std"]
+                ratios.append(float(std) / (float(level) * clip))
+    return statistics.fmean(ratios) if ratios else None
+
+
+def weight_notes(out: Path, datasets: list[str]) -> list[str]:
+    """One line per data set: each rule's `noise_weight`, over the data set's noise levels."""
+    lines = [
+        "The weight each rule's noise is calibrated to (σ / (z·C) of every round, mean over",
+        "rounds, seeds and noise levels, from the runs' `rounds.jsonl.gz`): at the same z,",
+        "hence the same ε, a rule with a smaller largest weight gets less noise.",
+        "",
+    ]
+    for dataset in datasets:
+        spec = DATASETS[dataset]
+        weights = []
+        for rule in RULES:
+            found = [
+                noise_weight(out / dataset / f"z{level}", rule, level, float(spec["clip"]))  # type: ignore[arg-type]
+                for level in spec["noise"]  # type: ignore[attr-defined]
+            ]
+            known = [w for w in found if w is not None]
+            if known:
+                weights.append(f"{rule} {statistics.fmean(known):.3f}")
+        lines.append(f"- {dataset}: {', '.join(weights) or 'no DP run finished'}.")
+    return [*lines, ""]
 
 
 def check_notes(out: Path, dataset: str) -> list[str]:
@@ -213,7 +313,7 @@ def write_table(out: Path, rows: list[dict[str, object]], command: str, notes: l
         rows,
         key=lambda r: (str(r["dataset"]), ROW_NAMES.index(str(r["rule"])), -float(r["epsilon"])),  # type: ignore[arg-type]
     )
-    columns = ["dataset", "rule", "z", "epsilon", "seeds"]
+    columns = ["dataset", "rule", "z", "epsilon", "seeds", "missing-seeds"]
     for column in ("acc-mean", "acc-worst", "acc-variance"):
         columns += [column, f"{column}-sd"]
     with (out / "tradeoff.csv").open("w", newline="") as handle:
@@ -246,10 +346,18 @@ def write_table(out: Path, rows: list[dict[str, object]], command: str, notes: l
             f"{'∞ (no DP)' if math.isinf(eps) else f'{eps:.2f}'} | "
             f"{row['acc-mean']:.2f} ± {row['acc-mean-sd']:.2f} | "
             f"{row['acc-worst']:.2f} ± {row['acc-worst-sd']:.2f} | "
-            f"{row['acc-variance']:.1f} ± {row['acc-variance-sd']:.1f} | {row['seeds']} |"
+            f"{row['acc-variance']:.1f} ± {row['acc-variance-sd']:.1f} | {seeds_cell(row)} |"
         )
     lines += ["", *notes, "![worst-client accuracy against ε](worst-vs-epsilon.png)", ""]
     (out / "tradeoff.md").write_text("\n".join(lines))
+
+
+def seeds_cell(row: dict[str, object]) -> str:
+    """The Seeds column: how many seeds the row averages, and which are missing if any."""
+    missing = str(row["missing-seeds"])
+    return (
+        f"{row['seeds']} (missing: {missing.replace(' ', ', ')})" if missing else str(row["seeds"])
+    )
 
 
 def plot(out: Path, rows: list[dict[str, object]]) -> None:
@@ -295,6 +403,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, object]] = []
     notes: list[str] = []
+    missing: list[str] = []  # rules at a noise level without any finished run
     for dataset in args.datasets:
         for level in (None, *DATASETS[dataset]["noise"]):  # type: ignore[misc]
             folder = args.out / dataset / ("no-dp" if level is None else f"z{level}")
@@ -305,13 +414,16 @@ def main() -> None:
                 run_compare(folder, dataset, dp_settings(dataset, level), RULES, args.workers)
             if (folder / "runs.csv").exists():
                 rows += rows_of(folder, dataset, level)
+            missing += unfinished(folder, dataset, level)
         for name, extra in CHECKS.get(dataset, {}).items():
             if not args.table_only:
                 run_compare(args.out / dataset / name, dataset, extra, ("ditto",), args.workers)
         if dataset in CHECKS:
             notes += check_notes(args.out, dataset)
         command = " ".join(a for a in sys.argv if a != "--table-only")
-        write_table(args.out, rows, f"nice -n 10 python {command}", notes)
+        gaps = ["Not finished when this table was written:", "", *missing, ""] if missing else []
+        weights = weight_notes(args.out, args.datasets[: args.datasets.index(dataset) + 1])
+        write_table(args.out, rows, f"nice -n 10 python {command}", gaps + weights + notes)
     plot(args.out, rows)
 
 

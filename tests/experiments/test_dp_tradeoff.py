@@ -5,6 +5,7 @@ DP runs fell back to the defaults (20 clients, 20 rounds) while its no-DP runs h
 10; ``check_settings`` now stops the experiment on such a run.
 """
 
+import gzip
 import importlib.util
 import json
 import sys
@@ -56,16 +57,56 @@ def test_check_settings_exits_on_a_run_that_lost_a_setting(tmp_path: Path) -> No
         experiment.check_settings(tmp_path, ["num-partitions=10", "dp=central-fixed"])
 
 
-def test_committed_runs_hold_the_stated_settings() -> None:
+@pytest.mark.parametrize("dataset", ["digits", "adult"])
+def test_committed_runs_hold_the_stated_settings(dataset: str) -> None:
     experiment = _load_experiment()
     out = ROOT / "docs" / "results" / "dp-tradeoff"
-    for level in (None, *experiment.DATASETS["digits"]["noise"]):
-        folder = out / "digits" / ("no-dp" if level is None else f"z{level}")
-        settings = [*experiment.DATASETS["digits"]["settings"]]
-        experiment.check_settings(folder, settings + experiment.dp_settings("digits", level))
+    for level in (None, *experiment.DATASETS[dataset]["noise"]):
+        folder = out / dataset / ("no-dp" if level is None else f"z{level}")
+        settings = [*experiment.DATASETS[dataset]["settings"]]
+        experiment.check_settings(folder, settings + experiment.dp_settings(dataset, level))
+
+
+def test_adult_has_more_than_two_clients_and_its_own_runs_without_dp() -> None:
+    # Client-level DP over Adult's two PhD / rest clients would be all noise (the docstring).
+    adult = _load_experiment().DATASETS["adult"]
+    assert "num-partitions=20" in adult["settings"]
+    assert "partitioner=dirichlet" in adult["settings"]
+    assert "baseline" not in adult
+
+
+def test_a_missing_seed_is_named_in_the_seeds_column() -> None:
+    experiment = _load_experiment()
+    # digits states seeds 0..4; runs finished for 0, 2 and 4.
+    assert experiment.missing_seeds("digits", ["0", "2", "4"]) == ["1", "3"]
+    assert experiment.seeds_cell({"seeds": 3, "missing-seeds": "1 3"}) == "3 (missing: 1, 3)"
+    assert experiment.seeds_cell({"seeds": 5, "missing-seeds": ""}) == "5"
+
+
+def test_a_rule_without_a_finished_run_is_listed(tmp_path: Path) -> None:
+    experiment = _load_experiment()
+    (tmp_path / "runs.csv").write_text(
+        "label,seed,status\nfedavg,0,ok\nqffl,0,failed\nterm,0,ok\nditto,0,ok\n"
+    )
+    assert experiment.unfinished(tmp_path, "adult", "1") == [
+        f"- adult, z = 1: no finished run of qffl (`{tmp_path.name}`)."
+    ]
+    # No runs.csv at all: every rule is listed.
+    assert len(experiment.unfinished(tmp_path / "absent", "adult", None)) == 4
 
 
 def test_check_settings_exits_on_a_folder_without_runs(tmp_path: Path) -> None:
     experiment = _load_experiment()
     with pytest.raises(SystemExit, match=r"no run's summary\.json"):
         experiment.check_settings(tmp_path, ["num-partitions=10"])
+
+
+def test_noise_weight_is_sigma_over_z_times_c(tmp_path: Path) -> None:
+    experiment = _load_experiment()
+    run = tmp_path / "runs" / "qffl" / "seed-0"
+    run.mkdir(parents=True)
+    with gzip.open(run / "rounds.jsonl.gz", "wt") as handle:
+        for std in (0.5, 1.5):  # z = 2, C = 0.25: weights 0.5 / 0.5 = 1 and 1.5 / 0.5 = 3
+            handle.write(json.dumps({"train": {"diagnostics": {"dp-noise-std": std}}}) + "\n")
+    assert experiment.noise_weight(tmp_path, "qffl", "2", 0.25) == pytest.approx(2.0)
+    assert experiment.noise_weight(tmp_path, "term", "2", 0.25) is None
