@@ -247,7 +247,7 @@ def clear_results(out_dir: Path) -> None:
 def capture_random_state() -> tuple[list[Any], list[Any]]:
     """Python's and NumPy's global random states, as JSON-able lists."""
     version, internal, gauss = random.getstate()
-    name, keys, position, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
+    name, keys, position, has_gauss, cached = np.random.get_state(legacy=True)
     return (
         [version, list(internal), gauss],
         [name, np.asarray(keys).tolist(), int(position), int(has_gauss), float(cached)],

@@ -275,7 +275,8 @@ class RoundLog:
             if failed is not None:
                 entry["failed"] = failed
             entry["train"]["silenced"] = silenced(entry["train"]["weights"])
-        return json_safe(entry)
+        safe: dict[str, Any] = json_safe(entry)
+        return safe
 
     def on_round_end(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         """Append the round's line, checkpoint, log one summary line (round 0: nothing)."""
@@ -340,7 +341,7 @@ class RoundLog:
             Why the run failed.
         """
         final = self.rounds[-1] if self.rounds else {}
-        summary = json_safe(
+        summary: dict[str, Any] = json_safe(
             {
                 "run_id": self.run_id,
                 "status": status,
