@@ -101,6 +101,25 @@ def test_check_settings_exits_on_a_folder_without_runs(tmp_path: Path) -> None:
         experiment.check_settings(tmp_path, ["num-partitions=10"])
 
 
+def test_the_privacy_howto_shows_the_committed_table_with_adult() -> None:
+    # docs/site/_ext/generate_results.py renders the include; the how-to includes it.
+    sys.path.insert(0, str(ROOT / "docs" / "site" / "_ext"))
+    try:
+        import generate_results
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "site" / "_ext"))
+    table = generate_results.dp_tradeoff_table()
+    assert not table.startswith("# ")  # the how-to's own heading stands above it
+    assert "| adult | fedavg | none |" in table
+    image = table.split("](", 1)[1].split(")", 1)[0]
+    generated = ROOT / "docs" / "site" / "_generated"
+    assert (generated / image).resolve() == (
+        ROOT / "docs" / "results" / "dp-tradeoff" / "worst-vs-epsilon.png"
+    )
+    howto = (ROOT / "docs" / "site" / "howto" / "differential-privacy.md").read_text()
+    assert "```{include} ../_generated/dp-tradeoff-table.md\n:relative-images:\n```" in howto
+
+
 def test_noise_weight_is_sigma_over_z_times_c(tmp_path: Path) -> None:
     experiment = _load_experiment()
     run = tmp_path / "runs" / "qffl" / "seed-0"

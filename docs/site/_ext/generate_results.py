@@ -5,7 +5,9 @@ folder) becomes one page, with the command that made it when the report records 
 The benchmark tables come from ``benchmarks/readme_tables.py`` (``docs/results/
 benchmarks.json``), the cross-device scale page from ``benchmarks/bench_engine_scale.py``
 (``docs/results/engine-scale.json``), the liar-share table of the lying-clients how-to
-from ``experiments/liar_share.py`` (``docs/results/liar-share.json``).
+from ``experiments/liar_share.py`` (``docs/results/liar-share.json``), the DP trade-off
+table of the differential-privacy how-to from ``experiments/dp_tradeoff.py``
+(``docs/results/dp-tradeoff/tradeoff.md``).
 """
 
 from __future__ import annotations
@@ -32,13 +34,13 @@ def _reports() -> dict[str, Path]:
     return found
 
 
-def _page(name: str, report: Path) -> str:
-    """One results page: the report's Markdown, its links made safe for the site."""
-    text = report.read_text(encoding="utf-8")
-    relative = report.relative_to(REPO).as_posix()
-    # Links inside a report point at files beside it (plots, CSVs): not pages of the
-    # site. Images are copied by Sphinx when the path resolves; other files become
-    # plain text naming the committed file.
+def _files_linked(report: Path, page_folder: Path) -> str:
+    """``report``'s Markdown, its links made safe for a page in ``page_folder``.
+
+    Links inside a report point at files beside it (plots, CSVs): not pages of the
+    site. Images are copied by Sphinx when the path resolves; other files become
+    plain text naming the committed file.
+    """
     base = report.parent
 
     def link(match: re.Match[str]) -> str:
@@ -47,11 +49,18 @@ def _page(name: str, report: Path) -> str:
             return match.group(0)
         resolved = (base / target).resolve()
         if bang and resolved.exists():
-            return f"![{label}]({os.path.relpath(resolved, SITE / '_generated' / 'results')})"
+            return f"![{label}]({os.path.relpath(resolved, page_folder)})"
         where = resolved.relative_to(REPO).as_posix() if resolved.is_relative_to(REPO) else target
         return f"{label} (`{where}`)"
 
-    text = re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", link, text)
+    text = report.read_text(encoding="utf-8")
+    return re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", link, text)
+
+
+def _page(name: str, report: Path) -> str:
+    """One results page: the report's Markdown, its links made safe for the site."""
+    relative = report.relative_to(REPO).as_posix()
+    text = _files_linked(report, SITE / "_generated" / "results")
     # Each report is its own page: its first heading is the page title, lower ones stay.
     if not text.lstrip().startswith("# "):
         text = f"# {name}\n\n{text}"
@@ -105,6 +114,19 @@ def liar_share_table() -> str:
     return f"{text}\n\n*Generated from the committed file `docs/results/liar-share.json`.*\n"
 
 
+def dp_tradeoff_table() -> str:
+    """The DP trade-off table, as ``experiments/dp_tradeoff.py`` wrote it, without its title.
+
+    From ``docs/results/dp-tradeoff/tradeoff.md``; the how-to *Train with differential
+    privacy under fair weights* includes it with ``:relative-images:`` (the plot's path is
+    relative to ``_generated``).
+    """
+    text = _files_linked(RESULTS / "dp-tradeoff" / "tradeoff.md", SITE / "_generated")
+    if text.startswith("# "):
+        text = text.split("\n", 1)[1]
+    return f"{text.strip()}\n\n*Committed file: `docs/results/dp-tradeoff/tradeoff.md`.*\n"
+
+
 def write_results_pages(out: Path) -> dict[str, str]:
     """Write ``out/<name>.md`` for every committed report; return name -> page text."""
     from fairfl_docs import write_if_changed
@@ -116,6 +138,7 @@ def write_results_pages(out: Path) -> dict[str, str]:
     tables = benchmark_tables()
     write_if_changed(out.parent / "benchmark-tables.md", tables)
     write_if_changed(out.parent / "liar-share-table.md", liar_share_table())
+    write_if_changed(out.parent / "dp-tradeoff-table.md", dp_tradeoff_table())
     pages["benchmarks"] = (
         "# Benchmarks\n\nGenerated from `docs/results/benchmarks.json`, written by\n"
         "`nice .venv/bin/python benchmarks/run_all.py`; how they are measured:\n"
