@@ -104,9 +104,9 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
 
 #: ``flwr run``'s line announcing Flower's run id (the SuperLink's, gone with the run).
-FLOWER_STARTED = re.compile(r"Successfully started run \d+")
+_FLOWER_STARTED = re.compile(r"Successfully started run \d+")
 #: Flower's log line repeating that id when its log stream starts.
-FLOWER_LOGSTREAM = re.compile(r"Starting logstream for run_id `\d+`")
+_FLOWER_LOGSTREAM = re.compile(r"Starting logstream for run_id `\d+`")
 
 
 @dataclass(frozen=True)
@@ -353,9 +353,9 @@ def relabel_flower_line(line: str, run_id: str) -> str | None:
     ``run_id`` instead (the id of ``summary.json``, ``rounds.jsonl`` and
     :func:`final_line`), the log line is dropped, every other line is kept as it is.
     """
-    if FLOWER_STARTED.search(line):
+    if _FLOWER_STARTED.search(line):
         return f"run {run_id}: started on Flower's simulation engine\n"
-    if FLOWER_LOGSTREAM.search(line):
+    if _FLOWER_LOGSTREAM.search(line):
         return None
     return line
 
