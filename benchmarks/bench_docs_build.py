@@ -81,10 +81,9 @@ def render(result: dict[str, Any]) -> str:
     verdict = "meets" if result["ratio_warm_to_cold"] < result["goal"] else "misses"
     return "\n".join(
         [
-            "## Docs build: a second build with nothing changed",
-            "",
-            f"`bash scripts/docs.sh` twice at revision `{result['revision'][:12]}` "
-            f"({result['date']}), with an empty executed-block cache before the first: "
+            "**Docs build, a second with nothing changed**: `bash scripts/docs.sh` twice at "
+            f"revision `{result['revision'][:12]}` ({result['date']}), with an empty "
+            "executed-block cache before the first: "
             f"the second build took {result['ratio_warm_to_cold']:.3f} of the first "
             f"({verdict} the goal of < {result['goal']:g}).",
             "",

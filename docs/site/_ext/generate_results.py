@@ -127,6 +127,22 @@ def dp_tradeoff_table() -> str:
     return f"{text.strip()}\n\n*Committed file: `docs/results/dp-tradeoff/tradeoff.md`.*\n"
 
 
+def docs_build_section() -> str:
+    """The docs build's cold and warm times, rendered by ``benchmarks/bench_docs_build.py``.
+
+    From ``docs/results/docs-build.json``; empty while that file is not committed.
+    """
+    path = RESULTS / "docs-build.json"
+    if not path.exists():
+        return ""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import bench_docs_build
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    return "\n" + bench_docs_build.render(json.loads(path.read_text(encoding="utf-8")))
+
+
 def write_results_pages(out: Path) -> dict[str, str]:
     """Write ``out/<name>.md`` for every committed report; return name -> page text."""
     from fairfl_docs import write_if_changed
@@ -135,7 +151,7 @@ def write_results_pages(out: Path) -> dict[str, str]:
     engine_scale = engine_scale_page()
     if engine_scale is not None:
         pages["engine-scale"] = engine_scale
-    tables = benchmark_tables()
+    tables = benchmark_tables() + docs_build_section()
     write_if_changed(out.parent / "benchmark-tables.md", tables)
     write_if_changed(out.parent / "liar-share-table.md", liar_share_table())
     write_if_changed(out.parent / "dp-tradeoff-table.md", dp_tradeoff_table())
