@@ -17,6 +17,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Flower's limit (flwr.common.constant.FAB_MAX_SIZE).
 FAB_MAX_SIZE = 10 * 1024 * 1024
@@ -42,15 +44,21 @@ def _build(app: Path, out: Path) -> list[str]:
     return zipfile.ZipFile(fab).namelist()
 
 
-def test_the_repository_builds_a_fab_with_the_apps_and_nothing_else(tmp_path: Path):
-    names = _build(ROOT, tmp_path / "out")
+@pytest.fixture(scope="module")
+def repository_fab(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The repository's FAB's file names, built once for both tests (~30 s a build)."""
+    return _build(ROOT, tmp_path_factory.mktemp("repo") / "out")
+
+
+def test_the_repository_builds_a_fab_with_the_apps_and_nothing_else(repository_fab: list[str]):
+    names = repository_fab
     assert "fairfl/server/app.py" in names and "fairfl/client/app.py" in names
     assert not [n for n in names if n.startswith(("docs/", "tests/", "benchmarks/"))]
 
 
-def test_a_copy_with_only_the_app_builds_the_same_fab(tmp_path: Path):
+def test_a_copy_with_only_the_app_builds_the_same_fab(tmp_path: Path, repository_fab: list[str]):
     app = tmp_path / "app"
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "fairfl", app / "fairfl", ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", app)
-    assert sorted(_build(app, tmp_path / "out")) == sorted(_build(ROOT, tmp_path / "repo"))
+    assert sorted(_build(app, tmp_path / "out")) == sorted(repository_fab)
