@@ -400,7 +400,7 @@ def compare(
     """
     from fairfl.report.build import build_report
     from fairfl.server.checkpoint import RESULT_FILES
-    from fairfl.server.run import environment
+    from fairfl.telemetry.environment import environment
 
     base, rule_settings = split_settings(settings)
     if "checkpoint" in shared_keys():

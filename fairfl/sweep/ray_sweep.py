@@ -145,7 +145,9 @@ class RaySweep:
         """The cluster's live nodes with their CPUs and GPUs (as ``cluster.json``)."""
         import ray
 
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        # ray ships nodes() unannotated; it returns one dict per node (read below).
+        every: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        nodes = [n for n in every if n.get("Alive")]
         return {
             "address": self.address,
             "nodes": [
