@@ -76,7 +76,7 @@ from fairfl.secagg.protocol import (
     vector_dtype,
 )
 
-__all__ = ["HELD", "PRIVATE", "STATE", "UPDATE", "WEIGHT_RTOL", "secaggplus_mod"]
+__all__ = ["HELD", "PRIVATE", "STATE", "UPDATE", "WEIGHT_RTOL", "secaggplus_mod", "secret_rng"]
 
 logger = logging.getLogger(__name__)
 
