@@ -327,6 +327,15 @@ REFERENCES: tuple[Reference, ...] = (
         "NeurIPS 2019",
         "https://arxiv.org/abs/1905.12101",
     ),
+    Reference(
+        "kairouz2021distributed",
+        ("Peter Kairouz", "Ziyu Liu", "Thomas Steinke"),
+        2021,
+        "The Distributed Discrete Gaussian Mechanism for Federated Learning with Secure "
+        "Aggregation",
+        "ICML 2021",
+        "https://arxiv.org/abs/2102.06387",
+    ),
 )
 BY_KEY = {reference.key: reference for reference in REFERENCES}
 
