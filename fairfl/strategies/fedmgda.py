@@ -421,52 +421,6 @@ class FedMGDAPlus(FairStrategy):
             logger.warning(message, *args)
 
 
-def gram_path() -> str:
-    """Which path FedMGDA+'s Gram of the updates takes in this process, and why.
-
-    ``compiled AVX2 kernel`` where the C kernel built (or its cached build loaded) and
-    ``FAIRFL_GRAM_KERNEL`` allows it; otherwise ``numpy (BLAS syrk):`` and the reason
-    (``FAIRFL_GRAM_KERNEL=numpy``, no C compiler, a CPU without AVX2 and FMA, ...). The
-    first call in a process builds or loads the kernel. A FedMGDA+ run logs the same at
-    INFO (``Gram of the updates: ...``).
-
-    Raises
-    ------
-    ValueError
-        If ``FAIRFL_GRAM_KERNEL`` is not ``auto``, ``numpy`` or ``compiled``.
-    """
-    return gram_kernel_description(with_path=False)
-
-
-def update_gram(
-    global_arrays: Sequence[NDArray[Any]], local_arrays: Sequence[Sequence[NDArray[Any]]]
-) -> NDArray[np.float64]:
-    """The Gram ``K_ij = ⟨g_i, g_j⟩`` of the updates ``g_i = w_t − w_i`` that FedMGDA+ solves on.
-
-    Eq. (25) of Hu et al. (IEEE TNSE 2022) before normalising. Float32 models go through
-    the path :func:`gram_path` names (float32 differences and products, sums in float64),
-    other floats through numpy in float64.
-
-    Parameters
-    ----------
-    global_arrays : Sequence[NDArray]
-        w_t, the global model's arrays.
-    local_arrays : Sequence[Sequence[NDArray]]
-        Each client's w_i, arrays in the order of ``global_arrays``.
-
-    Returns
-    -------
-    NDArray[np.float64]
-        The symmetric (n, n) Gram matrix.
-
-    Raises
-    ------
-    ValueError
-        If a client's arrays do not match ``global_arrays`` in number or shape.
-    """
-    return gram_matrix(global_arrays, local_arrays)
-
-
 class FedAvgN(FedMGDAPlus):
     """FedAvg-n (Hu et al., §6.1): FedMGDA+ with ε = 0, i.e. λ = λ0 on normalised updates.
 

@@ -1,9 +1,10 @@
-"""FedMGDA+'s math (Hu et al.): the prior λ0, the step size and its decay, the min-norm QP.
+"""FedMGDA+'s math (Hu et al.): the Gram, the prior λ0, the step size and its decay, the QP.
 
 Hu, Shaloudegi, Zhang and Yu, *Federated Learning Meets Multi-objective Optimization*,
 IEEE TNSE 2022, https://arxiv.org/abs/2006.11489 (spec-fedmgda). Pure functions of
 Algorithm 1 and eqs. (22)–(25), used by :class:`~fairfl.strategies.fedmgda.FedMGDAPlus`
-and its variants; the cache-blocked Gram and step are in the private ``_ops`` package.
+and its variants; the cache-blocked Gram and step are in the private ``_ops`` package
+(:func:`update_gram` computes the Gram as a round does, :func:`gram_path` says which path).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.strategies._checks import check_positive_int, check_real
-from fairfl.strategies._ops.gram import check_shapes, difference_step, float_mask
+from fairfl.strategies._ops.gram import check_shapes, difference_step, float_mask, gram_matrix
+from fairfl.strategies._ops.gram_kernel import gram_kernel_description
 from fairfl.strategies.aggregation import reweighted_average, sample_weights
 
 Prior = Literal["uniform", "num-examples"]
@@ -389,3 +391,49 @@ def fedmgda_update(
 
 def _scale(k: NDArray[np.float64]) -> float:
     return float(np.max(np.abs(k))) if k.size else 1.0
+
+
+def gram_path() -> str:
+    """Which path FedMGDA+'s Gram of the updates takes in this process, and why.
+
+    ``compiled AVX2 kernel`` where the C kernel built (or its cached build loaded) and
+    ``FAIRFL_GRAM_KERNEL`` allows it; otherwise ``numpy (BLAS syrk):`` and the reason
+    (``FAIRFL_GRAM_KERNEL=numpy``, no C compiler, a CPU without AVX2 and FMA, ...). The
+    first call in a process builds or loads the kernel. A FedMGDA+ run logs the same at
+    INFO (``Gram of the updates: ...``).
+
+    Raises
+    ------
+    ValueError
+        If ``FAIRFL_GRAM_KERNEL`` is not ``auto``, ``numpy`` or ``compiled``.
+    """
+    return gram_kernel_description(with_path=False)
+
+
+def update_gram(
+    global_arrays: Sequence[NDArray[Any]], local_arrays: Sequence[Sequence[NDArray[Any]]]
+) -> NDArray[np.float64]:
+    """The Gram ``K_ij = ⟨g_i, g_j⟩`` of the updates ``g_i = w_t − w_i`` that FedMGDA+ solves on.
+
+    Eq. (25) of Hu et al. (IEEE TNSE 2022) before normalising. Float32 models go through
+    the path :func:`gram_path` names (float32 differences and products, sums in float64),
+    other floats through numpy in float64.
+
+    Parameters
+    ----------
+    global_arrays : Sequence[NDArray]
+        w_t, the global model's arrays.
+    local_arrays : Sequence[Sequence[NDArray]]
+        Each client's w_i, arrays in the order of ``global_arrays``.
+
+    Returns
+    -------
+    NDArray[np.float64]
+        The symmetric (n, n) Gram matrix.
+
+    Raises
+    ------
+    ValueError
+        If a client's arrays do not match ``global_arrays`` in number or shape.
+    """
+    return gram_matrix(global_arrays, local_arrays)

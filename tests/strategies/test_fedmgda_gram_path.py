@@ -6,7 +6,7 @@ The how-to *Use the compiled Gram kernel* calls these instead of the private ``_
 import numpy as np
 import pytest
 
-from fairfl.strategies.fedmgda import gram_path, update_gram
+from fairfl.strategies.fedmgda_qp import gram_path, update_gram
 
 
 def test_gram_path_names_numpy_and_why_when_told_to(monkeypatch):
