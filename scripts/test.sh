@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite: fast unit tests first (the docs site
-# builds beside them; the tests that read it follow), then the integration tests
-# (Flower's simulation engine, real SuperLink/SuperNodes), then the strategy tests and a
-# gRPC loopback deployment again under the oldest supported flwr; the deployment tests
-# (network namespaces, TLS, Docker) run beside all of them. Every phase prints its time
-# as `=== <phase>: N s ===`.
+# builds beside them), then the integration tests (Flower's simulation engine, real
+# SuperLink/SuperNodes) with the strategy tests and a gRPC loopback deployment under the
+# oldest supported flwr beside them, then the tests that read the built docs site; the
+# deployment tests (network namespaces, TLS, Docker) run beside all of them. Every phase
+# prints its time and the load average as `=== <phase>: N s (load ...) ===`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Runs a command as a phase: its name before, its time after (the command's exit stops
@@ -14,7 +14,7 @@ timed() {
   echo "=== $name ==="
   local start=$SECONDS
   "$@"
-  echo "=== $name: $((SECONDS - start)) s ==="
+  echo "=== $name: $((SECONDS - start)) s (load $(cut -d' ' -f1-3 /proc/loadavg)) ==="
 }
 # Deployment tests need a Docker engine, debootstrap (offline base image), iproute2
 # (network namespaces), openssl/ssh-keygen (TLS, SuperNode keys) and nginx (the Fleet
@@ -71,7 +71,7 @@ run_phase() {
   .venv/bin/python -m pytest "$@"
   local code=$?
   set -e
-  echo "=== $name: $((SECONDS - start)) s ==="
+  echo "=== $name: $((SECONDS - start)) s (load $(cut -d' ' -f1-3 /proc/loadavg)) ==="
   # 5 = no test selected in this phase: not a failure of the suite.
   if [ "$code" -ne 0 ] && [ "$code" -ne 5 ]; then
     exit "$code"
@@ -81,13 +81,16 @@ timed ruff .venv/bin/ruff check fairfl tests scripts benchmarks examples experim
 # Types: mypy's defaults across fairfl, strict on the strategies and the contract
 # (pyproject.toml's [tool.mypy]).
 timed mypy .venv/bin/mypy fairfl
-# The deployment tests spend most of their time waiting on Flower's 3 s polls, so they run
-# beside the other phases, in their own session (so that an early exit stops them all);
-# their output is printed when they end. The 50-round churn soak is not among them: it
-# runs only when asked for (`pytest -m soak`, docs/site/howto/testing.md).
+# The deployment tests spend most of their time waiting on Flower's 3 s polls (a
+# federation's tests use about a fifth of a core), so they run beside the other phases,
+# two files at a time (each file's federations are its own: namespaces tagged per
+# federation, free ports, a private Docker engine), in their own session (so that an early
+# exit stops them all); their output is printed when they end. The 50-round churn soak is
+# not among them: it runs only when asked for (`pytest -m soak`, docs/site/howto/testing.md).
 deploy_log="$(mktemp)"
 setsid bash -c "$(declare -f run_phase); run_phase 'deployment tests' -q \
-  -m 'deployment and not soak' -rs --durations=8" >"$deploy_log" 2>&1 &
+  -n $WORKERS --dist loadfile -m 'deployment and not soak' -rs --durations=8" \
+  >"$deploy_log" 2>&1 &
 deploy_pid=$!
 # On an early exit: SIGTERM, which their pytest turns into an interrupt that runs the
 # fixtures' teardown (stopping the federations' processes, removing the namespaces);
@@ -101,6 +104,11 @@ stop_session() {
   kill -KILL -- -"$1" 2>/dev/null || true
 }
 stop_background_phases() {
+  if [ -n "${oldest_pid:-}" ]; then
+    stop_session "$oldest_pid"
+    echo "=== oldest supported flwr stopped: an earlier phase failed; its output so far: ==="
+    cat "$oldest_tests_log"
+  fi
   if [ -n "${docs_pid:-}" ]; then
     stop_session "$docs_pid"
     echo "=== docs site stopped: an earlier phase failed; its output so far: ==="
@@ -122,6 +130,34 @@ setsid bash scripts/docs.sh >"$docs_log" 2>&1 &
 docs_pid=$!
 run_phase "unit and property tests" -q -n "$WORKERS" --durations=10 \
   -m "not integration and not deployment and not docs_site"
+# The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers where
+# the compiled Gram kernel cannot be built: the Gram's float32 precision tests again under
+# them, on both paths (x86 only: OpenBLAS's kernel names).
+if [ "$(uname -m)" = x86_64 ]; then
+  OPENBLAS_CORETYPE=Haswell run_phase "FedMGDA+ on OpenBLAS's Haswell kernels" -q \
+    -p no:cacheprovider tests/strategies/test_fedmgda.py tests/strategies/test_fedmgda_float32.py
+fi
+# The strategy tests and a gRPC loopback deployment under the oldest supported flwr run
+# beside the integration tests, in one worker of their own session: those mostly wait on
+# Ray and the SuperLink (a flwr run uses about half a core).
+echo "=== oldest supported flwr (Fleet API over gRPC), beside the integration tests ==="
+oldest_start=$SECONDS
+set +e
+wait "$oldest_setup_pid"
+code=$?
+set -e
+cat "$oldest_log"
+echo "=== oldest-flwr set-up, waited: $((SECONDS - oldest_start)) s ==="
+[ "$code" -eq 0 ] || exit "$code"
+oldest_tests_log="$(mktemp)"
+setsid .venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs -n 1 \
+  tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat \
+  >"$oldest_tests_log" 2>&1 &
+oldest_pid=$!
+# One file per worker: a module's federation fixture runs once. The tests that read the
+# built docs site wait for it (below).
+run_phase "integration tests" -q -n "$WORKERS" --dist loadfile \
+  -m "integration and not deployment and not docs_site" --durations=12
 echo "=== docs site (waiting for its build) ==="
 set +e
 wait "$docs_pid"
@@ -131,31 +167,16 @@ docs_pid=""
 cat "$docs_log"
 echo "=== docs site: $((SECONDS - docs_start)) s (since it started beside the unit tests) ==="
 [ "$code" -eq 0 ] || exit "$code"
-run_phase "docs site tests" -q -n 0 -m "docs_site and not integration and not deployment" \
-  tests/docs
-# The README advises OpenBLAS's Haswell kernels for FedMGDA+ on AMD Zen 4 servers where
-# the compiled Gram kernel cannot be built: the Gram's float32 precision tests again under
-# them, on both paths (x86 only: OpenBLAS's kernel names).
-if [ "$(uname -m)" = x86_64 ]; then
-  OPENBLAS_CORETYPE=Haswell run_phase "FedMGDA+ on OpenBLAS's Haswell kernels" -q \
-    -p no:cacheprovider tests/strategies/test_fedmgda.py tests/strategies/test_fedmgda_float32.py
-fi
-# One file per worker: a module's federation fixture runs once.
-run_phase "integration tests" -q -n "$WORKERS" --dist loadfile \
-  -m "integration and not deployment" --durations=12
-echo "=== oldest supported flwr (Fleet API over gRPC) ==="
+run_phase "docs site tests" -q -n 0 -m "docs_site and not deployment" tests/docs
+echo "=== oldest supported flwr (waiting for it) ==="
 start=$SECONDS
 set +e
-wait "$oldest_setup_pid"
-code=$?
-cat "$oldest_log"
-echo "=== oldest-flwr set-up, waited: $((SECONDS - start)) s ==="
-[ "$code" -eq 0 ] || exit "$code"
-.venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs -n "$WORKERS" \
-  tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat
+wait "$oldest_pid"
 code=$?
 set -e
-echo "=== oldest supported flwr: $((SECONDS - start)) s ==="
+oldest_pid=""
+cat "$oldest_tests_log"
+echo "=== oldest supported flwr: $((SECONDS - oldest_start)) s (since the integration tests started; waited $((SECONDS - start)) s) ==="
 [ "$code" -eq 0 ] || exit "$code"
 start=$SECONDS
 set +e
