@@ -78,8 +78,7 @@ run_phase() {
   fi
 }
 timed ruff .venv/bin/ruff check fairfl tests scripts benchmarks examples experiments deploy
-# Types: mypy's defaults across fairfl, strict on the strategies and the contract
-# (pyproject.toml's [tool.mypy]).
+# Types: --strict across fairfl (pyproject.toml's [tool.mypy]).
 timed mypy .venv/bin/mypy fairfl
 # The deployment tests spend most of their time waiting on Flower's 3 s polls (a
 # federation's tests use about a fifth of a core), so they run beside the other phases,
