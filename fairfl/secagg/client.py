@@ -123,7 +123,7 @@ def secaggplus_mod(msg: Message, ctxt: Context, call_next: ClientAppCallable) ->
         out = Message(RecordDict({RECORD: ConfigRecord(_unmask(state, config))}), reply_to=msg)
     else:
         raise ValueError(f"secure aggregation: unknown stage {stage!r}")
-    ctxt.state.config_records[STATE] = ConfigRecord(state.to_dict())  # type: ignore[arg-type]
+    ctxt.state.config_records[STATE] = ConfigRecord(state.to_dict())
     return out
 
 
@@ -189,8 +189,8 @@ def _setup(
         for key in hidden:
             if key in metrics:
                 value = metrics.pop(key)  # a float, or a list (FairFed's group counts)
-                private[key] = list(value) if isinstance(value, list) else float(value)  # type: ignore[arg-type]
-    ctxt.state.config_records[PRIVATE] = ConfigRecord(private)  # type: ignore[arg-type]
+                private[key] = list(value) if isinstance(value, list) else float(value)
+    ctxt.state.config_records[PRIVATE] = ConfigRecord(private)
     out.content.config_records[RECORD] = ConfigRecord(_new_keys(state))
     return Message(out.content, reply_to=msg)
 
