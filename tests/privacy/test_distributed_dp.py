@@ -36,12 +36,13 @@ from fairfl.privacy.distributed import (
 from fairfl.secagg import client as secagg_client
 from fairfl.secagg.config import SecAggSettings
 from fairfl.secagg.noise import DP_CLIPPING_NORM, DP_NOISE_STD, clip_to_norm
-from fairfl.secagg.protocol import RECORD, Stage
+from fairfl.secagg.protocol import Stage
 from fairfl.secagg.server import SecAggPlusDriver
 from fairfl.server.preflight import check_run
 from fairfl.settings import RunSettings
 from fairfl.simulation import run_inprocess
 from fairfl.simulation.inprocess import InMemoryGrid
+from tests.secagg.test_secagg_rules import _silent_at
 
 Q = 4194304  # secagg-quantization-range's default
 MAX_WEIGHT = 1000.0  # secagg-max-weight's default
@@ -161,24 +162,6 @@ BASE = {
 }
 
 
-def _silent_at_collect(nodes: set[int], server_round: int):
-    """``nodes`` go silent at the collect stage of ``server_round`` (after sharing keys)."""
-    state = {"round": 0}
-
-    def reply_filter(instruction: Message, reply: Message) -> Message | None:
-        record = instruction.content.config_records.get(RECORD)
-        if record is None:
-            return reply
-        if record["stage"] == Stage.SETUP and "config" in instruction.content.config_records:
-            state["round"] = int(instruction.content.config_records["config"]["server-round"])
-        dropped = instruction.metadata.dst_node_id in nodes and state["round"] == server_round
-        if record["stage"] == Stage.COLLECT_MASKED_VECTORS and dropped:
-            return None
-        return reply
-
-    return reply_filter
-
-
 def _accountant_epsilon(multipliers: list[float], delta: float) -> float:
     accountant = RdpAccountant()
     for z in multipliers:
@@ -197,7 +180,7 @@ def test_a_run_with_fewer_survivors_records_the_lower_multiplier(tmp_path):
             "secagg-clipping-range": 11.0,  # >= C (1 + 6 z) = 10
             "out-dir": str(tmp_path / "run"),
         },
-        reply_filter=_silent_at_collect({1004, 1005}, 1),
+        reply_filter=_silent_at(Stage.COLLECT_MASKED_VECTORS, {1004, 1005}, {1}),
     )
     diagnostics = outcome.strategy.train_records[1].diagnostics
     assert (diagnostics["dp-expected-survivors"], diagnostics["dp-survivors"]) == (5, 3)
@@ -224,7 +207,7 @@ def test_drops_within_the_tolerance_keep_the_full_multiplier_and_epsilon_compose
             "dp-dropout-tolerance": 0.4,
             "out-dir": str(tmp_path / "run"),
         },
-        reply_filter=_silent_at_collect({1004, 1005}, 1),
+        reply_filter=_silent_at(Stage.COLLECT_MASKED_VECTORS, {1004, 1005}, {1}),
     )
     first, second = (outcome.strategy.train_records[r] for r in (1, 2))
     assert first.accepted == [1001, 1002, 1003]
