@@ -140,6 +140,7 @@ class RunSettings(Fields):
     dp_weight_cap: float = PrivacySettings.dp_weight_cap
     dp_calibration: str = PrivacySettings.dp_calibration
     dp_loss_noise_multiplier: float = PrivacySettings.dp_loss_noise_multiplier
+    dp_accuracy_noise_multiplier: float = PrivacySettings.dp_accuracy_noise_multiplier
     dp_loss_bound: float = PrivacySettings.dp_loss_bound
     dp_target_quantile: float = PrivacySettings.dp_target_quantile
     dp_clip_lr: float = PrivacySettings.dp_clip_lr

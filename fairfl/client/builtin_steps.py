@@ -33,7 +33,7 @@ from fairfl.client.passes import (
     loader_group_counts,
     qffl_h_for_config,
 )
-from fairfl.client.private_signal import LOCAL_DP_STEP, PRIVATE_LOSS_STEP
+from fairfl.client.private_signal import LOCAL_DP_STEP, PRIVATE_LOSS_STEP, private_accuracy
 from fairfl.client.rcfl import rcfl_settings, train_rcfl, train_rcfl_loader
 from fairfl.client.sensitive import model_group_counts
 from fairfl.client.steps import CLIENT_STEPS, ClientRound, ClientStep, MetricValue
@@ -65,9 +65,13 @@ def full_gradient(round_: ClientRound) -> Mapping[str, MetricValue]:
 
 
 def accuracy_before(round_: ClientRound) -> Mapping[str, MetricValue]:
-    """FedFa (``want-accuracy``): the received model's accuracy, from the F_k(w^t) pass."""
+    """FedFa (``want-accuracy``): the received model's accuracy, from the F_k(w^t) pass.
+
+    Clipped and noised under ``dp-accuracy-noise-multiplier``
+    (:func:`~fairfl.client.private_signal.private_accuracy`).
+    """
     assert round_.accuracy_before is not None  # declared received_accuracy
-    return {keys.ACC_BEFORE_TRAINING: round_.accuracy_before}
+    return {keys.ACC_BEFORE_TRAINING: private_accuracy(round_.config, round_.accuracy_before)}
 
 
 def group_counts_before(round_: ClientRound) -> Mapping[str, MetricValue]:
@@ -163,7 +167,11 @@ def rcfl_training(round_: ClientRound) -> Mapping[str, MetricValue]:
 
 
 def accuracy_after(round_: ClientRound) -> Mapping[str, MetricValue]:
-    """FedFa (``want-accuracy-after-training``): the trained model's accuracy."""
+    """FedFa (``want-accuracy-after-training``): the trained model's accuracy.
+
+    Clipped and noised under ``dp-accuracy-noise-multiplier``
+    (:func:`~fairfl.client.private_signal.private_accuracy`).
+    """
     split = round_.split
     if split is not None:
         accuracy = evaluate(round_.model, split.x, split.y, round_.device)[1]
@@ -171,7 +179,7 @@ def accuracy_after(round_: ClientRound) -> Mapping[str, MetricValue]:
         accuracy = loader_evaluate(
             round_.model, round_.batches, round_.loss_fn, round_.device, round_.batch_keys
         )[1]
-    return {keys.ACC_AFTER_TRAINING: accuracy}
+    return {keys.ACC_AFTER_TRAINING: private_accuracy(round_.config, accuracy)}
 
 
 def qffl_h_after(round_: ClientRound) -> Mapping[str, MetricValue]:

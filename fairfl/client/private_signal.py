@@ -1,4 +1,7 @@
-"""The client halves of DP: noise F_k(w^t), and under ``dp = "local"`` the update, before sending.
+"""The client halves of DP: noise F_k(w^t), Acc_k, and under ``dp = "local"`` the update.
+
+:func:`private_accuracy` is what FedFa's accuracy steps send: the accuracy clipped and
+noised when the train config carries ``dp-accuracy-noise-multiplier``.
 
 ``dp-local-noise-multiplier`` switches on an ``after`` step that clips the trained model's
 update to ``dp-local-clipping-norm`` and adds Gaussian noise
@@ -21,11 +24,13 @@ import torch
 
 from fairfl.client.steps import ClientRound, ClientStep, MetricValue
 from fairfl.privacy.signal import (
+    DP_ACCURACY_NOISE_MULTIPLIER,
     DP_LOCAL_CLIPPING_NORM,
     DP_LOCAL_NOISE_MULTIPLIER,
     DP_LOSS_BOUND,
     DP_LOSS_NOISE_MULTIPLIER,
     local_release,
+    noised_accuracy,
     noised_loss,
 )
 
@@ -45,6 +50,27 @@ def private_loss_before(
     generator = np.random.default_rng() if rng is None else rng
     round_.loss_before = noised_loss(round_.loss_before, bound, multiplier, generator)
     return {}
+
+
+def private_accuracy(
+    config: Mapping[str, object], accuracy: float, rng: np.random.Generator | None = None
+) -> float:
+    """The accuracy a client sends: clipped to [0, 1] and noised when the server asks.
+
+    With ``dp-accuracy-noise-multiplier`` z_A in the train config,
+    ``min(1, max(0, clip(Acc, 0, 1) + N(0, z_A²)))`` (``rng`` None: fresh OS entropy);
+    without it, ``accuracy`` as measured. FedFa's accuracy steps (before and after
+    training) send what this returns.
+    """
+    if DP_ACCURACY_NOISE_MULTIPLIER not in config:
+        return accuracy
+    multiplier = float(config[DP_ACCURACY_NOISE_MULTIPLIER])  # type: ignore[arg-type]
+    if not multiplier >= 0:
+        raise ValueError(
+            f"train config {DP_ACCURACY_NOISE_MULTIPLIER}={multiplier!r}: need a multiplier >= 0"
+        )
+    generator = np.random.default_rng() if rng is None else rng
+    return noised_accuracy(accuracy, multiplier, generator)
 
 
 #: The step, registered by :mod:`fairfl.client.builtin_steps` before the other ``before`` ones.

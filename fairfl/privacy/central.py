@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from fairfl.privacy.accounting import PrivacyAccount
 from fairfl.privacy.config import PrivacySettings
 from fairfl.privacy.signal import (
+    DP_ACCURACY_NOISE_MULTIPLIER,
     DP_LOSS_BOUND,
     DP_LOSS_NOISE_MULTIPLIER,
     round_noise_multiplier,
@@ -44,6 +45,7 @@ __all__ = [
     "clip_update",
     "effective_noise_multiplier",
     "noise_std",
+    "signal_diagnostics",
 ]
 
 
@@ -80,6 +82,22 @@ def effective_noise_multiplier(std: float, clipping_norm: float, max_weight: flo
     """z_eff = σ / (C · λ_max), the noise over the round's actual sensitivity (inf: λ_max = 0)."""
     sensitivity = clipping_norm * max_weight
     return float("inf") if sensitivity == 0 else float(std / sensitivity)
+
+
+def signal_diagnostics(settings: PrivacySettings, round_multiplier: float) -> dict[str, float]:
+    """The scalar releases' multipliers and the round's, for its record (none: no noise).
+
+    ``dp-loss-noise-multiplier`` (z_F) and ``dp-accuracy-noise-multiplier`` (z_A) when on,
+    and ``dp-noise-multiplier-round``, the multiplier accounted, when either is.
+    """
+    found = {
+        "dp-loss-noise-multiplier": settings.dp_loss_noise_multiplier,
+        "dp-accuracy-noise-multiplier": settings.dp_accuracy_noise_multiplier,
+    }
+    diagnostics = {key: value for key, value in found.items() if value > 0}
+    if diagnostics:  # the model's and the scalars' releases, one Gaussian (signal)
+        diagnostics["dp-noise-multiplier-round"] = round_multiplier
+    return diagnostics
 
 
 @dataclass
@@ -136,14 +154,15 @@ class CentralFixedClipping:
         return 0.0
 
     def train_config(self) -> dict[str, float]:
-        """The keys that switch on the clients' loss noise (none when z_F = 0)."""
+        """The keys that switch on the clients' loss and accuracy noise (none when 0)."""
         settings = self.settings
-        if settings.dp_loss_noise_multiplier <= 0:
-            return {}
-        return {
-            DP_LOSS_NOISE_MULTIPLIER: settings.dp_loss_noise_multiplier,
-            DP_LOSS_BOUND: settings.dp_loss_bound,
-        }
+        config: dict[str, float] = {}
+        if settings.dp_loss_noise_multiplier > 0:
+            config[DP_LOSS_NOISE_MULTIPLIER] = settings.dp_loss_noise_multiplier
+            config[DP_LOSS_BOUND] = settings.dp_loss_bound
+        if settings.dp_accuracy_noise_multiplier > 0:
+            config[DP_ACCURACY_NOISE_MULTIPLIER] = settings.dp_accuracy_noise_multiplier
+        return config
 
     def share_cap(self, sampled: int) -> float:
         """The largest share of the weights a client may carry: κ/m in ``cap`` mode, else 1."""
@@ -203,19 +222,16 @@ class CentralFixedClipping:
                 z_eff,
                 z_model,
             )
-        z_loss = settings.dp_loss_noise_multiplier
         z_model_round = round_noise_multiplier(z_eff, self.other_release_multiplier())
-        self.pending = round_noise_multiplier(z_model_round, z_loss)
+        self.pending = round_noise_multiplier(z_model_round, settings.signal_noise_multiplier)
         diagnostics: dict[str, Any] = {
             "dp-calibration": settings.dp_calibration,
             "dp-noise-std": std,
             "dp-lambda-max": lam_actual,
             "dp-noise-multiplier-effective": z_eff,
             "dp-weights-exceed-noise": int(exceeded),
+            **signal_diagnostics(settings, self.pending),
         }
-        if z_loss > 0:  # the model's and the losses' releases, one Gaussian (signal)
-            diagnostics["dp-loss-noise-multiplier"] = z_loss
-            diagnostics["dp-noise-multiplier-round"] = self.pending
         return noised, diagnostics
 
     def commit(self) -> dict[str, float]:
@@ -227,16 +243,16 @@ class CentralFixedClipping:
         return {"dp-epsilon": epsilon, "dp-delta": self.settings.dp_delta}
 
     def discard(self) -> dict[str, float]:
-        """Forget the model noised but not released (not kept); account the losses sent.
+        """Forget the model noised but not released (not kept); account the scalars sent.
 
-        Under loss noise the clients released their losses all the same: the round is
-        accounted at z_F alone (ε so far returned); otherwise nothing.
+        Under loss or accuracy noise the clients released them all the same: the round
+        is accounted at their multiplier alone (ε so far returned); otherwise nothing.
         """
         self.pending = None
-        z_loss = self.settings.dp_loss_noise_multiplier
-        if z_loss <= 0:
+        z_signal = self.settings.signal_noise_multiplier
+        if z_signal <= 0:
             return {}
-        epsilon = self.account.compose(self.sampling_rate, z_loss)
+        epsilon = self.account.compose(self.sampling_rate, z_signal)
         return {"dp-epsilon": epsilon, "dp-delta": self.settings.dp_delta}
 
     def state(self) -> dict[str, Any]:
@@ -260,6 +276,7 @@ class CentralFixedClipping:
             "weight_cap": self.settings.dp_weight_cap,
             "loss_noise_multiplier": self.settings.dp_loss_noise_multiplier,
             "loss_bound": self.settings.dp_loss_bound,
+            "accuracy_noise_multiplier": self.settings.dp_accuracy_noise_multiplier,
             "delta": self.settings.dp_delta,
             "sampling_rate": self.sampling_rate,
             "released_rounds": len(self.account.rounds),

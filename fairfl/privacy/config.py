@@ -1,9 +1,16 @@
-"""Run-config keys of differential privacy, parsed into :class:`PrivacySettings`."""
+"""Run-config keys of differential privacy, parsed into :class:`PrivacySettings`.
+
+Each key's default and bound are declared once, on its field (:mod:`fairfl.fields`); a
+bad value is refused with a :class:`~fairfl.fields.ParameterError` naming the key.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import ClassVar
+
+from fairfl.fields import Fields, ParameterError, Spec, choice, real
+from fairfl.privacy.signal import scalar_noise_multiplier
 
 #: Values of the ``dp`` run-config key.
 MODES = ("none", "central-fixed", "central-adaptive", "local", "distributed")
@@ -16,7 +23,7 @@ NOISE_RANGE = 6.0
 
 
 @dataclass(frozen=True)
-class PrivacySettings:
+class PrivacySettings(Fields):
     """Differential-privacy settings of a run (run-config keys hyphenated).
 
     Attributes
@@ -51,6 +58,10 @@ class PrivacySettings:
         z_F >= 0: each client clips its loss F_k(w^t) to [0, B] and adds N(0, (z_F B)²)
         before sending it (:mod:`~fairfl.privacy.signal`); 0 (the default): the loss is
         sent in the clear, as the rules read it without DP.
+    dp_accuracy_noise_multiplier : float
+        z_A >= 0: each client clips the training accuracy a rule asks for (FedFa's Acc_k)
+        to [0, 1] and adds N(0, z_A²) before sending it (:mod:`~fairfl.privacy.signal`);
+        0 (the default): the accuracy is sent in the clear.
     dp_loss_bound : float
         B > 0, the bound of the loss a client sends under loss noise.
     dp_target_quantile : float
@@ -67,62 +78,75 @@ class PrivacySettings:
         less noise, accounted as such.
     """
 
-    dp: str = "none"
-    dp_clipping_norm: float = 1.0
-    dp_noise_multiplier: float = 1.0
-    dp_delta: float = 1e-5
-    dp_weight_cap: float = 1.0
-    dp_calibration: str = "max-weight"
-    dp_loss_noise_multiplier: float = 0.0
-    dp_loss_bound: float = 5.0
-    dp_target_quantile: float = 0.5
-    dp_clip_lr: float = 0.2
-    dp_clipped_count_stddev: float = 0.0
-    dp_dropout_tolerance: float = 0.0
+    states_type: ClassVar[bool] = False  # a run config's types are checked when parsed
 
-    def __post_init__(self) -> None:
-        """Check every value; the error names the run-config key."""
-        if self.dp not in MODES:
-            raise ValueError(f"run config dp must be one of {MODES}, got {self.dp!r}")
-        if self.dp_calibration not in CALIBRATIONS:
-            raise ValueError(
-                f"run config dp-calibration must be one of {CALIBRATIONS}, "
-                f"got {self.dp_calibration!r}"
-            )
-        checks = (
-            ("dp-clipping-norm", self.dp_clipping_norm, self.dp_clipping_norm > 0, "> 0"),
-            ("dp-noise-multiplier", self.dp_noise_multiplier, self.dp_noise_multiplier > 0, "> 0"),
-            ("dp-delta", self.dp_delta, 0 < self.dp_delta < 1, "in (0, 1)"),
-            ("dp-weight-cap", self.dp_weight_cap, self.dp_weight_cap >= 1, ">= 1 (κ in κ/m)"),
-            ("dp-loss-noise-multiplier", self.dp_loss_noise_multiplier,
-             self.dp_loss_noise_multiplier >= 0, ">= 0"),
-            ("dp-loss-bound", self.dp_loss_bound, self.dp_loss_bound > 0, "> 0"),
-            ("dp-target-quantile", self.dp_target_quantile,
-             0 <= self.dp_target_quantile <= 1, "in [0, 1]"),
-            ("dp-clip-lr", self.dp_clip_lr, self.dp_clip_lr > 0, "> 0"),
-            ("dp-clipped-count-stddev", self.dp_clipped_count_stddev,
-             self.dp_clipped_count_stddev == 0
-             or self.dp_clipped_count_stddev > self.dp_noise_multiplier / 2,
-             "> dp-noise-multiplier / 2 (or 0: m/20)"),
-            ("dp-dropout-tolerance", self.dp_dropout_tolerance,
-             0 <= self.dp_dropout_tolerance < 1, "in [0, 1)"),
-        )  # fmt: skip
-        for key, value, ok, bound in checks:
-            if not math.isfinite(value) or not ok:
-                raise ValueError(f"run config {key} must be a finite number {bound}, got {value!r}")
-        if self.dp_loss_noise_multiplier > 0 and self.dp == "none":
-            raise ValueError(
-                "run config dp-loss-noise-multiplier > 0 needs dp (the account is the model's): "
-                "set dp, or dp-loss-noise-multiplier = 0"
-            )
+    dp: str = choice("none", MODES, key="dp")
+    dp_clipping_norm: float = real(1.0, key="dp-clipping-norm", lower=0.0, lower_open=True)
+    dp_noise_multiplier: float = real(1.0, key="dp-noise-multiplier", lower=0.0, lower_open=True)
+    dp_delta: float = real(
+        1e-5, key="dp-delta", lower=0.0, upper=1.0, lower_open=True, upper_open=True, span=True
+    )
+    dp_weight_cap: float = real(1.0, key="dp-weight-cap", lower=1.0, note=" (κ in κ/m)")
+    dp_calibration: str = choice("max-weight", CALIBRATIONS, key="dp-calibration")
+    dp_loss_noise_multiplier: float = real(
+        0.0, key="dp-loss-noise-multiplier", lower=0.0, note=" (0: losses in the clear)"
+    )
+    dp_accuracy_noise_multiplier: float = real(
+        0.0, key="dp-accuracy-noise-multiplier", lower=0.0, note=" (0: accuracies in the clear)"
+    )
+    dp_loss_bound: float = real(5.0, key="dp-loss-bound", lower=0.0, lower_open=True)
+    dp_target_quantile: float = real(0.5, key="dp-target-quantile", lower=0.0, upper=1.0, span=True)
+    dp_clip_lr: float = real(0.2, key="dp-clip-lr", lower=0.0, lower_open=True)
+    dp_clipped_count_stddev: float = real(
+        0.0, key="dp-clipped-count-stddev", lower=0.0, note=" (0: m/20)"
+    )
+    dp_dropout_tolerance: float = real(
+        0.0, key="dp-dropout-tolerance", lower=0.0, upper=1.0, upper_open=True, span=True
+    )
 
+    @classmethod
+    def subject(cls, name: str, spec: Spec) -> str:
+        """A message is about the run-config key (``run config dp-delta must be ...``)."""
+        return f"run config {spec.key}"
+
+    def check(self) -> None:
+        """What no one field's bound says; the error names the key it refuses."""
+        stddev = self.dp_clipped_count_stddev
+        if stddev != 0 and stddev <= self.dp_noise_multiplier / 2:
+            raise ParameterError(
+                "dp_clipped_count_stddev",
+                "run config dp-clipped-count-stddev must be > dp-noise-multiplier / 2 "
+                f"({self.dp_noise_multiplier / 2:g}) or 0 (m/20), got {stddev!r}",
+                "dp-clipped-count-stddev",
+            )
+        for name in ("dp_loss_noise_multiplier", "dp_accuracy_noise_multiplier"):
+            key = name.replace("_", "-")
+            if getattr(self, name) > 0 and self.dp == "none":
+                raise ParameterError(
+                    name,
+                    f"run config {key} > 0 needs dp (the account is the model's): set dp, "
+                    f"or {key} = 0",
+                    key,
+                )
         if self.dp == "distributed" and self.dp_calibration == "cap":
-            raise ValueError(
+            raise ParameterError(
+                "dp_calibration",
                 "run config dp-calibration='cap' is refused with dp='distributed': the "
-                "clients' noise is sized to the round's largest weight (max-weight)"
+                "clients' noise is sized to the round's largest weight (max-weight)",
+                "dp-calibration",
             )
 
     @property
     def enabled(self) -> bool:
         """Whether the run adds noise (``dp`` is not ``"none"``)."""
         return self.dp != "none"
+
+    @property
+    def signal_noise_multiplier(self) -> float:
+        """The clients' scalar releases as one Gaussian's multiplier (0: none noised).
+
+        :func:`~fairfl.privacy.signal.scalar_noise_multiplier` of z_F and z_A.
+        """
+        return scalar_noise_multiplier(
+            self.dp_loss_noise_multiplier, self.dp_accuracy_noise_multiplier
+        )

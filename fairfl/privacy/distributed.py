@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fairfl.privacy.central import CentralFixedClipping
+from fairfl.privacy.central import CentralFixedClipping, signal_diagnostics
 from fairfl.privacy.signal import round_noise_multiplier
 
 __all__ = [
@@ -186,8 +186,7 @@ class DistributedNoise(CentralFixedClipping):
                 z_eff,
                 z,
             )
-        z_loss = settings.dp_loss_noise_multiplier
-        self.pending = round_noise_multiplier(z_eff, z_loss)
+        self.pending = round_noise_multiplier(z_eff, settings.signal_noise_multiplier)
         diagnostics: dict[str, Any] = {
             "dp-calibration": "distributed",
             "dp-noise-std": plan.std,
@@ -199,10 +198,8 @@ class DistributedNoise(CentralFixedClipping):
             "dp-survivors": len(nodes),
             "dp-noise-multiplier-effective": z_eff,
             "dp-weights-exceed-noise": int(exceeded),
+            **signal_diagnostics(settings, self.pending),
         }
-        if z_loss > 0:
-            diagnostics["dp-loss-noise-multiplier"] = z_loss
-            diagnostics["dp-noise-multiplier-round"] = self.pending
         return diagnostics
 
     def forget(self, server_round: int) -> None:

@@ -9,7 +9,8 @@ Accounting: a client's release in a round is the Gaussian mechanism of multiplie
 update of sensitivity C. The server knows who took part, so no amplification by sampling
 is claimed (q = 1), and a client is accounted as if it took part in every round: the ε
 of the client that trained most, an upper bound for the others. With loss noise z_F the
-round composes as one Gaussian of ``(z^-2 + z_F^-2)^(-1/2)``, as under central DP
+round composes as one Gaussian of ``(z^-2 + z_F^-2)^(-1/2)`` (and z_A^-2 under accuracy
+noise), as under central DP
 (:mod:`~fairfl.privacy.signal`). The aggregate carries the clients' noise summed with the
 rule's weights: ``Σ λ_k² (z C)²`` per value, ``z C / √m`` for a mean of m, where central
 DP adds ``z C / m``: the price of not trusting the server.
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fairfl.privacy.central import CentralFixedClipping
+from fairfl.privacy.central import CentralFixedClipping, signal_diagnostics
 from fairfl.privacy.signal import (
     DP_LOCAL_CLIPPING_NORM,
     DP_LOCAL_NOISE_MULTIPLIER,
@@ -73,7 +74,7 @@ class LocalNoise(CentralFixedClipping):
         lam = np.array([abs(w) for w in weights], dtype=np.float64)
         client_std = settings.dp_noise_multiplier * settings.dp_clipping_norm
         self.pending = round_noise_multiplier(
-            settings.dp_noise_multiplier, settings.dp_loss_noise_multiplier
+            settings.dp_noise_multiplier, settings.signal_noise_multiplier
         )
         diagnostics: dict[str, Any] = {
             "dp-calibration": "local",
@@ -83,10 +84,8 @@ class LocalNoise(CentralFixedClipping):
             "dp-lambda-max": float(lam.max(initial=0.0)),
             "dp-noise-multiplier-effective": settings.dp_noise_multiplier,
             "dp-weights-exceed-noise": 0,
+            **signal_diagnostics(settings, self.pending),
         }
-        if settings.dp_loss_noise_multiplier > 0:
-            diagnostics["dp-loss-noise-multiplier"] = settings.dp_loss_noise_multiplier
-            diagnostics["dp-noise-multiplier-round"] = self.pending
         return [np.asarray(a, dtype=np.float64) for a in new_arrays], diagnostics
 
     def discard(self) -> dict[str, float]:

@@ -7,10 +7,14 @@ guessed:
 
 * FedMGDA+ and its variants (fedavg-n, fedmgda-plain, mgda-prox) and FedFV normalise or
   project each update and pick λ by a QP or conflicts over the private updates themselves;
-* q-FedSGD steps along gradients divided by Σ h_k;
-* FedAdam and FedYogi rescale the mean update by the server optimiser's running moments,
-  and FedFa keeps a server momentum of the *un-noised* averages, so noise on the new model
-  has no λ C bound (and the momentum would carry un-noised updates into later rounds).
+* q-FedSGD steps along gradients divided by Σ h_k.
+
+FedAdam, FedYogi and FedFa step from their weighted average w̄ (server optimiser,
+momentum): central DP noises w̄, which is of the form, before the step
+(:class:`~fairfl.strategies.reweighted.StepsFromWeightedAverage`), so the step and the
+moments it keeps are post-processing. FedFa's weights read the accuracies the clients
+send, private under ``dp-accuracy-noise-multiplier`` (:mod:`fairfl.privacy.signal`), which
+only a rule that reads an accuracy may ask for (:func:`accuracy_refusal`).
 
 q-FFL's step is of the form, with λ_k = L F_k^q / Σ h_j, but h_j reads the update's
 norm: under DP it is computed from the clipped update (the clients' ``qffl-h`` is not
@@ -24,26 +28,48 @@ clients compute their own weights are refused (:func:`distributed_refusal`).
 
 from __future__ import annotations
 
+from fairfl.contract import keys
 from fairfl.privacy.adaptive import AdaptiveClipping
 from fairfl.privacy.central import CentralFixedClipping
 from fairfl.privacy.config import PrivacySettings
 from fairfl.privacy.distributed import DistributedNoise
 from fairfl.privacy.local import LocalNoise
 from fairfl.strategies.base import FairStrategy
-from fairfl.strategies.fedfa import FedFa
-from fairfl.strategies.fedopt import FedOptRule
 from fairfl.strategies.secure import secure_form_of
 
-__all__ = ["KNOWN_WEIGHTS", "attach_privacy", "distributed_refusal", "privacy_refusal"]
+__all__ = [
+    "ACCURACY_METRICS",
+    "KNOWN_WEIGHTS",
+    "accuracy_refusal",
+    "attach_privacy",
+    "distributed_refusal",
+    "privacy_refusal",
+]
+
+
+#: The train metrics that are a client's accuracy (FedFa's Acc_k, after or before training).
+ACCURACY_METRICS = (keys.ACC_AFTER_TRAINING, keys.ACC_BEFORE_TRAINING)
+
+
+def accuracy_refusal(strategy: FairStrategy, settings: PrivacySettings) -> str | None:
+    """Why ``dp-accuracy-noise-multiplier`` cannot apply to ``strategy``, or None if it can.
+
+    Only an accuracy a rule asks for is noised; a rule that reads none would release
+    nothing the account counts.
+    """
+    if settings.dp_accuracy_noise_multiplier <= 0:
+        return None
+    if any(key in ACCURACY_METRICS for key in strategy.required_metrics):
+        return None
+    name = strategy.registry_name or type(strategy).__name__
+    return (
+        f"run config dp-accuracy-noise-multiplier > 0 noises the training accuracy a rule "
+        f"reads (FedFa's); strategy {name} reads none: set it to 0"
+    )
 
 
 def privacy_refusal(strategy: FairStrategy) -> str | None:
     """Why central DP cannot be calibrated to ``strategy``'s update, or None if it can."""
-    if isinstance(strategy, FedOptRule | FedFa):
-        return (
-            f"{strategy.rule_name}'s server optimiser or momentum rescales and keeps the "
-            "un-noised mean update: noise on the new model has no max λ·C bound"
-        )
     if not strategy.caps_client_share:
         return (
             f"{strategy.rule_name}'s update is not w - Σ λ_k (w - w_k) (it normalises, projects "
@@ -86,8 +112,12 @@ def attach_privacy(
     Raises
     ------
     ValueError
-        If the rule's update is not one the noise is calibrated to (:func:`privacy_refusal`).
+        If the rule's update is not one the noise is calibrated to (:func:`privacy_refusal`),
+        or accuracy noise is asked of a rule that reads no accuracy (:func:`accuracy_refusal`).
     """
+    refused = accuracy_refusal(strategy, settings)
+    if refused is not None:
+        raise ValueError(refused)
     if settings.dp == "distributed":
         reason = distributed_refusal(strategy)
         if reason is not None:

@@ -8,7 +8,7 @@ apart so that the orchestrator stays the round's outline; with ``dp = "none"``
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from flwr.app import ArrayRecord
 from numpy.typing import NDArray
@@ -24,6 +24,10 @@ class PrivateRounds:
     #: Central DP (``dp = "central-fixed"``; set by
     #: :func:`~fairfl.strategies.private.attach_privacy`), or None: off.
     privacy: CentralFixedClipping | None = None
+    #: Whether the rule noises its weighted average itself, before a server step from it
+    #: (:class:`~fairfl.strategies.reweighted.StepsFromWeightedAverage`): the step is then
+    #: post-processing, and :meth:`noised` adds nothing to the stepped model.
+    noises_average: ClassVar[bool] = False
     #: Messages sent per round and phase (``{"train": m}``).
     sampled: dict[int, dict[str, int]]
     max_client_share: float
@@ -64,14 +68,22 @@ class PrivateRounds:
         """The rule's new model, with the round's Gaussian noise added when DP is on.
 
         ``result`` is the rule's ``(new arrays, diagnostics)``; the diagnostics go into
-        the round's record, then the noise's settings (σ, the effective multiplier).
+        the round's record, then the noise's settings (σ, the effective multiplier). A rule
+        that :attr:`noises_average` noised its average already: its model as it is.
         """
         new_arrays, diagnostics = result
         record.diagnostics.update(diagnostics)
-        if self.privacy is None:
+        if self.privacy is None or self.noises_average:
             return new_arrays
+        return self.with_noise(server_round, new_arrays, record)
+
+    def with_noise(
+        self, server_round: int, arrays: list[NDArray[Any]], record: TrainRoundRecord
+    ) -> list[NDArray[Any]]:
+        """``arrays`` plus the round's Gaussian noise (DP on); σ and z_eff into the record."""
+        assert self.privacy is not None  # callers check
         noisy, noise = self.privacy.release(
-            new_arrays,
+            arrays,
             record.weights.values(),
             self.sampled_train(server_round),
             record.diagnostics.get("dp-sensitivity-weight"),  # q-FFL's bound, if set

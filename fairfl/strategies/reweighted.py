@@ -143,17 +143,23 @@ class StepsFromWeightedAverage(ReweightedStrategy):
     FedFa's momentum and FedAdam's / FedYogi's optimisers: :meth:`aggregate` computes the
     weighted average w̄ as every reweighted rule does, then :meth:`step_from_average`.
     The step reads w^t and w̄ only, never a reply, so under secure aggregation
-    (:class:`fairfl.strategies.secure.SecureRounds`) it runs on the unmasked average.
+    (:class:`fairfl.strategies.secure.SecureRounds`) it runs on the unmasked average, and
+    under central DP on the noised average (w̄ is of the unified form, sensitivity
+    C max_k λ_k; the step and the state it keeps are post-processing of that release).
     """
+
+    noises_average: ClassVar[bool] = True
 
     def aggregate(
         self, server_round: int, global_arrays: list[NDArray[Any]], replies: list[TrainReply]
     ) -> Aggregate | RejectedReplies:
-        """w̄ with the λ of :meth:`lambdas`, then :meth:`step_from_average`."""
+        """w̄ with the λ of :meth:`lambdas`, noised under central DP, then the step."""
         averaged = super().aggregate(server_round, global_arrays, replies)
         if isinstance(averaged, RejectedReplies):
             return averaged
         average, diagnostics = averaged
+        if self.privacy is not None:  # noised before the step (PrivateRounds.noised skips)
+            average = self.with_noise(server_round, average, self.train_records[server_round])
         new_arrays, step_diagnostics = self.step_from_average(server_round, global_arrays, average)
         diagnostics.update(step_diagnostics)
         return new_arrays, diagnostics

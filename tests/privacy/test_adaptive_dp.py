@@ -66,9 +66,13 @@ def test_default_count_noise_too_small_is_refused_naming_the_key():
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("dp-target-quantile", 1.5, r"dp-target-quantile must be a finite number in \[0, 1\]"),
-        ("dp-clip-lr", 0.0, "dp-clip-lr must be a finite number > 0"),
-        ("dp-clipped-count-stddev", 0.4, "dp-clipped-count-stddev must be a finite number >"),
+        ("dp-target-quantile", 1.5, r"run config dp-target-quantile must be in \[0, 1\], got 1.5"),
+        ("dp-clip-lr", 0.0, "run config dp-clip-lr must be > 0, got 0.0"),
+        (
+            "dp-clipped-count-stddev",
+            0.4,
+            r"run config dp-clipped-count-stddev must be > dp-noise-multiplier / 2 \(0.5\)",
+        ),
     ],
 )
 def test_adaptive_ranges_are_checked_at_start(key, value, message):

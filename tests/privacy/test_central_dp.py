@@ -8,6 +8,7 @@ import dp_accounting
 import numpy as np
 import pytest
 
+from fairfl.fields import ParameterError
 from fairfl.privacy.accounting import PrivacyAccount, epsilon_of
 from fairfl.privacy.central import (
     CentralFixedClipping,
@@ -141,16 +142,17 @@ def test_epsilon_equals_dp_accountings_and_grows_with_rounds():
     ("key", "value", "message"),
     [
         ("dp", "gaussian", "run config dp must be one of"),
-        ("dp-clipping-norm", 0.0, "run config dp-clipping-norm must be a finite number > 0"),
+        ("dp-clipping-norm", 0.0, "run config dp-clipping-norm must be > 0, got 0.0"),
         ("dp-noise-multiplier", -1.0, "run config dp-noise-multiplier must be"),
-        ("dp-delta", 1.5, r"run config dp-delta must be a finite number in \(0, 1\)"),
-        ("dp-weight-cap", 0.5, "run config dp-weight-cap must be a finite number >= 1"),
+        ("dp-delta", 1.5, r"run config dp-delta must be in \(0, 1\), got 1.5"),
+        ("dp-weight-cap", 0.5, r"run config dp-weight-cap must be >= 1 \(κ in κ/m\), got 0.5"),
         ("dp-calibration", "mean", "run config dp-calibration must be one of"),
     ],
 )
 def test_bad_value_is_refused_naming_the_key(key, value, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ParameterError, match=message) as refused:
         RunSettings.from_run_config({key: value})
+    assert refused.value.key == key
 
 
 def test_dp_with_secure_aggregation_is_refused():

@@ -252,7 +252,7 @@ def test_drops_within_the_tolerance_keep_the_full_multiplier_and_epsilon_compose
         ),
         (
             {"dp": "distributed", "secure-aggregation": "secagg+", "dp-dropout-tolerance": 1.0},
-            r"run config dp-dropout-tolerance must be a finite number in \[0, 1\)",
+            r"run config dp-dropout-tolerance must be in \[0, 1\), got 1.0",
         ),
     ],
 )
