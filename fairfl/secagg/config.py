@@ -4,17 +4,19 @@ The defaults are those of Flower's :class:`flwr.server.workflow.SecAggPlusWorkfl
 (flwr 1.42: ``max_weight=1000.0``, ``clipping_range=8.0``, ``quantization_range=2**22``,
 ``modulus_range=2**32``). The workflow has no default for the number of shares and
 the reconstruction threshold; fairfl takes those of Flower's secure-aggregation example
-(``examples/flower-secure-aggregation``: 3 shares, threshold 2).
+(``examples/flower-secure-aggregation``: 3 shares, threshold 2). Each key's default and
+bound are declared once, on its field (:mod:`fairfl.fields`); a bad value is refused
+with a :class:`~fairfl.fields.ParameterError` naming the key.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from fairfl.contract.config import dataclass_fields_from_config
+from fairfl.fields import Fields, ParameterError, Spec, choice, integer, real
 
 #: Values of the ``secure-aggregation`` run-config key.
 MODES = ("none", "secagg+")
@@ -23,7 +25,7 @@ MODULUS_RANGE = 2**32
 
 
 @dataclass(frozen=True)
-class SecAggSettings:
+class SecAggSettings(Fields):
     """Secure-aggregation settings of a run (run-config keys hyphenated).
 
     Attributes
@@ -39,64 +41,66 @@ class SecAggSettings:
         or a fraction in (0, 1] of the shares. A round in which a client's neighbourhood
         keeps fewer live clients than this is skipped.
     secagg_clipping_range : float
-        C > 0: every masked value (weight ratio × payload) is clipped to [-C, C].
+        C in (0, 1e12]: every masked value (weight ratio × payload) is clipped to [-C, C].
     secagg_quantization_range : int
-        Q >= 2: the integers [0, Q] a value of [-C, C] is mapped to.
+        Q in [2, 2^32): the integers [0, Q] a value of [-C, C] is mapped to (Flower's
+        check, ``SecAggPlusWorkflow._check_init_params``: the masks' modulus is larger
+        than Q, so that one quantised value fits).
     secagg_max_weight : float
         The largest client weight (> 0); a client whose weight is larger refuses to
         send (its ratio to this is quantised with Q).
     """
 
-    secure_aggregation: str = "none"
-    secagg_num_shares: float = 3.0
-    secagg_reconstruction_threshold: float = 2.0
-    secagg_clipping_range: float = 8.0
-    secagg_quantization_range: int = 4194304
-    secagg_max_weight: float = 1000.0
+    states_type: ClassVar[bool] = False  # a run config's types are checked when parsed
 
-    def __post_init__(self) -> None:
-        """Check every value; the error names the run-config key."""
-        if self.secure_aggregation not in MODES:
-            raise ValueError(
-                f"run config secure-aggregation must be one of {MODES}, "
-                f"got {self.secure_aggregation!r}"
-            )
+    secure_aggregation: str = choice("none", MODES, key="secure-aggregation")
+    # > 0 here; as counts (above 1) in check().
+    secagg_num_shares: float = real(3.0, key="secagg-num-shares", lower=0.0, lower_open=True)
+    secagg_reconstruction_threshold: float = real(
+        2.0, key="secagg-reconstruction-threshold", lower=0.0, lower_open=True
+    )
+    secagg_clipping_range: float = real(
+        8.0, key="secagg-clipping-range", lower=0.0, upper=1e12, lower_open=True, span=True
+    )
+    secagg_quantization_range: int = integer(
+        4194304, key="secagg-quantization-range", lower=2, upper=MODULUS_RANGE - 1
+    )
+    secagg_max_weight: float = real(1000.0, key="secagg-max-weight", lower=0.0, lower_open=True)
+
+    @classmethod
+    def subject(cls, name: str, spec: Spec) -> str:
+        """A message is about the run-config key (``run config secagg-max-weight ...``)."""
+        return f"run config {spec.key}"
+
+    def check(self) -> None:
+        """What no one field's bound says: shares and threshold as counts; t < k.
+
+        Raises
+        ------
+        ParameterError
+            Naming ``secagg-num-shares`` or ``secagg-reconstruction-threshold``.
+        """
         shares, threshold = self.secagg_num_shares, self.secagg_reconstruction_threshold
-        for key, value in (
-            ("secagg-num-shares", shares),
-            ("secagg-reconstruction-threshold", threshold),
-            ("secagg-clipping-range", self.secagg_clipping_range),
-            ("secagg-max-weight", self.secagg_max_weight),
-        ):
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(f"run config {key} must be a finite number > 0, got {value!r}")
         if shares > 1 and (shares != int(shares) or shares < 3):
-            raise ValueError(
+            raise ParameterError(
+                "secagg_num_shares",
                 "run config secagg-num-shares must be a fraction in (0, 1] of the sampled "
-                f"clients or an integer >= 3, got {shares!r}"
+                f"clients or an integer >= 3, got {shares!r}",
+                "secagg-num-shares",
             )
         if threshold > 1 and threshold != int(threshold):
-            raise ValueError(
+            raise ParameterError(
+                "secagg_reconstruction_threshold",
                 "run config secagg-reconstruction-threshold must be a fraction in (0, 1] of "
-                f"the shares or an integer >= 2, got {threshold!r}"
+                f"the shares or an integer >= 2, got {threshold!r}",
+                "secagg-reconstruction-threshold",
             )
         if shares > 1 and threshold > 1 and threshold >= shares:
-            raise ValueError(
+            raise ParameterError(
+                "secagg_reconstruction_threshold",
                 f"run config secagg-reconstruction-threshold ({threshold:g}) must be less "
-                f"than secagg-num-shares ({shares:g}): Bell et al.'s SecAgg+ needs t < k"
-            )
-        if self.secagg_clipping_range > 1e12:
-            raise ValueError(
-                "run config secagg-clipping-range must be at most 1e12, "
-                f"got {self.secagg_clipping_range!r}"
-            )
-        quantization = self.secagg_quantization_range
-        # Flower's check (SecAggPlusWorkflow._check_init_params): the masks' modulus is
-        # larger than Q, so that one quantised value fits.
-        if not 2 <= quantization < MODULUS_RANGE:
-            raise ValueError(
-                f"run config secagg-quantization-range must be in [2, {MODULUS_RANGE}), "
-                f"got {quantization!r}"
+                f"than secagg-num-shares ({shares:g}): Bell et al.'s SecAgg+ needs t < k",
+                "secagg-reconstruction-threshold",
             )
 
     @property
