@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from io import BytesIO
+from types import MappingProxyType
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -275,18 +276,23 @@ def check_value(node_id: int, record: str, key: str, value: object, spec: FieldS
         raise ReplyError(node_id, where, f"must be <= {spec.upper:g}{limit}, got {max(numbers):g}")
 
 
-def _metrics_of(node_id: int, message: Message) -> MetricRecord:
+def _metrics_of(node_id: int, message: Message) -> dict[str, Any]:
+    """The reply's ``metrics`` MetricRecord as a plain dict, read once.
+
+    Each access of Flower's ``RecordDict.metric_records`` builds and type-checks a new
+    dict of the records: the reader looks the record up by its name instead.
+    """
     if message.has_error():
         raise ReplyError(node_id, "error", f"reply is an error: {message.error.reason}")
-    content = message.content
-    if keys.METRICS not in content.metric_records:
+    record = message.content.get(keys.METRICS)
+    if not isinstance(record, MetricRecord):
         raise ReplyError(node_id, f"content[{keys.METRICS!r}]", "is missing (no MetricRecord)")
-    return content.metric_records[keys.METRICS]
+    return dict(record.items())
 
 
 def _read_metrics(
     node_id: int,
-    metrics: MetricRecord,
+    metrics: Mapping[str, Any],
     table: Mapping[str, FieldSpec],
     required: Sequence[str],
 ) -> dict[str, int | float | list[float]]:
@@ -298,8 +304,30 @@ def _read_metrics(
         if key in metrics:
             value = metrics[key]
             check_value(node_id, "metrics", key, value, spec)
-            values[key] = value  # type: ignore[assignment]
+            values[key] = value
     return values
+
+
+@functools.lru_cache(maxsize=64)
+def _train_table(
+    weight_key: str, loss_key: str | None, max_loss: float, declared: int
+) -> Mapping[str, FieldSpec]:
+    """The spec of each train metric a reply may carry, built once per reader's settings.
+
+    ``declared`` is the number of declared keys (:func:`declare_train_metrics` only adds
+    keys, never changes one), so a key declared later gets a table of its own.
+    """
+    table = {
+        weight_key: TRAIN_METRICS[keys.NUM_EXAMPLES],
+        **_DECLARED_TRAIN_METRICS,
+        **TRAIN_METRICS,
+    }
+    loss_spec = _loss_spec(max_loss)
+    table.update({keys.LOSS_BEFORE_TRAINING: loss_spec, keys.TRAIN_LOSS: loss_spec})
+    table[keys.RCFL_ETA] = _eta_spec(max_loss)
+    if loss_key is not None:
+        table.setdefault(loss_key, loss_spec)
+    return MappingProxyType(table)
 
 
 def read_train_reply(
@@ -356,26 +384,16 @@ def read_train_reply(
         Naming the node, the field and the reason.
     """
     node_id = int(message.metadata.src_node_id)
-    table = {
-        weight_key: TRAIN_METRICS[keys.NUM_EXAMPLES],
-        **_DECLARED_TRAIN_METRICS,
-        **TRAIN_METRICS,
-    }
-    loss_spec = _loss_spec(max_loss)
-    table.update({keys.LOSS_BEFORE_TRAINING: loss_spec, keys.TRAIN_LOSS: loss_spec})
-    table[keys.RCFL_ETA] = _eta_spec(max_loss)
-    if loss_key is not None:
-        table.setdefault(loss_key, loss_spec)
+    table = _train_table(weight_key, loss_key, max_loss, len(_DECLARED_TRAIN_METRICS))
     metrics = _read_metrics(
         node_id,
         _metrics_of(node_id, message),
         table,
         (weight_key, *required_metrics),
     )
-    records = message.content.array_records
-    if arrays_key not in records:
+    arrays = message.content.get(arrays_key)
+    if not isinstance(arrays, ArrayRecord):
         raise ReplyError(node_id, f"content[{arrays_key!r}]", "is missing (no ArrayRecord)")
-    arrays = records[arrays_key]
     got_keys = tuple(arrays.keys())
     if set(got_keys) != set(layout.keys):
         missing = sorted(set(layout.keys) - set(got_keys))
@@ -400,7 +418,7 @@ def read_train_reply(
             value = array_view(array)
         except Exception as error:  # any payload, however broken, costs one reply only
             raise ReplyError(node_id, f"arrays[{key!r}]", f"cannot be decoded: {error}") from error
-        if value.shape != shape or str(value.dtype) != dtype:
+        if value.shape != shape or _dtype_name(value.dtype) != dtype:
             raise ReplyError(
                 node_id, f"arrays[{key!r}]", "payload does not match its declared shape/dtype"
             )
@@ -487,6 +505,12 @@ def _npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
         raise ValueError(f"has dtype {dtype}: objects and structured dtypes are refused")
     return tuple(shape), bool(fortran_order), dtype
+
+
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dtype: np.dtype[Any]) -> str:
+    """``str(dtype)``, once per dtype (numpy builds the name again on every call)."""
+    return str(dtype)
 
 
 def check_array_values(node_id: int, key: str, value: NDArray[Any], max_abs: float | None) -> None:
