@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp.exception import AggregationError
-from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+from numpy.lib.format import header_data_from_array_1_0, write_array_header_1_0
 from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, keys
@@ -214,23 +215,48 @@ def app_metrics(
 def aggregate_app_metrics(records: list[RecordDict], weighted_by_key: str) -> MetricRecord:
     """Flower's weighted average of the replies' metrics, less fairfl's per-client reports.
 
-    :func:`flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords` (FedAvg's
-    default) over copies of the replies without :data:`CLIENT_REPORT_KEYS`: every app
-    metric (``train_loss``, ``eval_acc``, ``my-metric``), weighted by
-    ``weighted_by_key``, which is left out.
+    The arithmetic of :func:`flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords`
+    (FedAvg's default), value for value and in the same order, over the replies'
+    MetricRecords without :data:`CLIENT_REPORT_KEYS`: every app metric (``train_loss``,
+    ``eval_acc``, ``my-metric``), weighted by ``weighted_by_key``, which is left out.
+    Each reply's records are read once, as plain dicts, and the result is checked once
+    as a MetricRecord: building stripped copies of the replies' records and averaging
+    them with Flower's function (which reads ``RecordDict.metric_records`` twice per
+    reply and type-checks every intermediate value) took ~2 ms of CPU per round at 40
+    replies, where this takes ~0.3 ms (issue #51).
     """
-    stripped = [
-        RecordDict(
-            {
-                name: MetricRecord(
-                    {k: v for k, v in metrics.items() if k not in CLIENT_REPORT_KEYS}
-                )
-                for name, metrics in record.metric_records.items()
-            }
-        )
-        for record in records
-    ]
-    return aggregate_metricrecords(stripped, weighted_by_key)
+    stripped: list[list[dict[str, Any]]] = []
+    weights: list[float] = []
+    for record in records:
+        metrics: list[dict[str, Any]] = [
+            {k: v for k, v in values.items() if k not in CLIENT_REPORT_KEYS}
+            for values in record.values()
+            if isinstance(values, MetricRecord)
+        ]
+        # The first MetricRecord's weight, as Flower's (fairfl's reader checked it).
+        weights.append(metrics[0][weighted_by_key])
+        stripped.append(metrics)
+    total_weight = sum(weights)
+    factors = [w / total_weight for w in weights]
+    aggregated: dict[str, Any] = {}
+    for metrics, weight in zip(stripped, factors, strict=True):
+        for values in metrics:
+            for key, value in values.items():
+                if key == weighted_by_key:
+                    continue
+                if key not in aggregated:
+                    if isinstance(value, list):
+                        aggregated[key] = [v * weight for v in value]
+                    else:
+                        aggregated[key] = value * weight
+                elif isinstance(value, list):
+                    aggregated[key] = [
+                        current + v * weight
+                        for current, v in zip(aggregated[key], value, strict=True)
+                    ]
+                else:
+                    aggregated[key] = aggregated[key] + value * weight
+    return MetricRecord(aggregated)
 
 
 def contents_of(messages: list[Message], nodes: list[int]) -> list[RecordDict]:
@@ -279,4 +305,25 @@ def global_model(
     problem = global_model_problem(layout.keys, cast, max_abs_weight)
     if problem is not None:
         return None, problem
-    return ArrayRecord({k: Array(v) for k, v in zip(layout.keys, cast, strict=True)}), None
+    return ArrayRecord({k: saved_array(v) for k, v in zip(layout.keys, cast, strict=True)}), None
+
+
+def saved_array(value: NDArray[Any]) -> Array:
+    """``Array(value)``, the same bytes, with one copy of a C-contiguous array's values.
+
+    Flower's ``Array.from_numpy_ndarray`` writes ``np.save``'s bytes into a ``BytesIO``:
+    the values are copied by ``tobytes``, again into the growing buffer and by
+    ``getvalue``, each copy into freshly allocated memory (at 1M float32 parameters
+    ~1,000 page faults a round). Here ``np.save``'s header (``.npy`` format 1.0) is
+    written alone and joined with the array's own buffer. Any other array, and a header
+    too long for format 1.0 (``np.save`` then writes 2.0), takes Flower's path.
+    """
+    if not value.flags.c_contiguous:
+        return Array(value)
+    header = BytesIO()
+    try:
+        write_array_header_1_0(header, header_data_from_array_1_0(value))
+    except ValueError:
+        return Array(value)
+    data = b"".join((header.getvalue(), value.reshape(-1).view(np.uint8).data))
+    return Array(dtype=str(value.dtype), shape=tuple(value.shape), stype="numpy.ndarray", data=data)

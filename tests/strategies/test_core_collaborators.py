@@ -21,7 +21,12 @@ from fairfl.strategies import intake
 from fairfl.strategies.errors import RejectedReplies
 from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
 from fairfl.strategies.options import StrategyOptions
-from fairfl.strategies.records import TrainRoundRecord, aggregate_app_metrics, weight_diagnostics
+from fairfl.strategies.records import (
+    CLIENT_REPORT_KEYS,
+    TrainRoundRecord,
+    aggregate_app_metrics,
+    weight_diagnostics,
+)
 from fairfl.strategies.rounds import DeferredUpdates
 from fairfl.strategies.sampling import SizeSampler
 
@@ -203,3 +208,84 @@ def test_a_round_whose_every_reply_is_rejected_aggregates_nothing_and_defers_not
     assert record.dropped == {1: "arrays['w'] has Inf", 2: "arrays['w'] has Inf"}
     deferred.apply()
     assert state == []
+
+
+def app_reply(count: int, metrics: dict[str, object], extra: dict[str, object] | None = None):
+    from flwr.app import MetricRecord, RecordDict
+
+    records = {keys.METRICS: MetricRecord({keys.NUM_EXAMPLES: count, **metrics})}
+    records.update({name: MetricRecord(values) for name, values in (extra or {}).items()})
+    return RecordDict(records)  # type: ignore[arg-type]
+
+
+def test_the_app_metric_average_by_hand_without_the_client_reports():
+    # Shares 1/4 and 3/4: 2.0 and 4.0 average to 0.5 + 3.0 = 3.5; [1, 2] and [3, 4] to
+    # [0.25 + 2.25, 0.5 + 3.0]; a second record's metric by the first record's weight.
+    first = app_reply(
+        10, {"train_loss": 2.0, "hist": [1, 2], keys.ACTIVATION: [9.0]}, {"m": {"x": 8}}
+    )
+    second = app_reply(
+        30, {"train_loss": 4.0, "hist": [3, 4], keys.PARTITION_ID: 7}, {"m": {"x": 0}}
+    )
+    averaged = aggregate_app_metrics([first, second], keys.NUM_EXAMPLES)
+    assert dict(averaged) == {"train_loss": 3.5, "hist": [2.5, 3.5], "x": 2.0}
+
+
+def test_the_app_metric_average_is_flowers_value_for_value():
+    from flwr.app import MetricRecord, RecordDict
+    from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+
+    rng = np.random.default_rng(5)
+    replies = [
+        app_reply(
+            int(rng.integers(1, 500)),
+            {
+                "train_loss": float(rng.uniform(0, 3)),
+                "hist": [int(v) for v in rng.integers(0, 9, size=4)],
+                "probe": [float(v) for v in rng.normal(size=3)],
+                keys.QFFL_H: 1.5,
+                keys.RCFL_ETA: 0.25,
+            },
+        )
+        for _ in range(7)
+    ]
+    stripped = [
+        RecordDict(
+            {
+                name: MetricRecord({k: v for k, v in values.items() if k not in CLIENT_REPORT_KEYS})
+                for name, values in reply.metric_records.items()
+            }
+        )
+        for reply in replies
+    ]
+    ours = aggregate_app_metrics(replies, keys.NUM_EXAMPLES)
+    flowers = aggregate_metricrecords(stripped, keys.NUM_EXAMPLES)
+    assert list(ours.items()) == list(flowers.items())  # same keys, order and floats
+
+
+def test_an_app_metric_that_is_a_number_in_one_reply_and_a_list_in_another_raises():
+    replies = [app_reply(1, {"m": 1.0}), app_reply(1, {"m": [1.0]})]
+    with pytest.raises(TypeError):
+        aggregate_app_metrics(replies, keys.NUM_EXAMPLES)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.array(3.5),  # 0-d
+        np.zeros((2, 0)),  # no values
+        np.array([1.0, -2.0], dtype=">f4"),  # big-endian
+        np.array([True, False]),
+        np.arange(12, dtype=np.float64).reshape(3, 4).T,  # F-contiguous: Flower's path
+    ],
+)
+def test_a_saved_array_is_flowers_array_byte_for_byte(value):
+    from flwr.app import Array
+
+    from fairfl.strategies.records import saved_array
+
+    ours, flowers = saved_array(value), Array(value)
+    assert (ours.dtype, ours.shape, ours.stype) == (flowers.dtype, flowers.shape, flowers.stype)
+    assert ours.data == flowers.data
+    assert np.array_equal(ours.numpy(), value)
