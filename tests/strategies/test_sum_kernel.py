@@ -40,7 +40,8 @@ def _both_paths(monkeypatch, global_arrays, clients, weights):
         [0.25, 0.25, 0.5],  # Σλ = 1: w^t carries no weight
         [0.7, -0.2, 0.3],  # VRed's negative weight, Σλ = 0.8: w^t weighs 0.2
         [0.0, 0.6, 0.3],  # a weight of 0
-        [0.1, 0.2, 0.0, 0.1, 0.25, 0.15],  # rows in two groups of the kernel's 4
+        [0.1, 0.2, 0.0, 0.1, 0.25, 0.15],  # rows in one group of the kernel's 8, not full
+        [0.05, 0.1, 0.0, 0.1, 0.05, 0.15, 0.1, 0.05, 0.2, 0.0, 0.2],  # two groups of 8
     ],
 )
 def test_same_model_bit_for_bit_as_numpy(monkeypatch, weights):
@@ -77,7 +78,7 @@ def test_a_zero_weight_keeps_a_nan_out_and_its_norm_flags_it(monkeypatch):
     assert np.isnan(norms[1, 0])
 
 
-@pytest.mark.parametrize("clients", [1, 3, 4, 6])  # the kernel's groups of 4 rows, full or not
+@pytest.mark.parametrize("clients", [1, 3, 4, 6, 8, 11])  # groups of 8 rows, full or not
 def test_fedmgda_step_is_the_float64_difference_form_rounded_once(monkeypatch, clients):
     # FedMGDA+'s step w^t + Σ_i c_i (w_i − w^t): each difference exact in float64, added
     # with its c_i in client order, w^t added, then one rounding to float32; the

@@ -35,7 +35,11 @@ SUM_SOURCE = r"""
    rounds as numpy's. norms (n values, or NULL) gain each client's float32 sum of squares
    of each chunk, added in double. */
 #define SUM_CHUNK 2048
-#define GROUP 4
+/* Rows added per pass over acc. 8 (was 4) read and write acc half as often: with the
+   prefetch below, the weighted sum of 40 rows x 1M took ~35 % less CPU (17.6 -> 11.3 ms)
+   and the step ~10 % less (10.7 -> 9.4 ms; issue #51). Each value's operations and
+   their order are the same for any GROUP, so the results are the same bit for bit. */
+#define GROUP 8
 __attribute__((target("avx2,fma")))
 int weighted_sum_f32(const float **rows, const double *weights, int n, const float *global,
                      double global_weight, int use_global, int64_t k, float *out,
@@ -67,6 +71,9 @@ int weighted_sum_f32(const float **rows, const double *weights, int n, const flo
             for (; t + 8 <= m; t += 8) {
                 __m256d lo = _mm256_load_pd(acc + t), hi = _mm256_load_pd(acc + t + 4);
                 for (int q = 0; q < GROUP; q++) {
+                    /* This row's next chunk, a cache line per 16 values, as the step's. */
+                    if ((t & 15) == 0)
+                        _mm_prefetch((const char *)(x[q] + t + SUM_CHUNK), _MM_HINT_T0);
                     __m256 v = _mm256_loadu_ps(x[q] + t);
                     if (fold[q]) squares[q] = _mm256_add_ps(squares[q], _mm256_mul_ps(v, v));
                     if (add[q]) {
