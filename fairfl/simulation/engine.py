@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -62,6 +64,7 @@ from fairfl.simulation.ray_probe import (
     check_ray_address,
 )
 from fairfl.simulation.signals import exit_on_signals, signals_deferred
+from fairfl.simulation.staging import stage_app
 from fairfl.telemetry.environment import RAY_CLUSTER_ENV
 
 __all__ = [
@@ -236,10 +239,18 @@ def simulate(
     env[RAY_ADDRESS_ENV] = ray_address if ray_address is not None else PRIVATE_RAY
     # The ServerApp records it in summary.json (fairfl.telemetry.environment).
     env[RAY_CLUSTER_ENV] = env[RAY_ADDRESS_ENV]
+    # flwr run packs a staged copy of the app's packed files (fairfl.simulation.staging);
+    # the SuperLink still runs in the app folder, where relative out-dirs land.
+    staging = Path(tempfile.mkdtemp(prefix="fairfl-fab-"))
+    try:
+        packed = stage_app(app, staging / app.name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     command = [
         str(bin_dir / "flwr"),
         "run",
-        str(app),
+        str(packed),
         "fairfl-sim",
         "--stream",
         "--federation-config",
@@ -307,6 +318,7 @@ def simulate(
                 for process in started:
                     process.wait(timeout=15)
                 _ACTIVE_RUNS.discard(run_id)
+                shutil.rmtree(staging, ignore_errors=True)
     return run_outcome(out_dir, run_id, code)
 
 
