@@ -273,19 +273,28 @@ def _flatten(values):
             yield value
 
 
-def _silent_at(stage: str, nodes: set[int], rounds: set[int]):
-    """``nodes`` (node ids) go silent at ``stage`` in ``rounds`` (train-config server-round)."""
-    state = {"round": 0}
+def _silent_at(stage: str, nodes: set[int], rounds: set[int], sums: set[int] | None = None):
+    """``nodes`` (node ids) go silent at ``stage`` in ``rounds`` (train-config server-round).
+
+    ``sums``: only in these secure sums of the round (1 the first; a two-round form's
+    later sums start with a setup that only draws fresh keys); ``None``: in every sum.
+    """
+    state = {"round": 0, "sum": 0, "stage": ""}
 
     def reply_filter(instruction: Message, reply: Message) -> Message | None:
         record = instruction.content.config_records.get(RECORD)
         if record is None:
             return reply
-        if record["stage"] == Stage.SETUP and "config" in instruction.content.config_records:
-            # A train setup (a two-round form's later setups only draw fresh keys).
-            state["round"] = int(instruction.content.config_records["config"]["server-round"])
+        if record["stage"] == Stage.SETUP and state["stage"] != Stage.SETUP:  # a new sum
+            config = instruction.content.config_records.get("config")
+            if config is not None:  # a train setup: the round's first sum
+                state["round"], state["sum"] = int(config["server-round"]), 1
+            else:
+                state["sum"] += 1
+        state["stage"] = str(record["stage"])
         node = instruction.metadata.dst_node_id
-        if record["stage"] == stage and node in nodes and state["round"] in rounds:
+        in_sum = sums is None or state["sum"] in sums
+        if record["stage"] == stage and node in nodes and state["round"] in rounds and in_sum:
             return None
         return reply
 
