@@ -19,7 +19,10 @@ masks' generator); what differs is fairfl's:
   keeps them for its parts;
 * an integer array of a payload (FairFed's group counts) is masked as it is, not
   quantised, so that its sum is exact; a weight the form keeps (FairFed's ω_k) stays
-  in ``Context.state`` (:data:`HELD`) from round to round;
+  in ``Context.state`` (:data:`HELD`) from round to round, and in the node's
+  ``secagg-state-dir`` when its node config names one (:mod:`fairfl.secagg.held`); a
+  client the server counts as holding it that holds none refuses the round, naming
+  the key, and starts again from ω_k^0 the next (:func:`~fairfl.secagg.forms.restarted_held`);
 * a setup with ``rekey`` (a two-round form's later sums) trains nothing: it draws fresh
   keys for the next sum of the same round.
 """
@@ -61,7 +64,14 @@ from flwr.supercore.primitives.asymmetric import (
 from numpy.typing import NDArray
 
 from fairfl.contract import keys
-from fairfl.secagg.forms import SCALAR_STAGES, WEIGHT_KIND, client_part, held_after
+from fairfl.secagg import held as held_state
+from fairfl.secagg.forms import (
+    SCALAR_STAGES,
+    WEIGHT_KIND,
+    client_part,
+    held_after,
+    restarted_held,
+)
 from fairfl.secagg.noise import clip_to_norm, noised
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
@@ -88,7 +98,7 @@ UPDATE = "fairfl.secagg.update"
 PRIVATE = "fairfl.secagg.private"
 #: What a form keeps on the client across rounds (FairFed's ω_k), in ``Context.state``:
 #: the in-process runner's checkpoints keep it, so a resumed run's clients hold it too.
-HELD = "fairfl.secagg.held"
+HELD = held_state.RECORD
 #: A weight this far (relative) above ``max_weight`` is a float rounding of it, not a breach.
 WEIGHT_RTOL = 1e-9
 
@@ -253,7 +263,15 @@ def _collect_masked_vectors(
         state.rd_seed_share_dict[source] = seed_share
         state.sk1_share_dict[source] = key_share
     update = [array.numpy() for array in ctxt.state.array_records[UPDATE].values()]
-    held = ctxt.state.config_records.get(HELD, ConfigRecord())
+    held = held_state.load_held(ctxt)
+    if (restart := restarted_held(part, held)) is not None:
+        held_state.save_held(ctxt, {**held, **restart})
+        raise ValueError(
+            "secure aggregation: this client lost the weight its rule keeps on it across "
+            "rounds (FairFed's ω_k: a restarted SuperNode without node config "
+            f"{held_state.STATE_DIR_KEY}); it sits out this round and starts again from "
+            f"ω_k^0 = n_k / n; set node config {held_state.STATE_DIR_KEY} to keep ω_k"
+        )
     kept = {**ctxt.state.config_records.get(PRIVATE, ConfigRecord()), **held}
     # Distributed DP (the part carries its keys): the update clipped before the form reads it.
     weight, payload = client_part(part, clip_to_norm(part, update), kept)
@@ -301,7 +319,7 @@ def _collect_masked_vectors(
         del ctxt.state.array_records[UPDATE]  # the update leaves the client only masked
         ctxt.state.config_records.pop(PRIVATE, None)
         if keep := held_after(part, kept):  # FairFed's ω_k, for the next round
-            ctxt.state.config_records[HELD] = ConfigRecord({**held, **keep})
+            held_state.save_held(ctxt, {**held, **keep})
     # Residues mod 2^32 fit 4 bytes: half of the int64 Flower's masks come in.
     wire = vector_dtype(state.mod_range)
     return {Key.MASKED_PARAMETERS: [ndarray_to_bytes(a.astype(wire)) for a in vector]}

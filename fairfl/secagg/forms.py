@@ -27,6 +27,7 @@ __all__ = [
     "COUNT",
     "EXCESS",
     "FAIRFED_BETA",
+    "FAIRFED_HELD",
     "FAIRFED_MEAN_GAP",
     "FAIRFED_METRIC",
     "FAIRFED_PREVIOUS",
@@ -62,6 +63,7 @@ __all__ = [
     "client_part",
     "fairfed_weight",
     "held_after",
+    "restarted_held",
 ]
 
 FormKind = Literal["one-round", "scalars-in-clear", "two-rounds", "impossible"]
@@ -122,6 +124,7 @@ FAIRFED_WEIGHT_TOTAL = "fairfed-weight-total"  # Σ ω_k^{t-1}, FairFed's first 
 FAIRFED_MEAN_GAP = "fairfed-mean-gap"  # mean Δ, its second
 FAIRFED_BETA = "fairfed-beta"
 FAIRFED_WEIGHT = "fairfed-weight"  # the ω̄_k a client keeps (client.HELD) for its next round
+FAIRFED_HELD = "fairfed-held"  # whether the server counts the client as holding ω_k
 #: -log2(1e-6): the largest I^acc_k (FedFa's F2), the public scale of its second sum.
 FEDFA_INFORMATION_MAX = -math.log2(1e-6)
 
@@ -359,6 +362,22 @@ def held_after(part: Mapping[str, Any], private: Mapping[str, Any]) -> dict[str,
     if part.get(WEIGHT_KIND) != "fairfed":
         return {}
     return {FAIRFED_WEIGHT: fairfed_weight(part, private)}
+
+
+def restarted_held(part: Mapping[str, Any], held: Mapping[str, float]) -> dict[str, float] | None:
+    """What a client that lost its held weight keeps instead; ``None`` if it lost none.
+
+    FairFed's first sum tells each client whether the server counts it among the
+    clients holding ω_k (``fairfed-held``: it was in an earlier round's weighted sum).
+    One that is but holds none (a SuperNode restarted without node config
+    ``secagg-state-dir``) has lost ω_k: it keeps ω_k^0 = n_k / n as this part sent it,
+    from which its next round starts. ``None`` for every other part.
+    """
+    if part.get(WEIGHT_KIND) != "fairfed-counts" or not bool(part.get(FAIRFED_HELD, False)):
+        return None
+    if FAIRFED_WEIGHT in held:
+        return None
+    return {FAIRFED_WEIGHT: float(part[FAIRFED_PREVIOUS])}
 
 
 def _counts(part: Mapping[str, Any], private: Mapping[str, Any]) -> list[int]:

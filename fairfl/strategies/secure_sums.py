@@ -295,6 +295,12 @@ class FairFedSums(TwoRoundSums):
     1-Lipschitz), and the clear ones sum to >= 1, so ``TwoRoundSums.settle`` holds.
     """
 
+    def __init__(self, strategy: FairStrategy, settings: SecAggSettings) -> None:
+        super().__init__(strategy, settings)
+        #: The client keys whose ω_k entered an unmasked weighted sum of this run: they
+        #: hold one (the server, resumed from a checkpoint, starts this list again).
+        self.holders: set[str] = set()
+
     @property
     def hidden(self) -> tuple[str, ...]:
         """The client's ``group-counts``."""
@@ -307,25 +313,35 @@ class FairFedSums(TwoRoundSums):
         return self.strategy
 
     def first(self, server_round: int, replies: list[TrainReply]) -> SumParts:
-        """Each client masks its counts and ``s ω_k^{t-1}`` (ω_k^0 = n_k / n: FF5)."""
-        share = 1.0 / (2.0 * (1.0 + self.fairfed.params.beta))
+        """Each client masks its counts and ``s ω_k^{t-1}`` (ω_k^0 = n_k / n: FF5).
+
+        Each part says whether the client holds ω_k (``fairfed-held``: it was in an
+        earlier round's weighted sum), so that one that lost it refuses the round.
+        """
+        rule = self.fairfed
+        share = 1.0 / (2.0 * (1.0 + rule.params.beta))
         self.begin(server_round, {reply.node_id: share for reply in replies})
         shares = sample_weights([reply.num_examples for reply in replies])
         self.defaults = {r.node_id: float(p) for r, p in zip(replies, shares, strict=True)}
-        self.max_count = self.fairfed.client_keys.counts.max_num_examples
+        self.keys = {reply.node_id: rule.client_key(reply) for reply in replies}
+        self.max_count = rule.client_keys.counts.max_num_examples
         return {
             nid: self.scalar_part(
                 "fairfed-counts",
                 nid,
                 self.max_count,
-                **{forms.FAIRFED_PREVIOUS: self.defaults[nid]},
+                **{
+                    forms.FAIRFED_PREVIOUS: self.defaults[nid],
+                    forms.FAIRFED_HELD: self.keys[nid] in self.holders,
+                },
             )
             for nid in self.shares
         }
 
     def next(self, last: SecureSum) -> SumParts | None:
         """Mean Δ from the summed counts, then the weights; ``None`` after the weighted sum."""
-        if self.stage == 2:
+        if self.stage == 2:  # the clients in the weighted sum now hold ω̄_k
+            self.holders |= {self.keys[int(m.metadata.src_node_id)] for m in last.replies}
             return None
         rule = self.fairfed
         self.stage += 1
