@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from fairfl.simulation import run_inprocess
-from tests.simulation.test_resume_engine import app_copy
-from tests.simulation.test_resume_engine import flwr_sim as flwr_sim_from
+from fairfl.simulation.engine import toml_overrides
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +66,7 @@ def test_flwr_run_under_secagg_equals_the_clear_run_within_the_bound(
 
 
 def test_flwr_run_with_distributed_dp_records_epsilon_and_noises_the_trained_model(
-    tmp_path: Path,
+    tmp_path: Path, flwr_sim
 ):
     # C = 10 keeps every update unclipped (one epoch of logistic regression moves it far
     # less), so the secure model is the clear one plus the noise; C_s = 40 >= C (1 + 6 z).
@@ -89,9 +88,7 @@ def test_flwr_run_with_distributed_dp_records_epsilon_and_noises_the_trained_mod
         "dp-clipping-norm": clipping,
         "out-dir": str(out),
     }
-    # From a copy of the app (a small FAB), as the resume test submits.
-    failed = flwr_sim_from(app_copy(tmp_path / "app"), private, tmp_path / "flwr-home")
-    assert not failed, failed
+    flwr_sim(toml_overrides(private), supernodes=3, timeout=600)
     (line,) = [json.loads(x) for x in (out / "rounds.jsonl").read_text().splitlines()]
     diagnostics = line["train"]["diagnostics"]
     assert diagnostics["dp-calibration"] == "distributed"
