@@ -9,6 +9,9 @@ guessed:
   project each update and pick λ by a QP or conflicts over the private updates themselves;
 * q-FedSGD steps along gradients divided by Σ h_k.
 
+RC-FL is refused under every ``dp`` mode (:func:`clear_scalar_refusal`): its η^{t+1}
+averages a scalar the clients report in the clear.
+
 FedAdam, FedYogi and FedFa step from their weighted average w̄ (server optimiser,
 momentum): central DP noises w̄, which is of the form, before the step
 (:class:`~fairfl.strategies.reweighted.StepsFromWeightedAverage`), so the step and the
@@ -35,13 +38,14 @@ from fairfl.privacy.config import PrivacySettings
 from fairfl.privacy.distributed import DistributedNoise
 from fairfl.privacy.local import LocalNoise
 from fairfl.strategies.base import FairStrategy
-from fairfl.strategies.secure import secure_form_of
+from fairfl.strategies.secure import AggregatesClearScalars, secure_form_of
 
 __all__ = [
     "ACCURACY_METRICS",
     "KNOWN_WEIGHTS",
     "accuracy_refusal",
     "attach_privacy",
+    "clear_scalar_refusal",
     "distributed_refusal",
     "privacy_refusal",
 ]
@@ -65,6 +69,22 @@ def accuracy_refusal(strategy: FairStrategy, settings: PrivacySettings) -> str |
     return (
         f"run config dp-accuracy-noise-multiplier > 0 noises the training accuracy a rule "
         f"reads (FedFa's); strategy {name} reads none: set it to 0"
+    )
+
+
+def clear_scalar_refusal(strategy: FairStrategy) -> str | None:
+    """Why no DP mode covers ``strategy``'s state, or None: it averages clear client scalars.
+
+    RC-FL's η^{t+1} is the W-weighted mean of the η_j its clients report in the clear
+    (:class:`~fairfl.strategies.secure.AggregatesClearScalars`), sent to every client
+    next round: a release of the clients' data no noise of any ``dp`` mode covers.
+    """
+    if not isinstance(strategy, AggregatesClearScalars):
+        return None
+    return (
+        f"{strategy.rule_name}'s state moves with a scalar each client reports in the clear "
+        "(RC-FL's eta^{t+1}, the weighted mean of the clients' eta_j, sent to every client), "
+        "which no noise covers"
     )
 
 
@@ -113,11 +133,15 @@ def attach_privacy(
     ------
     ValueError
         If the rule's update is not one the noise is calibrated to (:func:`privacy_refusal`),
-        or accuracy noise is asked of a rule that reads no accuracy (:func:`accuracy_refusal`).
+        its state moves with clear client scalars (:func:`clear_scalar_refusal`), or
+        accuracy noise is asked of a rule that reads no accuracy (:func:`accuracy_refusal`).
     """
     refused = accuracy_refusal(strategy, settings)
     if refused is not None:
         raise ValueError(refused)
+    reason = clear_scalar_refusal(strategy)
+    if reason is not None:
+        raise ValueError(f"run config dp={settings.dp!r} is refused for this rule: {reason}")
     if settings.dp == "distributed":
         reason = distributed_refusal(strategy)
         if reason is not None:

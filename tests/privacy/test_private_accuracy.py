@@ -19,6 +19,7 @@ from fairfl.strategies.fedfa import FedFa
 from fairfl.strategies.fedmgda import FedMGDAPlus
 from fairfl.strategies.fedopt import FedAdam
 from fairfl.strategies.private import attach_privacy, privacy_refusal
+from fairfl.strategies.rcfl import RCFL
 from tests.conftest import make_reply
 from tests.strategies.baseline_helpers import aggregate_round, configure
 
@@ -178,3 +179,10 @@ def test_inprocess_fedfa_run_accounts_its_noised_accuracies(tmp_path):
     assert all("fedfa-momentum-norm" in r for r in rounds)
     assert outcome.summary["privacy"]["accuracy_noise_multiplier"] == 0.5
     assert all(np.isfinite(a.numpy()).all() for a in outcome.arrays.values())
+
+
+@pytest.mark.parametrize("mode", ["central-fixed", "central-adaptive", "local", "distributed"])
+def test_rcfl_is_refused_under_every_mode_for_its_clear_eta(mode):
+    # η^{t+1} = Σ W_j η_j of the clients' clear η_j reaches every client: no noise covers it.
+    with pytest.raises(ValueError, match=f"dp='{mode}' is refused for this rule: RC-FL's"):
+        attach_privacy(RCFL(), PrivacySettings(dp=mode), sampling_rate=1.0, seed=0)
