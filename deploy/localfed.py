@@ -431,7 +431,7 @@ class LocalFederation:
         """
         config = dict(run_config)
         config.setdefault("out-dir", str(self.out_root / name))
-        args = [str(SCRIPTS / "submit-run.sh"), "--connection", "tls", "--app", str(REPO_ROOT)]
+        args = [str(SCRIPTS / "submit-run.sh"), "--connection", "tls", "--app", str(self.app())]
         for key, value in config.items():
             args += ["-c", f"{key}={toml_value(value)}"]
         log = self.workdir / "logs" / f"flwr-run-{name}.log"
@@ -769,6 +769,20 @@ class LocalFederation:
     def ditto_state_dir(self, index: int) -> Path:
         """SuperNode ``index``'s ``ditto-state-dir``: a folder of its host's home."""
         return self.workdir / "homes" / f"n{index + 1}" / "ditto"
+
+    def app(self) -> Path:
+        """The app ``flwr run`` packs: the checkout's packed files, staged in the workdir.
+
+        Flower walks every file under the folder it is given before applying
+        ``fab-include``; the checkout's venv made that 12 CPU-s a run
+        (:mod:`fairfl.simulation.staging`). Staged again on every call, so a run packs
+        the checkout as it is now.
+        """
+        from fairfl.simulation.staging import stage_app
+
+        staged = self.workdir / "app" / REPO_ROOT.name
+        shutil.rmtree(staged, ignore_errors=True)
+        return stage_app(REPO_ROOT, staged)
 
     def out_dir(self, name: str = "run") -> Path:
         """Where run ``name`` writes its results (on the SuperLink host)."""

@@ -16,6 +16,7 @@ import pytest
 from packaging.version import Version
 
 from fairfl.simulation.engine import flower_env, free_port, stop, toml_overrides, wait_for_port
+from fairfl.simulation.staging import stage_app
 
 ROOT = Path(__file__).resolve().parents[2]
 FLWR_VERSION = Version(flwr.__version__)
@@ -95,8 +96,10 @@ def test_semivred_over_the_grpc_fleet_api(tmp_path):
                 "local-epochs": 1,
             }
         )
+        # The packed files only: Flower walks every file of the folder it packs.
+        app = stage_app(ROOT, tmp_path / "app" / ROOT.name)
         submitted = subprocess.run(
-            ["flwr", "run", str(ROOT), "grpc", "--stream", "--run-config", overrides],
+            ["flwr", "run", str(app), "grpc", "--stream", "--run-config", overrides],
             env=env,
             cwd=tmp_path,
             capture_output=True,

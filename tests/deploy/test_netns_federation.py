@@ -26,7 +26,6 @@ import pytest
 from localfed import (
     EXIT_SUPERNODE_NOT_REGISTERED,
     PROBE_REQUESTS,
-    REPO_ROOT,
     LocalFederation,
     app_run_config,
     why_no_proxy,
@@ -101,7 +100,7 @@ def test_device_cannot_reach_control_api(fed: LocalFederation, record_property) 
     # The operator's commands, from the device, with a profile for the proxy.
     victim = next(iter(nodes_before))
     attempts = {
-        "run": ("run", str(REPO_ROOT), "tls", "--run-config", "num-server-rounds=1"),
+        "run": ("run", str(fed.app()), "tls", "--run-config", "num-server-rounds=1"),
         "register": (
             "supernode",
             "register",
