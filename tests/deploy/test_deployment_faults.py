@@ -4,7 +4,7 @@ One federation (``deploy/localfed.py``: network namespaces, TLS, SuperNode
 authentication; three SuperNodes that retry their connection without end, as deployed
 devices do) serves the three tests in turn:
 
-- the ServerApp process is SIGKILLed after round 2 of 4 and the operator resumes from
+- the ServerApp process is SIGKILLed after round 2 of 3 and the operator resumes from
   its checkpoint: the final model and AFL's λ are bit-identical to an uninterrupted run
   of the in-process runner (which a test elsewhere pins to the deployed one), and the
   ledger of ``rounds.jsonl`` holds across the resume;
@@ -56,6 +56,9 @@ from fairfl.telemetry.ledger import verify_ledger
 pytestmark = pytest.mark.deployment
 
 N_SUPERNODES = 3
+#: Rounds of the runs interrupted after round 2: one more to resume (each round of the
+#: federation is ~6 ClientApp processes, ~4 CPU-s each, mostly importing torch).
+ROUNDS = 3
 #: A restarted SuperLink: its start, then the SuperNodes' reconnection (their retries).
 RESTART_WAIT = 180.0
 
@@ -237,8 +240,8 @@ def _resume_to_the_uninterrupted_end(
 ) -> None:
     """The operator's move after a crash: the same run config, resumed from the checkpoint.
 
-    The run then holds rounds 1-4 once each, adds up, keeps its ledger, completes, and
-    ends with the model and rule state of an uninterrupted run.
+    The run then holds rounds 1 to ``ROUNDS`` once each, adds up, keeps its ledger,
+    completes, and ends with the model and rule state of an uninterrupted run.
     """
     out_dir = fed.out_dir(name)
     resumed = fed.submit_run(
@@ -246,7 +249,7 @@ def _resume_to_the_uninterrupted_end(
     )
     assert resumed.returncode == 0, fed.log_tails()
     lines = read_rounds(out_dir)
-    assert [line["round"] for line in lines] == [1, 2, 3, 4], lines
+    assert [line["round"] for line in lines] == list(range(1, ROUNDS + 1)), lines
     _check_accounting(lines)
     report = verify_ledger(out_dir)
     assert report.ok, report
@@ -270,7 +273,7 @@ def test_serverapp_killed_and_resumed_from_its_checkpoint(
     fed: LocalFederation, pace: Pace, tmp_path: Path
 ) -> None:
     _all_running(fed)
-    config = _config(pace, strategy="afl", **{"num-server-rounds": 4, "seed": 11})
+    config = _config(pace, strategy="afl", **{"num-server-rounds": ROUNDS, "seed": 11})
     timeout = _run_timeout(pace, config)
     out_dir = fed.out_dir("serverapp-killed")
     first = Submitted(fed, config, "serverapp-killed", timeout)
@@ -288,7 +291,7 @@ def test_superlink_restarted_on_its_state_database(
     fed: LocalFederation, pace: Pace, tmp_path: Path
 ) -> None:
     _all_running(fed)
-    config = _config(pace, strategy="semivred", **{"num-server-rounds": 4, "seed": 12})
+    config = _config(pace, strategy="semivred", **{"num-server-rounds": ROUNDS, "seed": 12})
     timeout = _run_timeout(pace, config)
     out_dir = fed.out_dir("superlink-restarted")
     before = _run_status(fed)
