@@ -150,7 +150,7 @@ echo "=== oldest-flwr set-up, waited: $((SECONDS - oldest_start)) s ==="
 [ "$code" -eq 0 ] || exit "$code"
 oldest_tests_log="$(mktemp)"
 setsid .venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs -n 1 \
-  tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat \
+  -m "not flower_free" tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat \
   >"$oldest_tests_log" 2>&1 &
 oldest_pid=$!
 # One file per worker: a module's federation fixture runs once. The tests that read the

@@ -5,6 +5,8 @@ from hypothesis import strategies as st
 
 from fairfl.strategies.aggregation import reweighted_average, sample_weights, weight_entropy
 
+pytestmark = pytest.mark.flower_free  # no Flower API: not run again under the oldest flwr
+
 
 def test_sample_weights_by_hand():
     np.testing.assert_allclose(sample_weights([1, 3]), [0.25, 0.75])

@@ -1,11 +1,14 @@
 """reweighted_average works block by block; the result equals the plain float64 formula."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairfl.strategies._ops import passes
 from fairfl.strategies.aggregation import reweighted_average
+
+pytestmark = pytest.mark.flower_free  # no Flower API: not run again under the oldest flwr
 
 
 def plain(global_arrays, local_arrays, weights):

@@ -10,6 +10,8 @@ from scipy.cluster.vq import kmeans2
 
 from fairfl.strategies.equitable_clusters import kmeans_labels, lloyd_kmeans
 
+pytestmark = pytest.mark.flower_free  # no Flower API: not run again under the oldest flwr
+
 
 def reference(points, k, seed, iterations):
     """scipy's kmeans2 with every one of its iterations, and the generator after it."""

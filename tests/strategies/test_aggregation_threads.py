@@ -1,11 +1,14 @@
 """one_thread limits the BLAS and OpenMP pools for a call, and restores them after it."""
 
 import numpy as np
+import pytest
 from threadpoolctl import threadpool_info
 
 from fairfl.strategies._ops.blas import one_thread
 from fairfl.strategies._ops.gram import gram_matrix
 from fairfl.strategies.equitable_clusters import spectral_labels
+
+pytestmark = pytest.mark.flower_free  # no Flower API: not run again under the oldest flwr
 
 
 def _threads(user_api):

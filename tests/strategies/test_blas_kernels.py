@@ -17,6 +17,8 @@ from fairfl.strategies._ops.blas import (
     openblas_kernel_advice,
 )
 
+pytestmark = pytest.mark.flower_free  # no Flower API: not run again under the oldest flwr
+
 # /proc/cpuinfo's first lines, as Linux writes them (two CPUs: only the first is read).
 ZEN4 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n\n"
 SKYLAKE = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\n\n"

@@ -8,6 +8,8 @@ import pytest
 
 from fairfl.strategies.fedmgda_qp import gram_path, update_gram
 
+pytestmark = pytest.mark.flower_free  # no Flower API: not run again under the oldest flwr
+
 
 def test_gram_path_names_numpy_and_why_when_told_to(monkeypatch):
     monkeypatch.setenv("FAIRFL_GRAM_KERNEL", "numpy")

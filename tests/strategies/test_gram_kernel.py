@@ -33,9 +33,12 @@ from fairfl.strategies._ops.gram_kernel import (
     gram_kernel_description,
 )
 
-pytestmark = pytest.mark.skipif(
-    platform.machine() not in ("x86_64", "AMD64"), reason="the kernel is built on x86-64 only"
-)
+pytestmark = [
+    pytest.mark.flower_free,
+    pytest.mark.skipif(
+        platform.machine() not in ("x86_64", "AMD64"), reason="the kernel is built on x86-64 only"
+    ),
+]
 
 
 @pytest.fixture

@@ -18,9 +18,12 @@ from fairfl.strategies._ops.gram_kernel import gram_kernel
 from fairfl.strategies._ops.passes import reweighted_sum
 from fairfl.strategies._ops.sum_kernel import difference_step
 
-pytestmark = pytest.mark.skipif(
-    platform.machine() not in ("x86_64", "AMD64"), reason="the kernel is built on x86-64 only"
-)
+pytestmark = [
+    pytest.mark.flower_free,
+    pytest.mark.skipif(
+        platform.machine() not in ("x86_64", "AMD64"), reason="the kernel is built on x86-64 only"
+    ),
+]
 
 
 def _both_paths(monkeypatch, global_arrays, clients, weights):
