@@ -23,6 +23,10 @@ def flwr_sim(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
                 str(supernodes),
                 "--flwr-home",
                 str(tmp_path / "flwr-home"),
+                # One ClientApp actor: another would be one more process importing torch
+                # (~4.5 CPU-s a run); these small runs do not need two at a time.
+                "--init-arg",
+                "num_cpus=1",
                 "-c",
                 overrides,
             ],

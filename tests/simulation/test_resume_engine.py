@@ -58,6 +58,9 @@ def flwr_sim(app: Path, config: dict, flwr_home: Path) -> str:
             str(SUPERNODES),
             "--flwr-home",
             str(flwr_home),
+            # One ClientApp actor per run (another is one more process importing torch).
+            "--init-arg",
+            "num_cpus=1",
             "-c",
             toml_overrides(config),
         ],
