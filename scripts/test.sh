@@ -42,6 +42,9 @@ fi
 # checkout, so a fresh clone reuses them (a build with a changed input runs again).
 export FAIRFL_DOCKER_CACHE="${FAIRFL_DOCKER_CACHE:-$HOME/.cache/fairfl-docker-build}"
 export FAIRFL_DOCS_CACHE="${FAIRFL_DOCS_CACHE:-$HOME/.cache/fairfl-docs}"
+# mypy's cache too (it checks each entry against its file's hash): a clone type-checks
+# only what changed since the last run on this machine.
+export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-$HOME/.cache/fairfl-mypy}"
 timed "set-up (.venv)" bash scripts/setup.sh
 # The suite must leave the checkout as it found it (checked at the end): tests write
 # under their temporary folders; build/, outputs/ and .venv are ignored.
