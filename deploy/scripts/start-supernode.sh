@@ -13,6 +13,9 @@
 #   --device DEV           cpu, cuda, cuda:1, ... or auto (node-config device)
 #   --ditto-state-dir DIR  where Ditto keeps this device's personal models, so that a
 #                          restarted SuperNode keeps them (node-config ditto-state-dir)
+#   --secagg-state-dir DIR where FairFed under SecAgg+ keeps this device's weight, so
+#                          that a restarted SuperNode keeps it (node-config
+#                          secagg-state-dir)
 #   --key PATH             private key registered with the SuperLink
 #                          (default $FAIRFL_PKI_DIR/supernodes/supernode-<I+1>)
 #   --ca PATH              CA certificate (default $FAIRFL_PKI_DIR/ca.crt)
@@ -30,7 +33,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 fairfl_need flower-supernode "install flwr, or set FAIRFL_VENV"
 
-SUPERLINK=""; PID=""; NPART=""; DATA_ROOT=""; DEVICE=""; DITTO_DIR=""; KEY=""; CA="$FAIRFL_PKI_DIR/ca.crt"
+SUPERLINK=""; PID=""; NPART=""; DATA_ROOT=""; DEVICE=""; DITTO_DIR=""; SECAGG_DIR=""; KEY=""; CA="$FAIRFL_PKI_DIR/ca.crt"
 PORT=9094; HOST=127.0.0.1; ISOLATION=subprocess; INSECURE=0; SECRET=""; USE_SECRET=1; EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -40,6 +43,7 @@ while [[ $# -gt 0 ]]; do
     --data-root) DATA_ROOT="$2"; shift 2 ;;
     --device) DEVICE="$2"; shift 2 ;;
     --ditto-state-dir) DITTO_DIR="$2"; shift 2 ;;
+    --secagg-state-dir) SECAGG_DIR="$2"; shift 2 ;;
     --key) KEY="$2"; shift 2 ;;
     --ca) CA="$2"; shift 2 ;;
     --port) PORT="$2"; shift 2 ;;
@@ -49,7 +53,7 @@ while [[ $# -gt 0 ]]; do
     --superexec-secret) SECRET="$2"; shift 2 ;;
     --no-superexec-secret) USE_SECRET=0; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) fairfl_die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -63,6 +67,7 @@ NODE_CONFIG="partition-id=$PID num-partitions=$NPART"
 [[ -n "$DATA_ROOT" ]] && NODE_CONFIG+=" data-root=\"$DATA_ROOT\""
 [[ -n "$DEVICE" ]] && NODE_CONFIG+=" device=\"$DEVICE\""
 [[ -n "$DITTO_DIR" ]] && NODE_CONFIG+=" ditto-state-dir=\"$DITTO_DIR\""
+[[ -n "$SECAGG_DIR" ]] && NODE_CONFIG+=" secagg-state-dir=\"$SECAGG_DIR\""
 
 ARGS=(--superlink "$SUPERLINK" --node-config "$NODE_CONFIG" --isolation "$ISOLATION"
       --host "$HOST" --port "$PORT")

@@ -206,6 +206,8 @@ def test_start_scripts_pass_tls_auth_and_node_config(tmp_path: Path) -> None:
             "/data x",
             "--ditto-state-dir",
             "/var/lib/fairfl/ditto",
+            "--secagg-state-dir",
+            "/var/lib/fairfl/secagg",
             "--key",
             str(pki / "supernodes" / "supernode-1"),
             env=env,
@@ -218,6 +220,7 @@ def test_start_scripts_pass_tls_auth_and_node_config(tmp_path: Path) -> None:
         "data-root": "/data x",
         "device": "cuda",
         "ditto-state-dir": "/var/lib/fairfl/ditto",
+        "secagg-state-dir": "/var/lib/fairfl/secagg",
     }
     assert node[node.index("--root-certificates") + 1] == str(pki / "ca.crt")
     assert node[node.index("--auth-supernode-private-key") + 1] == str(
