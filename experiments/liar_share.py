@@ -59,7 +59,7 @@ from fairfl.contract import keys, write_train_reply
 from fairfl.contract.clients import write_client_key_reply
 from fairfl.server.preflight import make_strategy
 from fairfl.settings import RunSettings
-from fairfl.strategies.identity import MAX_NUM_EXAMPLES, MAX_NUM_EXAMPLES_BOUND
+from fairfl.strategies.core.identity import MAX_NUM_EXAMPLES, MAX_NUM_EXAMPLES_BOUND
 from fairfl.strategies.registry import STRATEGIES
 
 NUM_CLIENTS = 5

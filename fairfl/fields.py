@@ -8,8 +8,8 @@ with a :class:`ParameterError` that names the field and the run-config key, whos
 message is the bound's one text (``<subject> must be <bound>, got <value>``).
 
 One family for every layer: a rule's hyperparameters
-(:class:`fairfl.strategies.params.RuleParameters`), the options every rule takes
-(:class:`fairfl.strategies.options.StrategyOptions`), the run settings
+(:class:`fairfl.strategies.core.params.RuleParameters`), the options every rule takes
+(:class:`fairfl.strategies.core.options.StrategyOptions`), the run settings
 (:class:`fairfl.settings.RunSettings`) and the telemetry settings
 (:class:`fairfl.telemetry.config.TelemetrySettings`). A class says only who a message is
 about (:meth:`Fields.subject`: the field, or ``run config <key>``) and whether its

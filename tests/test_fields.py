@@ -13,8 +13,8 @@ from fairfl.fields import ParameterError, Spec
 from fairfl.secagg.config import SecAggSettings
 from fairfl.settings import RunSettings
 from fairfl.strategies import FedAvg, ReweightedStrategy
-from fairfl.strategies.options import StrategyOptions
-from fairfl.strategies.params import RuleParameters, real
+from fairfl.strategies.core.options import StrategyOptions
+from fairfl.strategies.core.params import RuleParameters, real
 from fairfl.strategies.registry import STRATEGIES, RuleSpec, build_strategy
 from fairfl.telemetry.config import TelemetrySettings
 

@@ -1,7 +1,7 @@
 """The settings a run config and every rule both take, each declared once.
 
 ``fraction-train`` is read from the run config (:class:`fairfl.settings.RunSettings`)
-and passed to the rule (:class:`fairfl.strategies.options.StrategyOptions`); both
+and passed to the rule (:class:`fairfl.strategies.core.options.StrategyOptions`); both
 declare the field with the :class:`~fairfl.fields.Spec` here, so the two layers hold
 one range and refuse a bad value with one message (``fraction_train must be in [0, 1],
 got 1.5``; from a run config: ``run config fraction-train must be in [0, 1], got 1.5``).

@@ -87,7 +87,7 @@ SORTS: dict[str, str] = {
 }
 
 #: The train diagnostic naming a round weighed by unregistered sample counts far above the
-#: round's median (``fairfl.strategies.identity.CountBounds.flag``).
+#: round's median (``fairfl.strategies.core.identity.CountBounds.flag``).
 COUNT_FLAG = "num-examples-flag"
 
 

@@ -104,7 +104,7 @@ def signal_diagnostics(settings: PrivacySettings, round_multiplier: float) -> di
 class CentralFixedClipping:
     """Clip, noise and account the rounds of one run (``dp = "central-fixed"``).
 
-    :class:`~fairfl.strategies.base.FairStrategy` calls it: :meth:`clip` on the accepted
+    :class:`~fairfl.strategies.core.base.FairStrategy` calls it: :meth:`clip` on the accepted
     replies before the rule aggregates, :meth:`share_cap` for the cap the rule applies,
     :meth:`release` on the new model, and :meth:`commit` once the round is accepted.
 

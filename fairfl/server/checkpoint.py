@@ -103,7 +103,7 @@ class Checkpoint:
     #: ``FairStrategy.sampling_state``): {} for uniform sampling and older checkpoints.
     sampling_state: dict[str, Any] = field(default_factory=dict)
     #: Which node holds which client key (``Claims.state_dict`` of
-    #: :mod:`fairfl.strategies.identity`): {} in older checkpoints.
+    #: :mod:`fairfl.strategies.core.identity`): {} in older checkpoints.
     client_claims: dict[str, Any] = field(default_factory=dict)
     #: Client key -> that client's ``Context.state`` after ``server_round``, for the
     #: clients that live in the server's process ({} otherwise and in older checkpoints).

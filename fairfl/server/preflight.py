@@ -129,7 +129,7 @@ def required_nodes(settings: RunSettings) -> int:
 def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairStrategy:
     """Build the configured rule, waiting for all ``num-partitions`` nodes by default."""
     from fairfl.strategies import build_strategy
-    from fairfl.strategies.identity import (
+    from fairfl.strategies.core.identity import (
         NO_REGISTRATION,
         Claims,
         CountBounds,
@@ -151,7 +151,7 @@ def make_strategy(settings: RunSettings, run_config: Mapping[str, Any]) -> FairS
         loss_clip_mad=settings.loss_clip_mad,
         max_client_share=settings.max_client_share,
     )
-    # Who a reply may speak for (fairfl.strategies.identity); the ServerApp sets the
+    # Who a reply may speak for (fairfl.strategies.core.identity); the ServerApp sets the
     # bound on client keys once the federation's size is known, and the node lookup.
     strategy.client_keys.counts = CountBounds(
         settings.max_num_examples, settings.num_examples_clip, settings.count_flag_ratio

@@ -43,8 +43,8 @@ from fairfl.server.checkpoint import (
     save_checkpoint,
 )
 from fairfl.server.group_fairness import add_group_fairness
-from fairfl.strategies.base import FairStrategy
-from fairfl.strategies.records import TrainRoundRecord
+from fairfl.strategies.core.base import FairStrategy
+from fairfl.strategies.core.records import TrainRoundRecord
 from fairfl.telemetry.config import TelemetrySettings
 from fairfl.telemetry.ledger import SUMMARY_KEY, config_fingerprint, json_safe
 from fairfl.telemetry.nodes import NodeKeys

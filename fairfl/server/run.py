@@ -44,8 +44,8 @@ from fairfl.server.results import (
 )
 from fairfl.settings import RunSettings
 from fairfl.strategies import FairStrategy
-from fairfl.strategies.identity import NO_REGISTRATION, grid_fingerprints
-from fairfl.strategies.records import TrainedNothingError, trained_nothing
+from fairfl.strategies.core.identity import NO_REGISTRATION, grid_fingerprints
+from fairfl.strategies.core.records import TrainedNothingError, trained_nothing
 from fairfl.strategies.secure import secure_rounds
 from fairfl.telemetry.environment import environment
 from fairfl.telemetry.ledger import json_safe, seal_summary
@@ -303,7 +303,7 @@ def bind_client_keys(strategy: FairStrategy, grid: Grid, settings: RunSettings) 
     ``max-clients`` (0: ``num-partitions``) bounds the keys first claims may take and a
     claimed partition id must be below ``num-partitions``; with a
     ``client-registration``, each node's key fingerprint comes from the SuperLink's node
-    list (``Grid.get_nodes()``, :mod:`fairfl.strategies.identity`). Run without one
+    list (``Grid.get_nodes()``, :mod:`fairfl.strategies.core.identity`). Run without one
     knowingly (``client-registration = "none"``), the run says once what that leaves open.
 
     Raises

@@ -1,11 +1,29 @@
-"""Fair aggregation rules as Flower Message-API strategies, one module per rule."""
+"""Fair aggregation rules as Flower Message-API strategies, one module per rule.
+
+The rules and their math sit here beside the registry; the round machinery they share is
+:mod:`fairfl.strategies.core`. What a rule author needs is re-exported here: the bases
+(``FairStrategy``, ``ReweightedStrategy``, ``LossRule``), the round a rule reads
+(``TrainRound``, ``Weights``), the type of a config value (``ConfigValue``) and the rule
+kit (``RuleParameters``, ``real``, ``integer``, ``flag``, ``choice``, ``text``,
+``ParameterError``; :mod:`fairfl.strategies.core.params`).
+"""
 
 from fairfl.strategies.afl import AFL
-from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.core.base import ConfigValue, FairStrategy
+from fairfl.strategies.core.errors import MissingMetricError
+from fairfl.strategies.core.params import (
+    ParameterError,
+    RuleParameters,
+    choice,
+    flag,
+    integer,
+    real,
+    text,
+)
+from fairfl.strategies.core.reweighted import LossRule, ReweightedStrategy, TrainRound, Weights
 from fairfl.strategies.deltafl import DeltaFL
 from fairfl.strategies.ditto import Ditto
 from fairfl.strategies.equitable import EquitableFL
-from fairfl.strategies.errors import MissingMetricError
 from fairfl.strategies.fairfed import FairFed
 from fairfl.strategies.fedavg import FedAvg
 from fairfl.strategies.fedfa import FedFa
@@ -19,7 +37,6 @@ from fairfl.strategies.qfedsgd import QFedSGD
 from fairfl.strategies.qffl import QFFL
 from fairfl.strategies.rcfl import RCFL
 from fairfl.strategies.registry import STRATEGIES, build_strategy
-from fairfl.strategies.reweighted import ReweightedStrategy
 from fairfl.strategies.semivred import SemiVRed
 from fairfl.strategies.term import TERM
 from fairfl.strategies.vred import VRed
@@ -30,6 +47,7 @@ __all__ = [
     "RCFL",
     "STRATEGIES",
     "TERM",
+    "ConfigValue",
     "DeltaFL",
     "Ditto",
     "EquitableFL",
@@ -45,12 +63,22 @@ __all__ = [
     "FedProx",
     "FedYogi",
     "GiFair",
+    "LossRule",
     "MGDAProx",
     "MissingMetricError",
+    "ParameterError",
     "PropFair",
     "QFedSGD",
     "ReweightedStrategy",
+    "RuleParameters",
     "SemiVRed",
+    "TrainRound",
     "VRed",
+    "Weights",
     "build_strategy",
+    "choice",
+    "flag",
+    "integer",
+    "real",
+    "text",
 ]

@@ -37,8 +37,8 @@ from fairfl.strategies.afl_lambdas import (  # noqa: F401 (the math, re-exported
     project_to_simplex,
     running_average,
 )
-from fairfl.strategies.params import RuleParameters, choice, real
-from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
+from fairfl.strategies.core.params import RuleParameters, choice, real
+from fairfl.strategies.core.reweighted import LossRule, TrainRound, Weights
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class AFL(ClientLambdas, LossRule):
         algorithm's output weights). ``"propfair-code"``: the PropFair reference code's
         rule, ``λ^0 = p`` (data shares) and the last iterate as the weights.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

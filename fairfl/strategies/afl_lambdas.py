@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import client_key_order, counts_from_state, sorted_client_keys
-from fairfl.strategies._checks import check_real
-from fairfl.strategies.rounds import TrainRound
+from fairfl.strategies.core._checks import check_real
+from fairfl.strategies.core.rounds import TrainRound
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies._checks import check_real, check_shares_and_losses
-from fairfl.strategies.params import RuleParameters, real
-from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
+from fairfl.strategies.core._checks import check_real, check_shares_and_losses
+from fairfl.strategies.core.params import RuleParameters, real
+from fairfl.strategies.core.reweighted import LossRule, TrainRound, Weights
 
 #: Malekmohammadi & Yu's grid of α (App. B.2).
 GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -49,7 +49,7 @@ class DeltaFL(LossRule):
         limit). Malekmohammadi & Yu's grid is {0.1, …, 0.9}; its best values (Table 5) are
         0.2 / 0.4 / 0.5 / 0.6, and the default takes the middle one.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
+from fairfl.strategies.core.reweighted import LossRule, TrainRound, Weights
 
 logger = logging.getLogger(__name__)
 

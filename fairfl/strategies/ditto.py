@@ -27,9 +27,9 @@ from flwr.serverapp import Grid
 from numpy.typing import NDArray
 
 from fairfl.contract import keys
-from fairfl.strategies.base import ConfigValue, FairStrategy
+from fairfl.strategies.core.base import ConfigValue, FairStrategy
+from fairfl.strategies.core.params import RuleParameters, integer, real
 from fairfl.strategies.fedavg import FedAvg
-from fairfl.strategies.params import RuleParameters, integer, real
 
 #: Prefix of a pairing's registry name: ``ditto+<rule>`` is Ditto with <rule> as its global rule.
 PAIRING_PREFIX = "ditto+"
@@ -91,7 +91,7 @@ class Ditto(DittoPersonalisation, FedAvg):
         The personal step size η as a multiple of the run's ``lr`` (> 0); 1 is FLGo's
         (one learning rate for both models).
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

@@ -30,8 +30,10 @@ from numpy.typing import NDArray
 from fairfl.contract import ModelLayout, TrainReply, client_key_order, keys, sorted_client_keys
 from fairfl.contract.activation import ACTIVATION_SOURCES, ActivationOptions
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies.base import ConfigValue
-from fairfl.strategies.defences import cap_weights
+from fairfl.strategies.core.base import ConfigValue
+from fairfl.strategies.core.defences import cap_weights
+from fairfl.strategies.core.params import ParameterError, RuleParameters, choice, integer, real
+from fairfl.strategies.core.reweighted import ReweightedStrategy
 from fairfl.strategies.equitable_clusters import (
     AFFINITIES,
     INTRA_CLUSTER,
@@ -43,8 +45,6 @@ from fairfl.strategies.equitable_clusters import (
     equitable_weights,
     round_seed,
 )
-from fairfl.strategies.params import ParameterError, RuleParameters, choice, integer, real
-from fairfl.strategies.reweighted import ReweightedStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ activation_projection_dim, activation_dp_clip, activation_dp_noise
         log-softmax of the penultimate layer over up to 2048 local training samples,
         no projection, no noise).
     **kwargs
-        See :class:`fairfl.strategies.base.FairStrategy`.
+        See :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

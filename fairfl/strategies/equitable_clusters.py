@@ -15,8 +15,8 @@ from typing import Any, Literal, get_args
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies._checks import check_positive_int
 from fairfl.strategies._ops.blas import one_thread
+from fairfl.strategies.core._checks import check_positive_int
 
 Affinity = Literal["rbf_median", "cosine", "cosine_centered"]
 Scope = Literal["round", "registry"]

@@ -31,11 +31,11 @@ from fairfl.contract import ModelLayout, ReplyError, TrainReply, keys, sorted_cl
 from fairfl.contract.sensitive import sum_counts
 from fairfl.secagg.fairfed import METRICS, Metric, fairness_gap, signed_metric
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies import intake
-from fairfl.strategies._checks import check_real
-from fairfl.strategies.base import ConfigValue
-from fairfl.strategies.params import RuleParameters, choice, real
-from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
+from fairfl.strategies.core import intake
+from fairfl.strategies.core._checks import check_real
+from fairfl.strategies.core.base import ConfigValue
+from fairfl.strategies.core.params import RuleParameters, choice, real
+from fairfl.strategies.core.reweighted import LossRule, TrainRound, Weights
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class FairFed(LossRule):
         The fairness metric F: statistical-parity difference (FF1) or
         equal-opportunity difference (FF2), as the paper's experiments target.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

@@ -7,7 +7,7 @@ Malekmohammadi & Yu, Table 1 and Algorithm 1 with β = 0: ``w^{t+1} = Σ_i p_i w
 from __future__ import annotations
 
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
+from fairfl.strategies.core.reweighted import LossRule, TrainRound, Weights
 
 
 class FedAvg(LossRule):
@@ -15,7 +15,7 @@ class FedAvg(LossRule):
 
     Unlike :class:`flwr.serverapp.strategy.FedAvg`, a bad reply is dropped instead of
     failing the round, and every client's evaluation is kept for fairness metrics.
-    Parameters are those of :class:`fairfl.strategies.base.FairStrategy`.
+    Parameters are those of :class:`fairfl.strategies.core.base.FairStrategy`.
     """
 
     needs_loss = False

@@ -25,10 +25,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply, keys, sorted_client_keys
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies._checks import check_real
-from fairfl.strategies.base import ConfigValue
-from fairfl.strategies.params import RuleParameters, choice, real
-from fairfl.strategies.reweighted import StepsFromWeightedAverage
+from fairfl.strategies.core._checks import check_real
+from fairfl.strategies.core.base import ConfigValue
+from fairfl.strategies.core.params import RuleParameters, choice, real
+from fairfl.strategies.core.reweighted import StepsFromWeightedAverage
 
 #: The reference's ε inside the accuracy logarithm (F2): keeps a 0 share finite.
 ACCURACY_EPSILON = 1e-6
@@ -85,7 +85,7 @@ class FedFa(StepsFromWeightedAverage):
         ``"before-training"``: the received model, before training, as FLGo
         (``Client.reply`` tests before ``train``).
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

@@ -35,12 +35,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply, sorted_client_keys
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies import intake
-from fairfl.strategies._checks import check_real
 from fairfl.strategies._ops.gram import GRAM_RTOL, float_mask, gram_matrix
 from fairfl.strategies._ops.passes import reweighted_sum
-from fairfl.strategies.base import Aggregate, FairStrategy, RejectedReplies
-from fairfl.strategies.params import RuleParameters, choice, integer, real
+from fairfl.strategies.core import intake
+from fairfl.strategies.core._checks import check_real
+from fairfl.strategies.core.base import Aggregate, FairStrategy, RejectedReplies
+from fairfl.strategies.core.params import RuleParameters, choice, integer, real
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class FedFV(FairStrategy):
         (``easyFL_v1.0``). ``"flgo"``: t - τ + 1, ..., t from round τ on, this round's
         own gradients included: easyFL after its August 2021 refactor, and FLGo.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------
@@ -119,7 +119,7 @@ class FedFV(FairStrategy):
       computed from float64 gradients instead.
     * A reply's values (NaN/Inf, ``max_abs_weight``) are checked from ‖g_k‖², the
       Gram's diagonal or the gradient's norm, not by a pass of the reader's
-      (:func:`~fairfl.strategies.intake.update_value_errors`); a bad reply is dropped
+      (:func:`~fairfl.strategies.core.intake.update_value_errors`); a bad reply is dropped
       and the round aggregated without it.
     * Diagnostics: ``fedfv-projections`` (F2), ``fedfv-external-projections`` (F5),
       ``fedfv-kept`` (``|K|``).
@@ -195,7 +195,7 @@ class FedFV(FairStrategy):
         """The replies with a bad value, if any.
 
         ``squared_norms`` are ‖g_k‖² over the floating arrays
-        (:func:`~fairfl.strategies.intake.update_value_errors`).
+        (:func:`~fairfl.strategies.core.intake.update_value_errors`).
         """
         assert self.current_arrays is not None  # set by configure_train
         errors = intake.update_value_errors(

@@ -33,7 +33,6 @@ from fairfl.contract import (
     keys,
 )
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies import intake
 from fairfl.strategies._ops.blas import openblas_kernel_advice
 from fairfl.strategies._ops.gram import (
     diagonal,
@@ -41,8 +40,19 @@ from fairfl.strategies._ops.gram import (
     squared_update_norms,
 )
 from fairfl.strategies._ops.gram_kernel import gram_kernel, gram_kernel_description
-from fairfl.strategies.aggregation import weight_entropy
-from fairfl.strategies.base import Aggregate, ConfigValue, FairStrategy, RejectedReplies
+from fairfl.strategies.core import intake
+from fairfl.strategies.core.aggregation import weight_entropy
+from fairfl.strategies.core.base import Aggregate, ConfigValue, FairStrategy, RejectedReplies
+from fairfl.strategies.core.params import (
+    NoParameters,
+    ParameterError,
+    RuleParameters,
+    choice,
+    flag,
+    integer,
+    real,
+    text,
+)
 from fairfl.strategies.fedmgda_qp import (
     NORM_FLOOR,
     PAPER_DECAY_FACTOR,
@@ -58,16 +68,6 @@ from fairfl.strategies.fedmgda_qp import (
     prior_weights,
     step_size,
     trainable_mask,
-)
-from fairfl.strategies.params import (
-    NoParameters,
-    ParameterError,
-    RuleParameters,
-    choice,
-    flag,
-    integer,
-    real,
-    text,
 )
 
 logger = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class FedMGDAPlus(FairStrategy):
         A `qpsolvers` backend, by name. quadprog is the authors' solver and the one
         installed with fairfl; see Notes.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------
@@ -239,7 +239,8 @@ class FedMGDAPlus(FairStrategy):
     * The reply reader's pass over every value is skipped: the Gram pass finds NaN/Inf
       and bounds the magnitudes (:meth:`aggregate`), so a bad reply is still dropped
       with the reader's reason, at no extra pass (the round is then aggregated again
-      without it, as for the rules of :class:`~fairfl.strategies.reweighted.ReweightedStrategy`).
+      without it, as for the rules of
+      :class:`~fairfl.strategies.core.reweighted.ReweightedStrategy`).
     * Arrays whose name ends in ``running_mean``, ``running_var`` or
       ``num_batches_tracked`` are buffers: out of the norm and the QP, averaged with λ0
       (integer ones keep the global value). fairfl's model zoo has none.
@@ -327,7 +328,7 @@ class FedMGDAPlus(FairStrategy):
         """Check the values in the Gram pass, solve the min-norm QP, step ``w_t − η_t d_t``.
 
         The replies with a NaN/Inf or a ``|value| > max_abs_weight``
-        (:func:`~fairfl.strategies.intake.update_value_errors`) are returned instead:
+        (:func:`~fairfl.strategies.core.intake.update_value_errors`) are returned instead:
         ``aggregate_train`` drops them and aggregates the rest again, so the Gram is
         always that of the replies aggregated.
         """
@@ -443,7 +444,7 @@ class FedMGDAPlain(FedMGDAPlus):
     Parameters
     ----------
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
     """
 
     rule_name = "FedMGDA"

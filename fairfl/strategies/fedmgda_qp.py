@@ -17,10 +17,10 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies._checks import check_positive_int, check_real
 from fairfl.strategies._ops.gram import check_shapes, difference_step, float_mask, gram_matrix
 from fairfl.strategies._ops.gram_kernel import gram_kernel_description
-from fairfl.strategies.aggregation import reweighted_average, sample_weights
+from fairfl.strategies.core._checks import check_positive_int, check_real
+from fairfl.strategies.core.aggregation import reweighted_average, sample_weights
 
 Prior = Literal["uniform", "num-examples"]
 PRIORS: tuple[str, ...] = ("uniform", "num-examples")
@@ -319,7 +319,7 @@ def fedmgda_update(
     rounding of w_{t+1}), and redoes a block whose result is not finite in float64.
     Wider floats are computed in float64.
     Buffers are averaged in float64 by
-    :func:`fairfl.strategies.aggregation.reweighted_average`.
+    :func:`fairfl.strategies.core.aggregation.reweighted_average`.
 
     Parameters
     ----------

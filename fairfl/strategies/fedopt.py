@@ -36,9 +36,14 @@ from numpy.typing import NDArray
 
 from fairfl.contract import keys
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies.base import ConfigValue
-from fairfl.strategies.params import RuleParameters, flag, real
-from fairfl.strategies.reweighted import LossRule, StepsFromWeightedAverage, TrainRound, Weights
+from fairfl.strategies.core.base import ConfigValue
+from fairfl.strategies.core.params import RuleParameters, flag, real
+from fairfl.strategies.core.reweighted import (
+    LossRule,
+    StepsFromWeightedAverage,
+    TrainRound,
+    Weights,
+)
 
 #: m_t or v_t: one float64 array per floating array of the model, by its ArrayRecord key.
 Moments = dict[str, NDArray[np.float64]]
@@ -94,7 +99,7 @@ class FedOptRule(StepsFromWeightedAverage, LossRule):
     tau : float
         τ > 0, the adaptivity: added to √v_t in the step's denominator.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

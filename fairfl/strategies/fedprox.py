@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fairfl.contract import keys
-from fairfl.strategies.base import ConfigValue
+from fairfl.strategies.core.base import ConfigValue
+from fairfl.strategies.core.params import RuleParameters, real
 from fairfl.strategies.fedavg import FedAvg
-from fairfl.strategies.params import RuleParameters, real
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class FedProx(FedAvg):
         Terrail et al., NeurIPS 2022 Datasets and Benchmarks). Flower's FedProx has
         ``proximal_mu = 0.0``, FedAvg, as its default.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies._checks import check_real, check_shares_and_losses
-from fairfl.strategies.params import RuleParameters, real
-from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
+from fairfl.strategies.core._checks import check_real, check_shares_and_losses
+from fairfl.strategies.core.params import RuleParameters, real
+from fairfl.strategies.core.reweighted import LossRule, TrainRound, Weights
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class GiFair(LossRule):
         Malekmohammadi & Yu found the bound itself (``coeff = 1``) best on every data set
         (App. B.2; Table 5 lists the resulting absolute λ), hence the default.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

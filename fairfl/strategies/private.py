@@ -14,7 +14,7 @@ averages a scalar the clients report in the clear.
 
 FedAdam, FedYogi and FedFa step from their weighted average w̄ (server optimiser,
 momentum): central DP noises w̄, which is of the form, before the step
-(:class:`~fairfl.strategies.reweighted.StepsFromWeightedAverage`), so the step and the
+(:class:`~fairfl.strategies.core.reweighted.StepsFromWeightedAverage`), so the step and the
 moments it keeps are post-processing. FedFa's weights read the accuracies the clients
 send, private under ``dp-accuracy-noise-multiplier`` (:mod:`fairfl.privacy.signal`), which
 only a rule that reads an accuracy may ask for (:func:`accuracy_refusal`).
@@ -37,7 +37,7 @@ from fairfl.privacy.central import CentralFixedClipping
 from fairfl.privacy.config import PrivacySettings
 from fairfl.privacy.distributed import DistributedNoise
 from fairfl.privacy.local import LocalNoise
-from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.core.base import FairStrategy
 from fairfl.strategies.secure import AggregatesClearScalars, secure_form_of
 
 __all__ = [

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fairfl.contract import keys
-from fairfl.strategies.base import ConfigValue
+from fairfl.strategies.core.base import ConfigValue
+from fairfl.strategies.core.params import ParameterError, RuleParameters, flag, real
 from fairfl.strategies.fedavg import FedAvg
-from fairfl.strategies.params import ParameterError, RuleParameters, flag, real
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class PropFair(FedAvg):
         Fallback ``ℓ_B / ε`` (gradient continuous at the switch) instead of the
         reference code's default ``ℓ_B / M``.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

@@ -34,10 +34,10 @@ from numpy.typing import NDArray
 from fairfl.contract import ModelLayout, TrainReply, keys
 from fairfl.secagg.forms import SecureForm
 from fairfl.strategies._ops.passes import direction_sums_and_squared_norms
-from fairfl.strategies.aggregation import apply_summed_step, sample_weights
-from fairfl.strategies.base import Aggregate, ConfigValue, FairStrategy, RejectedReplies
-from fairfl.strategies.errors import MissingMetricError
-from fairfl.strategies.params import RuleParameters, choice, real
+from fairfl.strategies.core.aggregation import apply_summed_step, sample_weights
+from fairfl.strategies.core.base import Aggregate, ConfigValue, FairStrategy, RejectedReplies
+from fairfl.strategies.core.errors import MissingMetricError
+from fairfl.strategies.core.params import RuleParameters, choice, real
 from fairfl.strategies.qffl_step import (
     WEIGHTINGS,
     Weighting,
@@ -90,7 +90,7 @@ class QFedSGD(FairStrategy):
         0 means ``L = 1/η`` as above.
     **kwargs
         Flower's FedAvg arguments and fairfl's settings
-        (:class:`fairfl.strategies.base.FairStrategy`), among them ``train_loss_key``.
+        (:class:`fairfl.strategies.core.base.FairStrategy`), among them ``train_loss_key``.
 
     Raises
     ------

@@ -44,9 +44,10 @@ from fairfl.contract import (
 from fairfl.contract.qffl import h_term
 from fairfl.secagg.forms import SecureForm
 from fairfl.strategies._ops.passes import delta_sums_and_squared_distances, max_abs
-from fairfl.strategies.aggregation import apply_summed_step, sample_weights
-from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
-from fairfl.strategies.params import RuleParameters, choice, real
+from fairfl.strategies.core.aggregation import apply_summed_step, sample_weights
+from fairfl.strategies.core.base import Aggregate, ConfigValue, RejectedReplies
+from fairfl.strategies.core.params import RuleParameters, choice, real
+from fairfl.strategies.core.reweighted import ReweightedStrategy
 from fairfl.strategies.qffl_step import (
     WEIGHTINGS,
     Weighting,
@@ -56,7 +57,6 @@ from fairfl.strategies.qffl_step import (
     qffl_sensitivity_share,
     round_learning_rate,
 )
-from fairfl.strategies.reweighted import ReweightedStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class QFFL(ReweightedStrategy):
         server's h_k, > 0.
     **kwargs
         Flower's FedAvg arguments and fairfl's settings
-        (:class:`fairfl.strategies.base.FairStrategy`), among them ``train_loss_key``.
+        (:class:`fairfl.strategies.core.base.FairStrategy`), among them ``train_loss_key``.
 
     Raises
     ------
@@ -370,7 +370,7 @@ class QFFL(ReweightedStrategy):
     ) -> list[NDArray[Any]] | RejectedReplies:
         """``w^t - Σ_k Δ_k / Σ_j s_j h_j`` from the pass's sums (Algorithm 2, l. 8).
 
-        The same step as :func:`~fairfl.strategies.aggregation.reweighted_average` with
+        The same step as :func:`~fairfl.strategies.core.aggregation.reweighted_average` with
         these λ, its rounding bounded as in :func:`delta_sums_and_squared_distances`,
         without a second pass over the replies. Falls back to it when the pass kept no
         sums or Σ_j s_j h_j is beyond float64.

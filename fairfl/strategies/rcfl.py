@@ -40,12 +40,15 @@ from fairfl.contract import (
     keys,
     sorted_client_keys,
 )
+from fairfl.fields import ParameterError
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies import intake
-from fairfl.strategies._checks import check_real
-from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import Aggregate, ConfigValue, RejectedReplies
-from fairfl.strategies.params import ParameterError, RuleParameters, choice, flag, integer, real
+from fairfl.strategies.core import intake
+from fairfl.strategies.core._checks import check_real
+from fairfl.strategies.core.aggregation import sample_weights
+from fairfl.strategies.core.base import Aggregate, ConfigValue, RejectedReplies
+from fairfl.strategies.core.params import RuleParameters, choice, flag, integer, real
+from fairfl.strategies.core.reweighted import ReweightedStrategy
+from fairfl.strategies.core.sampling import RCFL_SAMPLINGS, RCFLSampling, sample_nodes
 from fairfl.strategies.rcfl_dual import (
     ALPHA_RULES,
     AlphaRule,
@@ -55,8 +58,6 @@ from fairfl.strategies.rcfl_dual import (
     eta_reach,
     round_diagnostics,
 )
-from fairfl.strategies.reweighted import ReweightedStrategy
-from fairfl.strategies.sampling import RCFL_SAMPLINGS, RCFLSampling, sample_nodes
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class RCFL(ReweightedStrategy):
         ``lr`` (β_η is then sent); off for apps that step η with another optimiser.
         Every ``rcfl-eta`` must in any case lie in ``[-max_loss, max_loss]``.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`, except
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`, except
         ``client_sampling``, which must stay ``"uniform"``: RC-FL samples by its own
         ``sampling`` (``"with-replacement"`` is the paper's draw ∝ p_i).
 

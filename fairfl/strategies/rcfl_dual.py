@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fairfl.strategies._checks import check_positive_int, check_real
+from fairfl.strategies.core._checks import check_positive_int, check_real
 
 AlphaRule = Literal["shared", "uniform-cap"]
 ALPHA_RULES: tuple[str, ...] = ("shared", "uniform-cap")

@@ -3,7 +3,7 @@
 The registry is read from the rules' own declarations, not written by hand:
 
 - every public module of :mod:`fairfl.strategies` is imported, and each class defined
-  there that sets :attr:`~fairfl.strategies.base.FairStrategy.registry_name` in its own
+  there that sets :attr:`~fairfl.strategies.core.base.FairStrategy.registry_name` in its own
   body is a built-in rule (listed FedAvg first, then by module and definition order);
 - every entry point of the group ``fairfl.rules`` that another installed distribution
   declares (``myrule = mypkg.rules:MyRule``) is a rule too, under the entry point's name.
@@ -16,7 +16,7 @@ The registry is read from the rules' own declarations, not written by hand:
   registry is iterated (the rules are).
 
 A rule's run-config keys, their defaults and their validation come from its parameters
-dataclass (:mod:`fairfl.strategies.params`). The run config (``[tool.flwr.app.config]``
+dataclass (:mod:`fairfl.strategies.core.params`). The run config (``[tool.flwr.app.config]``
 in pyproject.toml) must declare every built-in key with its default; a test checks that.
 Everything is loaded on first use, so importing :mod:`fairfl.strategies` loads no other
 distribution's code.
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from fairfl.strategies.base import FairStrategy
-from fairfl.strategies.params import ParameterError, RuleParameters
+from fairfl.strategies.core.base import FairStrategy
+from fairfl.strategies.core.params import ParameterError, RuleParameters
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ SAMPLING_KEY = "sampling"
 #: The entry-point group other distributions declare their rules in.
 ENTRY_POINT_GROUP = "fairfl.rules"
 #: Modules of :mod:`fairfl.strategies` that hold no rule (not imported by the scan).
-_NOT_RULES = frozenset({"base", "params", "registry"})
+_NOT_RULES = frozenset({"core", "registry"})
 
 
 class RuleRegistryError(ValueError):
@@ -180,8 +180,8 @@ def external_rule(entry: EntryPoint, builtins: Mapping[str, RuleSpec]) -> RuleSp
     ------
     RuleRegistryError
         If its name is already a rule's, or it does not load a
-        :class:`~fairfl.strategies.base.FairStrategy` subclass with a parameters
-        dataclass derived from :class:`~fairfl.strategies.params.RuleParameters`.
+        :class:`~fairfl.strategies.core.base.FairStrategy` subclass with a parameters
+        dataclass derived from :class:`~fairfl.strategies.core.params.RuleParameters`.
     """
     where = entry_point_name(entry)
     if entry.name in builtins:
@@ -254,7 +254,7 @@ def build_strategy(name: str, run_config: Mapping[str, Any], **common: Any) -> F
     run_config : Mapping[str, Any]
         The run config; keys the rule does not use are ignored. Its ``sampling``
         (``"uniform"`` or ``"size-proportional"``) is every rule's ``client_sampling``
-        (:class:`~fairfl.strategies.base.FairStrategy`).
+        (:class:`~fairfl.strategies.core.base.FairStrategy`).
     **common
         Keyword arguments every rule takes (``fraction_train``, ``min_available_nodes``).
 

@@ -34,11 +34,16 @@ from fairfl.secagg.config import SecAggSettings
 from fairfl.secagg.forms import SecureForm
 from fairfl.secagg.protocol import quantisation_bound
 from fairfl.secagg.server import SecAggPlusDriver, SecureGrid, SecureSum
-from fairfl.strategies import intake
-from fairfl.strategies.base import FairStrategy, current_options
-from fairfl.strategies.defences import share_capped
-from fairfl.strategies.records import TrainRoundRecord, app_metrics, global_model, round_metrics
-from fairfl.strategies.reweighted import ReweightedStrategy
+from fairfl.strategies.core import intake
+from fairfl.strategies.core.base import FairStrategy, current_options
+from fairfl.strategies.core.defences import share_capped
+from fairfl.strategies.core.records import (
+    TrainRoundRecord,
+    app_metrics,
+    global_model,
+    round_metrics,
+)
+from fairfl.strategies.core.reweighted import ReweightedStrategy
 from fairfl.strategies.secure_sums import two_round_sums
 
 __all__ = [

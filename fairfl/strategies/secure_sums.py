@@ -29,8 +29,8 @@ from fairfl.secagg.config import SecAggSettings
 from fairfl.secagg.fairfed import signed_metric
 from fairfl.secagg.protocol import quantisation_bound
 from fairfl.secagg.server import SecureSum
-from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.core.aggregation import sample_weights
+from fairfl.strategies.core.base import FairStrategy
 from fairfl.strategies.fairfed import FairFed
 from fairfl.strategies.fedfa import FedFa, fedfa_weights
 

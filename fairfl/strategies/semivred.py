@@ -29,8 +29,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.secagg.forms import SecureForm
+from fairfl.strategies.core.params import RuleParameters, flag, real
 from fairfl.strategies.deviations import MAX_BETA, LossDeviationRule, check_beta, loss_deviations
-from fairfl.strategies.params import RuleParameters, flag, real
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class SemiVRed(LossDeviationRule):
         Not in the paper: set negative weights (β above the round's β_max) to 0 and
         renormalise. Off by default, as in Algorithm 1.
     **kwargs
-        See :class:`fairfl.strategies.base.FairStrategy`.
+        See :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Notes
     -----

@@ -17,9 +17,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies._checks import check_real, check_shares_and_losses
-from fairfl.strategies.params import RuleParameters, real
-from fairfl.strategies.reweighted import LossRule, TrainRound, Weights
+from fairfl.strategies.core._checks import check_real, check_shares_and_losses
+from fairfl.strategies.core.params import RuleParameters, real
+from fairfl.strategies.core.reweighted import LossRule, TrainRound, Weights
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class TERM(LossRule):
         grid is {0.01, 0.1, 0.5, 1}; the default is the best value on three of its four
         data sets (Table 5: 0.01 / 0.5 / 0.5 / 0.5).
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Raises
     ------

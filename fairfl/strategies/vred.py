@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fairfl.strategies.core.params import RuleParameters, flag, real
 from fairfl.strategies.deviations import (  # noqa: F401
     MAX_BETA,
     LossDeviationRule,
@@ -40,7 +41,6 @@ from fairfl.strategies.deviations import (  # noqa: F401
     clip_negative_weights,
     loss_deviations,
 )
-from fairfl.strategies.params import RuleParameters, flag, real
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class VRed(LossDeviationRule):
         See :class:`~fairfl.strategies.deviations.LossDeviationRule` (off: faithful to
         Algorithm 1).
     **kwargs
-        See :class:`fairfl.strategies.base.FairStrategy`.
+        See :class:`fairfl.strategies.core.base.FairStrategy`.
 
     Notes
     -----

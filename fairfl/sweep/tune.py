@@ -81,7 +81,7 @@ def paper_grid(rule: str, num_server_rounds: int) -> tuple[str, ...]:
     """The default tuning grid of a rule (``rule:key=v1,v2`` items; empty: nothing to tune).
 
     Read from the rule's declared parameters only
-    (:meth:`~fairfl.strategies.params.RuleParameters.tuning_grid`: each field's
+    (:meth:`~fairfl.strategies.core.params.RuleParameters.tuning_grid`: each field's
     ``grid=``, or its ``tune=`` where the tuned values are not the paper's, and the
     axes that depend on the run's length), so a plug-in rule's declared grid is its
     default grid here too. The built-in grids are Malekmohammadi & Yu's Table 5 /

@@ -3,7 +3,7 @@
 Issue 47, item 6: on Flower's quickstart app every client failed every round, the global
 model never changed, and ``flwr run`` exited 0. fairfl's ServerApp judges its runs itself
 (``max-failed-rounds``); a user's own ServerApp calls ``strategy.start`` directly, which
-now raises :class:`~fairfl.strategies.records.TrainedNothingError` when no round made a
+now raises :class:`~fairfl.strategies.core.records.TrainedNothingError` when no round made a
 new global model, so that ServerApp ends non-zero too. One trained round is enough.
 """
 
@@ -18,7 +18,7 @@ from flwr.serverapp.exception import AggregationError
 from fairfl._compat import server_task_identity
 from fairfl.simulation import InMemoryGrid, node_configs_for
 from fairfl.strategies import TERM, FedAvg
-from fairfl.strategies.records import TrainedNothingError
+from fairfl.strategies.core.records import TrainedNothingError
 
 NUM_NODES = 3
 app = ClientApp()

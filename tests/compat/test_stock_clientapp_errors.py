@@ -9,7 +9,7 @@ from flwr.clientapp import ClientApp
 from fairfl._compat import server_task_identity
 from fairfl.simulation import InMemoryGrid, node_configs_for
 from fairfl.strategies import QFFL, EquitableFL
-from fairfl.strategies.base import MissingMetricError
+from fairfl.strategies.core.base import MissingMetricError
 
 NUM_NODES = 3
 app = ClientApp()

@@ -23,7 +23,7 @@ import pytest
 from localfed import LocalFederation, why_no_proxy
 
 from fairfl.settings import RunSettings
-from fairfl.strategies.identity import key_fingerprint, load_registration
+from fairfl.strategies.core.identity import key_fingerprint, load_registration
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy/scripts/register-supernodes.sh"

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fairfl.strategies.identity import key_fingerprint, load_registration
+from fairfl.strategies.core.identity import key_fingerprint, load_registration
 
 ROOT = Path(__file__).resolve().parents[2]
 

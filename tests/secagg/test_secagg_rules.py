@@ -25,7 +25,7 @@ from fairfl.secagg.protocol import RECORD, Stage
 from fairfl.server.checkpoint import load_checkpoint
 from fairfl.server.preflight import check_run
 from fairfl.simulation import run_inprocess
-from fairfl.strategies.base import FairStrategy
+from fairfl.strategies.core.base import FairStrategy
 from fairfl.strategies.fedopt import FedOptRule
 from fairfl.strategies.registry import STRATEGIES
 from fairfl.strategies.secure import (
@@ -475,7 +475,7 @@ def test_negative_weights_stop_the_run_naming_them(tmp_path, monkeypatch):
     # masked. Here the rule's λ are made (0.5, 0.75, -0.25) for three clients.
     from flwr.serverapp.exception import AggregationError
 
-    from fairfl.strategies.reweighted import LossRule
+    from fairfl.strategies.core.reweighted import LossRule
 
     monkeypatch.setattr(LossRule, "lambdas", lambda self, r, replies: np.array([0.5, 0.75, -0.25]))
     config = _config(tmp_path, "secure", strategy="vred", **{"num-partitions": 3})

@@ -109,7 +109,7 @@ def squared_distance_parts(
     ``norm_grad`` and Flower's ``l2_norm`` also return the *squared* norm. Computed as in
     :func:`~fairfl.strategies._ops.passes.delta_sums_and_squared_distances` (float32
     differences, float64 sums). Non-floating arrays (counters) are skipped, as
-    :func:`~fairfl.strategies.aggregation.reweighted_average` keeps them at the global
+    :func:`~fairfl.strategies.core.aggregation.reweighted_average` keeps them at the global
     value.
 
     Parameters

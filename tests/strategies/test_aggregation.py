@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fairfl.strategies.aggregation import reweighted_average, sample_weights, weight_entropy
+from fairfl.strategies.core.aggregation import reweighted_average, sample_weights, weight_entropy
 
 pytestmark = pytest.mark.flower_free  # no Flower API: not run again under the oldest flwr
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairfl.strategies._ops import passes
-from fairfl.strategies.aggregation import reweighted_average
+from fairfl.strategies.core.aggregation import reweighted_average
 
 pytestmark = pytest.mark.flower_free  # no Flower API: not run again under the oldest flwr
 

@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
-from fairfl.strategies import QFFL, reweighted
+from fairfl.strategies import QFFL
 from fairfl.strategies._ops import passes
 from fairfl.strategies._ops.passes import delta_sums_and_squared_distances
-from fairfl.strategies.aggregation import apply_summed_step
-from fairfl.strategies.reweighted import ReweightedStrategy
+from fairfl.strategies.core import reweighted
+from fairfl.strategies.core.aggregation import apply_summed_step
+from fairfl.strategies.core.reweighted import ReweightedStrategy
 from tests.conftest import arrays_of, make_reply
 from tests.strategies.reference import squared_distance_parts
 

@@ -9,10 +9,10 @@ import pytest
 from flwr.app import Array, ArrayRecord
 
 from fairfl.contract import ModelLayout, keys, read_train_reply
-from fairfl.strategies import intake
-from fairfl.strategies.client_keys import ClientKeys
-from fairfl.strategies.errors import missing_metric_help, missing_metric_message
-from fairfl.strategies.records import TrainRoundRecord, round_metrics
+from fairfl.strategies.core import intake
+from fairfl.strategies.core.client_keys import ClientKeys
+from fairfl.strategies.core.errors import missing_metric_help, missing_metric_message
+from fairfl.strategies.core.records import TrainRoundRecord, round_metrics
 from tests.conftest import make_reply
 
 LAYOUT = ModelLayout.of(ArrayRecord({"0": Array(np.zeros(2, np.float32))}))

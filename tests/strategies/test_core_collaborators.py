@@ -1,10 +1,10 @@
 """The orchestrator's collaborators split out of ``FairStrategy`` (issue 34 item 1), no Grid.
 
-Settings (:mod:`fairfl.strategies.options`), evaluation metrics
-(:mod:`fairfl.strategies.evaluation`), λ diagnostics and records
-(:mod:`fairfl.strategies.records`), the size sampler's weighing and checkpoint state
-(:mod:`fairfl.strategies.sampling`) and the retry without rejected replies
-(:mod:`fairfl.strategies.intake`). Numbers worked by hand.
+Settings (:mod:`fairfl.strategies.core.options`), evaluation metrics
+(:mod:`fairfl.strategies.core.evaluation`), λ diagnostics and records
+(:mod:`fairfl.strategies.core.records`), the size sampler's weighing and checkpoint state
+(:mod:`fairfl.strategies.core.sampling`) and the retry without rejected replies
+(:mod:`fairfl.strategies.core.intake`). Numbers worked by hand.
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ import numpy as np
 import pytest
 
 from fairfl.contract import EvaluateReply, ReplyError, TrainReply, keys
-from fairfl.strategies import intake
-from fairfl.strategies.errors import RejectedReplies
-from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
-from fairfl.strategies.options import StrategyOptions
-from fairfl.strategies.records import (
+from fairfl.strategies.core import intake
+from fairfl.strategies.core.errors import RejectedReplies
+from fairfl.strategies.core.evaluation import evaluation_metrics, ordered_results
+from fairfl.strategies.core.options import StrategyOptions
+from fairfl.strategies.core.records import (
     CLIENT_REPORT_KEYS,
     TrainRoundRecord,
     aggregate_app_metrics,
     weight_diagnostics,
 )
-from fairfl.strategies.rounds import DeferredUpdates
-from fairfl.strategies.sampling import SizeSampler
+from fairfl.strategies.core.rounds import DeferredUpdates
+from fairfl.strategies.core.sampling import SizeSampler
 
 
 def reply(node: int, n: int, partition: int | None = None) -> TrainReply:
@@ -73,7 +73,7 @@ def test_a_share_cap_is_refused_for_a_rule_without_weights_naming_the_rule():
 
 
 def test_sampling_keywords_pick_the_phase_and_follow_the_server():
-    from fairfl.strategies.base import sampling_keywords
+    from fairfl.strategies.core.base import sampling_keywords
     from fairfl.strategies.fedavg import FedAvg
 
     strategy = FedAvg(fraction_train=0.25, fraction_evaluate=0.75, min_train_nodes=3)
@@ -283,7 +283,7 @@ def test_an_app_metric_that_is_a_number_in_one_reply_and_a_list_in_another_raise
 def test_a_saved_array_is_flowers_array_byte_for_byte(value):
     from flwr.app import Array
 
-    from fairfl.strategies.records import saved_array
+    from fairfl.strategies.core.records import saved_array
 
     ours, flowers = saved_array(value), Array(value)
     assert (ours.dtype, ours.shape, ours.stype) == (flowers.dtype, flowers.shape, flowers.stype)

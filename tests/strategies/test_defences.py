@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from fairfl.contract import TrainReply, keys
 from fairfl.strategies import QFFL, TERM, FedAvg, FedMGDAPlus, QFedSGD
-from fairfl.strategies.defences import (
+from fairfl.strategies.core.defences import (
     cap_weights,
     clip_reported_losses,
     mad_clip_range,

@@ -19,8 +19,8 @@ from flwr.serverapp import Grid
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
 from fairfl.strategies import QFFL, STRATEGIES, TERM, Ditto, FedAvg, build_strategy
+from fairfl.strategies.core.params import RuleParameters, real
 from fairfl.strategies.ditto import DittoPersonalisation, with_ditto
-from fairfl.strategies.params import RuleParameters, real
 from tests.server_install_probe import NODES, SHAPES, replies
 
 DITTO_KEYS = {

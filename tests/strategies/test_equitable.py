@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from fairfl.contract import keys
 from fairfl.contract.keys import PROXIMAL_MU
 from fairfl.strategies import STRATEGIES, EquitableFL, FedAvg, build_strategy
-from fairfl.strategies.aggregation import sample_weights
-from fairfl.strategies.defences import cap_weights
+from fairfl.strategies.core.aggregation import sample_weights
+from fairfl.strategies.core.defences import cap_weights
 from fairfl.strategies.equitable_clusters import (
     affinity_matrix,
     all_identical,

@@ -26,7 +26,7 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
 from fairfl.strategies import QFFL, RCFL, STRATEGIES, EquitableFL, FedAvg
-from fairfl.strategies.base import MissingMetricError
+from fairfl.strategies.core.base import MissingMetricError
 from tests.conftest import arrays_of, make_reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -421,7 +421,9 @@ import logging, sys
 logging.basicConfig(stream=sys.stderr, format="ROOT %(message)s")
 from fairfl.strategies import FedAvg
 FedAvg()
-logging.getLogger("fairfl.strategies.base").warning("aggregate_train: dropped reply from node 7: x")
+logging.getLogger("fairfl.strategies.core.base").warning(
+    "aggregate_train: dropped reply from node 7: x"
+)
 """
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True

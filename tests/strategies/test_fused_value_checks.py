@@ -22,7 +22,7 @@ from fairfl.contract import keys, replies
 from fairfl.contract.replies import array_view
 from fairfl.strategies import AFL, FedAvg
 from fairfl.strategies._ops import passes
-from fairfl.strategies.aggregation import (
+from fairfl.strategies.core.aggregation import (
     reweighted_average,
     reweighted_average_and_squared_norms,
 )

@@ -17,7 +17,7 @@ from fairfl._compat import server_task_identity
 from fairfl.contract import keys
 from fairfl.server.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from fairfl.strategies import AFL, RCFL, FedAvg
-from fairfl.strategies.identity import (
+from fairfl.strategies.core.identity import (
     Claims,
     CountBounds,
     RegistrationError,

@@ -25,7 +25,7 @@ from fairfl.server.preflight import check_run
 from fairfl.server.run import run_federation
 from fairfl.simulation.inprocess import InMemoryGrid, node_configs_for
 from fairfl.strategies import FedAvg
-from fairfl.strategies.identity import (
+from fairfl.strategies.core.identity import (
     Claims,
     RegistrationError,
     grid_fingerprints,

@@ -19,7 +19,7 @@ from fairfl.strategies import (
     VRed,
     build_strategy,
 )
-from fairfl.strategies.aggregation import reweighted_average, sample_weights
+from fairfl.strategies.core.aggregation import reweighted_average, sample_weights
 from fairfl.strategies.semivred import semi_deviations, semivred_weights
 from fairfl.strategies.vred import algorithm1_update, loss_deviations, vred_weights
 from tests.strategies.baseline_helpers import (

@@ -14,7 +14,7 @@ from flwr.serverapp import Grid
 
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
-from fairfl.strategies import base
+from fairfl.strategies.core import base
 from fairfl.strategies.registry import STRATEGIES, build_strategy
 from tests.conftest import make_reply
 from tests.strategies.test_bad_replies_all_rules import (

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from fairfl.contract import ModelLayout, TrainReply, read_train_reply
 from fairfl.strategies import TERM, EquitableFL, FedAvg, ReweightedStrategy
 from fairfl.strategies import registry as registry_module
-from fairfl.strategies.params import (
+from fairfl.strategies.core.params import (
     NoParameters,
     ParameterError,
     RuleParameters,
@@ -27,13 +27,13 @@ from fairfl.strategies.params import (
     integer,
     real,
 )
+from fairfl.strategies.core.rounds import TrainRound
 from fairfl.strategies.registry import (
     STRATEGIES,
     RuleRegistryError,
     Rules,
     build_strategy,
 )
-from fairfl.strategies.rounds import TrainRound
 from tests.conftest import make_reply
 
 ROOT = Path(__file__).resolve().parents[2]

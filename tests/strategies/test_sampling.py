@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from fairfl._compat import server_task_identity
 from fairfl.settings import RunSettings
-from fairfl.strategies import RCFL, FedAvg, build_strategy, sampling
-from fairfl.strategies.sampling import (
+from fairfl.strategies import RCFL, FedAvg, build_strategy
+from fairfl.strategies.core import sampling
+from fairfl.strategies.core.sampling import (
     SAMPLINGS,
     SamplingTimeoutError,
     draw_size_proportional,

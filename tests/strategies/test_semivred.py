@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fairfl.contract import keys
 from fairfl.strategies import FedAvg, SemiVRed
-from fairfl.strategies.aggregation import reweighted_average, sample_weights
+from fairfl.strategies.core.aggregation import reweighted_average, sample_weights
 from fairfl.strategies.semivred import semi_deviations, semivred_beta_max, semivred_weights
 from fairfl.strategies.vred import algorithm1_update, loss_deviations, vred_beta_max
 from tests.conftest import make_reply

@@ -28,9 +28,9 @@ import fairfl.strategies.ditto as ditto_module
 from fairfl.contract import TrainReply
 from fairfl.strategies import QFFL, STRATEGIES, TERM, Ditto, ReweightedStrategy, build_strategy
 from fairfl.strategies import registry as registry_module
+from fairfl.strategies.core.options import StrategyOptions
+from fairfl.strategies.core.params import ParameterError, RuleParameters, real
 from fairfl.strategies.ditto import DittoPersonalisation, with_ditto
-from fairfl.strategies.options import StrategyOptions
-from fairfl.strategies.params import ParameterError, RuleParameters, real
 from fairfl.strategies.registry import Rules
 
 OPTIONS = [item.name for item in fields(StrategyOptions)]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fairfl.contract import keys
 from fairfl.strategies import FedAvg, VRed
-from fairfl.strategies.aggregation import sample_weights
+from fairfl.strategies.core.aggregation import sample_weights
 from fairfl.strategies.vred import (
     algorithm1_update,
     clip_negative_weights,

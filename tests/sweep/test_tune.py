@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import fairfl.client.app as client_app
 from fairfl.cli import main
 from fairfl.strategies import ReweightedStrategy
-from fairfl.strategies.params import RuleParameters, real
+from fairfl.strategies.core.params import RuleParameters, real
 from fairfl.strategies.registry import STRATEGIES, RuleSpec
 from fairfl.sweep.tune import (
     Candidate,

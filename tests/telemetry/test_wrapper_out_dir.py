@@ -17,7 +17,7 @@ from flwr.serverapp.strategy import FedAvg
 from fairfl._compat import server_task_identity
 from fairfl.simulation.inprocess import InMemoryGrid, node_configs_for
 from fairfl.strategies import AFL
-from fairfl.strategies.base import TrainRoundRecord
+from fairfl.strategies.core.base import TrainRoundRecord
 from fairfl.telemetry import with_telemetry
 from fairfl.telemetry.wrapper import RoundRecorder
 

@@ -105,7 +105,7 @@ def secure_aggregation(strategy: type) -> str:
 
 
 def parameter_specs(strategy: type) -> dict[str, Any]:
-    """The :class:`~fairfl.strategies.params.Spec` of each run-config key of the rule."""
+    """The :class:`~fairfl.strategies.core.params.Spec` of each run-config key of the rule."""
     from dataclasses import fields
 
     parameters = getattr(strategy, "Parameters", None)

@@ -15,8 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fairfl.contract import TrainReply
-from fairfl.strategies import ReweightedStrategy
-from fairfl.strategies.params import RuleParameters, real
+from fairfl.strategies import ReweightedStrategy, RuleParameters, real
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class MyRule(ReweightedStrategy):
     power : float (default: 1.0)
         s >= 0; 0 is FedAvg.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.FairStrategy`.
     """
 
     needs_loss = True

@@ -16,8 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fairfl.contract import TrainReply
-from fairfl.strategies import ReweightedStrategy
-from fairfl.strategies.base import ConfigValue
+from fairfl.strategies import ConfigValue, ReweightedStrategy
 from fairfl_rule_plugin.report import WANT_WORST_CLASS_LOSS, WORST_CLASS_LOSS
 from fairfl_rule_plugin.rules import MyRuleParameters, power_weights
 
@@ -30,7 +29,7 @@ class WorstClass(ReweightedStrategy):
     power : float (default: 1.0)
         s >= 0 (run-config key ``myrule-power``, shared with MyRule); 0 is FedAvg.
     **kwargs
-        Sampling settings of :class:`fairfl.strategies.base.FairStrategy`.
+        Sampling settings of :class:`fairfl.strategies.FairStrategy`.
     """
 
     needs_loss = False

@@ -2,7 +2,7 @@
 
 - :func:`reweighted_sum`: the unified form ``w^t - Σ_i λ_i (w^t - w_i)`` in float64
   blocks, optionally with every reply array's squared norm from the same pass (the fused
-  value check of :meth:`fairfl.strategies.base.FairStrategy.read_train_replies`);
+  value check of :meth:`fairfl.strategies.core.base.FairStrategy.read_train_replies`);
 - :func:`delta_sums_and_squared_distances` and :func:`direction_sums_and_squared_norms`:
   q-FFL's and q-FedSGD's one-difference pass (Li et al. 2020, Algorithms 2 and 1), the step's
   sum and each client's ‖Δw_k‖² together;
@@ -44,9 +44,10 @@ def reweighted_sum(
 ) -> list[NDArray[Any]]:
     """``w^t - Σ_i λ_i (w^t - w_i)`` in float64 blocks; adds ``‖w_ij‖²`` into ``squared_norms``.
 
-    The pass of :func:`fairfl.strategies.aggregation.reweighted_average` (``squared_norms``
-    ``None``) and of :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms`
-    (the fused value check: parameters, result and errors there).
+    The pass of :func:`fairfl.strategies.core.aggregation.reweighted_average`
+    (``squared_norms`` ``None``) and of
+    :func:`~fairfl.strategies.core.aggregation.reweighted_average_and_squared_norms` (the fused
+    value check: parameters, result and errors there).
     """
     weights = np.asarray(lambdas, dtype=np.float64)
     if weights.ndim != 1 or weights.size != len(local_arrays):
@@ -132,7 +133,7 @@ def delta_sums_and_squared_distances(
     ``Δ_k = u_k (w^t - w̄_k)`` with ``u_k = s_k L (F_k + ε)^q``) cannot be taken until
     every h_k, and so every squared distance, is known. Summing ``u_k (w^t - w̄_k)``
     while each client block's difference is at hand for its distance, and dividing by
-    ``Σ_k h_k`` at the end (:func:`~fairfl.strategies.aggregation.apply_summed_step`),
+    ``Σ_k h_k`` at the end (:func:`~fairfl.strategies.core.aggregation.apply_summed_step`),
     reads every reply once: each client block is read from memory by the difference,
     which then stays in cache for its dot product and a BLAS axpy into the sum.
 

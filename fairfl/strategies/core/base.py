@@ -1,8 +1,8 @@
 """The orchestrator of a round: :class:`FairStrategy`.
 
 A rule subclasses :class:`FairStrategy` (implementing ``aggregate``) or
-:class:`~fairfl.strategies.reweighted.ReweightedStrategy` (``lambdas``; loss-reweighting
-rules use :class:`~fairfl.strategies.reweighted.LossRule`). The classes only orchestrate; each
+:class:`~fairfl.strategies.core.reweighted.ReweightedStrategy` (``lambdas``; loss-reweighting
+rules use :class:`~fairfl.strategies.core.reweighted.LossRule`). The classes only orchestrate; each
 collaborator is a module of its own (the docs site's rule-kit page lists them).
 """
 
@@ -31,19 +31,19 @@ from fairfl.contract import (
     read_evaluate_reply,
 )
 from fairfl.logs import attach_flower_console
-from fairfl.strategies import intake
-from fairfl.strategies._checks import check_fraction, check_positive_int
-from fairfl.strategies.client_keys import ClientKeys
-from fairfl.strategies.defences import LossClip, clip_reported_losses
-from fairfl.strategies.errors import FAIR_TRAIN, RejectedReplies
+from fairfl.strategies.core import intake
+from fairfl.strategies.core._checks import check_fraction, check_positive_int
+from fairfl.strategies.core.client_keys import ClientKeys
+from fairfl.strategies.core.defences import LossClip, clip_reported_losses
+from fairfl.strategies.core.errors import FAIR_TRAIN, RejectedReplies
 
 # Importable from here as before the split; documented once, in fairfl.strategies.
-from fairfl.strategies.errors import MissingMetricError as MissingMetricError
-from fairfl.strategies.evaluation import evaluation_metrics, ordered_results
-from fairfl.strategies.options import ConstructorSignature, StrategyOptions, rule_settings
-from fairfl.strategies.params import NoParameters, RuleParameters
-from fairfl.strategies.private_rounds import PrivateRounds
-from fairfl.strategies.records import (
+from fairfl.strategies.core.errors import MissingMetricError as MissingMetricError
+from fairfl.strategies.core.evaluation import evaluation_metrics, ordered_results
+from fairfl.strategies.core.options import ConstructorSignature, StrategyOptions, rule_settings
+from fairfl.strategies.core.params import NoParameters, RuleParameters
+from fairfl.strategies.core.private_rounds import PrivateRounds
+from fairfl.strategies.core.records import (
     CLIENT_REPORT_KEYS,
     MetricValue,
     TrainRoundRecord,
@@ -55,8 +55,8 @@ from fairfl.strategies.records import (
     round_metrics,
     unless_trained_nothing,
 )
-from fairfl.strategies.rounds import DeferredUpdates
-from fairfl.strategies.sampling import Sampling, SizeSampler, sampled_messages
+from fairfl.strategies.core.rounds import DeferredUpdates
+from fairfl.strategies.core.sampling import Sampling, SizeSampler, sampled_messages
 
 if TYPE_CHECKING:
     from flwr.serverapp.strategy import Result
@@ -90,10 +90,10 @@ class FairStrategy(PrivateRounds, FlowerFedAvg):
     """Base class of the fairfl rules (Flower Message API): it orchestrates a round.
 
     It keeps Flower's FedAvg sampling and message construction; each train reply is
-    validated alone (:mod:`~fairfl.strategies.intake`), a bad one logged and dropped, and
+    validated alone (:mod:`~fairfl.strategies.core.intake`), a bad one logged and dropped, and
     the rest aggregated by the rule in client-key order. A round with no usable reply, or
     whose aggregate is not finite, keeps the previous model. Every rule takes the keywords
-    of :class:`~fairfl.strategies.options.StrategyOptions` and its :attr:`Parameters`; the
+    of :class:`~fairfl.strategies.core.options.StrategyOptions` and its :attr:`Parameters`; the
     rule-kit page of the docs (``explanation/rule-kit``) shows each collaborator's job.
     """
 
@@ -109,7 +109,7 @@ class FairStrategy(PrivateRounds, FlowerFedAvg):
     rule_name: ClassVar[str] = "fair-strategy"
     #: The name in the run config (``strategy = "term"``); set in a class body: registered.
     registry_name: ClassVar[str | None] = None
-    #: The rule's hyperparameters (:mod:`~fairfl.strategies.params`), keywords too.
+    #: The rule's hyperparameters (:mod:`~fairfl.strategies.core.params`), keywords too.
     Parameters: ClassVar[type[RuleParameters]] = NoParameters
     #: The validated hyperparameters of this instance.
     params: RuleParameters
@@ -271,7 +271,7 @@ class FairStrategy(PrivateRounds, FlowerFedAvg):
         return self.send(grid, MessageType.EVALUATE, server_round, arrays, config)
 
     def reply_node(self, message: Message) -> int:
-        """The node a reply is about (:func:`~fairfl.strategies.intake.reply_node`)."""
+        """The node a reply is about (:func:`~fairfl.strategies.core.intake.reply_node`)."""
         return intake.reply_node(message, self.in_flight)
 
     @property
@@ -394,7 +394,7 @@ class FairStrategy(PrivateRounds, FlowerFedAvg):
         """Keep every client's test result; return the app's metrics and fairness metrics.
 
         The record holds what Flower's FedAvg returns (``evaluate_metrics_aggr_fn`` over
-        the accepted replies) and :func:`~fairfl.strategies.evaluation.evaluation_metrics`.
+        the accepted replies) and :func:`~fairfl.strategies.core.evaluation.evaluation_metrics`.
 
         Raises
         ------
@@ -432,7 +432,7 @@ class FairStrategy(PrivateRounds, FlowerFedAvg):
 
 
 def sampling_keywords(strategy: FairStrategy, train: bool) -> dict[str, Any]:
-    """The sampling keywords of :func:`~fairfl.strategies.sampling.sampled_messages`.
+    """The sampling keywords of :func:`~fairfl.strategies.core.sampling.sampled_messages`.
 
     ``train``: the training phase's fraction and minimum, else evaluation's. Read from
     the strategy when it samples, not from its :class:`StrategyOptions`: the ServerApp

@@ -6,7 +6,7 @@ again. :class:`ClientKeys` remembers the key of every node heard from, orders a 
 replies by it, and asks the nodes not heard from yet with a QUERY message. It admits a
 reply only for a key its node may speak for and with a sample count within bounds, and
 weighs it by its registered count where the registration states one
-(:mod:`fairfl.strategies.identity`).
+(:mod:`fairfl.strategies.core.identity`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from fairfl.contract import (
     read_client_key_reply,
     write_client_key_query,
 )
-from fairfl.strategies.identity import Claims, CountBounds
+from fairfl.strategies.core.identity import Claims, CountBounds
 
 logger = logging.getLogger(__name__)
 

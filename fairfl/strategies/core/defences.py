@@ -19,7 +19,8 @@ off by default, so every rule is the paper's unless one is asked for:
     No client's aggregation weight λ_i may exceed c times the round's total ``Σ_j λ_j``;
     the excess goes to the others (:func:`cap_weights`), as RC-FL caps a client's
     mixture weight at ``p_i/α_i`` and Δ-FL at ``p_i/α``. It applies to the rules of the
-    form ``w^t - Σ_i λ_i (w^t - w_i)`` (:class:`~fairfl.strategies.reweighted.ReweightedStrategy`).
+    form ``w^t - Σ_i λ_i (w^t - w_i)``
+    (:class:`~fairfl.strategies.core.reweighted.ReweightedStrategy`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ class RejectedReplies:
     A rule that checks the reply values in its own pass over them instead of the reader
     (``checks_array_values``) returns it from ``aggregate`` instead of a model;
     ``aggregate_train`` drops these replies with the reader's reasons and aggregates the
-    rest again (:func:`fairfl.strategies.intake.aggregate_without_rejected`). Nothing is
+    rest again (:func:`fairfl.strategies.core.intake.aggregate_without_rejected`). Nothing is
     rolled back: a rule changes its state only once a round is accepted
     (``FairStrategy.state_updates``). The state and the new model are then those of the
     round without the bad replies, bit for bit: the pass runs again over the other

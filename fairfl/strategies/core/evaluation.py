@@ -1,8 +1,8 @@
 """What an evaluation round returns: the kept results in order and their metrics.
 
-:meth:`FairStrategy.aggregate_evaluate <fairfl.strategies.base.FairStrategy.aggregate_evaluate>`
-reads the replies (:mod:`~fairfl.strategies.intake`), keeps the results per round and
-returns :func:`evaluation_metrics` of them.
+:meth:`~fairfl.strategies.core.base.FairStrategy.aggregate_evaluate` reads the replies
+(:mod:`~fairfl.strategies.core.intake`), keeps the results per round and returns
+:func:`evaluation_metrics` of them.
 """
 
 from __future__ import annotations

@@ -36,17 +36,17 @@ from fairfl.contract import (
 from fairfl.contract.objective import objective_dropped, objective_dropped_message
 from fairfl.strategies._ops.gram import GRAM_RTOL
 from fairfl.strategies._ops.passes import max_abs
-from fairfl.strategies.errors import (
+from fairfl.strategies.core.errors import (
     MissingMetricError,
     RejectedReplies,
     missing_metric_help,
     missing_metric_message,
 )
-from fairfl.strategies.records import TrainRoundRecord
-from fairfl.strategies.rounds import DeferredUpdates
+from fairfl.strategies.core.records import TrainRoundRecord
+from fairfl.strategies.core.rounds import DeferredUpdates
 
 if TYPE_CHECKING:
-    from fairfl.strategies.options import StrategyOptions
+    from fairfl.strategies.core.options import StrategyOptions
 
 logger = logging.getLogger(__name__)
 
@@ -309,7 +309,7 @@ def check_missing_metrics(
     ------
     MissingMetricError
         If some reply lacked a metric and every answering node's did, naming each key
-        and what reports it (:func:`~fairfl.strategies.errors.missing_metric_help`),
+        and what reports it (:func:`~fairfl.strategies.core.errors.missing_metric_help`),
         unless ``options.allow_missing_metrics``.
     """
     missing = read.missing
@@ -379,7 +379,7 @@ def aggregate_without_rejected(
     """``aggregate(accepted)``, dropping the replies it rejects and aggregating the rest again.
 
     A rule that checks the array values in its own pass returns
-    :class:`~fairfl.strategies.errors.RejectedReplies` instead of a model; each rejected
+    :class:`~fairfl.strategies.core.errors.RejectedReplies` instead of a model; each rejected
     reply is then logged and recorded in ``record`` as the reader would have dropped it,
     and the rest is aggregated. ``aggregate`` leaves the rule's state alone and defers its
     changes (``deferred``): those of a rejected pass are discarded, nothing is restored.

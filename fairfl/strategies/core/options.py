@@ -1,8 +1,8 @@
 """The settings every rule takes besides its own hyperparameters: :class:`StrategyOptions`.
 
-:class:`~fairfl.strategies.base.FairStrategy` splits its keywords in two: the ones named
+:class:`~fairfl.strategies.core.base.FairStrategy` splits its keywords in two: the ones named
 here (Flower's FedAvg's and fairfl's own), checked once in :class:`StrategyOptions`, and
-the rest, the rule's hyperparameters (:mod:`fairfl.strategies.params`). Both sets make
+the rest, the rule's hyperparameters (:mod:`fairfl.strategies.core.params`). Both sets make
 the rule's constructor signature (:func:`constructor_signature`).
 """
 
@@ -27,9 +27,9 @@ from fairfl.contract.options import (
     SAMPLING,
 )
 from fairfl.fields import Fields, declared, flag, function, integer, text
-from fairfl.strategies.params import RuleParameters, check_keywords, keyword_parameters
-from fairfl.strategies.records import MetricsAggregation, aggregate_app_metrics
-from fairfl.strategies.sampling import Sampling
+from fairfl.strategies.core.params import RuleParameters, check_keywords, keyword_parameters
+from fairfl.strategies.core.records import MetricsAggregation, aggregate_app_metrics
+from fairfl.strategies.core.sampling import Sampling
 
 
 class RuleClass(Protocol):
@@ -79,7 +79,7 @@ min_available_nodes
     train_metrics_aggr_fn, evaluate_metrics_aggr_fn : Callable | None (default: None)
         As in FedAvg: ``(list[RecordDict], weighted_by_key) -> MetricRecord`` over the
         accepted replies (default:
-        :func:`~fairfl.strategies.records.aggregate_app_metrics`, Flower's weighted
+        :func:`~fairfl.strategies.core.records.aggregate_app_metrics`, Flower's weighted
         average of every metric but fairfl's per-client reports). The round's
         MetricRecord holds its result *and* fairfl's metrics and diagnostics (fairfl's
         win on a name clash). If it raises, a WARNING names the error and the record
@@ -94,7 +94,7 @@ min_available_nodes
     allow_missing_metrics : bool (default: False)
         When every reply of a round lacks a metric the rule needs (``required
         metrics`` in ``summary()``), the run stops with a
-        :class:`~fairfl.strategies.errors.MissingMetricError` naming the key and the
+        :class:`~fairfl.strategies.core.errors.MissingMetricError` naming the key and the
         client helper that reports it. True drops such replies with a WARNING instead
         and goes on (the round then keeps the previous model). Replies that lack it
         while others carry it are always dropped.
@@ -104,7 +104,7 @@ min_available_nodes
         weighted sum). ``None`` only rejects NaN/Inf. The new global model is held to
         the same bound: a round whose aggregate breaks it (or is not finite) keeps the
         previous model, logs a WARNING and records ``skipped`` in its
-        :class:`~fairfl.strategies.records.TrainRoundRecord` (``skipped-aggregate`` in
+        :class:`~fairfl.strategies.core.records.TrainRoundRecord` (``skipped-aggregate`` in
         its metrics).
     max_loss : float (default: 1e6, :data:`fairfl.contract.bounds.MAX_LOSS`)
         Drop train replies reporting a loss (``train_loss_key``, ``train_loss``) above
@@ -119,20 +119,20 @@ min_available_nodes
         ``"uniform"``: Flower's FedAvg sampling, ``fraction_train`` of the connected
         nodes uniformly without replacement. ``"size-proportional"``: the same number
         drawn with probability ∝ n_k without replacement, as q-FFL's experiments
-        (Li et al. 2020; :class:`fairfl.strategies.sampling.SizeSampler`), the drawn
+        (Li et al. 2020; :class:`fairfl.strategies.core.sampling.SizeSampler`), the drawn
         replies then counting as n_k = 1 each for the rule (a uniform sum, as the
         reference code's aggregation). Round 1, where no n_k is known yet, trains
         every node. Evaluation always samples uniformly (``fraction_evaluate``).
     loss_clip_mad : float (default: 0.0, off)
         Not in any paper; a defence against clients inflating ``train_loss_key``
-        (:mod:`fairfl.strategies.defences`). k > 0 clips each round's reported losses to
+        (:mod:`fairfl.strategies.core.defences`). k > 0 clips each round's reported losses to
         ``[max(0, m - k·MAD), m + k·MAD]`` (m, MAD: their median and median absolute
         deviation) before the rule reads them. A finite number >= 0.
     max_client_share : float (default: 1.0, off)
-        Not in any paper; the other defence of :mod:`fairfl.strategies.defences`. Below
+        Not in any paper; the other defence of :mod:`fairfl.strategies.core.defences`. Below
         1, no reply's aggregation weight λ_i may exceed this share of the round's
         ``Σ_j λ_j``; the excess goes to the others. Only for
-        :class:`~fairfl.strategies.reweighted.ReweightedStrategy` rules. In (0, 1].
+        :class:`~fairfl.strategies.core.reweighted.ReweightedStrategy` rules. In (0, 1].
 
     Raises
     ------
@@ -202,7 +202,7 @@ def constructor_signature(parameters: type[RuleParameters]) -> inspect.Signature
 
     Keyword-only: the fields of ``parameters``, then those of :class:`StrategyOptions`,
     each with its default and type. The constructor itself takes ``**keywords`` and
-    checks them against this (:func:`~fairfl.strategies.params.check_keywords`).
+    checks them against this (:func:`~fairfl.strategies.core.params.check_keywords`).
 
     Raises
     ------
@@ -222,7 +222,7 @@ class ConstructorSignature:
     """``__signature__`` of every rule class: :func:`constructor_signature` of its Parameters.
 
     A descriptor, not a value set per class: a rule's signature follows the
-    :attr:`~fairfl.strategies.base.FairStrategy.Parameters` it has when asked, and is only
+    :attr:`~fairfl.strategies.core.base.FairStrategy.Parameters` it has when asked, and is only
     made when asked (``inspect.signature``, ``help()``, Sphinx's autodoc), so defining a
     rule costs nothing and an annotation ``inspect`` cannot resolve never fails its
     import. A rule whose ``__init__`` takes more than ``**kwargs`` (a plug-in's own
@@ -252,7 +252,7 @@ def rule_settings(
         Naming the rule and the keyword, and the close match if there is one
         (``TERM() got an unexpected keyword argument 'alpah'. Did you mean 'alpha'?``).
     ValueError
-        A value refused: :class:`~fairfl.strategies.params.ParameterError` naming the
+        A value refused: :class:`~fairfl.strategies.core.params.ParameterError` naming the
         hyperparameter, or :class:`StrategyOptions`'s error naming the option.
     """
     check_keywords(rule.__name__, keywords, constructor_signature(rule.Parameters).parameters)

@@ -9,7 +9,7 @@ key it is read from. That one declaration drives
 - validation (building one: :class:`fairfl.fields.Fields`): one family of checks with the same
   messages for every rule (``alpha must be >= 0, got -1.0``); wrong types and non-finite
   numbers are refused naming the field, as :class:`ParameterError`;
-- the rule's :meth:`~fairfl.strategies.base.FairStrategy.settings` and ``summary()``;
+- the rule's :meth:`~fairfl.strategies.core.base.FairStrategy.settings` and ``summary()``;
 - the registry (:mod:`fairfl.strategies.registry`): run-config key -> keyword, the
   defaults, and the key named in an error (``run config term-alpha (rule term): ...``);
 - the run-config defaults in ``pyproject.toml`` (a test keeps them in step).
@@ -119,7 +119,7 @@ def keyword_parameters(settings: type[Any]) -> list[inspect.Parameter]:
     """A dataclass's fields as keyword-only parameters, with defaults and annotations.
 
     The pieces of a rule's constructor signature (its ``__signature__``): the fields of
-    its :class:`RuleParameters` and of :class:`~fairfl.strategies.options.StrategyOptions`.
+    its :class:`RuleParameters` and of :class:`~fairfl.strategies.core.options.StrategyOptions`.
     Annotations are resolved to types; where one names something imported for type
     checkers only (a plug-in's ``if TYPE_CHECKING:``), every field keeps its annotation's
     text, as ``inspect`` shows an unresolved annotation, instead of failing.
@@ -187,7 +187,7 @@ def spec_of(name: str, parameters: type[RuleParameters]) -> Spec:
     spec = parameters.__dataclass_fields__[name].metadata.get(SPEC)
     if not isinstance(spec, Spec):
         raise TypeError(
-            f"{parameters.__name__}.{name} must be declared with fairfl.strategies.params's "
+            f"{parameters.__name__}.{name} must be declared with fairfl.strategies.core.params's "
             "real(), integer(), flag() or choice()"
         )
     return spec

@@ -1,6 +1,6 @@
 """What a round does differently under central DP: clipped replies, capped shares.
 
-:class:`PrivateRounds` is a base of :class:`~fairfl.strategies.base.FairStrategy`, kept
+:class:`PrivateRounds` is a base of :class:`~fairfl.strategies.core.base.FairStrategy`, kept
 apart so that the orchestrator stays the round's outline; with ``dp = "none"``
 (``privacy`` is None) each method is the plain round's.
 """
@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from fairfl.contract import TrainReply, array_view
 from fairfl.privacy.central import CentralFixedClipping
-from fairfl.strategies.records import TrainRoundRecord
+from fairfl.strategies.core.records import TrainRoundRecord
 
 
 class PrivateRounds:

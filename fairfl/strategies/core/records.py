@@ -1,6 +1,6 @@
 """What a round records: its :class:`TrainRoundRecord`, the metrics returned to Flower.
 
-The orchestrator (:class:`~fairfl.strategies.base.FairStrategy`) keeps one record per
+The orchestrator (:class:`~fairfl.strategies.core.base.FairStrategy`) keeps one record per
 training round for results files and diagnostics, and returns the metrics built here:
 the app's own (Flower's weighted average, :func:`aggregate_app_metrics`), the round's reply
 counts and the rule's diagnostics (:func:`round_metrics`).
@@ -21,7 +21,7 @@ from numpy.lib.format import header_data_from_array_1_0, write_array_header_1_0
 from numpy.typing import NDArray
 
 from fairfl.contract import ModelLayout, TrainReply, keys
-from fairfl.strategies.aggregation import weight_entropy
+from fairfl.strategies.core.aggregation import weight_entropy
 
 if TYPE_CHECKING:
     from flwr.serverapp.strategy import Result
@@ -146,7 +146,7 @@ def weight_diagnostics(
     """A round's diagnostics of its aggregation weights λ (at least one).
 
     ``lambda-max``, ``lambda-min``, ``lambda-sum``, ``lambda-entropy`` (the entropy of
-    the normalised λ, :func:`~fairfl.strategies.aggregation.weight_entropy`, when
+    the normalised λ, :func:`~fairfl.strategies.core.aggregation.weight_entropy`, when
     finite) and ``capped-clients`` (the replies ``max_client_share`` capped, when on).
     """
     diagnostics: dict[str, MetricValue] = {

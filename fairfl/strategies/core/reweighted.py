@@ -3,9 +3,9 @@
 :class:`ReweightedStrategy` applies a rule's λ (capped at ``max_client_share``), checking
 every reply value in the same pass. TERM, GiFair, Δ-FL, AFL, VRed, Semi-VRed, PropFair and
 FedAvg compute λ from the round's data shares and losses: such a rule subclasses
-:class:`LossRule`, declares its hyperparameters (:mod:`fairfl.strategies.params`) and
+:class:`LossRule`, declares its hyperparameters (:mod:`fairfl.strategies.core.params`) and
 implements :meth:`LossRule.weights`, which reads the immutable
-:class:`~fairfl.strategies.rounds.TrainRound` and *returns* the weights with the round's
+:class:`~fairfl.strategies.core.rounds.TrainRound` and *returns* the weights with the round's
 diagnostics; the base records the diagnostics and applies the weights.
 """
 
@@ -21,12 +21,12 @@ from numpy.typing import NDArray
 
 from fairfl.contract import TrainReply
 from fairfl.secagg.forms import SecureForm
-from fairfl.strategies.aggregation import reweighted_average_and_squared_norms
-from fairfl.strategies.base import Aggregate, FairStrategy, TrainRoundRecord
-from fairfl.strategies.defences import share_capped
-from fairfl.strategies.errors import RejectedReplies
-from fairfl.strategies.records import weight_diagnostics
-from fairfl.strategies.rounds import TrainRound
+from fairfl.strategies.core.aggregation import reweighted_average_and_squared_norms
+from fairfl.strategies.core.base import Aggregate, FairStrategy, TrainRoundRecord
+from fairfl.strategies.core.defences import share_capped
+from fairfl.strategies.core.errors import RejectedReplies
+from fairfl.strategies.core.records import weight_diagnostics
+from fairfl.strategies.core.rounds import TrainRound
 
 __all__ = ["LossRule", "ReweightedStrategy", "StepsFromWeightedAverage", "TrainRound", "Weights"]
 
@@ -41,11 +41,11 @@ class ReweightedStrategy(FairStrategy):
     """A rule of the unified form ``w^{t+1} = w^t - Σ_i λ_i (w^t - w_i)``.
 
     Subclasses implement :meth:`lambdas`; this class applies them with
-    :func:`fairfl.strategies.aggregation.reweighted_average_and_squared_norms` and
-    reports them (:func:`~fairfl.strategies.records.weight_diagnostics`). The reply values
+    :func:`fairfl.strategies.core.aggregation.reweighted_average_and_squared_norms` and
+    reports them (:func:`~fairfl.strategies.core.records.weight_diagnostics`). The reply values
     are checked in that same pass: a reply with a NaN/Inf or a ``|value| > max_abs_weight``
     is dropped with the reader's reason, and the round aggregated again without it
-    (:func:`fairfl.strategies.intake.aggregate_without_rejected`). :meth:`lambdas` may
+    (:func:`fairfl.strategies.core.intake.aggregate_without_rejected`). :meth:`lambdas` may
     run twice in a round then: it defers its state changes (``self.state_updates``).
     """
 
@@ -97,7 +97,7 @@ class ReweightedStrategy(FairStrategy):
     ) -> list[NDArray[Any]] | RejectedReplies:
         """``w^t - Σ_i λ_i (w^t - w_i)``, checking every reply value in the same pass.
 
-        :func:`~fairfl.strategies.aggregation.reweighted_average_and_squared_norms` gives
+        :func:`~fairfl.strategies.core.aggregation.reweighted_average_and_squared_norms` gives
         the update and each reply array's ``‖w‖²``; the replies with a NaN/Inf or a
         ``|value| > max_abs_weight`` (:meth:`value_errors`) are returned instead. A rule
         that read every reply in a pass of its own may reuse it instead (q-FFL does,

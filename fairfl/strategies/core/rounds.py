@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fairfl.contract import TrainReply, client_key
-from fairfl.strategies.aggregation import sample_weights
+from fairfl.strategies.core.aggregation import sample_weights
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class TrainRound:
     num_examples : NDArray[np.int64]
         n_i of each reply (1 each in a round drawn ∝ n_i: the draw already weighs them).
     shares : NDArray[np.float64]
-        ``p_i = n_i / Σ_j n_j`` (:func:`~fairfl.strategies.aggregation.sample_weights`).
+        ``p_i = n_i / Σ_j n_j`` (:func:`~fairfl.strategies.core.aggregation.sample_weights`).
     losses : NDArray[np.float64] | None
         F_i(w^t), each reply's loss before training (``train_loss_key``, after any
         loss clipping); ``None`` for a rule that reads no loss.

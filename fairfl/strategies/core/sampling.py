@@ -228,7 +228,7 @@ class SizeSampler:
     without replacement (:func:`draw_size_proportional`, over the nodes' stable client
     keys in their sorted order, so a resumed run with new node ids draws alike) and
     the rule sums the drawn replies uniformly (:meth:`FairStrategy.aggregate_train
-    <fairfl.strategies.base.FairStrategy.aggregate_train>` hands the rule n_k = 1 for
+    <fairfl.strategies.core.base.FairStrategy.aggregate_train>` hands the rule n_k = 1 for
     each). Li et al. 2020 and its code know every n_k before round 1; the census round is
     the departure (one round in all, for a fixed federation). The counts are part of
     a checkpoint (``FairStrategy.sampling_state``): a resumed run draws on as the
