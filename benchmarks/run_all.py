@@ -5,7 +5,7 @@ one after the other, so that none shares a process, a thread pool or the cores w
 another; its JSON result is stored with the exact command, the wall time and the
 1-minute load average before and after. ``--only`` reruns some of them and keeps the
 others' stored results. The README's benchmark tables are generated from this file
-(``benchmarks/readme_tables.py --write``), and ``tests/test_readme_benchmarks.py``
+(``benchmarks/readme_tables.py --write``), and ``tests/readme/test_readme_benchmarks.py``
 fails when the two drift apart. CI never runs this: times depend on the machine and its
 load, and only the ratios measured inside one benchmark run mean anything.
 

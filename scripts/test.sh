@@ -155,7 +155,7 @@ oldest_tests_log="$(mktemp)"
 # The hostile-payload fuzz at 100 per rule there (every kind of hostile array still seen
 # by every rule, which the test asserts): the unit phase sends 400 under the newest flwr.
 FAIRFL_HOSTILE_PAYLOADS=100 setsid .venv-flwr-oldest/bin/python -m pytest -q -p no:cacheprovider -rs -n 1 \
-  -m "not flower_free" tests/strategies tests/test_contract.py tests/test_metrics.py tests/compat \
+  -m "not flower_free" tests/strategies tests/contract/test_contract.py tests/metrics/test_metrics.py tests/compat \
   >"$oldest_tests_log" 2>&1 &
 oldest_pid=$!
 # One file per worker: a module's federation fixture runs once. The tests that read the

@@ -21,7 +21,7 @@ from zipfile import ZipFile
 import pytest
 from packaging.requirements import Requirement
 
-from tests.test_packaging import build_wheel
+from tests.project.test_packaging import build_wheel
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 ROOT = Path(__file__).resolve().parents[2]

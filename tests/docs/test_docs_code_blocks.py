@@ -1,7 +1,7 @@
 """Every code block of the docs site's pages is executed or checked (issue 38 item 3).
 
 ``{fairfl-exec}`` blocks run when the docs build (a failure stops it); the ```python
-blocks of ``howto/plug-a-rule-into-flower.md`` run in ``tests/test_readme_snippets.py``.
+blocks of ``howto/plug-a-rule-into-flower.md`` run in ``tests/readme/test_readme_snippets.py``.
 Every other block is checked here, from the Markdown sources (no build needed):
 
 - ```python: compiles (each part between ``...`` lines, de-indented);
@@ -32,7 +32,7 @@ PAGES = sorted(
 )
 FENCE = re.compile(r"^(```+)([^\n]*)\n(.*?)^\1\s*$", flags=re.MULTILINE | re.DOTALL)
 #: Blocks a test elsewhere runs: page -> the test.
-RUN_ELSEWHERE = {"howto/plug-a-rule-into-flower.md": "tests/test_readme_snippets.py"}
+RUN_ELSEWHERE = {"howto/plug-a-rule-into-flower.md": "tests/readme/test_readme_snippets.py"}
 #: Directives whose content is not code.
 NOT_CODE = {"{toctree}", "{include}", "{eval-rst}"}
 #: Repository paths a shell line may name (checked to exist).

@@ -54,7 +54,7 @@ from pathlib import Path
 import pytest
 
 from tests.examples.flower_run import flwr_run
-from tests.test_packaging import build_wheel
+from tests.project.test_packaging import build_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).resolve().parent / "recipe_app"

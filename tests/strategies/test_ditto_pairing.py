@@ -21,7 +21,7 @@ from fairfl.contract import keys
 from fairfl.strategies import QFFL, STRATEGIES, TERM, Ditto, FedAvg, build_strategy
 from fairfl.strategies.core.params import RuleParameters, real
 from fairfl.strategies.ditto import DittoPersonalisation, with_ditto
-from tests.server_install_probe import NODES, SHAPES, replies
+from tests.project.server_install_probe import NODES, SHAPES, replies
 
 DITTO_KEYS = {
     "ditto-lambda": 1.0,

@@ -12,7 +12,7 @@ def _section() -> str:
 
 
 def test_cost_figures_come_from_the_benchmarks_file_and_the_screenshot_is_shown():
-    # The figures are in the generated Benchmarks page (tests/test_readme_benchmarks.py).
+    # The figures are in the generated Benchmarks page (tests/readme/test_readme_benchmarks.py).
     section = _section()
     assert "bench_telemetry.py" in section
     assert '"Telemetry cost" under' in section

@@ -23,7 +23,7 @@ class RejectedReplies:
     rolled back: a rule changes its state only once a round is accepted
     (``FairStrategy.state_updates``). The state and the new model are then those of the
     round without the bad replies, bit for bit: the pass runs again over the other
-    replies as that round's would (``tests/strategies/test_rejected_reply_rounding.py``).
+    replies as that round's would (``tests/strategies/core/test_rejected_reply_rounding.py``).
 
     Parameters
     ----------

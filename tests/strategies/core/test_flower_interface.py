@@ -29,7 +29,7 @@ from fairfl.strategies import QFFL, RCFL, STRATEGIES, EquitableFL, FedAvg
 from fairfl.strategies.core.base import MissingMetricError
 from tests.conftest import arrays_of, make_reply
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GLOBAL = {"w": np.zeros((2, 3), np.float32), "b": np.zeros(3, np.float32)}
 NODES = [1, 2, 3, 4]
 

@@ -36,7 +36,7 @@ from fairfl.strategies.registry import (
 )
 from tests.conftest import make_reply
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LAYOUT = ModelLayout.of(ArrayRecord({"0": Array(np.zeros(2, np.float32))}))
 
 

@@ -18,9 +18,9 @@ from packaging.utils import canonicalize_name
 
 from fairfl.settings import RunSettings
 from fairfl.strategies.registry import STRATEGIES
-from tests.server_install_probe import HEAVY
+from tests.project.server_install_probe import HEAVY
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 RUN_CONFIG = PYPROJECT["tool"]["flwr"]["app"]["config"]
 FLWR_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
@@ -216,7 +216,7 @@ def test_server_install_needs_only_core_dependencies(tmp_path):
     print(f"pip install of the wheel and its core dependencies: {seconds:.1f} s")
     # -I: neither the checkout nor PYTHONPATH on sys.path, so fairfl comes from the venv.
     done = subprocess.run(
-        [python, "-I", str(ROOT / "tests" / "server_install_probe.py")],
+        [python, "-I", str(ROOT / "tests" / "project" / "server_install_probe.py")],
         cwd=tmp_path,
         env={**os.environ, **FLWR_ENV},
         capture_output=True,

@@ -98,7 +98,7 @@ def _pyproject_run_config() -> dict:
     import tomllib
     from pathlib import Path
 
-    with (Path(__file__).resolve().parents[1] / "pyproject.toml").open("rb") as handle:
+    with (Path(__file__).resolve().parents[2] / "pyproject.toml").open("rb") as handle:
         return tomllib.load(handle)["tool"]["flwr"]["app"]["config"]
 
 

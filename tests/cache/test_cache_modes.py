@@ -3,7 +3,7 @@
 A library loaded from the cache runs in the server process (issue 35): under a umask of
 000, folders made with ``mkdir(parents=True)`` are 0777 and a compiler's output 0777,
 so another user could replace what the next process loads. The compiled kernel's own
-checks are in ``tests/strategies/test_gram_kernel.py``.
+checks are in ``tests/strategies/_ops/test_gram_kernel.py``.
 """
 
 import os

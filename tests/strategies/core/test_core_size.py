@@ -32,7 +32,8 @@ def test_class_lines_count_from_the_class_line_to_its_last():
 
 
 def test_fair_strategy_is_at_most_350_lines():
-    lines = class_lines((STRATEGIES / "core" / "base.py").read_text(encoding="utf-8"), "FairStrategy")
+    source = (STRATEGIES / "core" / "base.py").read_text(encoding="utf-8")
+    lines = class_lines(source, "FairStrategy")
     print(f"FairStrategy: {lines} lines (limit {MAX_ORCHESTRATOR_LINES})")
     assert lines <= MAX_ORCHESTRATOR_LINES
 

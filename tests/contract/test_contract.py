@@ -25,7 +25,7 @@ from fairfl.contract import (
 )
 from tests.conftest import arrays_of, make_reply
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROTO = ROOT / "proto" / "fairfl" / "v1" / "contract.proto"
 
 KIND_OF_PROTO = {

@@ -34,7 +34,7 @@ from fairfl.strategies.core.identity import (
 )
 from tests.conftest import make_reply
 from tests.strategies.baseline_helpers import aggregate_round, local
-from tests.strategies.test_identity import ec_key
+from tests.strategies.core.test_identity import ec_key
 
 #: Four partitions of digits; honest nodes 1001-1003 serve partitions 0-2 (node 1002 is
 #: the victim, partition 1) and node 1000 is the impostor, configured with partition 1.

@@ -21,7 +21,7 @@ import pytest
 
 from fairfl.simulation.staging import stage_app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Flower's limit (flwr.common.constant.FAB_MAX_SIZE).
 FAB_MAX_SIZE = 10 * 1024 * 1024
 

@@ -15,7 +15,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord
 from fairfl._compat import server_task_identity
 from fairfl.contract import keys
 from fairfl.strategies import build_strategy
-from tests.server_install_probe import SHAPES, replies
+from tests.project.server_install_probe import SHAPES, replies
 from tests.strategies.test_ditto_pairing import _grid
 
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_packaging.py in a fresh venv holding fairfl's wheel and core deps only.
+"""Run by tests/project/test_packaging.py in a fresh venv holding fairfl's wheel and core deps only.
 
 Imports every name of ``fairfl.strategies.__all__``, checks that no client, data or report
 package is installed or loaded, and runs one ``configure_train`` + ``aggregate_train`` of

@@ -25,7 +25,7 @@ import fairfl.strategies
 from fairfl._compat import server_task_identity
 from fairfl.simulation import InMemoryGrid, node_configs_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "quickstart-pytorch-fairfl"
 SECTION = "## Plug a rule into your own Flower app"
 README = ROOT / "README.md"

@@ -4,7 +4,7 @@ The README is the front page; the docs site (``docs/site``) holds the rest. Its 
 table is what ``docs/site/_ext/fairfl_docs.py --readme`` writes from
 :data:`fairfl.strategies.registry.STRATEGIES` (the same generator makes the site's table),
 so a rule added, renamed or given a new run-config key fails here until it is rerun.
-Its Python blocks run in ``tests/test_readme_snippets.py``.
+Its Python blocks run in ``tests/readme/test_readme_snippets.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 

@@ -16,7 +16,7 @@ from fairfl._compat import server_task_identity
 from fairfl.contract import keys
 from fairfl.strategies import FedAvg, PropFair
 from tests.conftest import arrays_of, make_reply
-from tests.strategies.test_flower_interface import GLOBAL, NODES, grid_of, local
+from tests.strategies.core.test_flower_interface import GLOBAL, NODES, grid_of, local
 
 
 def metrics(node: int, ignored: int | None) -> dict[str, object]:
