@@ -5,7 +5,9 @@ The rules and their math sit here beside the registry; the round machinery they 
 (``FairStrategy``, ``ReweightedStrategy``, ``LossRule``), the round a rule reads
 (``TrainRound``, ``Weights``), the type of a config value (``ConfigValue``) and the rule
 kit (``RuleParameters``, ``real``, ``integer``, ``flag``, ``choice``, ``text``,
-``ParameterError``; :mod:`fairfl.strategies.core.params`).
+``ParameterError``; :mod:`fairfl.strategies.core.params`). ``TrainRound`` is imported
+here but not listed in ``__all__``: the API reference describes it in
+:mod:`fairfl.strategies.core.rounds`, where a third alias would be a duplicate.
 """
 
 from fairfl.strategies.afl import AFL
@@ -20,7 +22,8 @@ from fairfl.strategies.core.params import (
     real,
     text,
 )
-from fairfl.strategies.core.reweighted import LossRule, ReweightedStrategy, TrainRound, Weights
+from fairfl.strategies.core.reweighted import LossRule, ReweightedStrategy, Weights
+from fairfl.strategies.core.rounds import TrainRound as TrainRound  # not in __all__ (above)
 from fairfl.strategies.deltafl import DeltaFL
 from fairfl.strategies.ditto import Ditto
 from fairfl.strategies.equitable import EquitableFL
@@ -72,7 +75,6 @@ __all__ = [
     "ReweightedStrategy",
     "RuleParameters",
     "SemiVRed",
-    "TrainRound",
     "VRed",
     "Weights",
     "build_strategy",
