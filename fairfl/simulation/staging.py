@@ -6,7 +6,7 @@
 from a folder holding only what the FAB holds. :func:`stage_app` copies exactly the
 candidates of the app's ``fab-include`` patterns, with ``pyproject.toml`` and
 ``.gitignore``, so Flower applies the same rules to the copy and packs the same FAB
-(``tests/test_fab.py`` compares the two).
+(``tests/project/test_fab.py`` compares the two).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ class PrivateRounds:
     #: :func:`~fairfl.strategies.private.attach_privacy`), or None: off.
     privacy: CentralFixedClipping | None = None
     #: Whether the rule noises its weighted average itself, before a server step from it
-    #: (:class:`~fairfl.strategies.reweighted.StepsFromWeightedAverage`): the step is then
+    #: (:class:`~fairfl.strategies.core.reweighted.StepsFromWeightedAverage`): the step is then
     #: post-processing, and :meth:`noised` adds nothing to the stepped model.
     noises_average: ClassVar[bool] = False
     #: Messages sent per round and phase (``{"train": m}``).
