@@ -110,8 +110,8 @@ class NoisePlan:
 
     @property
     def max_ratio(self) -> float:
-        """r̂_max over the clients given a part."""
-        return max(self.ratios.values(), default=0.0)
+        """r̂_max = max_k |r̂_k| over the clients given a part (a weight may be negative)."""
+        return max((abs(r) for r in self.ratios.values()), default=0.0)
 
 
 @dataclass
@@ -171,7 +171,7 @@ class DistributedNoise(CentralFixedClipping):
         settings = self.settings
         plan = self.plans.pop(server_round)
         nodes = [nid for nid in summed if nid in plan.ratios]
-        top_summed = max((plan.ratios[nid] for nid in nodes), default=0.0)
+        top_summed = max((abs(plan.ratios[nid]) for nid in nodes), default=0.0)
         z = settings.dp_noise_multiplier
         z_eff = distributed_noise_multiplier(
             z, plan.expected, len(nodes), plan.max_ratio, top_summed

@@ -11,7 +11,8 @@ masks' generator); what differs is fairfl's:
   public keys and the train reply's metrics, its ArrayRecords emptied;
 * the collect stage masks the weight and payload of the rule's form
   (:func:`fairfl.secagg.forms.client_part`), not ``num_examples`` and the whole model;
-* a weight above ``secagg-max-weight`` is refused (an error reply), never wrapped;
+* a weight above ``secagg-max-weight`` in magnitude is refused (an error reply), never
+  wrapped;
 * under distributed DP the update is clipped and the masked values noised first
   (:mod:`fairfl.secagg.noise`);
 * the reply's ``qffl-h``, a function of ``‖Δ_k‖``, is dropped from the clear metrics,
@@ -85,6 +86,7 @@ from fairfl.secagg.protocol import (
     quantize_private,
     vector_dtype,
 )
+from fairfl.secagg.protocol import weight_ratio as quantized_weight
 
 __all__ = ["HELD", "PRIVATE", "STATE", "UPDATE", "WEIGHT_RTOL", "secaggplus_mod", "secret_rng"]
 
@@ -276,14 +278,13 @@ def _collect_masked_vectors(
     # Distributed DP (the part carries its keys): the update clipped before the form reads it.
     weight, payload = client_part(part, clip_to_norm(part, update), kept)
     # The server's public scale puts the largest weight at a_max, up to float rounding.
-    if weight > state.max_weight * (1 + WEIGHT_RTOL):
+    if abs(weight) > state.max_weight * (1 + WEIGHT_RTOL):
         raise ValueError(
             f"secure aggregation: this client's weight {weight:.6g} exceeds "
-            f"secagg-max-weight ({state.max_weight:g}); raise secagg-max-weight"
+            f"secagg-max-weight ({state.max_weight:g}) in magnitude; raise secagg-max-weight"
         )
     quantization = state.target_range
-    ratio = min(weight / state.max_weight, 1.0)
-    weight_ratio = round(ratio * quantization)  # r̂_k Q, an integer
+    weight_ratio = quantized_weight(weight, state.max_weight, quantization)  # r̂_k Q
     rng = secret_rng()
     exact = [p for p in payload if p.dtype.kind == "i"]  # FairFed's group counts
     floats = [p * (weight_ratio / quantization) for p in payload if p.dtype.kind != "i"]

@@ -110,8 +110,14 @@ class SecAggSettings(Fields):
 
     @property
     def max_clients(self) -> int:
-        """The most clients one sum can hold: n Q < 2^32 (no wrap of the modular sum)."""
-        return (MODULUS_RANGE - 1) // self.secagg_quantization_range
+        """The most clients one sum can hold: 2 n Q < 2^32.
+
+        Each quantised value lies in [0, Q], so n of them sum below 2^32 without a wrap;
+        the weights' sum lies in [-nQ, nQ] (a weight may be negative), which the modular
+        sum tells apart only if 2 n Q < 2^32
+        (:func:`~fairfl.secagg.protocol.signed_weight_total`).
+        """
+        return (MODULUS_RANGE - 1) // (2 * self.secagg_quantization_range)
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> SecAggSettings:

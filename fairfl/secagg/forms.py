@@ -51,6 +51,7 @@ __all__ = [
     "SEMIVRED_BETA",
     "SEMIVRED_CLIP",
     "SHARE",
+    "SIGNED_WEIGHTS",
     "TERM_ALPHA",
     "TERM_SHIFT",
     "WEIGHT",
@@ -64,6 +65,7 @@ __all__ = [
     "fairfed_weight",
     "held_after",
     "restarted_held",
+    "weight_magnitude",
 ]
 
 FormKind = Literal["one-round", "scalars-in-clear", "two-rounds", "impossible"]
@@ -93,6 +95,9 @@ SCALAR_STAGES = (
     "fairfed-counts",
     "fairfed-gaps",
 )
+#: The weights that may be negative (VRed's broadcast λ_k, Semi-VRed's eq. 12 above the
+#: round's β_max): masked as they are, the modular sum keeping their sign.
+SIGNED_WEIGHTS: tuple[WeightKind, ...] = ("broadcast", "semivred")
 
 #: Keys of the client part's ConfigRecord (server -> client, collect stage).
 WEIGHT_KIND = "weight-kind"
@@ -231,9 +236,10 @@ def client_part(
     ``u_k = [σ n_k F_k]`` (f̄ is the sum over ``Σ_k σ n_k``), ``semivred-excess`` masks
     ``u_k = [σ n_k (F_k - f̄)_+]`` (A likewise), each with ``a_k = a_max``; ``semivred``
     masks ``a_k = σ' n_k (1 + 2β (a_k - A))``, ``u_k = Δ_k`` (σ' = σ / (1 + 4βC) keeps
-    ``a_k <= a_max``: ``(F_k - f̄)_+ <= 2C`` for losses in ``[0, C]``), set to 0 if negative with
-    ``semivred-clip-negative`` (the clear rule's clipping then renormalises, as the
-    quotient ``Σ a_k u_k / Σ a_k`` does); a negative weight otherwise cannot be masked.
+    ``|a_k| <= a_max``: ``(F_k - f̄)_+ <= 2C`` for losses in ``[0, C]``), set to 0 if negative
+    with ``semivred-clip-negative`` (the clear rule's clipping then renormalises, as the
+    quotient ``Σ a_k u_k / Σ a_k`` does), else masked negative as the clear rule weighs it
+    (:data:`SIGNED_WEIGHTS`).
 
     FairFed (Ezzeldin et al., AAAI 2023, FF3-FF6) in three secure sums, each client
     keeping its ``group-counts`` and its weight ω_k (DecLearn's client-held weights):
@@ -260,7 +266,7 @@ def client_part(
     ------
     ValueError
         If the part is malformed, a scalar it needs is missing, or the weight is not
-        a finite number >= 0.
+        a finite number (>= 0 but for :data:`SIGNED_WEIGHTS`).
     """
     kind = part.get(WEIGHT_KIND)
     payload: list[NDArray[Any]]
@@ -326,9 +332,28 @@ def client_part(
         payload = update
     else:
         raise ValueError(f"secure aggregation: unknown client weight {kind!r} (one of {WEIGHTS})")
-    if not (math.isfinite(weight) and weight >= 0):
+    if not (math.isfinite(weight) and (weight >= 0 or kind in SIGNED_WEIGHTS)):
         raise ValueError(f"secure aggregation: the client's {kind} weight is {weight!r}")
     return weight, payload
+
+
+def weight_magnitude(part: Mapping[str, Any], max_weight: float, quantization: int) -> int | None:
+    """A bound on ``|round(Q a_k / a_max)|`` for a part whose weight may be negative.
+
+    ``broadcast``: the server's own λ_k, so the magnitude itself
+    (:func:`~fairfl.secagg.protocol.weight_ratio`'s). ``semivred`` without
+    ``semivred-clip-negative``: its factor ``1 + 2β ((F_k - f̄)_+ - A)`` is at least
+    ``1 - 2βA``, negative only above the round's β_max = 1/(2A); then Q, the most a
+    ratio can be. ``None`` for a weight that is never negative.
+    """
+    kind = part.get(WEIGHT_KIND)
+    if kind == "broadcast":
+        ratio = max(min(abs(float(part[WEIGHT])) / max_weight, 1.0), 0.0)
+        return round(ratio * quantization)
+    if kind == "semivred" and not bool(part[SEMIVRED_CLIP]):
+        lowest = 1.0 - 2.0 * float(part[SEMIVRED_BETA]) * float(part[EXCESS])
+        return quantization if lowest < 0 else None
+    return None
 
 
 def fairfed_weight(part: Mapping[str, Any], private: Mapping[str, Any]) -> float:

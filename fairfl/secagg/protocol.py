@@ -22,6 +22,8 @@ from flwr.common.secure_aggregation.quantization import dequantize
 from flwr.common.secure_aggregation.secaggplus_constants import Key, Stage
 from numpy.typing import NDArray
 
+from fairfl.secagg.config import MODULUS_RANGE
+
 __all__ = [
     "ARRAYS_KEY",
     "CLIENT_PART",
@@ -34,7 +36,9 @@ __all__ = [
     "dequantized_mean",
     "quantisation_bound",
     "quantize_private",
+    "signed_weight_total",
     "vector_dtype",
+    "weight_ratio",
 ]
 
 #: The ConfigRecord of every secure-aggregation message, both ways.
@@ -109,25 +113,52 @@ def dequantized_mean(
     return [(np.asarray(v, dtype=np.float64) + offset) * scale for v in values]
 
 
+def weight_ratio(weight: float, max_weight: float, quantization_range: int) -> int:
+    """``round(Q a_k / a_max)``: a client's weight as the integer its vector leads with.
+
+    The ratio is held to [-1, 1]: a weight may be negative (VRed's and Semi-VRed's λ
+    above the round's β_max), and the modular sum carries its sign
+    (:func:`signed_weight_total`).
+    """
+    ratio = max(min(weight / max_weight, 1.0), -1.0)
+    return round(ratio * quantization_range)
+
+
+def signed_weight_total(residue: int, num_clients: int, quantization_range: int) -> int:
+    """``Σ_k round(Q a_k / a_max)`` from its residue modulo 2^32.
+
+    Each term lies in [-Q, Q], so the sum lies in [-nQ, nQ]; n is at most
+    :attr:`~fairfl.secagg.config.SecAggSettings.max_clients`, for which 2nQ < 2^32, so a
+    residue above nQ can only be a negative sum wrapped around the modulus.
+    """
+    bound = num_clients * quantization_range
+    return residue if residue <= bound else residue - MODULUS_RANGE
+
+
 def quantisation_bound(
     num_clients: int,
     clipping_range: float,
     weight_total: int,
     max_payload: float | None = None,
+    abs_total: int | None = None,
 ) -> float:
     """Largest error of one coordinate of the securely aggregated mean.
 
     With n clients, clipping range C, quantisation range Q, the payloads' largest
-    magnitude U <= C (no value clipped) and ``Σ_k round(Q a_k / a_max)`` the summed
-    quantised weights (``weight_total``; about ``Q Σ a_k / a_max``)::
+    magnitude U <= C (no value clipped), ``W = Σ_k round(Q a_k / a_max)`` the summed
+    quantised weights (``weight_total``; about ``Q Σ a_k / a_max``) and
+    ``|W| = Σ_k |round(Q a_k / a_max)|`` (``abs_total``; W itself when no weight is
+    negative)::
 
-        |ŵ - w| <= n (2C + U) / Σ_k round(Q a_k / a_max)
+        |ŵ - w| <= n (2C + U (1 + |W| / W) / 2) / W
 
-    Stochastic rounding moves each ``r̂_k u_k`` by less than one step 2C/Q, n steps in
-    the sum, divided by ``R̂ = Σ r̂_k``; rounding each weight ratio to a multiple of 1/Q
-    (``|r̂_k - r_k| <= 1/(2Q)``) moves the normalised weights by at most ``Σ_k |π̂_k - π_k|
-    <= 2 Σ_k |r̂_k - r_k| / R̂ <= n / (Q R̂)`` in total, each multiplying a payload of
-    at most U. The spec (``docs/specs/spec-secure-aggregation.md``) gives both terms.
+    which is ``n (2C + U) / W`` for weights >= 0. Stochastic rounding moves each
+    ``r̂_k u_k`` by less than one step 2C/Q, n steps in the sum, divided by
+    ``R̂ = Σ r̂_k = W / Q``; rounding each weight ratio to a multiple of 1/Q
+    (``|r̂_k - r_k| <= 1/(2Q)``) moves the normalised weights π_k = r_k / R by at most
+    ``Σ_k |π̂_k - π_k| <= (Σ_k |r̂_k - r_k| + Σ_k |π_k| |R̂ - R|) / R̂
+    <= n (1 + |W| / W) / (2 Q R̂)`` in total, each multiplying a payload of at most U.
+    The spec (``docs/specs/spec-secure-aggregation.md``) gives both terms.
 
     Parameters
     ----------
@@ -139,6 +170,10 @@ def quantisation_bound(
         The unmasked sum of the quantised weight ratios (> 0): ``Q R̂``, so Q is in it.
     max_payload : float | None
         U; ``None`` takes its bound C.
+    abs_total : int | None
+        The sum of the quantised ratios' magnitudes, or a bound on it (``None``: every
+        weight is >= 0, so it is ``weight_total``).
     """
     payload = clipping_range if max_payload is None else max_payload
-    return num_clients * (2 * clipping_range + payload) / weight_total
+    spread = 1.0 if abs_total is None else (1.0 + abs_total / weight_total) / 2.0
+    return num_clients * (2 * clipping_range + payload * spread) / weight_total

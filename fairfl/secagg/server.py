@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from fairfl._grid import PassThroughGrid
 from fairfl.secagg.config import MODULUS_RANGE, SecAggSettings
+from fairfl.secagg.forms import weight_magnitude
 from fairfl.secagg.protocol import (
     ARRAYS_KEY,
     CLIENT_PART,
@@ -47,6 +48,7 @@ from fairfl.secagg.protocol import (
     Key,
     Stage,
     dequantized_mean,
+    signed_weight_total,
 )
 
 __all__ = ["ClientParts", "NextParts", "SecAggPlusDriver", "SecureGrid", "SecureSum"]
@@ -71,6 +73,9 @@ class SecureSum:
         the round was skipped.
     weight_total : int
         ``Σ_k round(Q a_k / a_max)``, the unmasked sum of the quantised weights.
+    abs_total : int | None
+        A bound on ``Σ_k |round(Q a_k / a_max)|`` when a weight of the sum may be
+        negative (:func:`fairfl.secagg.forms.weight_magnitude`); ``None``: none may.
     lost : dict[int, str]
         Each sampled node left out of the sum, and at which stage.
     skipped : str | None
@@ -80,6 +85,7 @@ class SecureSum:
     replies: list[Message] = field(default_factory=list)
     mean: list[NDArray[np.float64]] | None = None
     weight_total: int = 0
+    abs_total: int | None = None
     lost: dict[int, str] = field(default_factory=dict)
     skipped: str | None = None
 
@@ -182,7 +188,7 @@ class SecAggPlusDriver:
         Raises
         ------
         ValueError
-            If the round samples more clients than one sum holds (n Q >= 2^32).
+            If the round samples more clients than one sum holds (2 n Q >= 2^32).
         """
         settings = self.settings
         sampled = [int(m.metadata.dst_node_id) for m in messages]
@@ -253,9 +259,18 @@ class SecAggPlusDriver:
         replies = [setup[nid] for nid in in_sum]
         if total is None:
             return self._skipped(state, "too few shares came back to unmask the sum", setup)
-        weight_total = int(total[0].reshape(-1)[0])
+        quantization = settings.secagg_quantization_range
+        residue = int(total[0].reshape(-1)[0])
+        weight_total = signed_weight_total(residue, len(in_sum), quantization)
         if weight_total <= 0:
-            return self._skipped(state, "the clients' weights sum to 0", setup)
+            return self._skipped(state, "the clients' weights sum to 0 or less", setup)
+        magnitudes = [
+            weight_magnitude(parts[nid], settings.secagg_max_weight, quantization)
+            for nid in in_sum
+        ]
+        abs_total = None
+        if any(m is not None for m in magnitudes):
+            abs_total = sum(quantization if m is None else m for m in magnitudes)
         mean = dequantized_mean(
             total[1:],
             len(in_sum),
@@ -264,7 +279,7 @@ class SecAggPlusDriver:
             settings.secagg_quantization_range,
         )
         lost = {nid: why for nid, why in state.lost.items() if nid not in in_sum}
-        return SecureSum(replies, mean, weight_total, lost)
+        return SecureSum(replies, mean, weight_total, abs_total, lost)
 
     def _skipped(self, state: _Round, why: str, setup: Mapping[int, Message]) -> SecureSum:
         logger.warning("secure aggregation: round skipped: %s", why)

@@ -32,7 +32,7 @@ from fairfl.privacy.distributed import DistributedNoise
 from fairfl.secagg import forms, noise
 from fairfl.secagg.config import SecAggSettings
 from fairfl.secagg.forms import SecureForm
-from fairfl.secagg.protocol import quantisation_bound
+from fairfl.secagg.protocol import quantisation_bound, weight_ratio
 from fairfl.secagg.server import SecAggPlusDriver, SecureGrid, SecureSum
 from fairfl.strategies.core import intake
 from fairfl.strategies.core.base import FairStrategy, current_options
@@ -283,11 +283,11 @@ class SecureRounds:
                 r.node_id: float(w) for r, w in zip(replies, lam, strict=True)
             }
             # A public scale puts the largest weight at a_max: the finest quantisation.
-            top = float(lam.max())
-            if not (top > 0 and bool(np.all(lam >= 0))):
+            # VRed's λ_k may be negative (β above β_max): masked with their sign.
+            top = float(np.abs(lam).max())
+            if not top > 0:
                 raise AggregationError(
-                    f"secure aggregation: {strategy.rule_name}'s weights {lam} are not all >= 0 "
-                    "with one > 0, and only such weights can be masked"
+                    f"secure aggregation: {strategy.rule_name}'s weights {lam} are all 0"
                 )
             part_of = [{forms.WEIGHT: float(w) * max_weight / top} for w in lam]
             return [{forms.WEIGHT_KIND: weight, **p} for p in part_of], float(lam.sum())
@@ -333,8 +333,8 @@ class SecureRounds:
         ratios = {}
         for reply, part in zip(replies, parts, strict=True):
             weight, _ = forms.client_part(part, [])
-            ratio = min(weight / self.settings.secagg_max_weight, 1.0)
-            ratios[reply.node_id] = round(ratio * quantization) / quantization
+            max_weight = self.settings.secagg_max_weight
+            ratios[reply.node_id] = weight_ratio(weight, max_weight, quantization) / quantization
         plan = privacy.plan(server_round, ratios)
         keys = {noise.DP_CLIPPING_NORM: privacy.clipping_norm, noise.DP_NOISE_STD: plan.std}
         return [{**part, **keys} for part in parts]
@@ -460,7 +460,10 @@ class SecureRounds:
         )
         if secure.weight_total > 0:
             bound = quantisation_bound(
-                secure.num_clients, settings.secagg_clipping_range, secure.weight_total
+                secure.num_clients,
+                settings.secagg_clipping_range,
+                secure.weight_total,
+                abs_total=secure.abs_total,
             )
             record.diagnostics["secagg-bound"] = scale * bound + extra
 

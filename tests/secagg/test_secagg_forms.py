@@ -116,9 +116,9 @@ def test_semivred_weight_is_computed_by_the_client_from_f_bar_and_a():
     weight, payload = client_part(part, UPDATE, PRIVATE)
     assert weight == pytest.approx(8.4)
     np.testing.assert_array_equal(payload[0], UPDATE[0])
-    # A = 2: 1 + 2 · 0.5 · (0.5 - 2) = -0.5 < 0, which cannot be masked, unless clipped to 0.
-    with pytest.raises(ValueError, match="semivred weight is -3"):
-        client_part({**part, "excess": 2.0}, UPDATE, PRIVATE)
+    # A = 2: 1 + 2 · 0.5 · (0.5 - 2) = -0.5 < 0: 6 · -0.5 = -3, masked with its sign (as
+    # the clear rule weighs it), unless clipped to 0.
+    assert client_part({**part, "excess": 2.0}, UPDATE, PRIVATE)[0] == pytest.approx(-3.0)
     clipped = {**part, "excess": 2.0, "semivred-clip-negative": True}
     assert client_part(clipped, UPDATE, PRIVATE)[0] == 0.0
 
@@ -274,8 +274,12 @@ def test_a_bad_part_is_refused():
     term = {"weight-kind": "term", "weight-scale": 1.0, "term-alpha": 1.0, "term-shift": 0.0}
     with pytest.raises(ValueError, match="needs F_k"):
         client_part({**term, "num-examples": 1}, UPDATE)
-    with pytest.raises(ValueError, match=r"weight is -1\.0"):
-        client_part({"weight-kind": "broadcast", "weight": -1.0}, UPDATE)
+    # A weight not finite, or negative where the form's weights never are (n_k, σ n_k).
+    with pytest.raises(ValueError, match=r"broadcast weight is nan"):
+        client_part({"weight-kind": "broadcast", "weight": float("nan")}, UPDATE)
+    negative = {"weight-kind": "num-examples", "weight-scale": -1.0, "num-examples": 2}
+    with pytest.raises(ValueError, match=r"num-examples weight is -2\.0"):
+        client_part(negative, UPDATE)
 
 
 @pytest.mark.parametrize(

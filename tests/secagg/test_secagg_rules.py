@@ -470,14 +470,14 @@ def test_a_client_error_at_a_stage_is_recorded_as_its_drop(tmp_path):
     assert 1005 not in record.unanswered and record.skipped is None
 
 
-def test_negative_weights_stop_the_run_naming_them(tmp_path, monkeypatch):
-    # VRed's λ go negative for a β above the round's β_max: a negative weight cannot be
-    # masked. Here the rule's λ are made (0.5, 0.75, -0.25) for three clients.
+def test_all_zero_weights_stop_the_run_naming_them(tmp_path, monkeypatch):
+    # Nothing scales λ = 0 to a_max, and the sum would divide by 0: the run stops, naming
+    # the weights (negative ones are masked with their sign: test_secagg_signed.py).
     from flwr.serverapp.exception import AggregationError
 
     from fairfl.strategies.core.reweighted import LossRule
 
-    monkeypatch.setattr(LossRule, "lambdas", lambda self, r, replies: np.array([0.5, 0.75, -0.25]))
+    monkeypatch.setattr(LossRule, "lambdas", lambda self, r, replies: np.zeros(3))
     config = _config(tmp_path, "secure", strategy="vred", **{"num-partitions": 3})
-    with pytest.raises(AggregationError, match=r"not all >= 0"):
+    with pytest.raises(AggregationError, match=r"weights \[0\. 0\. 0\.\] are all 0"):
         run_inprocess({**config, "secure-aggregation": "secagg+"})
