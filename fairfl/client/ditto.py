@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context
 from torch import Tensor, nn
 
+from fairfl._files import write_atomically
 from fairfl.client.batches import BatchKeys, split_batch
 from fairfl.client.training import LossFn, proximal_objective, sgd_step, zero_grad
 from fairfl.contract import keys
@@ -153,19 +153,12 @@ def save_personal(context: Context, client_key: int, personal: ArrayRecord) -> N
     folder = _state_dir(context)
     if not folder:
         return
-    path = state_path(folder, context.run_id, client_key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            # numpy's stubs type the ** names as its own keywords (allow_pickle).
-            np.savez(stream, **{k: a.numpy() for k, a in personal.items()})  # type: ignore[arg-type]
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    arrays = {k: a.numpy() for k, a in personal.items()}
+    # numpy's stubs type the ** names as its own keywords (allow_pickle).
+    write_atomically(
+        state_path(folder, context.run_id, client_key),
+        lambda stream: np.savez(stream, **arrays),  # type: ignore[arg-type]
+    )
 
 
 def _check_layout(personal: ArrayRecord, received: ArrayRecord, where: str) -> None:

@@ -16,12 +16,12 @@ import json
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from flwr.app import ConfigRecord, Context
 
+from fairfl._files import write_atomically
 from fairfl.contract.clients import client_key
 
 __all__ = ["RECORD", "STATE_DIR_KEY", "held_path", "load_held", "save_held"]
@@ -87,14 +87,5 @@ def save_held(context: Context, held: Mapping[str, float]) -> None:
     path = _path(context)
     if path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            json.dump(dict(held), stream, sort_keys=True)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    text = json.dumps(dict(held), sort_keys=True).encode()
+    write_atomically(path, lambda stream: stream.write(text))
