@@ -213,7 +213,7 @@ def declared(default: Any, spec: Spec) -> Any:
 
 
 def real(
-    default: float | None,
+    default: float | Any,
     *,
     key: str | None,
     lower: float | None = None,
@@ -227,7 +227,11 @@ def real(
     span: bool = False,
     off: float | None = None,
 ) -> Any:
-    """A finite float setting (an int is accepted and stored as a float)."""
+    """A finite float setting (an int is accepted and stored as a float).
+
+    ``default`` may be ``None`` (with ``optional``) or :data:`dataclasses.MISSING`: a
+    setting the caller must give.
+    """
     spec = Spec(
         "real", key, lower, upper, lower_open, upper_open, (), optional, grid, tune, note, span, off
     )

@@ -23,8 +23,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import MISSING, dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -35,11 +35,15 @@ from fairfl.client.batches import BatchKeys, split_batch
 from fairfl.client.training import LossFn, sgd_step, zero_grad
 from fairfl.contract import keys
 from fairfl.contract.config import get_config_value
+from fairfl.fields import Fields, Spec, integer, real
 
 
 @dataclass(frozen=True)
-class RCFLSettings:
+class RCFLSettings(Fields):
     """One client's RC-FL settings for one round, as read from the train config.
+
+    Each bound is declared once, on its field (:mod:`fairfl.fields`); a value out of
+    range raises a :class:`~fairfl.fields.ParameterError` naming its config key.
 
     Attributes
     ----------
@@ -57,31 +61,24 @@ class RCFLSettings:
         Examples per step; 0 means the whole local training split.
     """
 
-    eta: float
-    alpha: float
-    mu: float
-    local_steps: int
-    lr_eta: float | None = None
-    batch_size: int = 0
+    # The train config's types are checked when it is read (get_config_value).
+    states_type: ClassVar[bool] = False
 
-    def __post_init__(self) -> None:
-        """Check every value; the error names the config key."""
-        if not math.isfinite(self.eta):
-            raise ValueError(f"config key {keys.RCFL_ETA!r} must be finite, got {self.eta}")
-        if not 0.0 < self.alpha <= 1.0:
-            raise ValueError(f"config key {keys.RCFL_ALPHA!r} must be in (0, 1], got {self.alpha}")
-        if not (self.mu > 0 and math.isfinite(self.mu)):
-            raise ValueError(f"config key {keys.RCFL_MU!r} must be > 0, got {self.mu}")
-        if self.local_steps < 1:
-            raise ValueError(
-                f"config key {keys.RCFL_LOCAL_STEPS!r} must be >= 1, got {self.local_steps}"
-            )
-        if self.lr_eta is not None and not (self.lr_eta > 0 and math.isfinite(self.lr_eta)):
-            raise ValueError(f"config key {keys.RCFL_LR_ETA!r} must be > 0, got {self.lr_eta}")
-        if self.batch_size < 0:
-            raise ValueError(
-                f"config key {keys.RCFL_BATCH_SIZE!r} must be >= 0, got {self.batch_size}"
-            )
+    eta: float = real(MISSING, key=keys.RCFL_ETA)
+    alpha: float = real(
+        MISSING, key=keys.RCFL_ALPHA, lower=0.0, upper=1.0, lower_open=True, span=True
+    )
+    mu: float = real(MISSING, key=keys.RCFL_MU, lower=0.0, lower_open=True)
+    local_steps: int = integer(MISSING, key=keys.RCFL_LOCAL_STEPS, lower=1)
+    lr_eta: float | None = real(
+        None, key=keys.RCFL_LR_ETA, lower=0.0, lower_open=True, optional=True
+    )
+    batch_size: int = integer(0, key=keys.RCFL_BATCH_SIZE, lower=0)
+
+    @classmethod
+    def subject(cls, name: str, spec: Spec) -> str:
+        """A message is about the train-config key (``config key 'rcfl-alpha' ...``)."""
+        return f"config key {spec.key!r}"
 
 
 @dataclass(frozen=True)

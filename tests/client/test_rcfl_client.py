@@ -26,6 +26,7 @@ from fairfl.contract.keys import (
     RCFL_LR_ETA,
     RCFL_MU,
 )
+from fairfl.fields import ParameterError
 
 CPU = torch.device("cpu")
 
@@ -217,7 +218,7 @@ def test_config_is_read_with_defaults():
         ({RCFL_ALPHA: 0.0}, r"config key 'rcfl-alpha' must be in \(0, 1\], got 0.0"),
         ({RCFL_ALPHA: 1.5}, r"config key 'rcfl-alpha' must be in \(0, 1\], got 1.5"),
         ({RCFL_MU: 0.0}, r"config key 'rcfl-mu' must be > 0, got 0.0"),
-        ({RCFL_ETA: float("nan")}, r"config key 'rcfl-eta' must be finite, got nan"),
+        ({RCFL_ETA: float("nan")}, r"config key 'rcfl-eta' must be a finite number, got nan"),
         ({RCFL_LOCAL_STEPS: 0}, r"config key 'rcfl-local-steps' must be >= 1, got 0"),
         ({RCFL_LR_ETA: -1.0}, r"config key 'rcfl-lr-eta' must be > 0, got -1.0"),
         ({RCFL_BATCH_SIZE: -2}, r"config key 'rcfl-batch-size' must be >= 0, got -2"),
@@ -228,6 +229,13 @@ def test_bad_config_values_are_rejected_by_key(change, message):
     values = {RCFL_ETA: 0.3, RCFL_ALPHA: 0.5, RCFL_MU: 0.05, RCFL_LOCAL_STEPS: 5} | change
     with pytest.raises(ValueError, match=message):
         rcfl_settings(ConfigRecord(values))
+
+
+def test_a_bad_value_is_a_parameter_error_naming_its_config_key():
+    values = {RCFL_ETA: 0.3, RCFL_ALPHA: 0.5, RCFL_MU: -1.0, RCFL_LOCAL_STEPS: 5}
+    with pytest.raises(ParameterError) as refused:
+        rcfl_settings(ConfigRecord(values))
+    assert (refused.value.name, refused.value.key) == ("mu", RCFL_MU)
 
 
 def test_missing_key_is_named():
