@@ -110,7 +110,7 @@ class NoisePlan:
 
     @property
     def max_ratio(self) -> float:
-        """r̂_max = max_k |r̂_k| over the clients given a part (a weight may be negative)."""
+        """``r̂_max = max_k |r̂_k|`` over the clients given a part (a weight may be negative)."""
         return max((abs(r) for r in self.ratios.values()), default=0.0)
 
 
