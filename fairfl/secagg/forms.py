@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from fairfl.contract.qffl import QFFL_EPSILON, h_term, lipschitz_estimate
 from fairfl.secagg.fairfed import fairness_gap, moved_weight
+from fairfl.secagg.protocol import weight_ratio
 
 __all__ = [
     "ACCURACY_TOTAL",
@@ -348,8 +349,7 @@ def weight_magnitude(part: Mapping[str, Any], max_weight: float, quantization: i
     """
     kind = part.get(WEIGHT_KIND)
     if kind == "broadcast":
-        ratio = max(min(abs(float(part[WEIGHT])) / max_weight, 1.0), 0.0)
-        return round(ratio * quantization)
+        return abs(weight_ratio(float(part[WEIGHT]), max_weight, quantization))
     if kind == "semivred" and not bool(part[SEMIVRED_CLIP]):
         lowest = 1.0 - 2.0 * float(part[SEMIVRED_BETA]) * float(part[EXCESS])
         return quantization if lowest < 0 else None
